@@ -1,0 +1,101 @@
+// Command leafd is the leafd ID server.
+//
+//	leafd [serve] [--config FILE]   serve IDs over HTTP (the default)
+//	leafd migrate [--config FILE]   apply the database migrations and exit
+//
+// Configuration comes from config.yaml (or --config FILE) and LEAFD_*
+// environment variables; see the README and SPEC section 6.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of every command (SPEC section 6).
+const (
+	exitOK      = 0
+	exitRuntime = 1
+	exitUsage   = 2
+)
+
+// usageError marks an error as the caller's: a bad flag, argument or
+// configuration value. It exits with code 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line args and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCommand(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "leafd:", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		return exitUsage
+	}
+	return exitRuntime
+}
+
+func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
+	var configPath string
+	root := &cobra.Command{
+		Use:   "leafd",
+		Short: "leafd hands out unique 64-bit IDs over HTTP (Leaf segment mode)",
+		Long: "leafd hands out unique 64-bit IDs over HTTP: Meituan Leaf's segment mode over\n" +
+			"MySQL or an embedded SQLite file. With no command it serves.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serve(cmd.Context(), configPath, stderr)
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().StringVar(&configPath, "config", "", "configuration file (default ./config.yaml when present)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+
+	root.AddCommand(&cobra.Command{
+		Use:   "serve",
+		Short: "Serve IDs over HTTP (the default command)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serve(cmd.Context(), configPath, stderr)
+		},
+	}, &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the database migrations and exit",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return migrate(cmd.Context(), configPath, stdout, stderr)
+		},
+	})
+	// Wrong arguments are usage errors too.
+	for _, c := range append(root.Commands(), root) {
+		if c.Args != nil {
+			args := c.Args
+			c.Args = func(cmd *cobra.Command, a []string) error {
+				if err := args(cmd, a); err != nil {
+					return usageError{err}
+				}
+				return nil
+			}
+		}
+	}
+	return root
+}

@@ -1,0 +1,361 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leafd/leafd/internal/testdb"
+)
+
+// leafdBin is the leafd binary built once for the tests of this package.
+var leafdBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "leafd-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	leafdBin = filepath.Join(dir, "leafd")
+	build := exec.Command("go", "build", "-race", "-o", leafdBin, ".")
+	if os.Getenv("LEAFD_TEST_NO_RACE_BINARY") != "" {
+		build = exec.Command("go", "build", "-o", leafdBin, ".")
+	}
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building leafd:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// process is a running leafd.
+type process struct {
+	cmd  *exec.Cmd
+	addr string
+	done chan struct{}
+
+	mu  sync.Mutex
+	log strings.Builder
+}
+
+// baseEnv isolates a test process from the developer's environment and
+// from ./config.yaml.
+func baseEnv(t *testing.T) []string {
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(),
+		"LEAFD_HTTP_ADDR=127.0.0.1:0", "LEAFD_LOG_FORMAT=json", "LEAFD_SNOWFLAKE_ENABLED=false"}
+	return env
+}
+
+// startLeafd starts leafd with env in a directory of its own and waits
+// until it listens.
+func startLeafd(t *testing.T, env ...string) *process {
+	t.Helper()
+	return startLeafdIn(t, t.TempDir(), env...)
+}
+
+// startLeafdIn starts leafd in dir (where it finds config.yaml, if any).
+func startLeafdIn(t *testing.T, dir string, env ...string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(leafdBin), done: make(chan struct{})}
+	p.cmd.Dir = dir
+	p.cmd.Env = append(baseEnv(t), env...)
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.log.WriteString(line + "\n")
+			p.mu.Unlock()
+			var rec struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "leafd serving" {
+				addr <- rec.Addr
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("leafd log:\n%s", p.logs())
+		}
+	})
+	select {
+	case a := <-addr:
+		p.addr = "http://" + a
+	case <-p.done:
+		t.Fatalf("leafd exited at start: %v\n%s", p.cmd.ProcessState, p.logs())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("leafd did not listen within 30s\n%s", p.logs())
+	}
+	return p
+}
+
+func (p *process) logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (p *process) stop(t *testing.T) int {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("leafd did not stop within 20s of SIGTERM")
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func get(t *testing.T, client *http.Client, url string) (int, string) {
+	t.Helper()
+	res, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, string(b)
+}
+
+func waitReady(t *testing.T, p *process) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body := get(t, http.DefaultClient, p.addr+"/readyz")
+		if code == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready after 30s: %d %s\n%s", code, body, p.logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Several leafd processes on one database, hammered concurrently over
+// several tags with small steps, never issue an ID twice, and each client
+// sees strictly increasing IDs per tag from each server.
+func TestProcessesShareOneDatabase(t *testing.T) {
+	for _, driver := range []string{"sqlite", "mysql"} {
+		t.Run(driver, func(t *testing.T) {
+			var dsn string
+			if driver == "sqlite" {
+				dsn = testdb.SQLite(t)
+			} else {
+				dsn = testdb.MySQL(t)
+			}
+			env := []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsn,
+				"LEAFD_SEGMENT_SEED_TAGS=a:5 b:20 c:100", "LEAFD_SEGMENT_MAX_STEP=100"}
+			const servers, clients, requests = 3, 4, 150
+			procs := make([]*process, servers)
+			for i := range procs {
+				procs[i] = startLeafd(t, env...)
+			}
+			for _, p := range procs {
+				waitReady(t, p)
+			}
+			type result struct {
+				server int
+				ids    map[string][]int64
+			}
+			results := make(chan result, servers*clients)
+			var wg sync.WaitGroup
+			for s, p := range procs {
+				for c := range clients {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						client := &http.Client{Timeout: 10 * time.Second}
+						rng := rand.New(rand.NewPCG(uint64(s), uint64(c)))
+						got := map[string][]int64{}
+						for range requests {
+							tag := []string{"a", "b", "c"}[rng.IntN(3)]
+							n := 1
+							if rng.IntN(3) == 0 {
+								n = 1 + rng.IntN(30)
+							}
+							code, body := get(t, client, fmt.Sprintf("%s/segment/%s?count=%d", p.addr, tag, n))
+							if code != 200 {
+								t.Errorf("server %d: GET /segment/%s = %d %s", s, tag, code, body)
+								return
+							}
+							lines := strings.Fields(body)
+							if len(lines) != n {
+								t.Errorf("server %d: asked %d IDs, got %d", s, n, len(lines))
+								return
+							}
+							for _, l := range lines {
+								id, err := strconv.ParseInt(l, 10, 64)
+								if err != nil || id < 1 {
+									t.Errorf("server %d: bad ID %q", s, l)
+									return
+								}
+								got[tag] = append(got[tag], id)
+							}
+						}
+						results <- result{s, got}
+					}()
+				}
+			}
+			wg.Wait()
+			close(results)
+			seen := map[string]map[int64]int{}
+			for r := range results {
+				for tag, ids := range r.ids {
+					if seen[tag] == nil {
+						seen[tag] = map[int64]int{}
+					}
+					for i, id := range ids {
+						if i > 0 && id <= ids[i-1] {
+							t.Fatalf("server %d tag %s: %d after %d", r.server, tag, id, ids[i-1])
+						}
+						if other, dup := seen[tag][id]; dup {
+							t.Fatalf("tag %s: ID %d issued by servers %d and %d", tag, id, other, r.server)
+						}
+						seen[tag][id] = r.server
+					}
+				}
+			}
+			for i, p := range procs {
+				if code := p.stop(t); code != 0 {
+					t.Errorf("server %d exited %d after SIGTERM, want 0\n%s", i, code, p.logs())
+				}
+			}
+		})
+	}
+}
+
+// A server whose database is unreachable still starts: /healthz answers,
+// /readyz says 503 until the database can be used.
+func TestServeWithoutDatabase(t *testing.T) {
+	p := startLeafd(t, "LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN=root@tcp(127.0.0.1:1)/leaf?timeout=200ms")
+	if code, _ := get(t, http.DefaultClient, p.addr+"/healthz"); code != 200 {
+		t.Fatalf("/healthz = %d", code)
+	}
+	code, body := get(t, http.DefaultClient, p.addr+"/readyz")
+	if code != 503 || !strings.Contains(body, "reason") {
+		t.Fatalf("/readyz = %d %s, want 503 with a reason", code, body)
+	}
+	if code := p.stop(t); code != 0 {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+}
+
+// runLeafd runs a leafd command to completion and returns its exit code
+// and output.
+func runLeafd(t *testing.T, dir string, env []string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(leafdBin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(baseEnv(t), env...)
+	out, _ := cmd.CombinedOutput()
+	return cmd.ProcessState.ExitCode(), string(out)
+}
+
+func TestBadConfigurationStopsStartup(t *testing.T) {
+	tests := []struct {
+		name, file string
+		env        []string
+		key        string
+	}{
+		{"UnknownKeyInFile", "segment:\n  refil_min: 1m\n", nil, "segment.refil_min"},
+		{"BadValueInFile", "segment:\n  preload_at: 2\n", nil, "segment.preload_at"},
+		{"BadDriverFromEnv", "", []string{"LEAFD_STORE_DRIVER=postgres"}, "store.driver"},
+		{"BadDurationFromEnv", "", []string{"LEAFD_SEGMENT_WAIT_TIMEOUT=soon"}, "segment.wait_timeout"},
+		{"DSNThatDoesNotParse", "", []string{"LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN=not a dsn"}, "store.dsn"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := []string{"serve"}
+			if tt.file != "" {
+				path := filepath.Join(dir, "leafd.yaml")
+				if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--config", path)
+			}
+			code, out := runLeafd(t, dir, tt.env, args...)
+			if code != 2 || !strings.Contains(out, tt.key) {
+				t.Fatalf("exit %d, output %q; want exit 2 naming %s", code, out, tt.key)
+			}
+		})
+	}
+	t.Run("MissingConfigFile", func(t *testing.T) {
+		code, out := runLeafd(t, t.TempDir(), nil, "--config", "/nonexistent/leafd.yaml")
+		if code != 2 || !strings.Contains(out, "nonexistent") {
+			t.Fatalf("exit %d, output %q", code, out)
+		}
+	})
+	t.Run("UnknownCommand", func(t *testing.T) {
+		if code, out := runLeafd(t, t.TempDir(), nil, "frobnicate"); code != 2 {
+			t.Fatalf("exit %d, output %q; want 2", code, out)
+		}
+	})
+}
+
+func TestMigrateCommand(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"LEAFD_STORE_DRIVER=sqlite", "LEAFD_STORE_DSN=file:" + filepath.Join(dir, "sub", "leafd.db")}
+	for range 2 { // idempotent
+		if code, out := runLeafd(t, dir, env, "migrate"); code != 0 {
+			t.Fatalf("leafd migrate: exit %d\n%s", code, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sub", "leafd.db")); err != nil {
+		t.Fatalf("the database file was not created: %v", err)
+	}
+}
+
+// The shipped config.yaml serves the demo tag from the embedded store: the
+// README's first command.
+func TestShippedConfigServesDemo(t *testing.T) {
+	dir := t.TempDir()
+	shipped, err := os.ReadFile("../../config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), shipped, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	proc := startLeafdIn(t, dir)
+	waitReady(t, proc)
+	code, body := get(t, http.DefaultClient, proc.addr+"/segment/demo")
+	if code != 200 || body != "1\n" {
+		t.Fatalf("GET /segment/demo = %d %q, want 200 \"1\\n\"", code, body)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "leafd.db")); err != nil {
+		t.Fatalf("data/leafd.db not created: %v", err)
+	}
+}

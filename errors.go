@@ -1,0 +1,92 @@
+// Package leafd holds the domain types shared by every part of leafd: the
+// error codes of the HTTP contract (../shared/SPEC.md section 3) and the tag
+// record. It imports nothing but the standard library, so that segment,
+// snowflake, store and http can all depend on it without depending on each
+// other.
+package leafd
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes. Each one is part of the external contract: the http package
+// maps it to a status, clients match on it.
+const (
+	EInvalidTag           = "invalid_tag"
+	EInvalidCount         = "invalid_count"
+	EInvalidID            = "invalid_id"
+	EInvalidBody          = "invalid_body"
+	EUnauthorized         = "unauthorized"
+	EAdminDisabled        = "admin_disabled"
+	EUnknownTag           = "unknown_tag"
+	ENotFound             = "not_found"
+	EModeDisabled         = "mode_disabled"
+	EMethodNotAllowed     = "method_not_allowed"
+	ETagExists            = "tag_exists"
+	EBodyTooLarge         = "body_too_large"
+	ESegmentUnavailable   = "segment_unavailable"
+	ESnowflakeUnavailable = "snowflake_unavailable"
+	ETagExhausted         = "tag_exhausted"
+	EStoreUnavailable     = "store_unavailable"
+	ENotReady             = "not_ready"
+	// EInternal is every error that carries no code of its own. Its message
+	// is never shown to a client.
+	EInternal = "internal"
+)
+
+// Error is an error with a code from the list above and a message meant for
+// the client: it says what went wrong and what to do about it.
+type Error struct {
+	Code    string
+	Message string
+	// Err is the underlying cause, if any. It is logged, never sent.
+	Err error
+}
+
+// Error returns the message, followed by the cause when there is one.
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Message + ": " + e.Err.Error()
+	}
+	return e.Message
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with the given code and a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Wrap returns an *Error with the given code and message whose cause is err.
+func Wrap(code string, err error, message string) *Error {
+	return &Error{Code: code, Message: message, Err: err}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, "" for a
+// nil error and EInternal for an error without a code.
+func ErrorCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return EInternal
+}
+
+// ErrorMessage returns the client-facing message of err. Errors without a
+// code get a generic message, so that internal details never reach a client.
+func ErrorMessage(err error) string {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal error; see the server log"
+}

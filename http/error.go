@@ -1,0 +1,83 @@
+package http
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/leafd/leafd"
+)
+
+// statuses maps every error code to its HTTP status (SPEC section 3). It is
+// the only place where a code meets a status.
+var statuses = map[string]int{
+	leafd.EInvalidTag:           http.StatusBadRequest,
+	leafd.EInvalidCount:         http.StatusBadRequest,
+	leafd.EInvalidID:            http.StatusBadRequest,
+	leafd.EInvalidBody:          http.StatusBadRequest,
+	leafd.EUnauthorized:         http.StatusUnauthorized,
+	leafd.EAdminDisabled:        http.StatusForbidden,
+	leafd.EUnknownTag:           http.StatusNotFound,
+	leafd.ENotFound:             http.StatusNotFound,
+	leafd.EModeDisabled:         http.StatusNotFound,
+	leafd.EMethodNotAllowed:     http.StatusMethodNotAllowed,
+	leafd.ETagExists:            http.StatusConflict,
+	leafd.EBodyTooLarge:         http.StatusRequestEntityTooLarge,
+	leafd.ESegmentUnavailable:   http.StatusServiceUnavailable,
+	leafd.ESnowflakeUnavailable: http.StatusServiceUnavailable,
+	leafd.ETagExhausted:         http.StatusServiceUnavailable,
+	leafd.EStoreUnavailable:     http.StatusServiceUnavailable,
+	leafd.ENotReady:             http.StatusServiceUnavailable,
+	leafd.EInternal:             http.StatusInternalServerError,
+}
+
+// ErrorStatus returns the HTTP status of err's code.
+func ErrorStatus(err error) int {
+	if s, ok := statuses[leafd.ErrorCode(err)]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// writeError answers err in the JSON error model of the native routes.
+// Internal and unavailable errors are logged with their cause; client errors
+// are not.
+func (s *Server) writeError(c *gin.Context, err error) {
+	status := ErrorStatus(err)
+	s.logError(c, err, status)
+	c.AbortWithStatusJSON(status, errorBody{Error: errorDetail{
+		Code:    leafd.ErrorCode(err),
+		Message: leafd.ErrorMessage(err),
+	}})
+}
+
+// writeLeafError answers err as Meituan Leaf does on its compatible routes:
+// HTTP 500 with a text body.
+func (s *Server) writeLeafError(c *gin.Context, err error) {
+	s.logError(c, err, http.StatusInternalServerError)
+	c.Header("Content-Type", "text/plain; charset=utf-8")
+	c.AbortWithStatus(http.StatusInternalServerError)
+	_, _ = c.Writer.WriteString(leafd.ErrorCode(err) + ": " + leafd.ErrorMessage(err))
+}
+
+func (s *Server) logError(c *gin.Context, err error, status int) {
+	if status < 500 {
+		return
+	}
+	level := slog.LevelWarn
+	if leafd.ErrorCode(err) == leafd.EInternal {
+		level = slog.LevelError
+	}
+	s.log.Log(c.Request.Context(), level, "http: request failed",
+		"method", c.Request.Method, "route", c.FullPath(), "status", status, "err", err)
+}

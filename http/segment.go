@@ -1,0 +1,123 @@
+package http
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/segment"
+)
+
+const textPlain = "text/plain; charset=utf-8"
+
+// bufPool holds response buffers and range slices for batch answers, so
+// that a batch is written without an allocation per ID.
+var bufPool = sync.Pool{New: func() any { return new(batchBuf) }}
+
+type batchBuf struct {
+	b      []byte
+	ranges []segment.Range
+}
+
+// getSegment answers GET /segment/{tag}[?count=N][&format=json].
+func (s *Server) getSegment(c *gin.Context) {
+	if s.seg == nil {
+		s.writeError(c, leafd.Errorf(leafd.EModeDisabled, "segment mode is switched off on this server (segment.enabled: false)"))
+		return
+	}
+	tag := c.Param("tag")
+	if err := leafd.ValidateTag(tag); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	n := 1
+	if raw, ok := c.GetQuery("count"); ok {
+		var err error
+		if n, err = s.parseCount(raw); err != nil {
+			s.writeError(c, err)
+			return
+		}
+	}
+	buf := bufPool.Get().(*batchBuf)
+	defer bufPool.Put(buf)
+	var err error
+	if buf.ranges, err = s.seg.NextN(c.Request.Context(), tag, n, buf.ranges[:0]); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	b := buf.b[:0]
+	if wantJSON(c) {
+		b = append(b, `{"tag":"`...)
+		b = append(b, tag...) // a valid tag needs no JSON escaping
+		b = append(b, `","ids":[`...)
+		for i, r := range buf.ranges {
+			for id := r.Start; id < r.End; id++ {
+				if i > 0 || id > r.Start {
+					b = append(b, ',')
+				}
+				b = append(b, '"')
+				b = strconv.AppendInt(b, id, 10)
+				b = append(b, '"')
+			}
+		}
+		b = append(b, "]}\n"...)
+		c.Data(http.StatusOK, "application/json; charset=utf-8", b)
+	} else {
+		for _, r := range buf.ranges {
+			for id := r.Start; id < r.End; id++ {
+				b = strconv.AppendInt(b, id, 10)
+				b = append(b, '\n')
+			}
+		}
+		c.Data(http.StatusOK, textPlain, b)
+	}
+	buf.b = b
+}
+
+// getLeafSegment answers Leaf's GET /api/segment/get/{tag}: the bare
+// decimal ID, errors as HTTP 500 with a text body.
+func (s *Server) getLeafSegment(c *gin.Context) {
+	if s.seg == nil {
+		s.writeLeafError(c, leafd.Errorf(leafd.EModeDisabled, "segment mode is switched off on this server"))
+		return
+	}
+	tag := c.Param("tag")
+	if err := leafd.ValidateTag(tag); err != nil {
+		s.writeLeafError(c, err)
+		return
+	}
+	id, err := s.seg.Next(c.Request.Context(), tag)
+	if err != nil {
+		s.writeLeafError(c, err)
+		return
+	}
+	var b [20]byte
+	c.Data(http.StatusOK, textPlain, strconv.AppendInt(b[:0], id, 10))
+}
+
+// parseCount reads a count parameter: a decimal integer in 1..max_batch.
+func (s *Server) parseCount(raw string) (int, error) {
+	max := s.seg.MaxBatch()
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 || n > max {
+		shown := raw
+		if len(shown) > 32 {
+			shown = shown[:32] + "…"
+		}
+		return 0, leafd.Errorf(leafd.EInvalidCount, "count %q is not valid: use a whole number from 1 to %d", shown, max)
+	}
+	return n, nil
+}
+
+// wantJSON reports whether the client asked for JSON, by ?format=json or an
+// Accept header naming application/json.
+func wantJSON(c *gin.Context) bool {
+	if f, ok := c.GetQuery("format"); ok {
+		return f == "json"
+	}
+	return strings.Contains(c.GetHeader("Accept"), "application/json")
+}

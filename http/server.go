@@ -1,0 +1,130 @@
+// Package http serves leafd's HTTP API (SPEC section 3) with gin. Import it
+// as leafhttp.
+//
+// Handlers only translate: they parse and validate the request, call the
+// allocators and write the answer. Errors carry a code (package leafd); the
+// one map in error.go turns a code into a status.
+package http
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/segment"
+)
+
+// Segment is what the HTTP layer needs of segment mode; *segment.Allocator
+// implements it.
+type Segment interface {
+	Next(ctx context.Context, tag string) (int64, error)
+	NextN(ctx context.Context, tag string, n int, dst []segment.Range) ([]segment.Range, error)
+	MaxBatch() int
+	Ready() error
+}
+
+var _ Segment = (*segment.Allocator)(nil)
+
+// Config wires a Server.
+type Config struct {
+	// Segment serves segment mode; nil means the mode is switched off and its
+	// routes answer mode_disabled.
+	Segment Segment
+	// Logger receives failed requests (5xx). Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is leafd's HTTP server.
+type Server struct {
+	seg    Segment
+	log    *slog.Logger
+	engine *gin.Engine
+	http   *http.Server
+}
+
+// New returns a Server with every route registered.
+func New(cfg Config) *Server {
+	gin.SetMode(gin.ReleaseMode)
+	s := &Server{seg: cfg.Segment, log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.RedirectTrailingSlash = false
+	e.RedirectFixedPath = false
+	e.Use(s.recover)
+	e.NoRoute(func(c *gin.Context) {
+		s.writeError(c, leafd.Errorf(leafd.ENotFound, "no route %s %s; see the API in the README", c.Request.Method, c.Request.URL.Path))
+	})
+	e.NoMethod(func(c *gin.Context) {
+		s.writeError(c, leafd.Errorf(leafd.EMethodNotAllowed, "method %s is not allowed on %s", c.Request.Method, c.Request.URL.Path))
+	})
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/segment/:tag", s.getSegment)
+	e.GET("/api/segment/get/:tag", s.getLeafSegment)
+	s.engine = e
+	s.http = &http.Server{
+		Handler:           e,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	return s
+}
+
+// Handler returns the routes as an http.Handler, for tests and embedding.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// Serve answers requests on ln until Shutdown. It returns nil after a
+// Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	if err := s.http.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Shutdown stops accepting connections and waits for in-flight requests
+// until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
+
+// recover turns a panic in a handler into a 500 internal error, so that no
+// panic ever reaches a client as a dropped connection.
+func (s *Server) recover(c *gin.Context) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.writeError(c, leafd.Wrap(leafd.EInternal, panicError{p}, "internal error; see the server log"))
+		}
+	}()
+	c.Next()
+}
+
+type panicError struct{ v any }
+
+func (p panicError) Error() string { return "panic: " + slog.AnyValue(p.v).String() }
+
+func (s *Server) healthz(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+}
+
+// readyz answers 200 when every enabled mode can issue IDs.
+func (s *Server) readyz(c *gin.Context) {
+	if s.seg != nil {
+		if err := s.seg.Ready(); err != nil {
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not_ready", "reason": leafd.ErrorMessage(err)})
+			return
+		}
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}

@@ -1,0 +1,427 @@
+// Package config reads leafd's configuration: config.yaml (or the file given
+// with --config), overridden key by key by LEAFD_* environment variables, on
+// top of built-in defaults. The keys, their defaults and their meaning are
+// the contract of SPEC section 6.
+//
+// Loading is strict on purpose: an unknown key in the file or a value that
+// does not fit stops start-up with a message that names the key and the
+// values it accepts, because a typo that silently falls back to a default is
+// how an ID service ends up handing out duplicates.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leafd/leafd"
+)
+
+// Config is the whole configuration of a leafd process. Build one with Load,
+// or start from Default and check it with Validate.
+type Config struct {
+	HTTP      HTTP
+	Store     Store
+	Segment   Segment
+	Snowflake Snowflake
+	Admin     Admin
+	Log       Log
+}
+
+// HTTP is the http section.
+type HTTP struct {
+	// Addr is the host:port the server listens on (http.addr).
+	Addr string
+	// ShutdownTimeout bounds how long SIGINT/SIGTERM waits for in-flight
+	// requests (http.shutdown_timeout).
+	ShutdownTimeout time.Duration
+}
+
+// Store is the store section.
+type Store struct {
+	// Driver is "mysql" or "sqlite" (store.driver).
+	Driver string
+	// DSN is the driver's data source name (store.dsn). Its syntax is the
+	// store package's business; config only requires it to be non-empty.
+	DSN string
+	// FallbackDSNs are further addresses of the same MySQL cluster, tried in
+	// order (store.fallback_dsns). Empty means none.
+	FallbackDSNs []string
+	// Migrate applies the embedded migrations at start-up (store.migrate).
+	Migrate bool
+}
+
+// Segment is the segment section.
+type Segment struct {
+	// Enabled switches segment mode on (segment.enabled).
+	Enabled bool
+	// RefillMin and RefillMax are the window one range should last
+	// (segment.refill_min, segment.refill_max); RefillMin < RefillMax.
+	RefillMin, RefillMax time.Duration
+	// MaxStep caps the step a server chooses (segment.max_step), unless the
+	// table step is larger.
+	MaxStep int64
+	// PreloadAt is the used fraction of a range, in (0, 1), at which the
+	// next range starts loading (segment.preload_at).
+	PreloadAt float64
+	// TagRefresh is how often the tag list is re-read (segment.tag_refresh).
+	TagRefresh time.Duration
+	// WaitTimeout bounds how long a request waits for a range to load
+	// (segment.wait_timeout).
+	WaitTimeout time.Duration
+	// MaxBatch is the largest count=N, 1..1,000,000 (segment.max_batch).
+	MaxBatch int
+	// SeedTags are created at start-up when absent and never altered
+	// (segment.seed_tags). The built-in default is none.
+	SeedTags []SeedTag
+}
+
+// SeedTag is one entry of segment.seed_tags.
+type SeedTag struct {
+	// Tag is the business tag, valid by leafd.ValidateTag.
+	Tag string
+	// Step is the table step the tag is created with, at least 1.
+	Step int64
+}
+
+// Snowflake is the snowflake section.
+type Snowflake struct {
+	// Enabled switches snowflake mode on (snowflake.enabled).
+	Enabled bool
+	// WorkerID is "auto" (leased from the store) or a fixed number
+	// (snowflake.worker_id).
+	WorkerID WorkerID
+	// Epoch is the Unix time in milliseconds that timestamp 0 stands for
+	// (snowflake.epoch); it must not be in the future.
+	Epoch int64
+	// TimeBits, WorkerBits and SequenceBits are the ID layout; they add up
+	// to 63 (snowflake.time_bits, worker_bits, sequence_bits).
+	TimeBits, WorkerBits, SequenceBits int
+	// MaxBackward is how far the clock may go back before the generator
+	// stops waiting for it (snowflake.max_backward).
+	MaxBackward time.Duration
+	// LeaseTTL is the lifetime of a worker id lease (snowflake.lease_ttl).
+	LeaseTTL time.Duration
+	// RandomStart starts each millisecond's sequence at a small random
+	// number (snowflake.random_start).
+	RandomStart bool
+}
+
+// WorkerID is the value of snowflake.worker_id: either auto, a worker id
+// leased from the store, or a fixed number. The zero value is the fixed
+// worker id 0.
+type WorkerID struct {
+	// Auto means: lease a worker id from the store. ID is then unused.
+	Auto bool
+	// ID is the fixed worker id, 0..2^worker_bits-1.
+	ID int64
+}
+
+// String returns "auto" or the decimal worker id, the form the file takes.
+func (w WorkerID) String() string {
+	if w.Auto {
+		return "auto"
+	}
+	return strconv.FormatInt(w.ID, 10)
+}
+
+// MarshalText returns the same text as String.
+func (w WorkerID) MarshalText() ([]byte, error) { return []byte(w.String()), nil }
+
+// UnmarshalText accepts "auto" (any case) or a non-negative decimal number.
+// The upper bound depends on snowflake.worker_bits and is checked by
+// Validate.
+func (w *WorkerID) UnmarshalText(text []byte) error {
+	v, err := ParseWorkerID(string(text))
+	if err != nil {
+		return err
+	}
+	*w = v
+	return nil
+}
+
+// ParseWorkerID parses "auto" (any case) or a non-negative decimal number.
+func ParseWorkerID(s string) (WorkerID, error) {
+	if strings.EqualFold(strings.TrimSpace(s), "auto") {
+		return WorkerID{Auto: true}, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n < 0 {
+		return WorkerID{}, fmt.Errorf("%q is neither auto nor a worker id", s)
+	}
+	return WorkerID{ID: n}, nil
+}
+
+// Admin is the admin section.
+type Admin struct {
+	// Token is the bearer token of the admin routes (admin.token). Empty
+	// switches the admin routes off: they answer 403.
+	Token string
+}
+
+// Log is the log section.
+type Log struct {
+	// Level is debug, info, warn or error (log.level).
+	Level string
+	// Format is text or json (log.format).
+	Format string
+}
+
+// Default returns the built-in defaults: SPEC section 6 with no seed tags,
+// so that a production database never gets a demo tag by accident.
+func Default() *Config {
+	return &Config{
+		HTTP:  HTTP{Addr: "127.0.0.1:8080", ShutdownTimeout: 10 * time.Second},
+		Store: Store{Driver: "sqlite", DSN: "file:data/leafd.db", FallbackDSNs: []string{}, Migrate: true},
+		Segment: Segment{
+			Enabled:     true,
+			RefillMin:   15 * time.Minute,
+			RefillMax:   30 * time.Minute,
+			MaxStep:     1_000_000,
+			PreloadAt:   0.1,
+			TagRefresh:  60 * time.Second,
+			WaitTimeout: 2 * time.Second,
+			MaxBatch:    10_000,
+			SeedTags:    []SeedTag{},
+		},
+		Snowflake: Snowflake{
+			Enabled:      true,
+			WorkerID:     WorkerID{Auto: true},
+			Epoch:        1288834974657,
+			TimeBits:     41,
+			WorkerBits:   10,
+			SequenceBits: 12,
+			MaxBackward:  5 * time.Millisecond,
+			LeaseTTL:     30 * time.Second,
+			RandomStart:  false,
+		},
+		Admin: Admin{Token: ""},
+		Log:   Log{Level: "info", Format: "text"},
+	}
+}
+
+// Limits of the values Validate accepts.
+const (
+	// MaxBatchLimit is the largest segment.max_batch.
+	MaxBatchLimit = 1_000_000
+	// maxSeedStep is the largest table step: leaf_alloc.step is an INT.
+	maxSeedStep = math.MaxInt32
+	// layoutBits is what the three snowflake bit counts add up to.
+	layoutBits = 63
+)
+
+// Hints: what each key accepts, appended to every message about it.
+const (
+	hintAddr     = "use host:port, such as 127.0.0.1:8080 or :8080"
+	hintDuration = "use a Go duration greater than 0, such as 10s, 15m or 500ms"
+	hintDriver   = "use mysql or sqlite"
+	hintDSN      = "use a data source name, such as file:data/leafd.db (sqlite) or user:password@tcp(host:3306)/leaf?parseTime=true (mysql)"
+	hintBool     = "use true or false"
+	hintMaxStep  = "use a whole number of at least 1"
+	hintPreload  = "use a fraction in (0, 1)"
+	hintLevel    = "use debug, info, warn or error"
+	hintFormat   = "use text or json"
+	hintBits     = "use whole numbers of at least 1 that add up to 63 (default 41, 10, 12)"
+	hintToken    = "use any string; empty switches the admin routes off"
+)
+
+func hintMaxBatch() string { return fmt.Sprintf("use a whole number from 1 to %d", MaxBatchLimit) }
+
+func hintSeedStep() string { return fmt.Sprintf("use a whole number from 1 to %d", maxSeedStep) }
+
+func hintEpoch() string {
+	return "use a Unix time in milliseconds that is not in the future (default 1288834974657, Twitter's and Leaf's)"
+}
+
+// hintWorkerID names the accepted worker ids; bits < 0 means the layout is
+// itself invalid, so the bound is not known.
+func hintWorkerID(bits int) string {
+	if bits < 1 || bits > 62 {
+		return "use auto or a number 0..(2^snowflake.worker_bits-1)"
+	}
+	return fmt.Sprintf("use auto or a number 0..%d (2^snowflake.worker_bits-1)", int64(1)<<bits-1)
+}
+
+// Validate checks every value of c and returns all problems at once, joined
+// with errors.Join: each is a *KeyError, printed as one line. It returns nil
+// when c can be used.
+func (c *Config) Validate() error {
+	return errors.Join(toErrors(c.validate(time.Now()))...)
+}
+
+func toErrors(ps []*KeyError) []error {
+	errs := make([]error, len(ps))
+	for i, p := range ps {
+		errs[i] = p
+	}
+	return errs
+}
+
+// validate returns the problems of c, judging the epoch against now.
+func (c *Config) validate(now time.Time) []*KeyError {
+	var ps []*KeyError
+	bad := func(key, format string, args ...any) *KeyError {
+		p := &KeyError{Key: key, Message: fmt.Sprintf(format, args...)}
+		ps = append(ps, p)
+		return p
+	}
+	positive := func(key string, d time.Duration) {
+		if d <= 0 {
+			bad(key, "%s is not greater than 0: %s", d, hintDuration)
+		}
+	}
+
+	// http
+	if c.HTTP.Addr == "" {
+		bad("http.addr", "is empty: %s", hintAddr)
+	} else if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
+		bad("http.addr", "%q is not host:port: %s", c.HTTP.Addr, hintAddr)
+	}
+	positive("http.shutdown_timeout", c.HTTP.ShutdownTimeout)
+
+	// store
+	switch c.Store.Driver {
+	case "mysql", "sqlite":
+	default:
+		bad("store.driver", "%q is not supported: %s", c.Store.Driver, hintDriver)
+	}
+	if c.Store.DSN == "" {
+		bad("store.dsn", "is empty: %s", hintDSN)
+	}
+	for i, dsn := range c.Store.FallbackDSNs {
+		if dsn == "" {
+			bad(fmt.Sprintf("store.fallback_dsns[%d]", i), "is empty: %s, or remove it", hintDSN)
+		}
+	}
+	if c.Store.Driver == "sqlite" && len(c.Store.FallbackDSNs) > 0 {
+		bad("store.fallback_dsns", "is set but store.driver is sqlite: fallback addresses are for a mysql cluster; remove them or use store.driver mysql").
+			also("store.driver")
+	}
+
+	// segment
+	positive("segment.refill_min", c.Segment.RefillMin)
+	positive("segment.refill_max", c.Segment.RefillMax)
+	if c.Segment.RefillMin > 0 && c.Segment.RefillMax > 0 && c.Segment.RefillMin >= c.Segment.RefillMax {
+		bad("segment.refill_min", "%s is not below segment.refill_max (%s): use a refill_min shorter than refill_max (default 15m and 30m)",
+			c.Segment.RefillMin, c.Segment.RefillMax).also("segment.refill_max")
+	}
+	if c.Segment.MaxStep < 1 {
+		bad("segment.max_step", "%d is out of range: %s", c.Segment.MaxStep, hintMaxStep)
+	}
+	if !(c.Segment.PreloadAt > 0 && c.Segment.PreloadAt < 1) { // also catches NaN
+		bad("segment.preload_at", "%s is out of range: %s", strconv.FormatFloat(c.Segment.PreloadAt, 'g', -1, 64), hintPreload)
+	}
+	positive("segment.tag_refresh", c.Segment.TagRefresh)
+	positive("segment.wait_timeout", c.Segment.WaitTimeout)
+	if c.Segment.MaxBatch < 1 || c.Segment.MaxBatch > MaxBatchLimit {
+		bad("segment.max_batch", "%d is out of range: %s", c.Segment.MaxBatch, hintMaxBatch())
+	}
+	seen := make(map[string]int, len(c.Segment.SeedTags))
+	for i, s := range c.Segment.SeedTags {
+		key := fmt.Sprintf("segment.seed_tags[%d]", i)
+		if err := leafd.ValidateTag(s.Tag); err != nil {
+			bad(key+".tag", "%s", leafd.ErrorMessage(err)).also("segment.seed_tags")
+		} else if j, dup := seen[s.Tag]; dup {
+			bad(key+".tag", "%q is already listed as segment.seed_tags[%d]: list each tag once", s.Tag, j).also("segment.seed_tags")
+		} else {
+			seen[s.Tag] = i
+		}
+		if s.Step < 1 || s.Step > maxSeedStep {
+			bad(key+".step", "%d is out of range: %s", s.Step, hintSeedStep()).also("segment.seed_tags")
+		}
+	}
+
+	// snowflake
+	sf := c.Snowflake
+	bitsOK := sf.TimeBits >= 1 && sf.WorkerBits >= 1 && sf.SequenceBits >= 1 &&
+		sf.TimeBits+sf.WorkerBits+sf.SequenceBits == layoutBits
+	if !bitsOK {
+		bad("snowflake.time_bits, snowflake.worker_bits, snowflake.sequence_bits", "%d + %d + %d = %d: %s",
+			sf.TimeBits, sf.WorkerBits, sf.SequenceBits, sf.TimeBits+sf.WorkerBits+sf.SequenceBits, hintBits).
+			also("snowflake.time_bits", "snowflake.worker_bits", "snowflake.sequence_bits")
+	}
+	nowMS := now.UnixMilli()
+	switch {
+	case sf.Epoch < 0:
+		bad("snowflake.epoch", "%d is before 1970: %s", sf.Epoch, hintEpoch())
+	case sf.Epoch > nowMS:
+		bad("snowflake.epoch", "%d (%s) is in the future: %s", sf.Epoch, msTime(sf.Epoch), hintEpoch())
+	case bitsOK:
+		// The last millisecond the layout can express.
+		last := sf.Epoch + (int64(1)<<sf.TimeBits - 1)
+		if last < nowMS {
+			bad("snowflake.time_bits", "%d bits from snowflake.epoch %d ran out on %s: use more time bits or a later epoch",
+				sf.TimeBits, sf.Epoch, msTime(last)).also("snowflake.epoch", "snowflake.worker_bits", "snowflake.sequence_bits")
+		}
+	}
+	if !sf.WorkerID.Auto {
+		wb := -1
+		if bitsOK {
+			wb = sf.WorkerBits
+		}
+		if sf.WorkerID.ID < 0 || (bitsOK && sf.WorkerID.ID > int64(1)<<wb-1) {
+			bad("snowflake.worker_id", "%d is out of range: %s", sf.WorkerID.ID, hintWorkerID(wb)).also("snowflake.worker_bits")
+		}
+	}
+	positive("snowflake.max_backward", sf.MaxBackward)
+	positive("snowflake.lease_ttl", sf.LeaseTTL)
+
+	// log
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q is not a level: %s", c.Log.Level, hintLevel)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format", "%q is not a format: %s", c.Log.Format, hintFormat)
+	}
+	return ps
+}
+
+func msTime(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05.000 UTC")
+}
+
+// KeyError is one problem with one configuration key. Its Error is a single
+// line: the full dotted key, what is wrong with the value, and which values
+// are accepted, followed by where the value came from when Load knows it.
+type KeyError struct {
+	// Key is the full dotted key, e.g. "segment.preload_at", or
+	// "segment.seed_tags[1].step" for an entry of a list. A problem that
+	// involves several keys names them all, separated by commas.
+	Key string
+	// Message says what is wrong and what to use instead.
+	Message string
+	// Source is where the value came from: "config.yaml" (the file read),
+	// "LEAFD_SEGMENT_PRELOAD_AT" (an environment variable) or "" (a
+	// built-in default, or a Config built by hand).
+	Source string
+
+	// fromEnv is set when Source names an environment variable.
+	fromEnv bool
+	// related are further keys whose own problems make this one moot.
+	related []string
+}
+
+// Error returns "key: message", followed by the source when known.
+func (e *KeyError) Error() string {
+	switch {
+	case e.Source == "":
+		return e.Key + ": " + e.Message
+	case e.fromEnv:
+		return e.Key + ": " + e.Message + " (from " + e.Source + ")"
+	default:
+		return e.Key + ": " + e.Message + " (in " + e.Source + ")"
+	}
+}
+
+func (e *KeyError) also(keys ...string) *KeyError {
+	e.related = append(e.related, keys...)
+	return e
+}

@@ -1,0 +1,86 @@
+package testdb_test
+
+import (
+	"database/sql"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	_ "modernc.org/sqlite"
+
+	"github.com/leafd/leafd/internal/testdb"
+)
+
+// Each test gets its own empty database, and it is gone when the test ends.
+func TestMySQL(t *testing.T) {
+	var name string
+	var admin *sql.DB
+	t.Run("Fresh", func(t *testing.T) {
+		dsn := testdb.MySQL(t)
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name = cfg.DBName
+		if !regexp.MustCompile(`^leafd_test_[0-9a-f]{8}$`).MatchString(name) {
+			t.Fatalf("database name %q", name)
+		}
+		if other, _ := mysql.ParseDSN(testdb.MySQL(t)); other.DBName == name {
+			t.Fatal("two calls returned the same database")
+		}
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var tables int
+		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE()").Scan(&tables); err != nil {
+			t.Fatal(err)
+		}
+		if tables != 0 {
+			t.Fatalf("a fresh database has %d tables", tables)
+		}
+		if _, err := db.Exec("CREATE TABLE t (n INT)"); err != nil {
+			t.Fatal(err)
+		}
+		cfg.DBName = ""
+		if admin, err = sql.Open("mysql", cfg.FormatDSN()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if admin == nil {
+		return // skipped
+	}
+	defer admin.Close()
+	var n int
+	if err := admin.QueryRow("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("database %s still exists after its test", name)
+	}
+}
+
+func TestSQLite(t *testing.T) {
+	dsn := testdb.SQLite(t)
+	path, ok := strings.CutPrefix(dsn, "file:")
+	if !ok || strings.Contains(dsn, "?") {
+		t.Fatalf("SQLite DSN %q: want file:PATH without parameters", dsn)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("the file of a fresh SQLite DSN exists: %v", err)
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("CREATE TABLE t (n INT)"); err != nil {
+		t.Fatal(err)
+	}
+	if testdb.SQLite(t) == dsn {
+		t.Fatal("two calls returned the same file")
+	}
+}

@@ -1,0 +1,549 @@
+// Package segment implements Leaf's segment mode: IDs served from memory out
+// of ranges that a Store hands out, with a double buffer per tag so that the
+// next range is loaded in the background before the current one runs out.
+//
+// The steady-state path of Next is lock-free: an atomic add on the current
+// buffer's cursor. Locks are taken only to switch buffers, to start a load and
+// to wait for one. A request that finds both buffers empty parks on the
+// in-flight load until it lands or the request's deadline (Config.WaitTimeout)
+// passes; it never spins.
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leafd/leafd"
+)
+
+// Config tunes an Allocator. The zero value of every field means the default
+// given in its comment (the defaults of SPEC section 6).
+type Config struct {
+	// RefillMin and RefillMax bound how long one range should last; the step
+	// is resized to stay inside the window. Defaults 15m and 30m.
+	RefillMin, RefillMax time.Duration
+	// MaxStep caps the dynamic step (a larger table step still wins).
+	// Default 1,000,000.
+	MaxStep int64
+	// PreloadAt is the fraction of the current range whose use starts the
+	// load of the next one, in [0, 1). Default 0.1.
+	PreloadAt float64
+	// TagRefresh is how often the tag list is re-read. Default 60s.
+	TagRefresh time.Duration
+	// WaitTimeout bounds how long one request waits for a range when both
+	// buffers are empty. Default 2s.
+	WaitTimeout time.Duration
+	// MaxBatch is the largest count NextN accepts. Default 10,000.
+	MaxBatch int
+	// RetryMin and RetryMax bound the backoff between attempts when the
+	// store fails. Defaults 50ms and 5s.
+	RetryMin, RetryMax time.Duration
+	// Now returns the current time; it measures how long ranges last.
+	// Default time.Now.
+	Now func() time.Time
+	// Logger receives load failures and tag changes. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.RefillMin, 15*time.Minute)
+	def(&c.RefillMax, 30*time.Minute)
+	def(&c.TagRefresh, time.Minute)
+	def(&c.WaitTimeout, 2*time.Second)
+	def(&c.RetryMin, 50*time.Millisecond)
+	def(&c.RetryMax, 5*time.Second)
+	if c.MaxStep == 0 {
+		c.MaxStep = 1_000_000
+	}
+	if c.PreloadAt == 0 {
+		c.PreloadAt = 0.1
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 10_000
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	switch {
+	case c.RefillMin < 0 || c.RefillMax <= c.RefillMin:
+		return fmt.Errorf("segment: refill window %v..%v is empty", c.RefillMin, c.RefillMax)
+	case c.MaxStep < 1:
+		return fmt.Errorf("segment: max step %d is below 1", c.MaxStep)
+	case c.PreloadAt < 0 || c.PreloadAt >= 1:
+		return fmt.Errorf("segment: preload fraction %v is outside [0, 1)", c.PreloadAt)
+	case c.MaxBatch < 1:
+		return fmt.Errorf("segment: max batch %d is below 1", c.MaxBatch)
+	case c.TagRefresh < 0 || c.WaitTimeout < 0 || c.RetryMin <= 0 || c.RetryMax < c.RetryMin:
+		return errors.New("segment: durations must be positive")
+	}
+	return nil
+}
+
+// Allocator hands out segment IDs for every tag of a Store. It is safe for
+// concurrent use. Create it with New, call Start, and Close it when done.
+type Allocator struct {
+	store  Store
+	cfg    Config
+	policy stepPolicy
+	log    *slog.Logger
+
+	tags      atomic.Pointer[map[string]*tag]
+	refreshMu sync.Mutex // serialises Refresh
+	listed    chan struct{}
+	listOnce  sync.Once
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	// life guards closed and wg.Add against Close's wg.Wait.
+	life   sync.RWMutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// New returns an Allocator over store. It returns an error if cfg holds an
+// invalid value. It reads nothing yet: Start does.
+func New(store Store, cfg Config) (*Allocator, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &Allocator{
+		store:  store,
+		cfg:    cfg,
+		policy: stepPolicy{refillMin: cfg.RefillMin, refillMax: cfg.RefillMax, maxStep: cfg.MaxStep},
+		log:    cfg.Logger,
+		listed: make(chan struct{}),
+		ctx:    ctx,
+		cancel: cancel,
+	}
+	empty := map[string]*tag{}
+	a.tags.Store(&empty)
+	return a, nil
+}
+
+// Start begins reading the tag list: at once, then every TagRefresh. While
+// the store cannot be reached it retries with backoff; requests meanwhile
+// wait up to WaitTimeout and then fail with segment_unavailable.
+func (a *Allocator) Start() {
+	a.goroutine(a.refreshLoop)
+}
+
+// Close stops the background work and waits for it. IDs left in the buffers
+// are dropped: they are never issued, by this server or any other.
+func (a *Allocator) Close() error {
+	a.life.Lock()
+	a.closed = true
+	a.life.Unlock()
+	a.cancel()
+	a.wg.Wait()
+	return nil
+}
+
+// goroutine runs f in a goroutine that Close waits for, unless the
+// allocator is closed. It reports whether f was started.
+func (a *Allocator) goroutine(f func()) bool {
+	a.life.RLock()
+	defer a.life.RUnlock()
+	if a.closed {
+		return false
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// MaxBatch returns the largest count NextN accepts.
+func (a *Allocator) MaxBatch() int { return a.cfg.MaxBatch }
+
+// Next returns the next ID of tag.
+//
+// Errors (codes): unknown_tag when the tag is not in the table;
+// segment_unavailable when both buffers are empty and no range could be
+// loaded within WaitTimeout (or ctx ended first); tag_exhausted when the tag's
+// next range would pass 2^63-1.
+func (a *Allocator) Next(ctx context.Context, name string) (int64, error) {
+	if t := (*a.tags.Load())[name]; t != nil {
+		if b := t.cur.Load(); b != nil {
+			r, off := b.take(1)
+			if r.End != 0 {
+				if off >= b.preloadAt {
+					a.preload(t, b)
+				}
+				return r.Start, nil
+			}
+		}
+	}
+	var one [1]Range
+	rs, err := a.NextN(ctx, name, 1, one[:0])
+	if err != nil {
+		return 0, err
+	}
+	return rs[0].Start, nil
+}
+
+// NextN reserves n IDs of tag and appends them to dst as ascending,
+// non-overlapping ranges. The ranges may span both buffers, or more when n
+// exceeds the step. On error the IDs already reserved are dropped (never
+// issued) and dst is returned unchanged.
+//
+// Errors are those of Next, plus invalid_count when n is outside
+// 1..MaxBatch.
+func (a *Allocator) NextN(ctx context.Context, name string, n int, dst []Range) ([]Range, error) {
+	if n < 1 || n > a.cfg.MaxBatch {
+		return dst, leafd.Errorf(leafd.EInvalidCount, "count %d is out of range: use 1 to %d", n, a.cfg.MaxBatch)
+	}
+	t, err := a.lookup(ctx, name)
+	if err != nil {
+		return dst, err
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	out, remaining, waited := dst, int64(n), false
+	for remaining > 0 {
+		if b := t.cur.Load(); b != nil {
+			if r, off := b.take(remaining); r.End != 0 {
+				out = append(out, r)
+				remaining -= r.Len()
+				if off+r.Len() > b.preloadAt {
+					a.preload(t, b)
+				}
+				continue
+			}
+		}
+		ready, finalSeq, err := a.advance(t)
+		if err != nil {
+			return dst, err
+		}
+		if ready == nil {
+			continue // the tag switched to its next buffer
+		}
+		if !waited {
+			waited = true
+			t.waits.Add(1)
+		}
+		if timer == nil {
+			timer = time.NewTimer(a.cfg.WaitTimeout)
+		}
+		select {
+		case <-ready:
+			if err := t.finalSince(finalSeq); err != nil {
+				return dst, err
+			}
+		case <-timer.C:
+			return dst, a.unavailable(t, "no range could be loaded within "+a.cfg.WaitTimeout.String())
+		case <-ctx.Done():
+			return dst, a.unavailable(t, "the request ended while waiting for a range")
+		}
+	}
+	return out, nil
+}
+
+// advance is the slow path, taken when the current buffer is exhausted or
+// absent. Under the tag's lock it switches to the next buffer if that is
+// ready and returns nil; otherwise it makes sure a load is in flight and
+// returns a channel that is closed when the load's outcome is known, with
+// the failure sequence to compare against afterwards.
+func (a *Allocator) advance(t *tag) (ready <-chan struct{}, finalSeq uint64, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.removed {
+		return nil, 0, unknownTag(t.name)
+	}
+	if b := t.cur.Load(); b != nil && !b.exhausted() {
+		return nil, 0, nil // another request switched buffers meanwhile
+	}
+	if t.next != nil {
+		t.switchLocked()
+		return nil, 0, nil
+	}
+	a.startLoadLocked(t)
+	return t.changed, t.finalSeq, nil
+}
+
+// preload starts the load of b's successor, once per buffer.
+func (a *Allocator) preload(t *tag, b *buffer) {
+	if b.preloaded.Load() || !b.preloaded.CompareAndSwap(false, true) {
+		return
+	}
+	t.mu.Lock()
+	if t.next == nil && t.cur.Load() == b {
+		a.startLoadLocked(t)
+	}
+	t.mu.Unlock()
+}
+
+// startLoadLocked starts a background load of the tag's next range unless
+// one is already in flight. The caller holds t.mu.
+func (a *Allocator) startLoadLocked(t *tag) {
+	if t.loading || t.removed {
+		return
+	}
+	now := a.cfg.Now()
+	issued := t.issuedLocked()
+	// Before the first load t.step is 0 and the policy answers the table step.
+	step := a.policy.next(t.step, t.tableStep, issued-t.issuedAtLoad, now.Sub(t.lastLoad))
+	if a.goroutine(func() { a.load(t, step, now, issued) }) {
+		t.loading = true
+	}
+}
+
+// load asks the store for a range of step IDs, retrying with backoff while
+// the store fails, until it succeeds, fails for good, the tag is removed or
+// the allocator closes.
+func (a *Allocator) load(t *tag, step int64, started time.Time, issued int64) {
+	backoff := a.cfg.RetryMin
+	for attempt := 1; ; attempt++ {
+		alloc, err := a.store.Allocate(a.ctx, t.name, step)
+		if err == nil {
+			a.install(t, alloc, step, started, issued)
+			return
+		}
+		final := a.ctx.Err() != nil
+		switch leafd.ErrorCode(err) {
+		case leafd.EUnknownTag, leafd.ETagExhausted:
+			final = true
+		}
+		if !t.loadFailed(err, final) || final {
+			return
+		}
+		if attempt == 1 || attempt%20 == 0 {
+			a.log.Warn("segment: range load failed; retrying", "tag", t.name, "step", step, "attempt", attempt, "err", err)
+		}
+		// Full jitter keeps many servers from retrying in lockstep.
+		wait := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-a.ctx.Done():
+			t.loadFailed(a.ctx.Err(), true)
+			return
+		case <-time.After(wait):
+		}
+		backoff = min(2*backoff, a.cfg.RetryMax)
+	}
+}
+
+// install makes a freshly loaded range the tag's next buffer, or its
+// current one when the current is absent or exhausted, and wakes waiters.
+func (a *Allocator) install(t *tag, alloc Allocation, step int64, started time.Time, issued int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.loading = false
+	if t.removed {
+		return // the tag was deleted while loading: the range is dropped
+	}
+	if t.err != nil {
+		a.log.Info("segment: range load recovered", "tag", t.name)
+	}
+	t.err = nil
+	if !t.lastLoad.IsZero() {
+		t.lastPeriod = started.Sub(t.lastLoad)
+	}
+	t.lastLoad, t.issuedAtLoad = started, issued
+	t.step, t.tableStep = step, alloc.TableStep
+	t.loads++
+	t.next = newBuffer(alloc, a.cfg.PreloadAt, a.cfg.Now())
+	if cur := t.cur.Load(); cur == nil || cur.exhausted() {
+		t.switchLocked()
+	}
+	t.broadcastLocked()
+}
+
+// lookup finds a tag. Before the tag list was first read it waits for that,
+// up to WaitTimeout.
+func (a *Allocator) lookup(ctx context.Context, name string) (*tag, error) {
+	if t := (*a.tags.Load())[name]; t != nil {
+		return t, nil
+	}
+	if err := leafd.ValidateTag(name); err != nil {
+		return nil, err
+	}
+	select {
+	case <-a.listed:
+	default:
+		timer := time.NewTimer(a.cfg.WaitTimeout)
+		defer timer.Stop()
+		select {
+		case <-a.listed:
+		case <-timer.C:
+			return nil, leafd.Errorf(leafd.ESegmentUnavailable, "the tag list could not be read from the store yet; retry later")
+		case <-ctx.Done():
+			return nil, leafd.Errorf(leafd.ESegmentUnavailable, "the request ended while waiting for the tag list")
+		}
+	}
+	if t := (*a.tags.Load())[name]; t != nil {
+		return t, nil
+	}
+	return nil, unknownTag(name)
+}
+
+func unknownTag(name string) error {
+	return leafd.Errorf(leafd.EUnknownTag, "tag %q is not defined; create it with POST /api/tags or leafd tag add", name)
+}
+
+func (a *Allocator) unavailable(t *tag, why string) error {
+	t.mu.Lock()
+	cause := t.err
+	t.mu.Unlock()
+	msg := fmt.Sprintf("tag %q has no IDs buffered and %s; retry later", t.name, why)
+	return leafd.Wrap(leafd.ESegmentUnavailable, cause, msg)
+}
+
+// Refresh reads the tag list from the store now: new tags are served from
+// then on, deleted ones stop and their buffered IDs are dropped. A list with
+// no tags at all, while some were served, is ignored with a warning (as Leaf
+// does), since it is far more likely a broken database than a deliberate
+// deletion of every tag.
+func (a *Allocator) Refresh(ctx context.Context) error {
+	rows, err := a.store.ListTags(ctx)
+	if err != nil {
+		return err
+	}
+	a.refreshMu.Lock()
+	defer a.refreshMu.Unlock()
+	old := *a.tags.Load()
+	if len(rows) == 0 && len(old) > 0 {
+		a.log.Warn("segment: the store lists no tags; keeping the ones served", "tags", len(old))
+		return nil
+	}
+	m := make(map[string]*tag, len(rows))
+	for _, row := range rows {
+		t := old[row.Name]
+		if t == nil {
+			t = newTag(row.Name)
+			a.log.Info("segment: serving new tag", "tag", row.Name, "step", row.Step)
+		}
+		t.setTableStep(row.Step)
+		m[row.Name] = t
+	}
+	for name, t := range old {
+		if m[name] == nil {
+			t.remove()
+			a.log.Info("segment: tag deleted from the store; no longer served", "tag", name)
+		}
+	}
+	a.tags.Store(&m)
+	a.listOnce.Do(func() { close(a.listed) })
+	return nil
+}
+
+func (a *Allocator) refreshLoop() {
+	backoff := a.cfg.RetryMin
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-timer.C:
+		}
+		wait := a.cfg.TagRefresh
+		if err := a.Refresh(a.ctx); err != nil {
+			a.log.Warn("segment: reading the tag list failed", "err", err)
+			if !a.Listed() {
+				wait, backoff = backoff, min(2*backoff, a.cfg.RetryMax)
+			}
+		}
+		timer.Reset(wait)
+	}
+}
+
+// Listed reports whether the tag list has been read at least once.
+func (a *Allocator) Listed() bool {
+	select {
+	case <-a.listed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Ready returns nil when the allocator can serve: the tag list has been read
+// and no tag that was asked for is both empty and failing to load. Otherwise
+// it returns a not_ready error saying why.
+func (a *Allocator) Ready() error {
+	if !a.Listed() {
+		return leafd.Errorf(leafd.ENotReady, "segment: the tag list has not been read from the store yet")
+	}
+	for _, t := range *a.tags.Load() {
+		t.mu.Lock()
+		cur := t.cur.Load()
+		stuck := t.err != nil && t.next == nil && (cur == nil || cur.exhausted())
+		t.mu.Unlock()
+		if stuck {
+			return leafd.Errorf(leafd.ENotReady, "segment: tag %q has no IDs buffered and its range cannot be loaded", t.name)
+		}
+	}
+	return nil
+}
+
+// BufferState describes one buffer of a tag. End is exclusive; Next is the
+// ID the buffer would give next.
+type BufferState struct {
+	Start, End, Next int64
+	Ready            bool
+}
+
+// TagState is a snapshot of one tag, as the dashboard shows it.
+type TagState struct {
+	Tag string
+	// Step is the step of the last range loaded; MinStep the table step.
+	Step, MinStep int64
+	// Current is the index in Buffers of the buffer IDs come from.
+	Current int
+	Loading bool
+	Buffers [2]BufferState
+	// LastLoad is when the last range load began; LastPeriod the time
+	// between the last two loads.
+	LastLoad   time.Time
+	LastPeriod time.Duration
+	// Rate is IDs per second since the last load.
+	Rate float64
+	// Issued counts the IDs handed out since the tag was first served.
+	Issued int64
+	// Loads counts ranges loaded; Waits counts requests that had to wait.
+	Loads, Waits int64
+	// Err is the last load failure, nil once a load succeeded.
+	Err error
+}
+
+// State returns a snapshot of every tag, sorted by name.
+func (a *Allocator) State() []TagState {
+	tags := *a.tags.Load()
+	out := make([]TagState, 0, len(tags))
+	now := a.cfg.Now()
+	for _, t := range tags {
+		out = append(out, t.state(now))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Tag < out[j].Tag })
+	return out
+}
+
+// TagState returns a snapshot of one tag and whether it is served.
+func (a *Allocator) TagState(name string) (TagState, bool) {
+	t := (*a.tags.Load())[name]
+	if t == nil {
+		return TagState{}, false
+	}
+	return t.state(a.cfg.Now()), true
+}

@@ -1,0 +1,89 @@
+package segment_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/segment"
+)
+
+// The baselines: a bare atomic add, the least any ID counter costs. The
+// steady-state Next should stay within 3x of it.
+func BenchmarkAtomicAdd(b *testing.B) {
+	var n atomic.Int64
+	for b.Loop() {
+		n.Add(1)
+	}
+}
+
+func BenchmarkAtomicAddParallel(b *testing.B) {
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			n.Add(1)
+		}
+	})
+}
+
+// benchAllocator serves one tag from a real SQLite store with large ranges,
+// so that the benchmark measures the steady state: loads happen in the
+// background, as in production.
+func benchAllocator(b *testing.B) *segment.Allocator {
+	b.Helper()
+	s := openStore(b, "sqlite", testdb.SQLite(b))
+	ctx := context.Background()
+	if err := s.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.CreateTag(ctx, tagRow("bench", 1_000_000)); err != nil {
+		b.Fatal(err)
+	}
+	cfg := fastConfig()
+	cfg.MaxStep = 10_000_000
+	a := newAllocator(b, s, cfg)
+	if _, err := a.Next(ctx, "bench"); err != nil { // first load
+		b.Fatal(err)
+	}
+	return a
+}
+
+func BenchmarkNext(b *testing.B) {
+	a := benchAllocator(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := a.Next(ctx, "bench"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkNextParallel(b *testing.B) {
+	a := benchAllocator(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := a.Next(ctx, "bench"); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkNextN1000 reserves 1000 IDs a call; b.N counts calls.
+func BenchmarkNextN1000(b *testing.B) {
+	a := benchAllocator(b)
+	ctx := context.Background()
+	var buf []segment.Range
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = a.NextN(ctx, "bench", 1000, buf[:0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package segment_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/internal/faultproxy"
+	"github.com/leafd/leafd/internal/testdb"
+)
+
+// A real network outage between the allocator and MySQL, made by a proxy
+// that cuts every connection: the buffers keep serving, requests past them
+// fail with segment_unavailable within wait_timeout, and the allocator
+// recovers by itself once the network is back.
+func TestMySQLOutageThroughProxy(t *testing.T) {
+	dsn := testdb.MySQL(t)
+	direct := openStore(t, "mysql", dsn)
+	ctx := context.Background()
+	if err := direct.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := direct.CreateTag(ctx, tagRow("t", 100)); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := faultproxy.New(t, cfg.Addr)
+	cfg.Addr = proxy.Addr()
+	cfg.Timeout = 200 * time.Millisecond
+	cfg.ReadTimeout = 500 * time.Millisecond
+	cfg.WriteTimeout = 500 * time.Millisecond
+
+	sc := fastConfig()
+	sc.MaxStep = 100
+	sc.WaitTimeout = 300 * time.Millisecond
+	a := newAllocator(t, openStore(t, "mysql", cfg.FormatDSN()), sc)
+	if _, err := a.NextN(ctx, "t", 20, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool { st, _ := a.TagState("t"); return st.Buffers[1-st.Current].Ready }, "next buffer loaded")
+
+	proxy.Down()
+	for i := range 180 {
+		if _, err := a.Next(ctx, "t"); err != nil {
+			t.Fatalf("request %d during an outage shorter than the buffers: %v", i, err)
+		}
+	}
+	var last error
+	for range 30 {
+		if _, last = a.Next(ctx, "t"); last != nil {
+			break
+		}
+	}
+	if code(last) != leafd.ESegmentUnavailable {
+		t.Fatalf("after the buffers ran dry: %v, want segment_unavailable", last)
+	}
+	start := time.Now()
+	if _, err := a.Next(ctx, "t"); code(err) != leafd.ESegmentUnavailable || time.Since(start) > 2*time.Second {
+		t.Fatalf("a request during the outage took %v and got %v", time.Since(start), err)
+	}
+
+	proxy.Up()
+	eventually(t, func() bool {
+		_, err := a.Next(ctx, "t")
+		return err == nil
+	}, "recovery once the database is reachable")
+}

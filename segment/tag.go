@@ -1,0 +1,146 @@
+package segment
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leafd/leafd"
+)
+
+// tag is the double buffer of one business tag.
+//
+// cur is read without a lock on the hot path. Everything else, and every
+// change of cur, is guarded by mu.
+type tag struct {
+	name string
+	cur  atomic.Pointer[buffer]
+
+	mu      sync.Mutex
+	next    *buffer
+	pos     int // index of cur in the two-slot view of State
+	loading bool
+	removed bool
+	// changed is closed and replaced whenever a load lands or fails for
+	// good, or the tag is removed: waiters park on it.
+	changed chan struct{}
+	// err is the last load failure, nil after a success. finalErr is the
+	// last failure that ended a load (unknown tag, exhausted), and finalSeq
+	// counts those, so that a waiter knows whether its load failed.
+	err      error
+	finalErr error
+	finalSeq uint64
+
+	step, tableStep int64
+	lastLoad        time.Time
+	lastPeriod      time.Duration
+	issuedAtLoad    int64 // IDs issued when the last load began
+	retired         int64 // IDs in buffers the tag has switched away from
+	loads           int64
+	waits           atomic.Int64
+}
+
+func newTag(name string) *tag {
+	return &tag{name: name, changed: make(chan struct{})}
+}
+
+func (t *tag) setTableStep(step int64) {
+	t.mu.Lock()
+	t.tableStep = step
+	t.mu.Unlock()
+}
+
+// remove stops serving the tag: buffered IDs are dropped and waiters woken.
+func (t *tag) remove() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.removed = true
+	t.cur.Store(nil)
+	t.next = nil
+	t.broadcastLocked()
+}
+
+// loadFailed records a failed load attempt. A final failure ends the load
+// and wakes the waiters, who then fail with err. It reports whether the load
+// should go on retrying (false once the tag is removed).
+func (t *tag) loadFailed(err error, final bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.removed {
+		t.loading = false
+		return false
+	}
+	t.err = err
+	if final {
+		t.loading = false
+		t.finalErr = err
+		t.finalSeq++
+		t.broadcastLocked()
+	}
+	return true
+}
+
+// finalSince returns the failure that ended a load after the waiter read
+// seq, or nil if none did.
+func (t *tag) finalSince(seq uint64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.finalSeq == seq {
+		return nil
+	}
+	if leafd.ErrorCode(t.finalErr) == leafd.EInternal {
+		return leafd.Wrap(leafd.ESegmentUnavailable, t.finalErr, "tag \""+t.name+"\": the server is shutting down")
+	}
+	return t.finalErr
+}
+
+// switchLocked makes next the current buffer.
+func (t *tag) switchLocked() {
+	if old := t.cur.Load(); old != nil {
+		t.retired += old.size
+		t.pos ^= 1
+	}
+	t.cur.Store(t.next)
+	t.next = nil
+}
+
+func (t *tag) broadcastLocked() {
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+func (t *tag) issuedLocked() int64 {
+	n := t.retired
+	if b := t.cur.Load(); b != nil {
+		n += b.taken()
+	}
+	return n
+}
+
+func (t *tag) state(now time.Time) TagState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := TagState{
+		Tag:        t.name,
+		Step:       t.step,
+		MinStep:    t.tableStep,
+		Current:    t.pos,
+		Loading:    t.loading,
+		LastLoad:   t.lastLoad,
+		LastPeriod: t.lastPeriod,
+		Issued:     t.issuedLocked(),
+		Loads:      t.loads,
+		Waits:      t.waits.Load(),
+		Err:        t.err,
+	}
+	if b := t.cur.Load(); b != nil {
+		s.Buffers[t.pos] = BufferState{Start: b.start, End: b.start + b.size, Next: b.start + b.taken(), Ready: !b.exhausted()}
+	}
+	if b := t.next; b != nil {
+		s.Buffers[1-t.pos] = BufferState{Start: b.start, End: b.start + b.size, Next: b.start, Ready: true}
+	}
+	if d := now.Sub(t.lastLoad); !t.lastLoad.IsZero() && d > 0 {
+		s.Rate = float64(s.Issued-t.issuedAtLoad) / d.Seconds()
+	}
+	return s
+}

@@ -1,0 +1,191 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+	"github.com/pressly/goose/v3"
+
+	"github.com/leafd/leafd/migrations"
+)
+
+// MySQL is a store in MySQL 5.7+/8.x, MariaDB 10.5+ or an engine that
+// speaks the same SQL. Open it with OpenMySQL. It is safe for concurrent
+// use. Its methods but Migrate are the same code as SQLite's.
+type MySQL struct {
+	db
+}
+
+// Pool settings for MySQL: enough connections for the allocator's loads and
+// the admin routes, recycled often enough that a failover or a proxy that
+// drops idle connections is noticed.
+const (
+	mysqlMaxOpen     = 16
+	mysqlMaxIdle     = 4
+	mysqlMaxLifetime = 5 * time.Minute
+	mysqlMaxIdleTime = time.Minute
+	// mysqlDialTimeout applies when the DSN sets no timeout=: a database
+	// that cannot be reached should fail a request in seconds, not after
+	// the operating system's TCP timeout.
+	mysqlDialTimeout = 5 * time.Second
+)
+
+// migrateLock is the MySQL named lock that serialises the migrations of
+// servers starting at once on one database; goose takes no lock of its own
+// on MySQL.
+const (
+	migrateLock        = "leafd_migrate"
+	migrateLockSeconds = 60
+)
+
+// OpenMySQL returns a store for the database dsn names, in the format of
+// github.com/go-sql-driver/mysql (user:password@tcp(host:3306)/dbname?param=value).
+// It does not connect: a database that is down does not stop a server from
+// starting, and the first method that needs it reports it. Whatever the DSN
+// says, times are read as UTC (parseTime=true, loc=UTC) and the session
+// time zone is UTC, so that update_time means the same on every server.
+// A DSN without timeout= gets a dial timeout of 5 seconds.
+//
+// Errors: the DSN is empty, does not parse, or names no database.
+func OpenMySQL(dsn string) (*MySQL, error) {
+	if dsn == "" {
+		return nil, errors.New("the MySQL DSN is empty: use user:password@tcp(host:3306)/dbname")
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("the MySQL DSN does not parse (use user:password@tcp(host:3306)/dbname): %w", err)
+	}
+	if cfg.DBName == "" {
+		return nil, errors.New("the MySQL DSN names no database: put its name after the slash, user:password@tcp(host:3306)/dbname")
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	// RowsAffected then counts the rows the UPDATE matched, which is what
+	// Allocate asks, even if a row were ever rewritten with its own value.
+	cfg.ClientFoundRows = true
+	if cfg.Timeout == 0 {
+		cfg.Timeout = mysqlDialTimeout
+	}
+	// The driver would print to stderr, outside the server's structured log,
+	// what the errors it returns already say.
+	cfg.Logger = driverLogger{}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("the MySQL DSN is not valid: %w", err)
+	}
+	sqlDB := sql.OpenDB(connector)
+	sqlDB.SetMaxOpenConns(mysqlMaxOpen)
+	sqlDB.SetMaxIdleConns(mysqlMaxIdle)
+	sqlDB.SetConnMaxLifetime(mysqlMaxLifetime)
+	sqlDB.SetConnMaxIdleTime(mysqlMaxIdleTime)
+	return &MySQL{db{
+		x:        sqlx.NewDb(sqlDB, "mysql"),
+		driver:   "mysql",
+		classify: classifyMySQL,
+	}}, nil
+}
+
+// Migrate applies the pending migrations of package migrations with goose.
+// It holds the named lock leafd_migrate (GET_LOCK) meanwhile, so that
+// servers starting at once on one database migrate one after the other;
+// the others then find nothing to do. It is idempotent, and it succeeds on
+// a database that already holds Java Leaf's leaf_alloc, leaving its rows as
+// they are.
+//
+// Errors: store_unavailable when the database cannot be reached; an error
+// without a code when the lock is not granted within 60 seconds or a
+// migration fails.
+func (s *MySQL) Migrate(ctx context.Context) error {
+	conn, err := s.x.Conn(ctx)
+	if err != nil {
+		return s.wrap(err, "migrate")
+	}
+	defer releaseMigrateLock(ctx, conn)
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", migrateLock, migrateLockSeconds).Scan(&got); err != nil {
+		return s.wrap(err, "migrate: take the lock "+migrateLock)
+	}
+	if !got.Valid || got.Int64 != 1 {
+		return fmt.Errorf("store: mysql: migrate: the lock %s was not granted within %d seconds: another server may be migrating this database",
+			migrateLock, migrateLockSeconds)
+	}
+	return s.wrap(s.write(ctx, func(ctx context.Context) error {
+		return up(ctx, goose.DialectMySQL, s.x.DB, migrations.MySQL)
+	}), "migrate")
+}
+
+// releaseMigrateLock releases the named lock (if this session holds it) and
+// hands the connection back. A connection whose release failed may still
+// hold the lock, so it is discarded instead: closing the session releases
+// the lock on the server.
+func releaseMigrateLock(ctx context.Context, conn *sql.Conn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := conn.ExecContext(ctx, "DO RELEASE_LOCK(?)", migrateLock); err != nil {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	_ = conn.Close()
+}
+
+// driverLogger hands the driver's messages to slog's default logger at
+// debug level.
+type driverLogger struct{}
+
+func (driverLogger) Print(v ...any) {
+	slog.Debug("mysql driver: " + fmt.Sprint(v...))
+}
+
+// classifyMySQL sorts the errors of MySQL and MariaDB (and TiDB's write
+// conflict) by what leafd does about them.
+func classifyMySQL(err error) errClass {
+	if errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) {
+		return classUnavailable
+	}
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return classOther
+	}
+	switch me.Number {
+	case 1213, // ER_LOCK_DEADLOCK: a deadlock, or a Galera certification conflict
+		1205, // ER_LOCK_WAIT_TIMEOUT
+		3101, // ER_TRANSACTION_ROLLBACK_DURING_COMMIT: Group Replication's certification conflict
+		9007: // TiDB: write conflict of an optimistic transaction
+		return classRetry
+	case 1062: // ER_DUP_ENTRY
+		return classDuplicate
+	case 1040, // ER_CON_COUNT_ERROR: too many connections
+		1044, // ER_DBACCESS_DENIED_ERROR
+		1045, // ER_ACCESS_DENIED_ERROR
+		1047, // ER_UNKNOWN_COM_ERROR: a Galera node that is not synced ("WSREP has not yet prepared node")
+		1049, // ER_BAD_DB_ERROR: the database does not exist (yet)
+		1053, // ER_SERVER_SHUTDOWN
+		1152, // ER_ABORTING_CONNECTION
+		1158, // ER_NET_READ_ERROR
+		1159, // ER_NET_READ_INTERRUPTED
+		1160, // ER_NET_ERROR_ON_WRITE
+		1161, // ER_NET_WRITE_INTERRUPTED
+		1180, // ER_ERROR_DURING_COMMIT
+		1290, // ER_OPTION_PREVENTS_STATEMENT: --read-only, a replica
+		1317, // ER_QUERY_INTERRUPTED
+		1792, // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+		1836, // ER_READ_ONLY_MODE
+		1927, // ER_CONNECTION_KILLED (MariaDB)
+		3100: // ER_RUN_HOOK_ERROR: Group Replication member not online
+		return classUnavailable
+	}
+	if string(me.SQLState[:]) == "40001" { // serialization failure
+		return classRetry
+	}
+	return classOther
+}

@@ -1,0 +1,99 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/store"
+	"github.com/leafd/leafd/store/storetest"
+)
+
+// leafTable is leaf_alloc exactly as Meituan Leaf's README creates it.
+const leafTable = `CREATE TABLE leaf_alloc (
+  biz_tag     VARCHAR(128) NOT NULL DEFAULT '',
+  max_id      BIGINT       NOT NULL DEFAULT 1,
+  step        INT          NOT NULL,
+  description VARCHAR(256) DEFAULT NULL,
+  update_time TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+  PRIMARY KEY (biz_tag)
+) ENGINE=InnoDB`
+
+// unreachableMySQL is an address where nothing listens, with a dial
+// timeout short enough for a test.
+const unreachableMySQL = "root@tcp(127.0.0.1:1)/leafd?timeout=500ms"
+
+func TestMySQL(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) *storetest.Database {
+		dsn := testdb.MySQL(t)
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The raw pool writes times in UTC too, as the stores read them.
+		cfg.Params = map[string]string{"time_zone": "'+00:00'"}
+		raw, err := sql.Open("mysql", cfg.FormatDSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { raw.Close() })
+		return &storetest.Database{
+			Open:            func() (storetest.Store, error) { return store.OpenMySQL(dsn) },
+			OpenUnreachable: func() (storetest.Store, error) { return store.OpenMySQL(unreachableMySQL) },
+			Raw:             raw,
+			LeafTable:       leafTable,
+			HoldMigrateLock: func(t *testing.T) func() { return holdNamedLock(t, raw, "leafd_migrate") },
+		}
+	})
+}
+
+func TestOpenMySQLBadDSN(t *testing.T) {
+	for _, c := range []struct{ name, dsn, want string }{
+		{"NotADSN", "not a dsn ::", "does not parse"},
+		{"Empty", "", "empty"},
+		{"NoDatabase", "root@tcp(127.0.0.1:3306)/", "names no database"},
+		{"BadParam", "root@tcp(127.0.0.1:3306)/leafd?parseTime=maybe", "does not parse"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := store.OpenMySQL(c.dsn)
+			if err == nil {
+				s.Close()
+				t.Fatalf("OpenMySQL(%q) succeeded", c.dsn)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("OpenMySQL(%q): %v, want it to say %q", c.dsn, err, c.want)
+			}
+		})
+	}
+}
+
+// holdNamedLock takes a MySQL named lock on a connection of its own and
+// returns the function that releases it (once, however often it is called).
+func holdNamedLock(t *testing.T, raw *sql.DB, name string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := raw.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 5)", name).Scan(&got); err != nil || got != 1 {
+		t.Fatalf("GET_LOCK(%q) = %d, %v", name, got, err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			if _, err := conn.ExecContext(ctx, "DO RELEASE_LOCK(?)", name); err != nil {
+				t.Errorf("RELEASE_LOCK(%q): %v", name, err)
+			}
+			conn.Close()
+		})
+	}
+	t.Cleanup(release)
+	return release
+}

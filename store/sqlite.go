@@ -1,0 +1,242 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/pressly/goose/v3"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/leafd/leafd/migrations"
+)
+
+func init() {
+	// modernc.org/sqlite registers itself as "sqlite", a name sqlx does not
+	// know; it binds with '?' like sqlite3.
+	sqlx.BindDriver("sqlite", sqlx.QUESTION)
+}
+
+// SQLite is a store in one SQLite file (modernc.org/sqlite, pure Go).
+// Several processes may share the file: it runs in WAL mode with a busy
+// timeout, and every transaction takes the write lock when it begins. Open
+// it with OpenSQLite. It is safe for concurrent use. Its methods but Migrate
+// are the same code as MySQL's.
+type SQLite struct {
+	db
+	// path is the database file, where the migration lock file goes next to.
+	path string
+}
+
+// Waiting for the write lock of a file that another process holds. SQLite's
+// busy handler waits up to busy_timeout at a time without looking at the
+// request's context, so its wait is kept short, and Allocate and CreateTag
+// begin again after each SQLITE_BUSY, checking their context in between,
+// until sqliteBusyBudget has passed.
+const (
+	sqliteBusyTimeout = "busy_timeout(250)"
+	sqliteBusyBudget  = 10 * time.Second
+)
+
+// sqliteMaxOpen bounds the connections to the file. Reads run in parallel in
+// WAL mode; writers queue on db.writers before they reach SQLite's lock.
+const sqliteMaxOpen = 8
+
+// sqliteParams are the connection settings OpenSQLite adds to a DSN that
+// does not set them itself. synchronous(FULL) is SQLite's default, stated
+// so that nobody lowers it by accident: in WAL mode NORMAL may lose the last
+// transactions at a power failure, and a lost allocation would hand its IDs
+// out again.
+var sqliteParams = []struct{ key, pragma, value string }{
+	{"_txlock", "", "immediate"},
+	{"_pragma", "busy_timeout", sqliteBusyTimeout},
+	{"_pragma", "journal_mode", "journal_mode(WAL)"},
+	{"_pragma", "synchronous", "synchronous(FULL)"},
+}
+
+// OpenSQLite returns a store in the SQLite file dsn names: a path
+// (data/leafd.db) or a file: URI (file:data/leafd.db?_pragma=...). It
+// creates the file's directory but does not open the file yet. The DSN's own
+// parameters are kept; it gets, unless it sets them, immediate transactions
+// (_txlock=immediate), WAL, synchronous FULL and a busy timeout of 250 ms,
+// within which Allocate and CreateTag retry for up to 10 seconds (or until
+// their context ends) while another process holds the write lock.
+//
+// Errors: the DSN is empty, names an in-memory database (which would lose
+// every max_id at exit and hand the same IDs out again), has parameters that
+// do not parse, or the directory cannot be created.
+func OpenSQLite(dsn string) (*SQLite, error) {
+	path, query, err := parseSQLiteDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create the directory of the SQLite file: %w", err)
+		}
+	}
+	for _, p := range sqliteParams {
+		if !hasSQLiteParam(query, p.key, p.pragma) {
+			query.Add(p.key, p.value)
+		}
+	}
+	sqlDB, err := sql.Open("sqlite", "file:"+escapeSQLitePath(path)+"?"+query.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open the SQLite file: %w", err)
+	}
+	sqlDB.SetMaxOpenConns(sqliteMaxOpen)
+	sqlDB.SetMaxIdleConns(sqliteMaxOpen)
+	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	return &SQLite{
+		db: db{
+			x:        sqlx.NewDb(sqlDB, "sqlite"),
+			driver:   "sqlite",
+			classify: classifySQLite,
+			writers:  make(chan struct{}, 1),
+			retryFor: sqliteBusyBudget,
+		},
+		path: path,
+	}, nil
+}
+
+// parseSQLiteDSN splits dsn into the file's path (unescaped, as the file
+// system knows it) and the DSN's parameters.
+func parseSQLiteDSN(dsn string) (path string, query url.Values, err error) {
+	if dsn == "" {
+		return "", nil, errors.New("the SQLite DSN is empty: use a path such as data/leafd.db or file:data/leafd.db")
+	}
+	rest, rawQuery, _ := strings.Cut(dsn, "?")
+	if after, ok := strings.CutPrefix(rest, "file:"); ok {
+		rest = after
+		if after, ok := strings.CutPrefix(rest, "//"); ok {
+			// file://host/path: only an empty host or localhost is local.
+			host, p, _ := strings.Cut(after, "/")
+			if host != "" && host != "localhost" {
+				return "", nil, fmt.Errorf("the SQLite DSN %q names host %q: use a local path", dsn, host)
+			}
+			rest = "/" + p
+		}
+		if rest, err = url.PathUnescape(rest); err != nil {
+			return "", nil, fmt.Errorf("the SQLite DSN %q does not parse: %w", dsn, err)
+		}
+	}
+	query, err = url.ParseQuery(rawQuery)
+	if err != nil {
+		return "", nil, fmt.Errorf("the parameters of the SQLite DSN %q do not parse: %w", dsn, err)
+	}
+	if rest == "" || rest == ":memory:" || query.Get("mode") == "memory" || query.Get("vfs") == "memdb" {
+		return "", nil, fmt.Errorf("the SQLite DSN %q names no file: leafd keeps every tag's max_id in the file, use a path such as data/leafd.db", dsn)
+	}
+	return rest, query, nil
+}
+
+// hasSQLiteParam reports whether the DSN's parameters set key, or for
+// _pragma, the pragma named pragma.
+func hasSQLiteParam(q url.Values, key, pragma string) bool {
+	if pragma == "" {
+		return q.Has(key)
+	}
+	for _, v := range q[key] {
+		name, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(v)), "(")
+		if strings.TrimSpace(strings.Split(name, "=")[0]) == pragma {
+			return true
+		}
+	}
+	// modernc.org/sqlite's shorthand keys for the same pragmas.
+	switch pragma {
+	case "busy_timeout":
+		return q.Has("_busy_timeout") || q.Has("_timeout")
+	case "journal_mode":
+		return q.Has("_journal_mode") || q.Has("_journal")
+	case "synchronous":
+		return q.Has("_synchronous") || q.Has("_sync")
+	}
+	return false
+}
+
+// escapeSQLitePath escapes the characters that SQLite's URI parser would
+// read as something other than part of the path.
+func escapeSQLitePath(path string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+}
+
+// sqliteMigrating serialises the migrations of this process, per file
+// (keyed by absolute path); the lock file serialises processes.
+var sqliteMigrating struct {
+	sync.Mutex
+	files map[string]chan struct{}
+}
+
+// migrating returns the semaphore of the migrations of the file at path.
+func migrating(path string) chan struct{} {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	sqliteMigrating.Lock()
+	defer sqliteMigrating.Unlock()
+	if sqliteMigrating.files == nil {
+		sqliteMigrating.files = map[string]chan struct{}{}
+	}
+	sem := sqliteMigrating.files[path]
+	if sem == nil {
+		sem = make(chan struct{}, 1)
+		sqliteMigrating.files[path] = sem
+	}
+	return sem
+}
+
+// Migrate applies the pending migrations of package migrations with goose.
+// Processes that share the file migrate one after the other: each holds an
+// exclusive lock (flock) on the file's sibling <file>.migrate.lock
+// meanwhile, and the others then find nothing to do. It is idempotent.
+//
+// Errors: store_unavailable when the file cannot be opened or stays locked;
+// an error without a code when ctx ends while waiting for the lock or a
+// migration fails.
+func (s *SQLite) Migrate(ctx context.Context) error {
+	sem := migrating(s.path)
+	select {
+	case sem <- struct{}{}:
+		defer func() { <-sem }()
+	case <-ctx.Done():
+		return fmt.Errorf("store: sqlite: migrate: waiting for another migration: %w", ctx.Err())
+	}
+	unlock, err := lockFile(ctx, s.path+".migrate.lock")
+	if err != nil {
+		return fmt.Errorf("store: sqlite: migrate: %w", err)
+	}
+	defer unlock()
+	return s.wrap(s.write(ctx, func(ctx context.Context) error {
+		return up(ctx, goose.DialectSQLite3, s.x.DB, migrations.SQLite)
+	}), "migrate")
+}
+
+// classifySQLite sorts the errors of SQLite by what leafd does about them.
+func classifySQLite(err error) errClass {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return classOther
+	}
+	switch code := se.Code(); code & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return classRetry
+	case sqlite3.SQLITE_CONSTRAINT:
+		if code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || code == sqlite3.SQLITE_CONSTRAINT_UNIQUE {
+			return classDuplicate
+		}
+	case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL,
+		sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_INTERRUPT,
+		sqlite3.SQLITE_NOLFS, sqlite3.SQLITE_AUTH, sqlite3.SQLITE_PERM:
+		return classUnavailable
+	}
+	return classOther
+}

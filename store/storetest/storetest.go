@@ -1,0 +1,592 @@
+// Package storetest is the one test suite of leafd's stores. Run executes
+// the same cases with the same assertions against any backend: store_test
+// runs it against SQLite always and against MySQL whenever a server is
+// reachable.
+package storetest
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/segment"
+)
+
+// Store is what the suite tests: the methods store.MySQL and store.SQLite
+// share.
+type Store interface {
+	segment.Store
+	Driver() string
+	Ping(ctx context.Context) error
+	Migrate(ctx context.Context) error
+	TagNames(ctx context.Context) ([]string, error)
+	CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error)
+	Close() error
+}
+
+// Database is one fresh, empty database (no tables) of a backend.
+type Database struct {
+	// Open opens a new store on the database, with its own connection
+	// pool, as another server sharing the database would. The suite closes
+	// it.
+	Open func() (Store, error)
+	// OpenUnreachable opens a store on a database that cannot be reached
+	// (nothing listens at its address, or its file cannot be opened). The
+	// suite closes it.
+	OpenUnreachable func() (Store, error)
+	// Raw is a plain connection pool on the database, outside any store,
+	// for setup and checks. The backend closes it.
+	Raw *sql.DB
+	// HoldMigrateLock, when not nil, takes the lock that Migrate takes, as
+	// another server migrating would, and returns the function that
+	// releases it.
+	HoldMigrateLock func(t *testing.T) (release func())
+	// LeafTable is the CREATE TABLE of leaf_alloc as a database that Java
+	// Leaf already uses holds it (for SQLite, which Leaf does not run on:
+	// the same columns without anything leafd's migration adds).
+	LeafTable string
+}
+
+// Run runs the suite. newDatabase returns a fresh, empty database for each
+// case.
+func Run(t *testing.T, newDatabase func(t *testing.T) *Database) {
+	for _, c := range []struct {
+		name string
+		test func(t *testing.T, h *harness)
+	}{
+		{"NewTagRanges", testNewTagRanges},
+		{"MaxIDBelowOne", testMaxIDBelowOne},
+		{"NearMaxInt64", testNearMaxInt64},
+		{"UnknownTag", testUnknownTag},
+		{"StepBelowOne", testStepBelowOne},
+		{"ConcurrentAllocate", testConcurrentAllocate},
+		{"Tags", testTags},
+		{"CreateTagInvalid", testCreateTagInvalid},
+		{"UpdateTimeRefreshed", testUpdateTimeRefreshed},
+		{"MigrateTwice", testMigrateTwice},
+		{"MigrateConcurrently", testMigrateConcurrently},
+		{"MigrateLeafTable", testMigrateLeafTable},
+		{"MigrateWaitsForLock", testMigrateWaitsForLock},
+		{"Unreachable", testUnreachable},
+		{"RowLockedNoRange", testRowLockedNoRange},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.test(t, &harness{t: t, db: newDatabase(t)})
+		})
+	}
+}
+
+// harness runs one case against one database.
+type harness struct {
+	t  *testing.T
+	db *Database
+}
+
+// open opens a store, closed when the test ends.
+func (h *harness) open() Store {
+	h.t.Helper()
+	s, err := h.db.Open()
+	if err != nil {
+		h.t.Fatalf("open: %v", err)
+	}
+	h.t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			h.t.Errorf("close: %v", err)
+		}
+	})
+	return s
+}
+
+// migrated opens a store and migrates the database.
+func (h *harness) migrated() Store {
+	h.t.Helper()
+	s := h.open()
+	if err := s.Migrate(context.Background()); err != nil {
+		h.t.Fatalf("migrate: %v", err)
+	}
+	return s
+}
+
+func (h *harness) exec(query string, args ...any) {
+	h.t.Helper()
+	if _, err := h.db.Raw.Exec(query, args...); err != nil {
+		h.t.Fatalf("%s: %v", query, err)
+	}
+}
+
+// insert adds a row by SQL, as an operator would.
+func (h *harness) insert(tag string, maxID, step int64) {
+	h.t.Helper()
+	h.exec("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES (?, ?, ?)", tag, maxID, step)
+}
+
+// maxID reads a tag's max_id by SQL.
+func (h *harness) maxID(tag string) int64 {
+	h.t.Helper()
+	var v int64
+	if err := h.db.Raw.QueryRow("SELECT max_id FROM leaf_alloc WHERE biz_tag = ?", tag).Scan(&v); err != nil {
+		h.t.Fatalf("read max_id of %q: %v", tag, err)
+	}
+	return v
+}
+
+func create(t *testing.T, s Store, tag leafd.Tag) leafd.Tag {
+	t.Helper()
+	got, err := s.CreateTag(context.Background(), tag)
+	if err != nil {
+		t.Fatalf("CreateTag(%v): %v", tag, err)
+	}
+	return got
+}
+
+// allocate asks for a range and checks it.
+func allocate(t *testing.T, s Store, tag string, step int64, want segment.Allocation) {
+	t.Helper()
+	got, err := s.Allocate(context.Background(), tag, step)
+	if err != nil {
+		t.Fatalf("Allocate(%q, %d): %v", tag, step, err)
+	}
+	if got != want {
+		t.Fatalf("Allocate(%q, %d) = %+v, want %+v", tag, step, got, want)
+	}
+}
+
+// wantCode checks that err is a *leafd.Error with code.
+func wantCode(t *testing.T, what string, err error, code string) {
+	t.Helper()
+	var le *leafd.Error
+	if !errors.As(err, &le) || le.Code != code {
+		t.Fatalf("%s: error %v (code %q), want code %q", what, err, leafd.ErrorCode(err), code)
+	}
+}
+
+func testNewTagRanges(t *testing.T, h *harness) {
+	s := h.migrated()
+	create(t, s, leafd.Tag{Name: "order", MaxID: 1, Step: 1000})
+	allocate(t, s, "order", 1000, segment.Allocation{Start: 1, End: 1001, TableStep: 1000})
+	allocate(t, s, "order", 1000, segment.Allocation{Start: 1001, End: 2001, TableStep: 1000})
+	// The server's own step, larger or smaller than the table's.
+	allocate(t, s, "order", 5000, segment.Allocation{Start: 2001, End: 7001, TableStep: 1000})
+	allocate(t, s, "order", 1, segment.Allocation{Start: 7001, End: 7002, TableStep: 1000})
+	if got := h.maxID("order"); got != 7002 {
+		t.Fatalf("max_id = %d, want 7002", got)
+	}
+	// Another store on the same database continues where this one stopped.
+	allocate(t, h.open(), "order", 1000, segment.Allocation{Start: 7002, End: 8002, TableStep: 1000})
+}
+
+func testMaxIDBelowOne(t *testing.T, h *harness) {
+	s := h.migrated()
+	h.insert("zero", 0, 10)
+	h.insert("negative", -12345, 10)
+	h.insert("min", leafd.MaxID*-1-1, 10)
+	for _, tag := range []string{"zero", "negative", "min"} {
+		allocate(t, s, tag, 100, segment.Allocation{Start: 1, End: 101, TableStep: 10})
+		allocate(t, s, tag, 100, segment.Allocation{Start: 101, End: 201, TableStep: 10})
+	}
+	// A step that fits only from 1 on.
+	h.insert("huge", -5, 1)
+	allocate(t, s, "huge", leafd.MaxID-1, segment.Allocation{Start: 1, End: leafd.MaxID, TableStep: 1})
+}
+
+func testNearMaxInt64(t *testing.T, h *harness) {
+	s := h.migrated()
+	ctx := context.Background()
+	const m = leafd.MaxID
+	h.insert("edge", m-2500, 1000)
+	allocate(t, s, "edge", 1000, segment.Allocation{Start: m - 2500, End: m - 1500, TableStep: 1000})
+	allocate(t, s, "edge", 1000, segment.Allocation{Start: m - 1500, End: m - 500, TableStep: 1000})
+	_, err := s.Allocate(ctx, "edge", 1000)
+	wantCode(t, "a range past 2^63-1", err, leafd.ETagExhausted)
+	if got := h.maxID("edge"); got != m-500 {
+		t.Fatalf("max_id after tag_exhausted = %d, want %d (unchanged)", got, m-500)
+	}
+	// The last range that fits ends exactly at 2^63-1 (exclusive).
+	allocate(t, s, "edge", 500, segment.Allocation{Start: m - 500, End: m, TableStep: 1000})
+	for _, step := range []int64{1, 1000, m} {
+		_, err = s.Allocate(ctx, "edge", step)
+		wantCode(t, fmt.Sprintf("step %d at max_id 2^63-1", step), err, leafd.ETagExhausted)
+	}
+	if got := h.maxID("edge"); got != m {
+		t.Fatalf("max_id = %d, want %d", got, m)
+	}
+
+	// A step so large that max_id + step would overflow from the start.
+	for tag, maxID := range map[string]int64{"wide": 1, "wide-neg": -7} {
+		h.insert(tag, maxID, 1000)
+		_, err = s.Allocate(ctx, tag, m)
+		wantCode(t, "step 2^63-1 on "+tag, err, leafd.ETagExhausted)
+		if got := h.maxID(tag); got != maxID {
+			t.Fatalf("max_id of %s changed from %d to %d", tag, maxID, got)
+		}
+	}
+}
+
+func testUnknownTag(t *testing.T, h *harness) {
+	s := h.migrated()
+	_, err := s.Allocate(context.Background(), "nope", 1000)
+	wantCode(t, "Allocate of a missing tag", err, leafd.EUnknownTag)
+	if msg := leafd.ErrorMessage(err); !strings.Contains(msg, "create it with POST /api/tags or leafd tag add") {
+		t.Fatalf("message %q does not say how to create the tag", msg)
+	}
+}
+
+func testStepBelowOne(t *testing.T, h *harness) {
+	s := h.migrated()
+	h.insert("t", 1, 10)
+	for _, step := range []int64{0, -1, -leafd.MaxID} {
+		if a, err := s.Allocate(context.Background(), "t", step); err == nil {
+			t.Fatalf("Allocate with step %d = %+v, want an error", step, a)
+		}
+	}
+	if got := h.maxID("t"); got != 1 {
+		t.Fatalf("max_id = %d after refused steps, want 1", got)
+	}
+}
+
+// Several stores (standing in for servers) allocate from one database at
+// once: every range of a tag is disjoint from the others and together they
+// cover 1..max_id exactly.
+func testConcurrentAllocate(t *testing.T, h *harness) {
+	const (
+		stores     = 4
+		goroutines = 8
+		perG       = 15
+	)
+	tags := map[string][]int64{"a": {1, 7, 100}, "b": {1000}, "c": {3, 5000, 10}}
+	first := h.migrated()
+	for name := range tags {
+		create(t, first, leafd.Tag{Name: name, MaxID: 1, Step: 1})
+	}
+	var (
+		mu     sync.Mutex
+		ranges = map[string][]segment.Allocation{}
+		wg     sync.WaitGroup
+		errs   = make(chan error, stores*goroutines)
+	)
+	names := []string{"a", "b", "c"}
+	for i := range stores {
+		s := first
+		if i > 0 {
+			s = h.open()
+		}
+		for g := range goroutines {
+			wg.Go(func() {
+				for n := range perG {
+					name := names[(g+n)%len(names)]
+					step := tags[name][(i+n)%len(tags[name])]
+					a, err := s.Allocate(context.Background(), name, step)
+					if err != nil {
+						errs <- fmt.Errorf("store %d: Allocate(%q, %d): %w", i, name, step, err)
+						return
+					}
+					if a.End-a.Start != step {
+						errs <- fmt.Errorf("range %+v for step %d", a, step)
+						return
+					}
+					mu.Lock()
+					ranges[name] = append(ranges[name], a)
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		return
+	}
+	for _, name := range names {
+		rs := ranges[name]
+		slices.SortFunc(rs, func(a, b segment.Allocation) int { return cmp.Compare(a.Start, b.Start) })
+		next := int64(1)
+		for _, r := range rs {
+			if r.Start != next {
+				t.Fatalf("tag %s: range %+v follows %d: a gap or an overlap", name, r, next)
+			}
+			next = r.End
+		}
+		if got := h.maxID(name); got != next {
+			t.Fatalf("tag %s: max_id %d, but the ranges end at %d", name, got, next)
+		}
+	}
+}
+
+func testTags(t *testing.T, h *harness) {
+	s := h.migrated()
+	ctx := context.Background()
+	names, err := s.TagNames(ctx)
+	if err != nil || len(names) != 0 {
+		t.Fatalf("TagNames of an empty table = %q, %v", names, err)
+	}
+	if tags, err := s.ListTags(ctx); err != nil || len(tags) != 0 {
+		t.Fatalf("ListTags of an empty table = %v, %v", tags, err)
+	}
+	before := time.Now().Add(-time.Minute)
+	created := map[string]leafd.Tag{}
+	for _, tag := range []leafd.Tag{
+		{Name: "pay", MaxID: 500, Step: 20, Description: "payments — 支付"},
+		{Name: "Order", MaxID: 0, Step: 1000},
+		{Name: "a.b:c-d_e", MaxID: -3, Step: 1, Description: strings.Repeat("x", 256)},
+	} {
+		got := create(t, s, tag)
+		want := tag
+		want.MaxID = max(tag.MaxID, 1)
+		want.UpdateTime = got.UpdateTime
+		if got != want {
+			t.Fatalf("CreateTag returned %+v, want %+v", got, want)
+		}
+		created[tag.Name] = got
+	}
+	_, err = s.CreateTag(ctx, leafd.Tag{Name: "pay", MaxID: 1, Step: 5})
+	wantCode(t, "CreateTag of an existing tag", err, leafd.ETagExists)
+
+	tags, err := s.ListTags(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNames := []string{"Order", "a.b:c-d_e", "pay"}
+	if len(tags) != len(wantNames) {
+		t.Fatalf("ListTags = %v, want %q", tags, wantNames)
+	}
+	for i, tag := range tags {
+		if tag.Name != wantNames[i] {
+			t.Fatalf("ListTags[%d] = %q, want %q (sorted by name)", i, tag.Name, wantNames[i])
+		}
+		if tag != created[tag.Name] {
+			t.Fatalf("ListTags has %+v, CreateTag returned %+v", tag, created[tag.Name])
+		}
+		if tag.UpdateTime.Location() != time.UTC {
+			t.Fatalf("update_time %v is not in UTC", tag.UpdateTime)
+		}
+		if tag.UpdateTime.Before(before) || tag.UpdateTime.After(time.Now().Add(time.Minute)) {
+			t.Fatalf("update_time %v of a tag created now is not recent", tag.UpdateTime)
+		}
+	}
+	if tags[2].MaxID != 500 || tags[2].Step != 20 {
+		t.Fatalf("pay = %+v", tags[2])
+	}
+	names, err = s.TagNames(ctx)
+	if err != nil || !slices.Equal(names, wantNames) {
+		t.Fatalf("TagNames = %q, %v; want %q", names, err, wantNames)
+	}
+	// The table step is what Allocate reports.
+	allocate(t, s, "pay", 7, segment.Allocation{Start: 500, End: 507, TableStep: 20})
+}
+
+func testCreateTagInvalid(t *testing.T, h *harness) {
+	s := h.migrated()
+	for _, c := range []struct {
+		name string
+		tag  leafd.Tag
+		code string
+	}{
+		{"EmptyName", leafd.Tag{Name: "", Step: 1}, leafd.EInvalidTag},
+		{"BadName", leafd.Tag{Name: "a b", Step: 1}, leafd.EInvalidTag},
+		{"LongName", leafd.Tag{Name: strings.Repeat("a", 129), Step: 1}, leafd.EInvalidTag},
+		{"StepZero", leafd.Tag{Name: "t", Step: 0}, leafd.EInvalidBody},
+		{"StepTooLarge", leafd.Tag{Name: "t", Step: 1 << 31}, leafd.EInvalidBody},
+		{"LongDescription", leafd.Tag{Name: "t", Step: 1, Description: strings.Repeat("é", 257)}, leafd.EInvalidBody},
+		{"DescriptionNotUTF8", leafd.Tag{Name: "t", Step: 1, Description: "\xff"}, leafd.EInvalidBody},
+	} {
+		_, err := s.CreateTag(context.Background(), c.tag)
+		wantCode(t, c.name, err, c.code)
+	}
+	if names, err := s.TagNames(context.Background()); err != nil || len(names) != 0 {
+		t.Fatalf("after refused tags: TagNames = %q, %v", names, err)
+	}
+	create(t, s, leafd.Tag{Name: strings.Repeat("a", 128), Step: 1<<31 - 1})
+}
+
+func testUpdateTimeRefreshed(t *testing.T, h *harness) {
+	s := h.migrated()
+	h.insert("t", 1, 10)
+	h.exec("UPDATE leaf_alloc SET update_time = '2001-02-03 04:05:06' WHERE biz_tag = 't'")
+	tags, err := s.ListTags(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC); !tags[0].UpdateTime.Equal(want) {
+		t.Fatalf("update_time = %v, want %v", tags[0].UpdateTime, want)
+	}
+	allocate(t, s, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
+	tags, err = s.ListTags(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tags[0].UpdateTime; time.Since(got) > time.Minute || time.Until(got) > time.Minute {
+		t.Fatalf("update_time after Allocate = %v, want now", got)
+	}
+}
+
+func testMigrateTwice(t *testing.T, h *harness) {
+	s := h.migrated()
+	create(t, s, leafd.Tag{Name: "t", MaxID: 1, Step: 10})
+	for range 2 {
+		if err := s.Migrate(context.Background()); err != nil {
+			t.Fatalf("migrate again: %v", err)
+		}
+	}
+	if err := h.open().Migrate(context.Background()); err != nil {
+		t.Fatalf("migrate from a second store: %v", err)
+	}
+	allocate(t, s, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
+}
+
+func testMigrateConcurrently(t *testing.T, h *harness) {
+	const n = 6
+	stores := make([]Store, n)
+	for i := range stores {
+		stores[i] = h.open()
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, s := range stores {
+		wg.Go(func() { errs[i] = s.Migrate(context.Background()) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("store %d: migrate: %v", i, err)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	create(t, stores[0], leafd.Tag{Name: "t", MaxID: 1, Step: 10})
+	allocate(t, stores[n-1], "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
+}
+
+// Migrate waits while another server holds the migration lock, and
+// migrates once it is released.
+func testMigrateWaitsForLock(t *testing.T, h *harness) {
+	if h.db.HoldMigrateLock == nil {
+		t.Skip("this backend cannot take the migration lock from outside")
+	}
+	s := h.open()
+	release := h.db.HoldMigrateLock(t)
+	defer release()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := s.Migrate(ctx); err == nil {
+		t.Fatal("Migrate succeeded while another server held the migration lock")
+	}
+	var n int
+	if err := h.db.Raw.QueryRow("SELECT COUNT(*) FROM leaf_alloc").Scan(&n); err == nil {
+		t.Fatal("leaf_alloc was created while another server held the migration lock")
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- s.Migrate(context.Background()) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Migrate returned %v while another server held the migration lock", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Migrate after the lock was released: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Migrate did not finish after the lock was released")
+	}
+	create(t, s, leafd.Tag{Name: "t", MaxID: 1, Step: 10})
+}
+
+// A database that Java Leaf already uses: the table exists with rows, and
+// goose has never run. Migrating keeps the rows and they allocate on.
+func testMigrateLeafTable(t *testing.T, h *harness) {
+	h.exec(h.db.LeafTable)
+	h.exec("INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES ('leaf-segment-test', 5001, 2000, 'Test leaf Segment Mode Get Id')")
+	s := h.migrated()
+	allocate(t, s, "leaf-segment-test", 2000, segment.Allocation{Start: 5001, End: 7001, TableStep: 2000})
+	tags, err := s.ListTags(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tags) != 1 || tags[0].Description != "Test leaf Segment Mode Get Id" || tags[0].MaxID != 7001 {
+		t.Fatalf("ListTags after migrating Leaf's table = %+v", tags)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("migrate again: %v", err)
+	}
+}
+
+// A store whose database cannot be reached opens, and every method reports
+// store_unavailable, quickly.
+func testUnreachable(t *testing.T, h *harness) {
+	s, err := h.db.OpenUnreachable()
+	if err != nil {
+		t.Fatalf("open a store on an unreachable database: %v", err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	start := time.Now()
+	wantCode(t, "Ping", s.Ping(ctx), leafd.EStoreUnavailable)
+	_, err = s.Allocate(ctx, "t", 10)
+	wantCode(t, "Allocate", err, leafd.EStoreUnavailable)
+	if msg := leafd.ErrorMessage(err); !strings.Contains(msg, "cannot be reached") {
+		t.Fatalf("Allocate: message %q", msg)
+	}
+	_, err = s.ListTags(ctx)
+	wantCode(t, "ListTags", err, leafd.EStoreUnavailable)
+	_, err = s.TagNames(ctx)
+	wantCode(t, "TagNames", err, leafd.EStoreUnavailable)
+	_, err = s.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10})
+	wantCode(t, "CreateTag", err, leafd.EStoreUnavailable)
+	wantCode(t, "Migrate", s.Migrate(ctx), leafd.EStoreUnavailable)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the calls took %v", d)
+	}
+}
+
+// While another transaction holds the tag's row, Allocate cannot complete
+// its transaction: it fails within its context's deadline, hands out no
+// range and writes nothing; once the row is free the next range follows the
+// last one handed out.
+func testRowLockedNoRange(t *testing.T, h *harness) {
+	s := h.migrated()
+	h.insert("t", 1, 10)
+	allocate(t, s, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
+
+	tx, err := h.db.Raw.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec("UPDATE leaf_alloc SET step = step WHERE biz_tag = 't'"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	a, err := s.Allocate(ctx, "t", 10)
+	if err == nil {
+		t.Fatalf("Allocate while the row is locked = %+v, want an error", a)
+	}
+	wantCode(t, "Allocate while the row is locked", err, leafd.EStoreUnavailable)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Allocate while the row is locked took %v", d)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.maxID("t"); got != 11 {
+		t.Fatalf("max_id = %d after a failed Allocate, want 11", got)
+	}
+	allocate(t, s, "t", 10, segment.Allocation{Start: 11, End: 21, TableStep: 10})
+}

@@ -1,0 +1,67 @@
+package leafd
+
+import (
+	"fmt"
+	"time"
+)
+
+// MaxTagLen is the longest tag leafd accepts, the width of leaf_alloc.biz_tag.
+const MaxTagLen = 128
+
+// Tag is one row of the leaf_alloc table: a business tag and its counter.
+type Tag struct {
+	Name string
+	// MaxID is the first ID not yet handed to any server.
+	MaxID int64
+	// Step is the table step: the smallest range a server takes.
+	Step        int64
+	Description string
+	UpdateTime  time.Time
+}
+
+// ValidateTag reports whether name is a valid tag: 1 to 128 characters from
+// A-Z a-z 0-9 _ . : -. It returns an invalid_tag *Error otherwise. It does no
+// allocation for a valid name, so it is cheap enough for the ID hot path.
+func ValidateTag(name string) error {
+	if len(name) == 0 || len(name) > MaxTagLen {
+		return tagError(name)
+	}
+	for i := 0; i < len(name); i++ {
+		if !tagByte(name[i]) {
+			return tagError(name)
+		}
+	}
+	return nil
+}
+
+func tagByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	case c == '_' || c == '.' || c == ':' || c == '-':
+		return true
+	}
+	return false
+}
+
+func tagError(name string) error {
+	shown := name
+	if len(shown) > 40 {
+		shown = shown[:40] + "…"
+	}
+	return Errorf(EInvalidTag, "tag %q is not valid: use 1 to %d characters from A-Z a-z 0-9 _ . : -", shown, MaxTagLen)
+}
+
+// MaxID is the largest ID leafd ever issues, 2^63-1.
+const MaxID = int64(^uint64(0) >> 1)
+
+// ValidateStep checks a table step: at least 1 and at most max.
+func ValidateStep(step, max int64) error {
+	if step < 1 || step > max {
+		return Errorf(EInvalidBody, "step %d is out of range: use 1 to %d", step, max)
+	}
+	return nil
+}
+
+// String returns the tag's name and counter for logs.
+func (t Tag) String() string { return fmt.Sprintf("%s(max_id=%d step=%d)", t.Name, t.MaxID, t.Step) }

@@ -19,7 +19,7 @@ import (
 // several servers) share.
 type database struct {
 	driver, dsn string
-	raw        *sql.DB
+	raw         *sql.DB
 }
 
 // testStore is what these tests use of store.MySQL and store.SQLite.

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/leafd/leafd"
-	"github.com/leafd/leafd/internal/config"
 	leafhttp "github.com/leafd/leafd/http"
+	"github.com/leafd/leafd/internal/config"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store"
 )

@@ -12,7 +12,10 @@ import (
 	"github.com/leafd/leafd/segment"
 )
 
-const textPlain = "text/plain; charset=utf-8"
+const (
+	textPlain       = "text/plain; charset=utf-8"
+	applicationJSON = "application/json; charset=utf-8"
+)
 
 // bufPool holds response buffers and range slices for batch answers, so
 // that a batch is written without an allocation per ID.
@@ -37,7 +40,7 @@ func (s *Server) getSegment(c *gin.Context) {
 	n := 1
 	if raw, ok := c.GetQuery("count"); ok {
 		var err error
-		if n, err = s.parseCount(raw); err != nil {
+		if n, err = parseCount(raw, s.seg.MaxBatch()); err != nil {
 			s.writeError(c, err)
 			return
 		}
@@ -65,7 +68,7 @@ func (s *Server) getSegment(c *gin.Context) {
 			}
 		}
 		b = append(b, "]}\n"...)
-		c.Data(http.StatusOK, "application/json; charset=utf-8", b)
+		c.Data(http.StatusOK, applicationJSON, b)
 	} else {
 		for _, r := range buf.ranges {
 			for id := r.Start; id < r.End; id++ {
@@ -99,18 +102,21 @@ func (s *Server) getLeafSegment(c *gin.Context) {
 	c.Data(http.StatusOK, textPlain, strconv.AppendInt(b[:0], id, 10))
 }
 
-// parseCount reads a count parameter: a decimal integer in 1..max_batch.
-func (s *Server) parseCount(raw string) (int, error) {
-	max := s.seg.MaxBatch()
+// parseCount reads a count parameter: a decimal integer in 1..max.
+func parseCount(raw string, max int) (int, error) {
 	n, err := strconv.Atoi(raw)
 	if err != nil || n < 1 || n > max {
-		shown := raw
-		if len(shown) > 32 {
-			shown = shown[:32] + "…"
-		}
-		return 0, leafd.Errorf(leafd.EInvalidCount, "count %q is not valid: use a whole number from 1 to %d", shown, max)
+		return 0, leafd.Errorf(leafd.EInvalidCount, "count %q is not valid: use a whole number from 1 to %d", truncate(raw), max)
 	}
 	return n, nil
+}
+
+// truncate shortens a client's value for an error message.
+func truncate(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
 }
 
 // wantJSON reports whether the client asked for JSON, by ?format=json or an

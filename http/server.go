@@ -18,6 +18,7 @@ import (
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/snowflake"
 )
 
 // Segment is what the HTTP layer needs of segment mode; *segment.Allocator
@@ -29,13 +30,28 @@ type Segment interface {
 	Ready() error
 }
 
-var _ Segment = (*segment.Allocator)(nil)
+// Snowflake is what the HTTP layer needs of snowflake mode;
+// *snowflake.Generator implements it.
+type Snowflake interface {
+	Next(ctx context.Context) (snowflake.ID, error)
+	NextN(ctx context.Context, n int, dst []snowflake.ID) ([]snowflake.ID, error)
+	MaxBatch() int
+	Layout() snowflake.Layout
+	Ready() error
+}
+
+var (
+	_ Segment   = (*segment.Allocator)(nil)
+	_ Snowflake = (*snowflake.Generator)(nil)
+)
 
 // Config wires a Server.
 type Config struct {
 	// Segment serves segment mode; nil means the mode is switched off and its
 	// routes answer mode_disabled.
 	Segment Segment
+	// Snowflake serves snowflake mode; nil means the mode is switched off.
+	Snowflake Snowflake
 	// Logger receives failed requests (5xx). Default slog.Default().
 	Logger *slog.Logger
 }
@@ -43,6 +59,7 @@ type Config struct {
 // Server is leafd's HTTP server.
 type Server struct {
 	seg    Segment
+	sf     Snowflake
 	log    *slog.Logger
 	engine *gin.Engine
 	http   *http.Server
@@ -51,7 +68,7 @@ type Server struct {
 // New returns a Server with every route registered.
 func New(cfg Config) *Server {
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{seg: cfg.Segment, log: cfg.Logger}
+	s := &Server{seg: cfg.Segment, sf: cfg.Snowflake, log: cfg.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -71,6 +88,10 @@ func New(cfg Config) *Server {
 	e.GET("/readyz", s.readyz)
 	e.GET("/segment/:tag", s.getSegment)
 	e.GET("/api/segment/get/:tag", s.getLeafSegment)
+	e.GET("/snowflake", s.getSnowflake)
+	e.GET("/snowflake/:id", s.decodeSnowflake)
+	e.GET("/api/snowflake/get/:key", s.getLeafSnowflake)
+	e.GET("/decodeSnowflakeId", s.decodeLeafSnowflake)
 	s.engine = e
 	s.http = &http.Server{
 		Handler:           e,
@@ -120,8 +141,15 @@ func (s *Server) healthz(c *gin.Context) {
 
 // readyz answers 200 when every enabled mode can issue IDs.
 func (s *Server) readyz(c *gin.Context) {
+	var modes []interface{ Ready() error }
 	if s.seg != nil {
-		if err := s.seg.Ready(); err != nil {
+		modes = append(modes, s.seg)
+	}
+	if s.sf != nil {
+		modes = append(modes, s.sf)
+	}
+	for _, m := range modes {
+		if err := m.Ready(); err != nil {
 			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not_ready", "reason": leafd.ErrorMessage(err)})
 			return
 		}

@@ -93,6 +93,10 @@ func OpenMySQL(dsn string) (*MySQL, error) {
 		x:        sqlx.NewDb(sqlDB, "mysql"),
 		driver:   "mysql",
 		classify: classifyMySQL,
+		// NOW(3) and UNIX_TIMESTAMP convert through the session time zone
+		// and back, so the result is Unix time whatever that zone is.
+		nowMsSQL:   "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
+		lockSuffix: " FOR UPDATE",
 	}}, nil
 }
 

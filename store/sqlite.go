@@ -103,6 +103,7 @@ func OpenSQLite(dsn string) (*SQLite, error) {
 			classify: classifySQLite,
 			writers:  make(chan struct{}, 1),
 			retryFor: sqliteBusyBudget,
+			nowMsSQL: "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
 		},
 		path: path,
 	}, nil

@@ -106,6 +106,10 @@ type db struct {
 	// transaction aborted for a retry is tried again until this much time
 	// has passed since the first attempt began.
 	retryFor time.Duration
+	// nowMsSQL is the dialect's expression of the database's clock in Unix
+	// milliseconds; lockSuffix what makes a SELECT lock the rows it reads
+	// ("" where transactions lock the whole database).
+	nowMsSQL, lockSuffix string
 	// beforeCommit, when set (by tests of this package only), runs between
 	// the SELECT and the COMMIT of Allocate.
 	beforeCommit func(context.Context, *sqlx.Tx) error
@@ -363,10 +367,15 @@ func (s *db) release() {
 // class sorts err: the errors of the network, the context and
 // database/sql first, then the driver's own.
 func (s *db) class(err error) errClass {
-	var le *leafd.Error
+	var (
+		le    *leafd.Error
+		retry errRetry
+	)
 	switch {
 	case errors.As(err, &le):
 		return classOther // already decided
+	case errors.As(err, &retry):
+		return classRetry
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, sql.ErrConnDone), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return classUnavailable

@@ -2,6 +2,7 @@
 //
 //	leafd [serve] [--config FILE]   serve IDs over HTTP (the default)
 //	leafd migrate [--config FILE]   apply the database migrations and exit
+//	leafd decode ID [--config FILE] decode a snowflake ID as JSON
 //
 // Configuration comes from config.yaml (or --config FILE) and LEAFD_*
 // environment variables; see the README and SPEC section 6.
@@ -55,9 +56,9 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	var configPath string
 	root := &cobra.Command{
 		Use:   "leafd",
-		Short: "leafd hands out unique 64-bit IDs over HTTP (Leaf segment mode)",
-		Long: "leafd hands out unique 64-bit IDs over HTTP: Meituan Leaf's segment mode over\n" +
-			"MySQL or an embedded SQLite file. With no command it serves.",
+		Short: "leafd hands out unique 64-bit IDs over HTTP (Leaf segment and snowflake modes)",
+		Long: "leafd hands out unique 64-bit IDs over HTTP: Meituan Leaf's segment mode and\n" +
+			"snowflake mode over MySQL or an embedded SQLite file. With no command it serves.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
@@ -83,6 +84,13 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return migrate(cmd.Context(), configPath, stdout, stderr)
+		},
+	}, &cobra.Command{
+		Use:   "decode ID",
+		Short: "Decode a snowflake ID with the configured layout, as JSON",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return decode(configPath, args[0], stdout, stderr)
 		},
 	})
 	// Wrong arguments are usage errors too.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/config"
 	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
 )
 
@@ -22,6 +24,7 @@ import (
 // store.SQLite implement it.
 type Store interface {
 	segment.Store
+	snowflake.LeaseStore
 	Driver() string
 	Migrate(ctx context.Context) error
 	CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error)
@@ -103,11 +106,14 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 		if err != nil {
 			return usageError{err}
 		}
-		alloc.Start()
 		defer alloc.Close()
 	}
+	var gen *snowflake.Generator
 	if cfg.Snowflake.Enabled {
-		log.Warn("snowflake mode is not built yet; /snowflake answers not_found")
+		if gen, err = newGenerator(cfg.Snowflake, db, log); err != nil {
+			return usageError{err}
+		}
+		defer gen.Close() // after the HTTP server drained: releases the lease
 	}
 
 	// Bind synchronously so that a taken port fails start-up at once.
@@ -119,17 +125,21 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	if alloc != nil {
 		segHandler = alloc
 	}
-	srv := leafhttp.New(leafhttp.Config{Segment: segHandler, Logger: log})
+	var sfHandler leafhttp.Snowflake
+	if gen != nil {
+		sfHandler = gen
+	}
+	srv := leafhttp.New(leafhttp.Config{Segment: segHandler, Snowflake: sfHandler, Logger: log})
 
 	bootCtx, cancelBoot := context.WithCancel(ctx)
 	bootDone := make(chan struct{})
 	go func() {
 		defer close(bootDone)
-		bootstrap(bootCtx, cfg, db, alloc, log)
+		bootstrap(bootCtx, cfg, db, alloc, gen, log)
 	}()
 
 	log.Info("leafd serving", "addr", ln.Addr().String(), "store", db.Driver(),
-		"segment", cfg.Segment.Enabled)
+		"segment", cfg.Segment.Enabled, "snowflake", cfg.Snowflake.Enabled)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
@@ -152,14 +162,20 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
+	// The server has drained: nothing issues any more. Release the lease
+	// (with its watermark) before saying so.
+	if gen != nil {
+		gen.Close()
+	}
 	log.Info("leafd stopped")
 	return nil
 }
 
 // bootstrap prepares the database once it answers: migrations (when
 // store.migrate is on) and seed tags, retried with backoff, so that a server
-// can start before its database. Then it makes the allocator read the tags.
-func bootstrap(ctx context.Context, cfg *config.Config, db Store, alloc *segment.Allocator, log *slog.Logger) {
+// can start before its database. Then it makes the allocator read the tags
+// and the snowflake generator lease its worker id.
+func bootstrap(ctx context.Context, cfg *config.Config, db Store, alloc *segment.Allocator, gen *snowflake.Generator, log *slog.Logger) {
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := prepare(ctx, cfg, db, log)
@@ -179,11 +195,42 @@ func bootstrap(ctx context.Context, cfg *config.Config, db Store, alloc *segment
 		}
 		backoff = min(2*backoff, 10*time.Second)
 	}
-	if alloc != nil {
-		if err := alloc.Refresh(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("reading the tag list failed; the refresh loop retries", "err", err)
-		}
+	if gen != nil {
+		gen.Start()
 	}
+	if alloc != nil {
+		alloc.Start() // reads the tag list at once, then every tag_refresh
+	}
+}
+
+// newGenerator builds the snowflake generator of the configuration: worker
+// ids leased from db when snowflake.worker_id is auto, a fixed one
+// otherwise. It logs when the layout runs out.
+func newGenerator(c config.Snowflake, db Store, log *slog.Logger) (*snowflake.Generator, error) {
+	set := snowflake.Settings{
+		Layout:      layoutOf(c),
+		WorkerID:    c.WorkerID.ID,
+		LeaseTTL:    c.LeaseTTL,
+		MaxBackward: c.MaxBackward,
+		RandomStart: c.RandomStart,
+		Logger:      log,
+	}
+	if c.WorkerID.Auto {
+		set.Leases = db
+	} else {
+		log.Warn("snowflake.worker_id is fixed: no lease protects it from another server with the same id, nor from a restart with the clock set back")
+	}
+	gen, err := snowflake.New(set)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("snowflake layout", "time_bits", c.TimeBits, "worker_bits", c.WorkerBits, "sequence_bits", c.SequenceBits,
+		"epoch", c.Epoch, "runs_out", set.Layout.End().Format(time.RFC3339), "worker_id", c.WorkerID.String())
+	return gen, nil
+}
+
+func layoutOf(c config.Snowflake) snowflake.Layout {
+	return snowflake.Layout{Epoch: c.Epoch, TimeBits: c.TimeBits, WorkerBits: c.WorkerBits, SequenceBits: c.SequenceBits}
 }
 
 func prepare(ctx context.Context, cfg *config.Config, db Store, log *slog.Logger) error {
@@ -225,4 +272,22 @@ func migrate(ctx context.Context, configPath string, stdout, stderr io.Writer) e
 	}
 	fmt.Fprintf(stdout, "migrations applied (%s)\n", db.Driver())
 	return nil
+}
+
+// decode prints the JSON of GET /snowflake/{id} for raw.
+func decode(configPath, raw string, stdout, stderr io.Writer) error {
+	cfg, _, err := setup(configPath, stderr)
+	if err != nil {
+		return err
+	}
+	id, err := leafhttp.ParseID(raw)
+	if err != nil {
+		return usageError{errors.New(leafd.ErrorMessage(err))}
+	}
+	b, err := json.Marshal(leafhttp.DecodeJSON(layoutOf(cfg.Snowflake), id))
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s\n", b)
+	return err
 }

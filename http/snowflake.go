@@ -1,0 +1,146 @@
+package http
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/snowflake"
+)
+
+// idPool holds ID slices and response buffers for snowflake batches.
+var idPool = sync.Pool{New: func() any { return new(idBuf) }}
+
+type idBuf struct {
+	b   []byte
+	ids []snowflake.ID
+}
+
+// getSnowflake answers GET /snowflake[?count=N][&format=json].
+func (s *Server) getSnowflake(c *gin.Context) {
+	if s.sf == nil {
+		s.writeError(c, snowflakeDisabled())
+		return
+	}
+	n := 1
+	if raw, ok := c.GetQuery("count"); ok {
+		var err error
+		if n, err = parseCount(raw, s.sf.MaxBatch()); err != nil {
+			s.writeError(c, err)
+			return
+		}
+	}
+	buf := idPool.Get().(*idBuf)
+	defer idPool.Put(buf)
+	var err error
+	if buf.ids, err = s.sf.NextN(c.Request.Context(), n, buf.ids[:0]); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	b := buf.b[:0]
+	if wantJSON(c) {
+		b = append(b, `{"ids":[`...)
+		for i, id := range buf.ids {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '"')
+			b = strconv.AppendInt(b, int64(id), 10)
+			b = append(b, '"')
+		}
+		b = append(b, "]}\n"...)
+		c.Data(http.StatusOK, applicationJSON, b)
+	} else {
+		for _, id := range buf.ids {
+			b = strconv.AppendInt(b, int64(id), 10)
+			b = append(b, '\n')
+		}
+		c.Data(http.StatusOK, textPlain, b)
+	}
+	buf.b = b
+}
+
+// getLeafSnowflake answers Leaf's GET /api/snowflake/get/{key}: the bare
+// decimal ID. The key is ignored, as Leaf ignores it.
+func (s *Server) getLeafSnowflake(c *gin.Context) {
+	if s.sf == nil {
+		s.writeLeafError(c, snowflakeDisabled())
+		return
+	}
+	id, err := s.sf.Next(c.Request.Context())
+	if err != nil {
+		s.writeLeafError(c, err)
+		return
+	}
+	var b [20]byte
+	c.Data(http.StatusOK, textPlain, strconv.AppendInt(b[:0], int64(id), 10))
+}
+
+// decodedID is the JSON of GET /snowflake/{id} and `leafd decode`.
+type decodedID struct {
+	ID       snowflake.ID `json:"id"`
+	Time     string       `json:"time"`
+	UnixMs   int64        `json:"unix_ms"`
+	WorkerID int64        `json:"worker_id"`
+	Sequence int64        `json:"sequence"`
+}
+
+// DecodeJSON returns the decoded form of id under layout, as GET
+// /snowflake/{id} answers it.
+func DecodeJSON(layout snowflake.Layout, id snowflake.ID) any {
+	p := layout.Decode(id)
+	return decodedID{ID: id, Time: p.Time.Format(rfc3339Milli), UnixMs: p.UnixMs, WorkerID: p.WorkerID, Sequence: p.Sequence}
+}
+
+const rfc3339Milli = "2006-01-02T15:04:05.000Z07:00"
+
+// decodeSnowflake answers GET /snowflake/{id}.
+func (s *Server) decodeSnowflake(c *gin.Context) {
+	if s.sf == nil {
+		s.writeError(c, snowflakeDisabled())
+		return
+	}
+	id, err := ParseID(c.Param("id"))
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, DecodeJSON(s.sf.Layout(), id))
+}
+
+// decodeLeafSnowflake answers Leaf's GET /decodeSnowflakeId?snowflakeId=N
+// in Leaf's shape, with the time in UTC.
+func (s *Server) decodeLeafSnowflake(c *gin.Context) {
+	if s.sf == nil {
+		s.writeError(c, snowflakeDisabled())
+		return
+	}
+	id, err := ParseID(c.Query("snowflakeId"))
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	p := s.sf.Layout().Decode(id)
+	c.JSON(http.StatusOK, gin.H{
+		"timestamp":  strconv.FormatInt(p.UnixMs, 10) + "(" + p.Time.Format("2006-01-02 15:04:05.000") + ")",
+		"sequenceId": strconv.FormatInt(p.Sequence, 10),
+		"workerId":   strconv.FormatInt(p.WorkerID, 10),
+	})
+}
+
+// ParseID reads a snowflake ID: a positive decimal integer that fits in 63
+// bits. It returns an invalid_id *leafd.Error otherwise.
+func ParseID(raw string) (snowflake.ID, error) {
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || n < 1 {
+		return 0, leafd.Errorf(leafd.EInvalidID, "id %q is not valid: use a positive decimal integer below 2^63", truncate(raw))
+	}
+	return snowflake.ID(n), nil
+}
+
+func snowflakeDisabled() error {
+	return leafd.Errorf(leafd.EModeDisabled, "snowflake mode is switched off on this server (snowflake.enabled: false)")
+}

@@ -1,0 +1,583 @@
+// Package snowflake generates time-ordered 64-bit IDs, time | worker |
+// sequence, with worker ids leased from a shared database so that no two
+// running servers share one, and with a time watermark recorded ahead of
+// every timestamp issued so that neither a clock set back nor a kill -9
+// followed by a restart can issue an ID twice.
+//
+// A Generator with a fixed worker id (Settings.Leases nil) needs no store;
+// it then protects against a clock that goes back while it runs, but not
+// across restarts.
+package snowflake
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/leafd/leafd"
+)
+
+// Settings configures a Generator. The zero value of every field means the
+// default given in its comment (those of SPEC section 6).
+type Settings struct {
+	// Layout splits the ID's bits. Zero: 41/10/12 from Twitter's epoch.
+	Layout Layout
+	// Leases leases worker ids from the store. Nil: WorkerID is used, with
+	// no lease.
+	Leases LeaseStore
+	// WorkerID is the fixed worker id when Leases is nil, in
+	// 0..2^WorkerBits-1.
+	WorkerID int64
+	// LeaseTTL is the lifetime of a lease. The generator renews it every
+	// third of that, records its watermark LeaseTTL ahead of its clock, and
+	// stops issuing if no renewal succeeded for LeaseTTL minus a tenth.
+	// Default 30s.
+	LeaseTTL time.Duration
+	// MaxBackward is how far the clock may be behind the last timestamp
+	// issued and still be waited out. Further back, the generator switches
+	// to another worker id or refuses. Default 5ms.
+	MaxBackward time.Duration
+	// WaitTimeout bounds how long one request waits for a lease or a
+	// worker id switch. Default 2s.
+	WaitTimeout time.Duration
+	// MaxBatch is the largest count NextN accepts. Default 10,000.
+	MaxBatch int
+	// RandomStart starts each millisecond's sequence at a random number
+	// below 100 (below the sequence space for small layouts), so that
+	// id % n stays balanced at low rates.
+	RandomStart bool
+	// Owner names this generator in the lease table. Default
+	// host/pid/random.
+	Owner string
+	// Now returns the wall clock; Sleep waits. Defaults time.Now and
+	// time.Sleep. Tests move time through them.
+	Now   func() time.Time
+	Sleep func(time.Duration)
+	// Logger receives lease changes and clock events. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Generator issues snowflake IDs. It is safe for concurrent use. Create it
+// with New, call Start, and Close it when done.
+type Generator struct {
+	layout   Layout
+	seqMask  int64
+	set      Settings
+	ttlMs    int64
+	backMs   int64
+	log      *slog.Logger
+	leaseful bool
+
+	mu      sync.Mutex
+	worker  int64 // -1 while no lease is held
+	lease   *Lease
+	lastMs  int64 // the last millisecond issued (or the lease's previous watermark)
+	seq     int64
+	limitMs int64     // the recorded watermark: no millisecond after it is issued
+	until   time.Time // local end of the lease; zero for a fixed worker id
+	renewAt time.Time
+	// behind is set while the clock is further behind lastMs than
+	// MaxBackward; wantSwitch asks the keeper for another worker id.
+	behind, wantSwitch, wantRenew bool
+	closed                        bool
+	changed                       chan struct{}
+	backward, issued, renewals    int64
+	lastErr                       error
+
+	wake   chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New returns a Generator. With a fixed worker id it can issue at once;
+// with Leases it issues once Start has claimed a worker id.
+//
+// Errors: ErrInvalidBits, ErrEpochFuture or ErrLayoutExpired for a bad
+// layout; an error naming the setting for a worker id outside the layout or
+// a negative duration.
+func New(s Settings) (*Generator, error) {
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	if s.Sleep == nil {
+		s.Sleep = time.Sleep
+	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	if s.LeaseTTL == 0 {
+		s.LeaseTTL = 30 * time.Second
+	}
+	if s.MaxBackward == 0 {
+		s.MaxBackward = 5 * time.Millisecond
+	}
+	if s.WaitTimeout == 0 {
+		s.WaitTimeout = 2 * time.Second
+	}
+	if s.MaxBatch == 0 {
+		s.MaxBatch = 10_000
+	}
+	if s.Owner == "" {
+		s.Owner = defaultOwner()
+	}
+	s.Layout = s.Layout.orDefault()
+	if err := s.Layout.Validate(s.Now()); err != nil {
+		return nil, err
+	}
+	switch {
+	case s.Leases == nil && (s.WorkerID < 0 || s.WorkerID >= s.Layout.Workers()):
+		return nil, fmt.Errorf("snowflake.worker_id %d is out of range: use 0 to %d (snowflake.worker_bits %d)",
+			s.WorkerID, s.Layout.Workers()-1, s.Layout.WorkerBits)
+	case s.LeaseTTL < 10*time.Millisecond:
+		return nil, fmt.Errorf("snowflake.lease_ttl %v is too short: use at least 1s", s.LeaseTTL)
+	case s.MaxBackward < 0 || s.WaitTimeout < 0 || s.MaxBatch < 1:
+		return nil, errors.New("snowflake: max_backward, wait_timeout and max_batch must be positive")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &Generator{
+		layout:   s.Layout,
+		seqMask:  s.Layout.Sequences() - 1,
+		set:      s,
+		ttlMs:    s.LeaseTTL.Milliseconds(),
+		backMs:   s.MaxBackward.Milliseconds(),
+		log:      s.Logger,
+		leaseful: s.Leases != nil,
+		worker:   -1,
+		changed:  make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		ctx:      ctx,
+		cancel:   cancel,
+	}
+	if !g.leaseful {
+		g.worker = s.WorkerID
+		g.limitMs = 1<<63 - 1
+	}
+	return g, nil
+}
+
+// defaultOwner names this process and generator: host, pid and a random
+// suffix, so that a restarted process never passes for its predecessor.
+func defaultOwner() string {
+	host, _ := os.Hostname()
+	if len(host) > 64 {
+		host = host[:64]
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Layout returns the generator's layout.
+func (g *Generator) Layout() Layout { return g.layout }
+
+// MaxBatch returns the largest count NextN accepts.
+func (g *Generator) MaxBatch() int { return g.set.MaxBatch }
+
+// Start begins leasing a worker id, when the generator uses leases: it
+// claims one, renews it every third of the TTL, and switches to another
+// when the clock goes back too far.
+func (g *Generator) Start() {
+	if !g.leaseful {
+		return
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.keep()
+	}()
+}
+
+// Close stops issuing, stops the lease keeper and releases the lease with
+// a watermark at the last timestamp issued, so that another server may
+// claim the worker id once its clock has passed that.
+func (g *Generator) Close() error {
+	g.mu.Lock()
+	g.closed = true
+	g.broadcastLocked()
+	g.mu.Unlock()
+	g.cancel()
+	g.wg.Wait()
+	return nil
+}
+
+// Next returns a new ID.
+//
+// Errors (codes): snowflake_unavailable when no worker id is leased, the
+// lease could not be renewed, the clock is behind the last timestamp issued
+// by more than MaxBackward and no other worker id can be had within
+// WaitTimeout, or the generator is closed.
+func (g *Generator) Next(ctx context.Context) (ID, error) {
+	g.mu.Lock()
+	id, w, err := g.nextLocked()
+	g.mu.Unlock()
+	if err == nil && w.zero() {
+		return id, nil
+	}
+	var one [1]ID
+	ids, err := g.NextN(ctx, 1, one[:0])
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// NextN appends n new IDs to dst, ascending. On error the IDs already
+// generated are dropped (never issued) and dst is returned unchanged.
+//
+// Errors are those of Next, plus invalid_count when n is outside
+// 1..MaxBatch.
+func (g *Generator) NextN(ctx context.Context, n int, dst []ID) ([]ID, error) {
+	if n < 1 || n > g.set.MaxBatch {
+		return dst, leafd.Errorf(leafd.EInvalidCount, "count %d is out of range: use 1 to %d", n, g.set.MaxBatch)
+	}
+	out := dst
+	var deadline *time.Timer
+	defer func() {
+		if deadline != nil {
+			deadline.Stop()
+		}
+	}()
+	g.mu.Lock()
+	for len(out)-len(dst) < n {
+		id, w, err := g.nextLocked()
+		if err != nil {
+			g.mu.Unlock()
+			return dst, err
+		}
+		if w.zero() {
+			out = append(out, id)
+			continue
+		}
+		g.mu.Unlock()
+		if w.sleep > 0 {
+			g.set.Sleep(w.sleep) // at most MaxBackward
+		} else {
+			if deadline == nil {
+				deadline = time.NewTimer(g.set.WaitTimeout)
+			}
+			select {
+			case <-w.ch:
+			case <-deadline.C:
+				return dst, g.unavailable(w.why + fmt.Sprintf(" (waited %v)", g.set.WaitTimeout))
+			case <-ctx.Done():
+				return dst, g.unavailable(w.why + " (the request ended)")
+			}
+		}
+		g.mu.Lock()
+	}
+	g.mu.Unlock()
+	return out, nil
+}
+
+// wait is what nextLocked asks its caller to do before trying again:
+// sleep, or wait on ch for the lease keeper.
+type wait struct {
+	sleep time.Duration
+	ch    <-chan struct{}
+	why   string
+}
+
+func (w wait) zero() bool { return w.sleep == 0 && w.ch == nil }
+
+// nextLocked issues one ID, or says what to wait for, or fails. The caller
+// holds g.mu.
+func (g *Generator) nextLocked() (ID, wait, error) {
+	for {
+		if g.closed {
+			return 0, wait{}, g.unavailableLocked("the server is shutting down")
+		}
+		if g.worker < 0 {
+			g.signal()
+			return 0, wait{ch: g.changed, why: "no worker id is leased yet"}, nil
+		}
+		now := g.set.Now()
+		ms := now.UnixMilli()
+		if ms < g.lastMs {
+			behind := g.lastMs - ms
+			if behind <= g.backMs {
+				return 0, wait{sleep: time.Duration(behind) * time.Millisecond}, nil
+			}
+			if !g.behind {
+				g.behind = true
+				g.backward++
+				g.log.Warn("snowflake: the clock went back", "behind_ms", behind, "worker_id", g.worker)
+			}
+			why := fmt.Sprintf("the clock is %d ms behind the last ID issued (snowflake.max_backward is %v)", behind, g.set.MaxBackward)
+			if !g.leaseful {
+				return 0, wait{}, g.unavailableLocked(why + "; waiting for it to catch up")
+			}
+			g.wantSwitch = true
+			g.signal()
+			return 0, wait{ch: g.changed, why: why + "; no other worker id could be leased"}, nil
+		}
+		g.behind = false
+		if ms > g.limitMs || (!g.until.IsZero() && !now.Before(g.until)) {
+			g.wantRenew = true
+			g.signal()
+			return 0, wait{ch: g.changed, why: "the worker id lease could not be renewed"}, nil
+		}
+		if ms == g.lastMs {
+			if g.seq < g.seqMask {
+				g.seq++
+				g.issued++
+				return g.layout.ID(ms, g.worker, g.seq), wait{}, nil
+			}
+			// This millisecond's sequence is used up: wait for the next
+			// one. The spin holds the lock for less than a millisecond, and
+			// nobody could be served before then anyway.
+			for spins := 1; g.set.Now().UnixMilli() == ms; spins++ {
+				if spins%256 == 0 {
+					runtime.Gosched()
+				}
+			}
+			continue
+		}
+		g.lastMs, g.seq = ms, g.startSeq()
+		g.issued++
+		return g.layout.ID(ms, g.worker, g.seq), wait{}, nil
+	}
+}
+
+func (g *Generator) startSeq() int64 {
+	if !g.set.RandomStart {
+		return 0
+	}
+	return mrand.Int64N(min(100, g.seqMask+1))
+}
+
+// signal wakes the lease keeper, if it is not awake already.
+func (g *Generator) signal() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (g *Generator) broadcastLocked() {
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+func (g *Generator) unavailable(why string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.unavailableLocked(why)
+}
+
+func (g *Generator) unavailableLocked(why string) error {
+	return leafd.Wrap(leafd.ESnowflakeUnavailable, g.lastErr, "snowflake IDs cannot be issued now: "+why+"; retry later")
+}
+
+// Ready returns nil when the generator can issue IDs now, and a not_ready
+// error saying why otherwise.
+func (g *Generator) Ready() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.set.Now()
+	switch {
+	case g.closed:
+		return leafd.Errorf(leafd.ENotReady, "snowflake: the generator is closed")
+	case g.worker < 0:
+		return leafd.Errorf(leafd.ENotReady, "snowflake: no worker id is leased")
+	case now.UnixMilli() > g.limitMs || (!g.until.IsZero() && !now.Before(g.until)):
+		return leafd.Errorf(leafd.ENotReady, "snowflake: the worker id lease could not be renewed")
+	case g.lastMs-now.UnixMilli() > g.backMs:
+		return leafd.Errorf(leafd.ENotReady, "snowflake: the clock is %d ms behind the last ID issued", g.lastMs-now.UnixMilli())
+	}
+	return nil
+}
+
+// State is a snapshot of the generator, as the dashboard shows it.
+type State struct {
+	// WorkerID is -1 while no worker id is held.
+	WorkerID int64
+	// Source is "lease" or "static".
+	Source string
+	// LeaseUntil is when the generator stops issuing unless it renews
+	// (zero for a fixed worker id).
+	LeaseUntil time.Time
+	// LastMs is the Unix millisecond of the last ID issued.
+	LastMs int64
+	// BackwardEvents counts the times the clock was found behind the last
+	// timestamp by more than MaxBackward.
+	BackwardEvents int64
+	// Issued counts IDs; Renewals counts successful lease renewals.
+	Issued, Renewals int64
+	// Err is the last lease failure, nil once the lease is renewed.
+	Err error
+}
+
+// State returns a snapshot of the generator.
+func (g *Generator) State() State {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := State{WorkerID: g.worker, Source: "static", LeaseUntil: g.until, LastMs: g.lastMs,
+		BackwardEvents: g.backward, Issued: g.issued, Renewals: g.renewals, Err: g.lastErr}
+	if g.leaseful {
+		s.Source = "lease"
+	}
+	return s
+}
+
+// keep is the lease keeper: it claims a worker id, renews it, switches it
+// when the clock went back, and releases it at Close. It is the only
+// goroutine that talks to the LeaseStore.
+func (g *Generator) keep() {
+	backoff := 50 * time.Millisecond
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-g.ctx.Done():
+			g.release()
+			return
+		case <-timer.C:
+		case <-g.wake:
+		}
+		next, ok := g.maintain()
+		if ok {
+			backoff = 50 * time.Millisecond
+		} else {
+			next = backoff/2 + mrand.N(backoff/2+1)
+			backoff = min(2*backoff, max(g.set.LeaseTTL/10, 50*time.Millisecond))
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+// maintain does what the lease needs now and returns when to look again;
+// ok is false after a failure, when the keeper backs off instead.
+func (g *Generator) maintain() (next time.Duration, ok bool) {
+	g.mu.Lock()
+	lease, switching := g.lease, g.wantSwitch
+	now := g.set.Now()
+	renew := lease != nil && (g.wantRenew || !now.Before(g.renewAt))
+	renewAt := g.renewAt
+	g.mu.Unlock()
+	switch {
+	case lease == nil || switching:
+		return g.set.LeaseTTL / 3, g.claim(lease)
+	case renew:
+		return g.set.LeaseTTL / 3, g.renew(*lease)
+	}
+	return renewAt.Sub(now), true
+}
+
+// storeCtx bounds one store call: a hung call must not outlive the lease.
+func (g *Generator) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(g.ctx, max(g.set.LeaseTTL/3, time.Second))
+}
+
+// claim leases a worker id whose watermark is behind the clock and makes
+// it current; old, if not nil, is released afterwards.
+func (g *Generator) claim(old *Lease) bool {
+	ctx, cancel := g.storeCtx()
+	defer cancel()
+	sent := g.set.Now()
+	ms := sent.UnixMilli()
+	l, err := g.set.Leases.ClaimWorker(ctx, Claim{
+		Owner: g.set.Owner, Workers: g.layout.Workers(), TTL: g.set.LeaseTTL,
+		NowMs: ms, WatermarkMs: ms + g.ttlMs,
+	})
+	if err != nil {
+		g.fail(err, "snowflake: could not lease a worker id", "switching", old != nil)
+		return false
+	}
+	g.mu.Lock()
+	oldLast := g.lastMs
+	g.lease, g.worker = &l, l.WorkerID
+	// Nothing at or before the previous watermark may be issued under this
+	// worker id: start past it, as if its sequence were used up.
+	g.lastMs, g.seq = l.PrevWatermarkMs, g.seqMask
+	g.limitMs = ms + g.ttlMs
+	g.until = sent.Add(g.set.LeaseTTL - g.set.LeaseTTL/10)
+	g.renewAt = sent.Add(g.set.LeaseTTL / 3)
+	g.wantSwitch, g.wantRenew, g.behind, g.lastErr = false, false, false, nil
+	g.broadcastLocked()
+	g.mu.Unlock()
+	g.log.Info("snowflake: leased worker id", "worker_id", l.WorkerID, "owner", l.Owner, "previous_watermark_ms", l.PrevWatermarkMs)
+	if old != nil {
+		g.releaseLease(*old, oldLast)
+	}
+	return true
+}
+
+// renew extends the lease and moves the watermark one TTL ahead.
+func (g *Generator) renew(l Lease) bool {
+	ctx, cancel := g.storeCtx()
+	defer cancel()
+	sent := g.set.Now()
+	wm := sent.UnixMilli() + g.ttlMs
+	err := g.set.Leases.RenewWorker(ctx, l, g.set.LeaseTTL, wm)
+	if errors.Is(err, ErrLeaseLost) {
+		g.mu.Lock()
+		g.lease, g.worker, g.limitMs, g.until = nil, -1, 0, time.Time{}
+		g.lastErr = err
+		g.broadcastLocked()
+		g.mu.Unlock()
+		g.log.Error("snowflake: the worker id lease was taken over; stopped issuing under it", "worker_id", l.WorkerID)
+		return false
+	}
+	if err != nil {
+		g.fail(err, "snowflake: renewing the worker id lease failed", "worker_id", l.WorkerID)
+		return false
+	}
+	g.mu.Lock()
+	g.limitMs = max(g.limitMs, wm)
+	g.until = sent.Add(g.set.LeaseTTL - g.set.LeaseTTL/10)
+	g.renewAt = sent.Add(g.set.LeaseTTL / 3)
+	g.wantRenew, g.lastErr = false, nil
+	g.renewals++
+	g.broadcastLocked()
+	g.mu.Unlock()
+	return true
+}
+
+func (g *Generator) fail(err error, msg string, args ...any) {
+	g.mu.Lock()
+	g.lastErr = err
+	g.mu.Unlock()
+	if g.ctx.Err() == nil {
+		g.log.Warn(msg, append(args, "err", err)...)
+	}
+}
+
+// release gives the lease back at Close.
+func (g *Generator) release() {
+	g.mu.Lock()
+	lease, last := g.lease, g.lastMs
+	g.lease, g.worker = nil, -1
+	g.mu.Unlock()
+	if lease != nil {
+		g.releaseLease(*lease, last)
+	}
+}
+
+// releaseLease ends l with the watermark last, the latest timestamp issued
+// under it. It runs after the generator stopped issuing under l.
+func (g *Generator) releaseLease(l Lease, last int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.ctx), 5*time.Second)
+	defer cancel()
+	if err := g.set.Leases.ReleaseWorker(ctx, l, last); err != nil {
+		// The lease then simply expires; its watermark stays ahead.
+		g.log.Warn("snowflake: releasing the worker id lease failed; it expires by itself", "worker_id", l.WorkerID, "err", err)
+		return
+	}
+	g.log.Info("snowflake: released worker id", "worker_id", l.WorkerID, "watermark_ms", last)
+}

@@ -1,0 +1,180 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leafd/leafd/snowflake"
+)
+
+var (
+	_ snowflake.LeaseStore = (*MySQL)(nil)
+	_ snowflake.LeaseStore = (*SQLite)(nil)
+)
+
+// The SQL of the worker id leases. %[1]s is the dialect's expression of the
+// database's clock in Unix milliseconds, %[2]s its row-lock suffix.
+const (
+	workerRowsSQL = `SELECT worker_id, owner, lease_until_ms, watermark_ms FROM leaf_worker WHERE worker_id < ? ORDER BY worker_id%[2]s`
+	dbNowSQL      = `SELECT %[1]s`
+	// The claim's UPDATE repeats what the SELECT saw, so that it changes
+	// nothing if another server got there first on an engine whose row
+	// locks do not span the cluster.
+	claimUpdateSQL = `UPDATE leaf_worker SET owner = ?, lease_until_ms = ?, watermark_ms = ?, update_time = CURRENT_TIMESTAMP
+WHERE worker_id = ? AND owner = ? AND lease_until_ms = ? AND watermark_ms = ?`
+	claimInsertSQL = `INSERT INTO leaf_worker (worker_id, owner, lease_until_ms, watermark_ms) VALUES (?, ?, ?, ?)`
+	renewSQL       = `UPDATE leaf_worker SET lease_until_ms = %[1]s + ?,
+watermark_ms = CASE WHEN watermark_ms > ? THEN watermark_ms ELSE ? END, update_time = CURRENT_TIMESTAMP
+WHERE worker_id = ? AND owner = ?`
+	releaseSQL = `UPDATE leaf_worker SET owner = '', lease_until_ms = 0, watermark_ms = ?, update_time = CURRENT_TIMESTAMP
+WHERE worker_id = ? AND owner = ?`
+)
+
+// errRetry marks an error that the whole transaction should be tried again
+// for: another server claimed the worker id chosen at the same moment.
+type errRetry struct{ error }
+
+func (e errRetry) Unwrap() error { return e.error }
+
+// workerRow is one row of leaf_worker.
+type workerRow struct {
+	WorkerID     int64  `db:"worker_id"`
+	Owner        string `db:"owner"`
+	LeaseUntilMs int64  `db:"lease_until_ms"`
+	WatermarkMs  int64  `db:"watermark_ms"`
+}
+
+// ClaimWorker leases the lowest worker id below c.Workers that is free by
+// the database's clock and whose watermark is below c.NowMs. See
+// snowflake.LeaseStore.
+//
+// Errors: snowflake.ErrNoFreeWorker (wrapped, with what was found) when
+// none qualifies; store_unavailable when the database cannot be reached; an
+// error without a code otherwise.
+func (s *db) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Lease, error) {
+	if c.Owner == "" || c.Workers < 1 || c.TTL <= 0 {
+		return snowflake.Lease{}, fmt.Errorf("store: claim worker: owner, workers and ttl must be set (got %q, %d, %v)", c.Owner, c.Workers, c.TTL)
+	}
+	var lease snowflake.Lease
+	err := s.write(ctx, func(ctx context.Context) error {
+		var err error
+		lease, err = s.claimWorker(ctx, c)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, snowflake.ErrNoFreeWorker) {
+			return snowflake.Lease{}, err
+		}
+		return snowflake.Lease{}, s.wrap(err, "claim worker id")
+	}
+	return lease, nil
+}
+
+func (s *db) claimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Lease, error) {
+	tx, err := s.x.BeginTxx(ctx, nil)
+	if err != nil {
+		return snowflake.Lease{}, err
+	}
+	defer tx.Rollback()
+	var now int64
+	if err := tx.GetContext(ctx, &now, fmt.Sprintf(dbNowSQL, s.nowMsSQL)); err != nil {
+		return snowflake.Lease{}, err
+	}
+	var rows []workerRow
+	if err := tx.SelectContext(ctx, &rows, fmt.Sprintf(workerRowsSQL, s.nowMsSQL, s.lockSuffix), c.Workers); err != nil {
+		return snowflake.Lease{}, err
+	}
+	chosen, found, held, ahead := int64(-1), (*workerRow)(nil), 0, 0
+	next := int64(0) // the lowest worker id not seen yet
+	for i := range rows {
+		r := &rows[i]
+		if next < r.WorkerID {
+			break // a gap: worker id next has no row, so it was never leased
+		}
+		next = r.WorkerID + 1
+		switch {
+		case r.LeaseUntilMs >= now:
+			held++
+		case r.WatermarkMs >= c.NowMs:
+			ahead++
+		default:
+			found = r
+		}
+		if found != nil {
+			break
+		}
+	}
+	if found != nil {
+		chosen = found.WorkerID
+		res, err := tx.ExecContext(ctx, claimUpdateSQL, c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs,
+			found.WorkerID, found.Owner, found.LeaseUntilMs, found.WatermarkMs)
+		if err != nil {
+			return snowflake.Lease{}, err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return snowflake.Lease{}, err
+		} else if n != 1 {
+			return snowflake.Lease{}, errRetry{fmt.Errorf("worker id %d changed while being claimed", chosen)}
+		}
+	} else {
+		if next >= c.Workers {
+			return snowflake.Lease{}, fmt.Errorf("%w (%d worker ids: %d leased, %d recorded ahead of the clock %s)",
+				snowflake.ErrNoFreeWorker, c.Workers, held, ahead, time.UnixMilli(c.NowMs).UTC().Format(time.RFC3339Nano))
+		}
+		chosen = next
+		if _, err := tx.ExecContext(ctx, claimInsertSQL, chosen, c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs); err != nil {
+			if s.class(err) == classDuplicate {
+				return snowflake.Lease{}, errRetry{err}
+			}
+			return snowflake.Lease{}, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return snowflake.Lease{}, err
+	}
+	prev := int64(0)
+	if found != nil {
+		prev = found.WatermarkMs
+	}
+	return snowflake.Lease{WorkerID: chosen, Owner: c.Owner, PrevWatermarkMs: prev}, nil
+}
+
+// RenewWorker extends l by ttl from the database's now and raises its
+// watermark to watermarkMs. See snowflake.LeaseStore.
+//
+// Errors: snowflake.ErrLeaseLost when the row is no longer l's owner's;
+// store_unavailable when the database cannot be reached; an error without a
+// code otherwise.
+func (s *db) RenewWorker(ctx context.Context, l snowflake.Lease, ttl time.Duration, watermarkMs int64) error {
+	return s.updateWorker(ctx, "renew", fmt.Sprintf(renewSQL, s.nowMsSQL), l,
+		ttl.Milliseconds(), watermarkMs, watermarkMs, l.WorkerID, l.Owner)
+}
+
+// ReleaseWorker ends l at once with the watermark watermarkMs. See
+// snowflake.LeaseStore.
+//
+// Errors: those of RenewWorker.
+func (s *db) ReleaseWorker(ctx context.Context, l snowflake.Lease, watermarkMs int64) error {
+	return s.updateWorker(ctx, "release", releaseSQL, l, watermarkMs, l.WorkerID, l.Owner)
+}
+
+func (s *db) updateWorker(ctx context.Context, op, query string, l snowflake.Lease, args ...any) error {
+	var n int64
+	err := s.write(ctx, func(ctx context.Context) error {
+		res, err := s.x.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return s.wrap(err, fmt.Sprintf("%s worker id %d", op, l.WorkerID))
+	}
+	if n != 1 {
+		return fmt.Errorf("%w: worker id %d is not held by %s", snowflake.ErrLeaseLost, l.WorkerID, l.Owner)
+	}
+	return nil
+}

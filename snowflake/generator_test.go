@@ -1,0 +1,429 @@
+package snowflake_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/snowflake"
+)
+
+// small is a layout with a 4-bit sequence, so that 16 IDs use up a
+// millisecond.
+var small = snowflake.Layout{Epoch: snowflake.DefaultEpoch, TimeBits: 41, WorkerBits: 18, SequenceBits: 4}
+
+func TestFixedWorkerIDs(t *testing.T) {
+	clock := newStepClock(7 * time.Microsecond)
+	g := newGenerator(t, snowflake.Settings{WorkerID: 5, Now: clock.Now, Sleep: clock.Sleep})
+	if err := g.Ready(); err != nil {
+		t.Fatalf("a fixed worker id is ready at once: %v", err)
+	}
+	var prev snowflake.ID
+	for i := range 20000 {
+		id := mustNext(t, g)
+		if id <= prev {
+			t.Fatalf("ID %d: %d after %d, not increasing", i, id, prev)
+		}
+		if p := g.Layout().Decode(id); p.WorkerID != 5 {
+			t.Fatalf("ID %d decodes to worker %d, want 5", id, p.WorkerID)
+		}
+		prev = id
+	}
+}
+
+func TestSequenceOverflowWaitsForNextMillisecond(t *testing.T) {
+	clock := newStepClock(time.Microsecond)
+	g := newGenerator(t, snowflake.Settings{Layout: small, WorkerID: 1, Now: clock.Now, Sleep: clock.Sleep})
+	ids, err := g.NextN(context.Background(), 40, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := small.Decode(ids[0]).UnixMs
+	for i, id := range ids {
+		p := small.Decode(id)
+		wantMs, wantSeq := first+int64(i/16), int64(i%16)
+		if p.UnixMs != wantMs || p.Sequence != wantSeq {
+			t.Fatalf("ID %d = ms %d seq %d, want ms %d seq %d: overflow must move to the next millisecond",
+				i, p.UnixMs-first, p.Sequence, wantMs-first, wantSeq)
+		}
+	}
+}
+
+func TestRandomStart(t *testing.T) {
+	clock := newStepClock(1100 * time.Microsecond) // a new millisecond every read
+	g := newGenerator(t, snowflake.Settings{WorkerID: 1, RandomStart: true, Now: clock.Now, Sleep: clock.Sleep})
+	seen := map[int64]bool{}
+	for range 500 {
+		seq := g.Layout().Decode(mustNext(t, g)).Sequence
+		if seq >= 100 {
+			t.Fatalf("first sequence of a millisecond is %d, want below 100", seq)
+		}
+		seen[seq] = true
+	}
+	if len(seen) < 50 {
+		t.Fatalf("only %d distinct starting sequences in 500 milliseconds: not random", len(seen))
+	}
+	g2 := newGenerator(t, snowflake.Settings{WorkerID: 2, Now: clock.Now, Sleep: clock.Sleep})
+	for range 10 {
+		if seq := g2.Layout().Decode(mustNext(t, g2)).Sequence; seq != 0 {
+			t.Fatalf("without random_start a millisecond starts at %d, want 0", seq)
+		}
+	}
+}
+
+func TestSmallRollbackWaits(t *testing.T) {
+	clock := newStepClock(0)
+	g := newGenerator(t, snowflake.Settings{WorkerID: 1, MaxBackward: 5 * time.Millisecond, Now: clock.Now, Sleep: clock.Sleep})
+	before := mustNext(t, g)
+	clock.Add(-3 * time.Millisecond)
+	after := mustNext(t, g)
+	if after <= before {
+		t.Fatalf("after a 3 ms rollback: %d after %d", after, before)
+	}
+	if len(clock.slept) == 0 || clock.slept[0] != 3*time.Millisecond {
+		t.Fatalf("slept %v, want a wait of 3ms", clock.slept)
+	}
+	if s := g.State(); s.BackwardEvents != 0 {
+		t.Fatalf("a rollback within max_backward counted %d backward events", s.BackwardEvents)
+	}
+}
+
+func TestLargeRollbackFixedWorkerRefuses(t *testing.T) {
+	clock := newStepClock(0)
+	g := newGenerator(t, snowflake.Settings{WorkerID: 1, Now: clock.Now, Sleep: clock.Sleep})
+	before := mustNext(t, g)
+	clock.Add(-time.Second)
+	for range 3 {
+		_, err := g.Next(context.Background())
+		wantCode(t, err, leafd.ESnowflakeUnavailable)
+	}
+	if err := g.Ready(); err == nil {
+		t.Fatal("Ready while the clock is a second behind")
+	}
+	if s := g.State(); s.BackwardEvents != 1 {
+		t.Fatalf("BackwardEvents = %d, want 1 for one rollback", s.BackwardEvents)
+	}
+	clock.Add(time.Second + time.Millisecond)
+	if after := mustNext(t, g); after <= before {
+		t.Fatalf("after the clock caught up: %d after %d", after, before)
+	}
+}
+
+func TestBatchLimits(t *testing.T) {
+	g := newGenerator(t, snowflake.Settings{WorkerID: 1, MaxBatch: 100})
+	for _, n := range []int{0, -1, 101} {
+		_, err := g.NextN(context.Background(), n, nil)
+		wantCode(t, err, leafd.EInvalidCount)
+	}
+	ids, err := g.NextN(context.Background(), 100, nil)
+	if err != nil || len(ids) != 100 {
+		t.Fatalf("NextN(100) = %d IDs, %v", len(ids), err)
+	}
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			t.Fatalf("batch not ascending at %d", i)
+		}
+	}
+}
+
+func TestNewRejectsBadSettings(t *testing.T) {
+	for name, s := range map[string]snowflake.Settings{
+		"WorkerIDTooLarge": {WorkerID: 1024},
+		"WorkerIDNegative": {WorkerID: -1},
+		"BadLayout":        {Layout: snowflake.Layout{TimeBits: 40, WorkerBits: 10, SequenceBits: 12}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := snowflake.New(s); err == nil {
+				t.Fatal("New accepted it")
+			}
+		})
+	}
+}
+
+func TestClosedGeneratorRefuses(t *testing.T) {
+	g := newGenerator(t, snowflake.Settings{WorkerID: 1})
+	mustNext(t, g)
+	g.Close()
+	_, err := g.Next(context.Background())
+	wantCode(t, err, leafd.ESnowflakeUnavailable)
+}
+
+// Three generators leasing from one database get three distinct worker
+// ids, and together issue no ID twice.
+func TestLeasedWorkersAreDistinct(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db *leaseDB) {
+		const n = 3
+		gens := make([]*snowflake.Generator, n)
+		for i := range gens {
+			gens[i] = newGenerator(t, snowflake.Settings{Leases: db.store(t), LeaseTTL: 2 * time.Second})
+		}
+		workers := map[int64]int{}
+		for i, g := range gens {
+			waitReady(t, g)
+			w := g.State().WorkerID
+			if j, dup := workers[w]; dup {
+				t.Fatalf("generators %d and %d both lease worker id %d", j, i, w)
+			}
+			workers[w] = i
+		}
+		hammer(t, gens, 4, 3000)
+	})
+}
+
+// hammer has clients goroutines per generator take perClient IDs each, in
+// batches and one by one, and fails on any duplicate or any client seeing
+// IDs out of order.
+func hammer(t *testing.T, gens []*snowflake.Generator, clients, perClient int) {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		seen = map[snowflake.ID]string{}
+		wg   sync.WaitGroup
+	)
+	for gi, g := range gens {
+		for c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				who := fmt.Sprintf("generator %d client %d", gi, c)
+				rng := rand.New(rand.NewPCG(uint64(gi), uint64(c)))
+				var got []snowflake.ID
+				for len(got) < perClient {
+					var err error
+					if rng.IntN(4) == 0 {
+						got, err = g.NextN(context.Background(), 1+rng.IntN(50), got)
+					} else {
+						var id snowflake.ID
+						id, err = g.Next(context.Background())
+						got = append(got, id)
+					}
+					if err != nil {
+						t.Errorf("%s: %v", who, err)
+						return
+					}
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for i, id := range got {
+					if id <= 0 || (i > 0 && id <= got[i-1]) {
+						t.Errorf("%s: ID %d after %d", who, id, got[max(i-1, 0)])
+						return
+					}
+					if other, dup := seen[id]; dup {
+						t.Errorf("ID %d issued to %s and %s", id, other, who)
+						return
+					}
+					seen[id] = who
+				}
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+// A worker id held by a live generator is never taken: with two worker ids
+// and two live generators, a third gets none and answers 503.
+func TestLiveLeaseNotTaken(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db *leaseDB) {
+		two := snowflake.Layout{Epoch: snowflake.DefaultEpoch, TimeBits: 41, WorkerBits: 1, SequenceBits: 21}
+		a := newGenerator(t, snowflake.Settings{Layout: two, Leases: db.store(t), LeaseTTL: 600 * time.Millisecond})
+		b := newGenerator(t, snowflake.Settings{Layout: two, Leases: db.store(t), LeaseTTL: 600 * time.Millisecond})
+		waitReady(t, a)
+		waitReady(t, b)
+		c := newGenerator(t, snowflake.Settings{Layout: two, Leases: db.store(t), LeaseTTL: 600 * time.Millisecond,
+			WaitTimeout: 50 * time.Millisecond})
+		// Several lease lifetimes: a and b renew, so c never gets one.
+		for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); {
+			_, err := c.Next(context.Background())
+			wantCode(t, err, leafd.ESnowflakeUnavailable)
+			mustNext(t, a)
+			mustNext(t, b)
+		}
+		if err := c.Ready(); err == nil {
+			t.Fatal("c is ready without a worker id")
+		}
+		// Once a stops (and releases), c gets its worker id.
+		wa := a.State().WorkerID
+		a.Close()
+		waitReady(t, c)
+		if w := c.State().WorkerID; w != wa {
+			t.Fatalf("c leased worker id %d, want %d released by a", w, wa)
+		}
+	})
+}
+
+// A server that cannot renew its lease stops issuing before the lease
+// ends, and resumes once the database answers again.
+func TestUnrenewedLeaseStopsIssuing(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db *leaseDB) {
+		leases := &faultyLeases{LeaseStore: db.store(t)}
+		const ttl = 400 * time.Millisecond
+		g := newGenerator(t, snowflake.Settings{Leases: leases, LeaseTTL: ttl, WaitTimeout: 20 * time.Millisecond})
+		waitReady(t, g)
+		mustNext(t, g)
+		leases.broken.Store(true)
+		start := time.Now()
+		var stopped time.Duration
+		for {
+			_, err := g.Next(context.Background())
+			if err != nil {
+				wantCode(t, err, leafd.ESnowflakeUnavailable)
+				stopped = time.Since(start)
+				break
+			}
+			if time.Since(start) > 2*ttl {
+				t.Fatalf("still issuing %v after renewals stopped (lease TTL %v)", time.Since(start), ttl)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		// The last renewal was sent at most TTL/3 before the break, and
+		// issuing must stop a margin before TTL after it.
+		if stopped > ttl {
+			t.Fatalf("stopped issuing %v after the last renewal could have been sent; the lease is %v", stopped, ttl)
+		}
+		if g.Ready() == nil {
+			t.Fatal("Ready while the lease cannot be renewed")
+		}
+		leases.broken.Store(false)
+		waitReady(t, g)
+		mustNext(t, g)
+	})
+}
+
+// A lease taken over (here by SQL, as a server would after the lease
+// expired) is noticed at the next renewal: the generator stops using that
+// worker id and leases another.
+func TestLostLeaseSwitchesWorker(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db *leaseDB) {
+		g := newGenerator(t, snowflake.Settings{Leases: db.store(t), LeaseTTL: 300 * time.Millisecond})
+		waitReady(t, g)
+		w := g.State().WorkerID
+		db.exec(t, "UPDATE leaf_worker SET owner = 'thief' WHERE worker_id = ?", w)
+		deadline := time.Now().Add(5 * time.Second)
+		for g.State().WorkerID == w || g.Ready() != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("still on worker id %d (or not ready) 5s after losing its lease", w)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if p := g.Layout().Decode(mustNext(t, g)); p.WorkerID == w {
+			t.Fatalf("issued under worker id %d after losing its lease", w)
+		}
+	})
+}
+
+// A clock that jumps back further than max_backward makes a leasing
+// generator switch to a worker id whose watermark is behind the clock; the
+// old worker id is released with the last timestamp issued under it.
+func TestLargeRollbackSwitchesWorker(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db *leaseDB) {
+		clock := &shiftClock{}
+		g := newGenerator(t, snowflake.Settings{Leases: db.store(t), LeaseTTL: 2 * time.Second, Now: clock.Now, Sleep: clock.Sleep})
+		waitReady(t, g)
+		l := g.Layout()
+		before := mustNext(t, g)
+		old := l.Decode(before)
+		clock.Shift(-10 * time.Second)
+		after := mustNext(t, g)
+		p := l.Decode(after)
+		if p.WorkerID == old.WorkerID {
+			t.Fatalf("after a 10 s rollback still issuing under worker id %d", p.WorkerID)
+		}
+		if p.UnixMs >= old.UnixMs {
+			t.Fatalf("the new ID's time %d is not behind the old %d: the clock was not moved", p.UnixMs, old.UnixMs)
+		}
+		if s := g.State(); s.BackwardEvents != 1 {
+			t.Fatalf("BackwardEvents = %d, want 1", s.BackwardEvents)
+		}
+		// Released with the last timestamp issued under it (the keeper
+		// releases right after switching).
+		deadline := time.Now().Add(5 * time.Second)
+		for db.watermark(t, old.WorkerID) != old.UnixMs {
+			if time.Now().After(deadline) {
+				t.Fatalf("old worker id's watermark %d, want the last timestamp issued %d", db.watermark(t, old.WorkerID), old.UnixMs)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+}
+
+// With a single worker id, a large rollback cannot be escaped: the
+// generator answers 503 until the clock is past the last timestamp again.
+func TestLargeRollbackWithoutFreeWorkerRefuses(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db *leaseDB) {
+		one := snowflake.Layout{Epoch: snowflake.DefaultEpoch, TimeBits: 41, WorkerBits: 1, SequenceBits: 21}
+		clock := &shiftClock{}
+		// Another server holds the other worker id.
+		other := newGenerator(t, snowflake.Settings{Layout: one, Leases: db.store(t), LeaseTTL: 2 * time.Second})
+		waitReady(t, other)
+		g := newGenerator(t, snowflake.Settings{Layout: one, Leases: db.store(t), LeaseTTL: 2 * time.Second,
+			WaitTimeout: 50 * time.Millisecond, Now: clock.Now, Sleep: clock.Sleep})
+		waitReady(t, g)
+		before := mustNext(t, g)
+		clock.Shift(-500 * time.Millisecond)
+		_, err := g.Next(context.Background())
+		wantCode(t, err, leafd.ESnowflakeUnavailable)
+		clock.Shift(500 * time.Millisecond)
+		if after := mustNext(t, g); after <= before {
+			t.Fatalf("after the clock caught up: %d after %d", after, before)
+		}
+	})
+}
+
+// A server killed at any moment (here: its store cut off, so that it can
+// neither renew nor release, as after kill -9) and restarted with its clock
+// behind never reissues a time range of its worker id: the watermark it had
+// recorded was ahead of everything it issued.
+func TestCrashRestartWithClockBehind(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db *leaseDB) {
+		one := snowflake.Layout{Epoch: snowflake.DefaultEpoch, TimeBits: 42, WorkerBits: 1, SequenceBits: 20}
+		const ttl = time.Second
+		rng := rand.New(rand.NewPCG(7, 7))
+		issued := map[snowflake.ID]bool{}
+		lastMs := map[int64]int64{} // worker id → last ms issued under it
+		for round := range 4 {
+			floor := maps.Clone(lastMs) // what earlier runs reached
+			clock := &shiftClock{}
+			leases := &faultyLeases{LeaseStore: db.store(t)}
+			g := newGenerator(t, snowflake.Settings{Layout: one, Leases: leases, LeaseTTL: ttl,
+				WaitTimeout: 20 * time.Millisecond, Now: clock.Now, Sleep: clock.Sleep})
+			// Restarted with the clock behind the last run's IDs.
+			clock.Shift(-time.Duration(100+rng.IntN(400)) * time.Millisecond)
+			deadline := time.Now().Add(10 * time.Second)
+			for g.Ready() != nil {
+				if time.Now().After(deadline) {
+					t.Fatalf("round %d: no worker id after 10s: %v", round, g.Ready())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			for end := time.Now().Add(time.Duration(20+rng.IntN(80)) * time.Millisecond); time.Now().Before(end); {
+				id, err := g.Next(context.Background())
+				if err != nil {
+					continue
+				}
+				p := one.Decode(id)
+				if issued[id] {
+					t.Fatalf("round %d: ID %d issued twice", round, id)
+				}
+				if f, used := floor[p.WorkerID]; used && p.UnixMs <= f {
+					// Not after what a previous run of this worker id
+					// reached: that range may collide.
+					t.Fatalf("round %d: worker id %d issued at %d, not after %d issued by a previous run",
+						round, p.WorkerID, p.UnixMs, f)
+				}
+				issued[id] = true
+				lastMs[p.WorkerID] = max(lastMs[p.WorkerID], p.UnixMs)
+			}
+			// kill -9: nothing reaches the database any more; then the
+			// lease runs out by the database's clock.
+			leases.broken.Store(true)
+			g.Close()
+			db.exec(t, "UPDATE leaf_worker SET lease_until_ms = 0")
+		}
+	})
+}

@@ -294,6 +294,11 @@ func TestBadConfigurationStopsStartup(t *testing.T) {
 		{"BadDriverFromEnv", "", []string{"LEAFD_STORE_DRIVER=postgres"}, "store.driver"},
 		{"BadDurationFromEnv", "", []string{"LEAFD_SEGMENT_WAIT_TIMEOUT=soon"}, "segment.wait_timeout"},
 		{"DSNThatDoesNotParse", "", []string{"LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN=not a dsn"}, "store.dsn"},
+		{"LayoutBitsDoNotAddUp", "snowflake:\n  enabled: true\n  sequence_bits: 13\n", nil, "snowflake.sequence_bits"},
+		{"LayoutRanOut", "", []string{"LEAFD_SNOWFLAKE_ENABLED=true", "LEAFD_SNOWFLAKE_EPOCH=0",
+			"LEAFD_SNOWFLAKE_TIME_BITS=31", "LEAFD_SNOWFLAKE_WORKER_BITS=20"}, "snowflake.time_bits"},
+		{"EpochInFuture", "", []string{"LEAFD_SNOWFLAKE_EPOCH=99999999999999"}, "snowflake.epoch"},
+		{"WorkerIDOutsideLayout", "", []string{"LEAFD_SNOWFLAKE_WORKER_ID=1024"}, "snowflake.worker_id"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -323,6 +328,27 @@ func TestBadConfigurationStopsStartup(t *testing.T) {
 			t.Fatalf("exit %d, output %q; want 2", code, out)
 		}
 	})
+}
+
+// leafd decode prints the JSON of GET /snowflake/{id}, decoded with the
+// configured layout.
+func TestDecodeCommand(t *testing.T) {
+	dir := t.TempDir()
+	// 2020-03-02T19:54:56.824Z, worker 664, sequence 277 in the default layout.
+	code, out := runLeafd(t, dir, nil, "decode", "1234567890123456789")
+	want := `{"id":"1234567890123456789","time":"2020-03-02T19:54:56.824Z","unix_ms":1583178896824,"worker_id":664,"sequence":277}`
+	if code != 0 || strings.TrimSpace(out) != want {
+		t.Fatalf("leafd decode: exit %d, output %q; want %s", code, out, want)
+	}
+	code, out = runLeafd(t, dir, []string{"LEAFD_SNOWFLAKE_WORKER_BITS=8", "LEAFD_SNOWFLAKE_SEQUENCE_BITS=14"}, "decode", "1234567890123456789")
+	if code != 0 || !strings.Contains(out, `"worker_id":166,"sequence":277`) {
+		t.Fatalf("leafd decode with an 8/14 layout: exit %d, output %q", code, out)
+	}
+	for _, bad := range [][]string{{"abc"}, {"0"}, {"--", "-1"}, {"9223372036854775808"}} {
+		if code, out := runLeafd(t, dir, nil, append([]string{"decode"}, bad...)...); code != 2 || !strings.Contains(out, "not valid") {
+			t.Fatalf("leafd decode %s: exit %d, output %q; want exit 2 and a message", bad, code, out)
+		}
+	}
 }
 
 func TestMigrateCommand(t *testing.T) {

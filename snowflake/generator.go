@@ -57,8 +57,10 @@ type Settings struct {
 	// Owner names this generator in the lease table. Default
 	// host/pid/random.
 	Owner string
-	// Now returns the wall clock; Sleep waits. Defaults time.Now and
-	// time.Sleep. Tests move time through them.
+	// Now returns the wall clock that timestamps come from; Sleep waits.
+	// Defaults time.Now and time.Sleep. Tests move time through them. The
+	// lease's own deadlines always run on the monotonic clock, so that a
+	// step of the wall clock can neither stretch nor cut a lease.
 	Now   func() time.Time
 	Sleep func(time.Duration)
 	// Logger receives lease changes and clock events. Default
@@ -76,15 +78,19 @@ type Generator struct {
 	backMs   int64
 	log      *slog.Logger
 	leaseful bool
+	// realClock is set when Now is time.Now, whose readings then serve as
+	// the monotonic clock too.
+	realClock bool
 
 	mu      sync.Mutex
 	worker  int64 // -1 while no lease is held
 	lease   *Lease
 	lastMs  int64 // the last millisecond issued (or the lease's previous watermark)
 	seq     int64
-	limitMs int64     // the recorded watermark: no millisecond after it is issued
-	until   time.Time // local end of the lease; zero for a fixed worker id
-	renewAt time.Time
+	limitMs int64 // the recorded watermark: no millisecond after it is issued
+	// until is the local end of the lease (zero for a fixed worker id) and
+	// renewAt when to renew it, both on the monotonic clock.
+	until, renewAt time.Time
 	// behind is set while the clock is further behind lastMs than
 	// MaxBackward; wantSwitch asks the keeper for another worker id.
 	behind, wantSwitch, wantRenew bool
@@ -106,7 +112,8 @@ type Generator struct {
 // layout; an error naming the setting for a worker id outside the layout or
 // a negative duration.
 func New(s Settings) (*Generator, error) {
-	if s.Now == nil {
+	realClock := s.Now == nil
+	if realClock {
 		s.Now = time.Now
 	}
 	if s.Sleep == nil {
@@ -145,18 +152,19 @@ func New(s Settings) (*Generator, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &Generator{
-		layout:   s.Layout,
-		seqMask:  s.Layout.Sequences() - 1,
-		set:      s,
-		ttlMs:    s.LeaseTTL.Milliseconds(),
-		backMs:   s.MaxBackward.Milliseconds(),
-		log:      s.Logger,
-		leaseful: s.Leases != nil,
-		worker:   -1,
-		changed:  make(chan struct{}),
-		wake:     make(chan struct{}, 1),
-		ctx:      ctx,
-		cancel:   cancel,
+		layout:    s.Layout,
+		seqMask:   s.Layout.Sequences() - 1,
+		set:       s,
+		ttlMs:     s.LeaseTTL.Milliseconds(),
+		backMs:    s.MaxBackward.Milliseconds(),
+		log:       s.Logger,
+		leaseful:  s.Leases != nil,
+		realClock: realClock,
+		worker:    -1,
+		changed:   make(chan struct{}),
+		wake:      make(chan struct{}, 1),
+		ctx:       ctx,
+		cancel:    cancel,
 	}
 	if !g.leaseful {
 		g.worker = s.WorkerID
@@ -321,7 +329,7 @@ func (g *Generator) nextLocked() (ID, wait, error) {
 			return 0, wait{ch: g.changed, why: why + "; no other worker id could be leased"}, nil
 		}
 		g.behind = false
-		if ms > g.limitMs || (!g.until.IsZero() && !now.Before(g.until)) {
+		if ms > g.limitMs || g.expired(now) {
 			g.wantRenew = true
 			g.signal()
 			return 0, wait{ch: g.changed, why: "the worker id lease could not be renewed"}, nil
@@ -346,6 +354,19 @@ func (g *Generator) nextLocked() (ID, wait, error) {
 		g.issued++
 		return g.layout.ID(ms, g.worker, g.seq), wait{}, nil
 	}
+}
+
+// expired reports whether the lease has run out by the monotonic clock, so
+// that a step of the wall clock cannot stretch it. wall is the reading of
+// Now just taken.
+func (g *Generator) expired(wall time.Time) bool {
+	if g.until.IsZero() {
+		return false
+	}
+	if !g.realClock {
+		wall = time.Now()
+	}
+	return !wall.Before(g.until)
 }
 
 func (g *Generator) startSeq() int64 {
@@ -389,7 +410,7 @@ func (g *Generator) Ready() error {
 		return leafd.Errorf(leafd.ENotReady, "snowflake: the generator is closed")
 	case g.worker < 0:
 		return leafd.Errorf(leafd.ENotReady, "snowflake: no worker id is leased")
-	case now.UnixMilli() > g.limitMs || (!g.until.IsZero() && !now.Before(g.until)):
+	case now.UnixMilli() > g.limitMs || g.expired(now):
 		return leafd.Errorf(leafd.ENotReady, "snowflake: the worker id lease could not be renewed")
 	case g.lastMs-now.UnixMilli() > g.backMs:
 		return leafd.Errorf(leafd.ENotReady, "snowflake: the clock is %d ms behind the last ID issued", g.lastMs-now.UnixMilli())
@@ -463,20 +484,32 @@ func (g *Generator) keep() {
 
 // maintain does what the lease needs now and returns when to look again;
 // ok is false after a failure, when the keeper backs off instead.
+//
+// A lease that is due is renewed even while a switch is wanted, so that a
+// generator waiting for a free worker id keeps the one it has; a switch no
+// longer needed because the clock caught up is dropped.
 func (g *Generator) maintain() (next time.Duration, ok bool) {
 	g.mu.Lock()
+	if g.wantSwitch && g.set.Now().UnixMilli() >= g.lastMs-g.backMs {
+		g.wantSwitch = false
+	}
 	lease, switching := g.lease, g.wantSwitch
-	now := g.set.Now()
-	renew := lease != nil && (g.wantRenew || !now.Before(g.renewAt))
+	renew := lease != nil && (g.wantRenew || !time.Now().Before(g.renewAt))
 	renewAt := g.renewAt
 	g.mu.Unlock()
-	switch {
-	case lease == nil || switching:
-		return g.set.LeaseTTL / 3, g.claim(lease)
-	case renew:
-		return g.set.LeaseTTL / 3, g.renew(*lease)
+	if lease == nil {
+		return g.set.LeaseTTL / 3, g.claim(nil)
 	}
-	return renewAt.Sub(now), true
+	if renew {
+		if !g.renew(*lease) {
+			return 0, false
+		}
+		renewAt = time.Now().Add(g.set.LeaseTTL / 3)
+	}
+	if switching {
+		return g.set.LeaseTTL / 3, g.claim(lease)
+	}
+	return time.Until(renewAt), true
 }
 
 // storeCtx bounds one store call: a hung call must not outlive the lease.
@@ -489,8 +522,7 @@ func (g *Generator) storeCtx() (context.Context, context.CancelFunc) {
 func (g *Generator) claim(old *Lease) bool {
 	ctx, cancel := g.storeCtx()
 	defer cancel()
-	sent := g.set.Now()
-	ms := sent.UnixMilli()
+	sent, ms := time.Now(), g.set.Now().UnixMilli()
 	l, err := g.set.Leases.ClaimWorker(ctx, Claim{
 		Owner: g.set.Owner, Workers: g.layout.Workers(), TTL: g.set.LeaseTTL,
 		NowMs: ms, WatermarkMs: ms + g.ttlMs,
@@ -503,8 +535,14 @@ func (g *Generator) claim(old *Lease) bool {
 	oldLast := g.lastMs
 	g.lease, g.worker = &l, l.WorkerID
 	// Nothing at or before the previous watermark may be issued under this
-	// worker id: start past it, as if its sequence were used up.
+	// worker id: start past it, as if its sequence were used up. A first
+	// lease, or one after a lost lease, also starts past what this server
+	// issued before, so that its IDs keep rising; a switch away from a
+	// clock that went back cannot.
 	g.lastMs, g.seq = l.PrevWatermarkMs, g.seqMask
+	if old == nil {
+		g.lastMs = max(g.lastMs, oldLast)
+	}
 	g.limitMs = ms + g.ttlMs
 	g.until = sent.Add(g.set.LeaseTTL - g.set.LeaseTTL/10)
 	g.renewAt = sent.Add(g.set.LeaseTTL / 3)
@@ -522,8 +560,7 @@ func (g *Generator) claim(old *Lease) bool {
 func (g *Generator) renew(l Lease) bool {
 	ctx, cancel := g.storeCtx()
 	defer cancel()
-	sent := g.set.Now()
-	wm := sent.UnixMilli() + g.ttlMs
+	sent, wm := time.Now(), g.set.Now().UnixMilli()+g.ttlMs
 	err := g.set.Leases.RenewWorker(ctx, l, g.set.LeaseTTL, wm)
 	if errors.Is(err, ErrLeaseLost) {
 		g.mu.Lock()

@@ -352,25 +352,39 @@ func TestLargeRollbackSwitchesWorker(t *testing.T) {
 	})
 }
 
-// With a single worker id, a large rollback cannot be escaped: the
-// generator answers 503 until the clock is past the last timestamp again.
+// With no other worker id free, a large rollback cannot be escaped: the
+// generator answers 503 until the clock is past the last timestamp again,
+// keeps renewing the lease it has meanwhile (here for longer than the
+// lease lasts), and then issues at once under the same worker id.
 func TestLargeRollbackWithoutFreeWorkerRefuses(t *testing.T) {
 	forEachDatabase(t, func(t *testing.T, db *leaseDB) {
-		one := snowflake.Layout{Epoch: snowflake.DefaultEpoch, TimeBits: 41, WorkerBits: 1, SequenceBits: 21}
+		two := snowflake.Layout{Epoch: snowflake.DefaultEpoch, TimeBits: 41, WorkerBits: 1, SequenceBits: 21}
+		const ttl = 600 * time.Millisecond
 		clock := &shiftClock{}
 		// Another server holds the other worker id.
-		other := newGenerator(t, snowflake.Settings{Layout: one, Leases: db.store(t), LeaseTTL: 2 * time.Second})
+		other := newGenerator(t, snowflake.Settings{Layout: two, Leases: db.store(t), LeaseTTL: ttl})
 		waitReady(t, other)
-		g := newGenerator(t, snowflake.Settings{Layout: one, Leases: db.store(t), LeaseTTL: 2 * time.Second,
-			WaitTimeout: 50 * time.Millisecond, Now: clock.Now, Sleep: clock.Sleep})
+		g := newGenerator(t, snowflake.Settings{Layout: two, Leases: db.store(t), LeaseTTL: ttl,
+			WaitTimeout: 20 * time.Millisecond, Now: clock.Now, Sleep: clock.Sleep})
 		waitReady(t, g)
 		before := mustNext(t, g)
-		clock.Shift(-500 * time.Millisecond)
-		_, err := g.Next(context.Background())
-		wantCode(t, err, leafd.ESnowflakeUnavailable)
-		clock.Shift(500 * time.Millisecond)
-		if after := mustNext(t, g); after <= before {
-			t.Fatalf("after the clock caught up: %d after %d", after, before)
+		renewals := g.State().Renewals
+		clock.Shift(-time.Hour)
+		for end := time.Now().Add(5 * ttl / 2); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			_, err := g.Next(context.Background())
+			wantCode(t, err, leafd.ESnowflakeUnavailable)
+		}
+		if got := g.State().Renewals - renewals; got < 3 {
+			t.Fatalf("%d lease renewals in %v of a %v lease while waiting for a free worker id; want it kept", got, 5*ttl/2, ttl)
+		}
+		clock.Shift(time.Hour)
+		after, err := g.Next(context.Background())
+		if err != nil {
+			t.Fatalf("the clock caught up but Next failed (was the lease kept?): %v", err)
+		}
+		if after <= before || two.Decode(after).WorkerID != two.Decode(before).WorkerID {
+			t.Fatalf("after the clock caught up: %d (worker %d) after %d (worker %d)",
+				after, two.Decode(after).WorkerID, before, two.Decode(before).WorkerID)
 		}
 	})
 }

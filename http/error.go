@@ -64,7 +64,7 @@ func (s *Server) writeError(c *gin.Context, err error) {
 // writeLeafError answers err as Meituan Leaf does on its compatible routes:
 // HTTP 500 with a text body.
 func (s *Server) writeLeafError(c *gin.Context, err error) {
-	s.logError(c, err, http.StatusInternalServerError)
+	s.logError(c, err, ErrorStatus(err)) // a client's mistake is not logged here either
 	c.Header("Content-Type", "text/plain; charset=utf-8")
 	c.AbortWithStatus(http.StatusInternalServerError)
 	_, _ = c.Writer.WriteString(leafd.ErrorCode(err) + ": " + leafd.ErrorMessage(err))

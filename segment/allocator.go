@@ -45,6 +45,10 @@ type Config struct {
 	// RetryMin and RetryMax bound the backoff between attempts when the
 	// store fails. Defaults 50ms and 5s.
 	RetryMin, RetryMax time.Duration
+	// LoadTimeout bounds one attempt to load a range, so that a database
+	// that hangs (a row lock held, packets silently dropped) is retried like
+	// one that fails. Default 10s.
+	LoadTimeout time.Duration
 	// Now returns the current time; it measures how long ranges last.
 	// Default time.Now.
 	Now func() time.Time
@@ -64,6 +68,7 @@ func (c *Config) setDefaults() error {
 	def(&c.WaitTimeout, 2*time.Second)
 	def(&c.RetryMin, 50*time.Millisecond)
 	def(&c.RetryMax, 5*time.Second)
+	def(&c.LoadTimeout, 10*time.Second)
 	if c.MaxStep == 0 {
 		c.MaxStep = 1_000_000
 	}
@@ -88,7 +93,7 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("segment: preload fraction %v is outside [0, 1)", c.PreloadAt)
 	case c.MaxBatch < 1:
 		return fmt.Errorf("segment: max batch %d is below 1", c.MaxBatch)
-	case c.TagRefresh < 0 || c.WaitTimeout < 0 || c.RetryMin <= 0 || c.RetryMax < c.RetryMin:
+	case c.TagRefresh < 0 || c.WaitTimeout < 0 || c.RetryMin <= 0 || c.RetryMax < c.RetryMin || c.LoadTimeout < 0:
 		return errors.New("segment: durations must be positive")
 	}
 	return nil
@@ -305,7 +310,7 @@ func (a *Allocator) startLoadLocked(t *tag) {
 	// Before the first load t.step is 0 and the policy answers the table step.
 	step := a.policy.next(t.step, t.tableStep, issued-t.issuedAtLoad, now.Sub(t.lastLoad))
 	if a.goroutine(func() { a.load(t, step, now, issued) }) {
-		t.loading = true
+		t.loading, t.loadSince = true, time.Now()
 	}
 }
 
@@ -315,16 +320,14 @@ func (a *Allocator) startLoadLocked(t *tag) {
 func (a *Allocator) load(t *tag, step int64, started time.Time, issued int64) {
 	backoff := a.cfg.RetryMin
 	for attempt := 1; ; attempt++ {
-		alloc, err := a.store.Allocate(a.ctx, t.name, step)
+		ctx, cancel := context.WithTimeout(a.ctx, a.cfg.LoadTimeout)
+		alloc, err := a.store.Allocate(ctx, t.name, step)
+		cancel()
 		if err == nil {
 			a.install(t, alloc, step, started, issued)
 			return
 		}
-		final := a.ctx.Err() != nil
-		switch leafd.ErrorCode(err) {
-		case leafd.EUnknownTag, leafd.ETagExhausted:
-			final = true
-		}
+		final := a.ctx.Err() != nil || finalCode(err)
 		if !t.loadFailed(err, final) || final {
 			return
 		}
@@ -479,8 +482,10 @@ func (a *Allocator) Listed() bool {
 }
 
 // Ready returns nil when the allocator can serve: the tag list has been read
-// and no tag that was asked for is both empty and failing to load. Otherwise
-// it returns a not_ready error saying why.
+// and no tag that was asked for is empty while its load fails or has been
+// in flight for longer than WaitTimeout. A tag that is exhausted, or gone
+// from the table, does not count: it is not the server that cannot serve
+// it. Otherwise Ready returns a not_ready error saying why.
 func (a *Allocator) Ready() error {
 	if !a.Listed() {
 		return leafd.Errorf(leafd.ENotReady, "segment: the tag list has not been read from the store yet")
@@ -488,13 +493,24 @@ func (a *Allocator) Ready() error {
 	for _, t := range *a.tags.Load() {
 		t.mu.Lock()
 		cur := t.cur.Load()
-		stuck := t.err != nil && t.next == nil && (cur == nil || cur.exhausted())
+		empty := t.next == nil && (cur == nil || cur.exhausted())
+		failing := t.err != nil && !finalCode(t.err)
+		hung := t.loading && time.Since(t.loadSince) > a.cfg.WaitTimeout
 		t.mu.Unlock()
-		if stuck {
+		if empty && (failing || hung) {
 			return leafd.Errorf(leafd.ENotReady, "segment: tag %q has no IDs buffered and its range cannot be loaded", t.name)
 		}
 	}
 	return nil
+}
+
+// finalCode reports whether err ends a load for good: retrying cannot help.
+func finalCode(err error) bool {
+	switch leafd.ErrorCode(err) {
+	case leafd.EUnknownTag, leafd.ETagExhausted:
+		return true
+	}
+	return false
 }
 
 // BufferState describes one buffer of a tag. End is exclusive; Next is the

@@ -353,6 +353,11 @@ func TestTagExhausted(t *testing.T) {
 		if last != leafd.MaxID-6 {
 			t.Fatalf("last ID %d, want %d (the last full range)", last, leafd.MaxID-6)
 		}
+		// An exhausted tag is the tag's end, not the server's: the server
+		// stays ready for its other tags.
+		if err := a.Ready(); err != nil {
+			t.Fatalf("Ready with one tag exhausted: %v", err)
+		}
 	})
 }
 

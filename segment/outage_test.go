@@ -2,6 +2,7 @@ package segment_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,4 +71,61 @@ func TestMySQLOutageThroughProxy(t *testing.T) {
 		_, err := a.Next(ctx, "t")
 		return err == nil
 	}, "recovery once the database is reachable")
+}
+
+// A load that hangs rather than fails (here: another session holds the
+// tag's row, or the whole SQLite file, locked) is bounded like a failure:
+// requests get segment_unavailable within wait_timeout, /readyz turns not
+// ready once the load has been in flight longer than that, each attempt
+// gives up after LoadTimeout, and all recovers when the lock goes.
+func TestHungLoadNotReady(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db *database) {
+		db.addTag(t, "t", 1, 10)
+		cfg := fastConfig()
+		cfg.WaitTimeout = 100 * time.Millisecond
+		cfg.LoadTimeout = 300 * time.Millisecond
+		a := newAllocator(t, db.store(t), cfg)
+
+		ctx := context.Background()
+		conn, err := db.raw.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		lock, unlock := "BEGIN; SELECT max_id FROM leaf_alloc WHERE biz_tag = 't' FOR UPDATE", "ROLLBACK"
+		if db.driver == "sqlite" {
+			lock = "BEGIN IMMEDIATE"
+		}
+		for _, q := range splitSQL(lock) {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		start := time.Now()
+		_, err = a.Next(ctx, "t")
+		if code(err) != leafd.ESegmentUnavailable {
+			t.Fatalf("with the row locked: %v, want segment_unavailable", err)
+		}
+		if waited := time.Since(start); waited > time.Second {
+			t.Fatalf("failing took %v, wait_timeout is %v", waited, cfg.WaitTimeout)
+		}
+		eventually(t, func() bool { return a.Ready() != nil }, "not ready while the load hangs")
+		if _, err := conn.ExecContext(ctx, unlock); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, func() bool { _, err := a.Next(ctx, "t"); return err == nil }, "serving after the lock is gone")
+		if err := a.Ready(); err != nil {
+			t.Fatalf("Ready after recovery: %v", err)
+		}
+	})
+}
+
+func splitSQL(q string) []string {
+	var out []string
+	for _, s := range strings.Split(q, ";") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

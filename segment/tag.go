@@ -20,7 +20,9 @@ type tag struct {
 	next    *buffer
 	pos     int // index of cur in the two-slot view of State
 	loading bool
-	removed bool
+	// loadSince is when the load in flight began, by the monotonic clock.
+	loadSince time.Time
+	removed   bool
 	// changed is closed and replaced whenever a load lands or fails for
 	// good, or the tag is removed: waiters park on it.
 	changed chan struct{}

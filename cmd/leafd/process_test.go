@@ -385,3 +385,40 @@ func TestShippedConfigServesDemo(t *testing.T) {
 		t.Fatalf("data/leafd.db not created: %v", err)
 	}
 }
+
+// A server killed with SIGKILL, or stopped with SIGTERM, and started again
+// on the same database never reissues an ID: what it had buffered is
+// skipped, and every ID after the restart is above every ID before.
+func TestRestartNeverReissues(t *testing.T) {
+	for _, driver := range []string{"sqlite", "mysql"} {
+		t.Run(driver, func(t *testing.T) {
+			var dsn string
+			if driver == "sqlite" {
+				dsn = testdb.SQLite(t)
+			} else {
+				dsn = testdb.MySQL(t)
+			}
+			env := []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsn, "LEAFD_SEGMENT_SEED_TAGS=t:50"}
+			var highest int64
+			for round, stop := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM, syscall.SIGKILL} {
+				p := startLeafd(t, env...)
+				waitReady(t, p)
+				for i := range 30 { // crosses ranges of 50 and the preload
+					code, body := get(t, http.DefaultClient, p.addr+"/segment/t?count=3")
+					if code != 200 {
+						t.Fatalf("round %d: %d %s", round, code, body)
+					}
+					for _, l := range strings.Fields(body) {
+						id, _ := strconv.ParseInt(l, 10, 64)
+						if id <= highest {
+							t.Fatalf("round %d request %d: ID %d, not above %d issued before the restart", round, i, id, highest)
+						}
+						highest = id
+					}
+				}
+				_ = p.cmd.Process.Signal(stop)
+				<-p.done
+			}
+		})
+	}
+}

@@ -54,8 +54,8 @@ type Settings struct {
 	// below 100 (below the sequence space for small layouts), so that
 	// id % n stays balanced at low rates.
 	RandomStart bool
-	// Owner names this generator in the lease table. Default
-	// host/pid/random.
+	// Owner names this generator in the lease table, at most MaxOwnerLen
+	// bytes. Default host/pid/random.
 	Owner string
 	// Now returns the wall clock that timestamps come from; Sleep waits.
 	// Defaults time.Now and time.Sleep. Tests move time through them. The
@@ -67,6 +67,10 @@ type Settings struct {
 	// slog.Default().
 	Logger *slog.Logger
 }
+
+// MaxOwnerLen is the longest Settings.Owner: the width of the owner column
+// of the lease table.
+const MaxOwnerLen = 128
 
 // Generator issues snowflake IDs. It is safe for concurrent use. Create it
 // with New, call Start, and Close it when done.
@@ -147,6 +151,8 @@ func New(s Settings) (*Generator, error) {
 			s.WorkerID, s.Layout.Workers()-1, s.Layout.WorkerBits)
 	case s.LeaseTTL < 10*time.Millisecond:
 		return nil, fmt.Errorf("snowflake.lease_ttl %v is too short: use at least 1s", s.LeaseTTL)
+	case len(s.Owner) > MaxOwnerLen:
+		return nil, fmt.Errorf("snowflake: owner %q is longer than %d bytes", s.Owner[:32]+"…", MaxOwnerLen)
 	case s.MaxBackward < 0 || s.WaitTimeout < 0 || s.MaxBatch < 1:
 		return nil, errors.New("snowflake: max_backward, wait_timeout and max_batch must be positive")
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -136,6 +137,7 @@ func TestNewRejectsBadSettings(t *testing.T) {
 		"WorkerIDTooLarge": {WorkerID: 1024},
 		"WorkerIDNegative": {WorkerID: -1},
 		"BadLayout":        {Layout: snowflake.Layout{TimeBits: 40, WorkerBits: 10, SequenceBits: 12}},
+		"OwnerTooLong":     {Owner: strings.Repeat("o", snowflake.MaxOwnerLen+1)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := snowflake.New(s); err == nil {

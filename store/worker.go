@@ -32,6 +32,11 @@ WHERE worker_id = ? AND owner = ?`
 WHERE worker_id = ? AND owner = ?`
 )
 
+// maxOwnerLen is the width of leaf_worker.owner. A longer owner would fail
+// on a strict MySQL and be cut short on a lax one, after which no renewal
+// would match it.
+const maxOwnerLen = snowflake.MaxOwnerLen
+
 // errRetry marks an error that the whole transaction should be tried again
 // for: another server claimed the worker id chosen at the same moment.
 type errRetry struct{ error }
@@ -54,8 +59,9 @@ type workerRow struct {
 // none qualifies; store_unavailable when the database cannot be reached; an
 // error without a code otherwise.
 func (s *db) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Lease, error) {
-	if c.Owner == "" || c.Workers < 1 || c.TTL <= 0 {
-		return snowflake.Lease{}, fmt.Errorf("store: claim worker: owner, workers and ttl must be set (got %q, %d, %v)", c.Owner, c.Workers, c.TTL)
+	if c.Owner == "" || len(c.Owner) > maxOwnerLen || c.Workers < 1 || c.TTL <= 0 {
+		return snowflake.Lease{}, fmt.Errorf("store: claim worker: owner (1 to %d bytes), workers and ttl must be set (got %q, %d, %v)",
+			maxOwnerLen, c.Owner, c.Workers, c.TTL)
 	}
 	var lease snowflake.Lease
 	err := s.write(ctx, func(ctx context.Context) error {

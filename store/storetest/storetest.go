@@ -18,12 +18,14 @@ import (
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/snowflake"
 )
 
 // Store is what the suite tests: the methods store.MySQL and store.SQLite
 // share.
 type Store interface {
 	segment.Store
+	snowflake.LeaseStore
 	Driver() string
 	Ping(ctx context.Context) error
 	Migrate(ctx context.Context) error
@@ -77,6 +79,16 @@ func Run(t *testing.T, newDatabase func(t *testing.T) *Database) {
 		{"MigrateWaitsForLock", testMigrateWaitsForLock},
 		{"Unreachable", testUnreachable},
 		{"RowLockedNoRange", testRowLockedNoRange},
+		{"ClaimLowestFirst", testClaimLowestFirst},
+		{"ClaimLiveLeaseNotTaken", testClaimLiveLeaseNotTaken},
+		{"ClaimExpiredLease", testClaimExpiredLease},
+		{"ClaimWatermarkAhead", testClaimWatermarkAhead},
+		{"RenewWorker", testRenewWorker},
+		{"DatabaseClock", testDatabaseClock},
+		{"ReleaseWorker", testReleaseWorker},
+		{"ConcurrentClaims", testConcurrentClaims},
+		{"ConcurrentClaimsScarce", testConcurrentClaimsScarce},
+		{"MigrateTwiceKeepsWorkers", testMigrateTwiceKeepsWorkers},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.test(t, &harness{t: t, db: newDatabase(t)})

@@ -1,0 +1,538 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/snowflake"
+)
+
+// The cases of the snowflake worker id leases (snowflake.LeaseStore) over
+// the table leaf_worker.
+
+// dbNowSQL reads the database's clock in Unix milliseconds, by driver.
+var dbNowSQL = map[string]string{
+	"mysql":  "SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
+	"sqlite": "SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+}
+
+// clockSlack is how far apart two readings of time that should agree may
+// be: the database's clock and Go's, or a lease's expiry and the one
+// expected from the database's clock read around the call.
+const clockSlack = 2 * time.Second
+
+// workerRow is one row of leaf_worker as read by SQL.
+type workerRow struct {
+	owner        string
+	leaseUntilMs int64
+	watermarkMs  int64
+}
+
+// worker reads the row of worker id id by SQL; the row must exist.
+func (h *harness) worker(id int64) workerRow {
+	h.t.Helper()
+	var r workerRow
+	err := h.db.Raw.QueryRow("SELECT owner, lease_until_ms, watermark_ms FROM leaf_worker WHERE worker_id = ?", id).
+		Scan(&r.owner, &r.leaseUntilMs, &r.watermarkMs)
+	if err != nil {
+		h.t.Fatalf("read the row of worker id %d: %v", id, err)
+	}
+	return r
+}
+
+// workerCount counts the rows of leaf_worker.
+func (h *harness) workerCount() int {
+	h.t.Helper()
+	var n int
+	if err := h.db.Raw.QueryRow("SELECT COUNT(*) FROM leaf_worker").Scan(&n); err != nil {
+		h.t.Fatalf("count the rows of leaf_worker: %v", err)
+	}
+	return n
+}
+
+// expire ends the lease of worker id id by SQL, as if its owner had
+// stopped renewing long ago.
+func (h *harness) expire(id int64) {
+	h.t.Helper()
+	h.exec("UPDATE leaf_worker SET lease_until_ms = 0 WHERE worker_id = ?", id)
+}
+
+// dbNowMs reads the database's clock, in Unix milliseconds, the way s's
+// driver does.
+func (h *harness) dbNowMs(s Store) int64 {
+	h.t.Helper()
+	query, ok := dbNowSQL[s.Driver()]
+	if !ok {
+		h.t.Fatalf("no SQL to read the clock of driver %q", s.Driver())
+	}
+	var ms int64
+	if err := h.db.Raw.QueryRow(query).Scan(&ms); err != nil {
+		h.t.Fatalf("%s: %v", query, err)
+	}
+	return ms
+}
+
+// waitDBPast waits until the database's clock is past ms.
+func (h *harness) waitDBPast(s Store, ms int64) {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for h.dbNowMs(s) <= ms {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("the database's clock did not pass %d within 5 s", ms)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// wantLeaseUntil checks that the lease of worker id id ends ttl after the
+// database's clock as read at before and after (around the call that set
+// it), and ttl after Go's clock now, which catches a database clock read
+// in the wrong time zone.
+func (h *harness) wantLeaseUntil(id, before, after int64, ttl time.Duration) {
+	h.t.Helper()
+	got := h.worker(id).leaseUntilMs
+	slack := clockSlack.Milliseconds()
+	if lo, hi := before+ttl.Milliseconds()-slack, after+ttl.Milliseconds()+slack; got < lo || got > hi {
+		h.t.Fatalf("worker id %d: lease_until_ms = %d, want the database's now (%d..%d) + %v, within %v",
+			id, got, before, after, ttl, clockSlack)
+	}
+	if d := got - (nowMs() + ttl.Milliseconds()); d < -slack || d > slack {
+		h.t.Fatalf("worker id %d: lease_until_ms = %d is %d ms away from Go's now + %v", id, got, d, ttl)
+	}
+}
+
+func nowMs() int64 { return time.Now().UnixMilli() }
+
+// claim leases a worker id and checks the lease against want.
+func claim(t *testing.T, s snowflake.LeaseStore, c snowflake.Claim, want snowflake.Lease) snowflake.Lease {
+	t.Helper()
+	l, err := s.ClaimWorker(context.Background(), c)
+	if err != nil {
+		t.Fatalf("ClaimWorker(%+v): %v (code %q)", c, err, leafd.ErrorCode(err))
+	}
+	if l != want {
+		t.Fatalf("ClaimWorker(%+v) = %+v, want %+v", c, l, want)
+	}
+	return l
+}
+
+// noFreeWorker checks that c is refused with snowflake.ErrNoFreeWorker.
+func noFreeWorker(t *testing.T, s snowflake.LeaseStore, c snowflake.Claim) {
+	t.Helper()
+	l, err := s.ClaimWorker(context.Background(), c)
+	if !errors.Is(err, snowflake.ErrNoFreeWorker) {
+		t.Fatalf("ClaimWorker(%+v) = %+v, %v (code %q); want snowflake.ErrNoFreeWorker", c, l, err, leafd.ErrorCode(err))
+	}
+}
+
+// wantLeaseLost checks that err is snowflake.ErrLeaseLost.
+func wantLeaseLost(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, snowflake.ErrLeaseLost) {
+		t.Fatalf("%s: %v (code %q), want snowflake.ErrLeaseLost", what, err, leafd.ErrorCode(err))
+	}
+}
+
+// wantRow checks the row of worker id id, leaving lease_until_ms unchecked
+// when leaseUntilMs is -1.
+func (h *harness) wantRow(id int64, owner string, leaseUntilMs, watermarkMs int64) {
+	h.t.Helper()
+	r := h.worker(id)
+	if r.owner != owner || r.watermarkMs != watermarkMs || (leaseUntilMs != -1 && r.leaseUntilMs != leaseUntilMs) {
+		h.t.Fatalf("worker id %d: row %+v, want owner %q, lease_until_ms %d, watermark_ms %d",
+			id, r, owner, leaseUntilMs, watermarkMs)
+	}
+}
+
+// Worker ids are leased lowest first, and one never leased before comes
+// with a previous watermark of 0.
+func testClaimLowestFirst(t *testing.T, h *harness) {
+	stores := []Store{h.migrated(), h.open(), h.open()}
+	now := nowMs()
+	for i, owner := range []string{"server-a", "server-b", "server-c"} {
+		id := int64(i)
+		wm := now + 3000 + id
+		claim(t, stores[i], snowflake.Claim{Owner: owner, Workers: 1024, TTL: time.Minute, NowMs: now, WatermarkMs: wm},
+			snowflake.Lease{WorkerID: id, Owner: owner, PrevWatermarkMs: 0})
+		h.wantRow(id, owner, -1, wm)
+	}
+	if n := h.workerCount(); n != 3 {
+		t.Fatalf("leaf_worker has %d rows after three claims, want 3", n)
+	}
+}
+
+// A lease whose owner keeps renewing it is never taken, even after the
+// lifetime it was first claimed for.
+func testClaimLiveLeaseNotTaken(t *testing.T, h *harness) {
+	s := h.migrated()
+	other := h.open()
+	ctx := context.Background()
+	now := nowMs()
+	a := claim(t, s, snowflake.Claim{Owner: "a", Workers: 2, TTL: 300 * time.Millisecond, NowMs: now, WatermarkMs: now + 3000},
+		snowflake.Lease{WorkerID: 0, Owner: "a"})
+	b := claim(t, s, snowflake.Claim{Owner: "b", Workers: 2, TTL: time.Minute, NowMs: now, WatermarkMs: now + 3000},
+		snowflake.Lease{WorkerID: 1, Owner: "b"})
+	firstUntil := h.worker(a.WorkerID).leaseUntilMs
+	if err := s.RenewWorker(ctx, a, time.Minute, now+4000); err != nil {
+		t.Fatalf("RenewWorker(%+v): %v", a, err)
+	}
+	// The third claimant's clock is far past both watermarks: only the
+	// leases stand in its way.
+	c := snowflake.Claim{Owner: "c", Workers: 2, TTL: time.Minute, NowMs: now + 60_000, WatermarkMs: now + 63_000}
+	noFreeWorker(t, other, c)
+	if err := s.RenewWorker(ctx, b, time.Minute, now+4000); err != nil {
+		t.Fatalf("RenewWorker(%+v): %v", b, err)
+	}
+	// Past the end of a's first lifetime, the renewal holds it.
+	h.waitDBPast(s, firstUntil)
+	noFreeWorker(t, other, c)
+	h.wantRow(0, "a", -1, now+4000)
+	h.wantRow(1, "b", -1, now+4000)
+	if n := h.workerCount(); n != 2 {
+		t.Fatalf("leaf_worker has %d rows, want 2: a refused claim wrote one", n)
+	}
+}
+
+// A lease that has expired by the database's clock is taken by another
+// owner, who learns the old watermark; the old owner can then neither renew
+// nor release it.
+func testClaimExpiredLease(t *testing.T, h *harness) {
+	s := h.migrated()
+	other := h.open()
+	ctx := context.Background()
+	now := nowMs()
+
+	// Expired by SQL.
+	wmA := now + 3000
+	a := claim(t, s, snowflake.Claim{Owner: "a", Workers: 2, TTL: time.Hour, NowMs: now, WatermarkMs: wmA},
+		snowflake.Lease{WorkerID: 0, Owner: "a"})
+	h.expire(0)
+	wmB := wmA + 3001
+	claim(t, other, snowflake.Claim{Owner: "b", Workers: 2, TTL: time.Hour, NowMs: wmA + 1, WatermarkMs: wmB},
+		snowflake.Lease{WorkerID: 0, Owner: "b", PrevWatermarkMs: wmA})
+	row := h.worker(0)
+	wantLeaseLost(t, "RenewWorker by the old owner", s.RenewWorker(ctx, a, time.Hour, wmB+1000))
+	wantLeaseLost(t, "ReleaseWorker by the old owner", s.ReleaseWorker(ctx, a, wmB+1000))
+	h.wantRow(0, "b", row.leaseUntilMs, wmB)
+
+	// Expired by waiting out a short lifetime on the database's clock.
+	wmC := now + 100
+	c := claim(t, s, snowflake.Claim{Owner: "c", Workers: 2, TTL: 400 * time.Millisecond, NowMs: now, WatermarkMs: wmC},
+		snowflake.Lease{WorkerID: 1, Owner: "c"})
+	d := snowflake.Claim{Owner: "d", Workers: 2, TTL: time.Hour, NowMs: wmC + 1, WatermarkMs: wmC + 3000}
+	noFreeWorker(t, other, d)
+	h.waitDBPast(s, h.worker(1).leaseUntilMs)
+	claim(t, other, d, snowflake.Lease{WorkerID: 1, Owner: "d", PrevWatermarkMs: wmC})
+	row = h.worker(1)
+	wantLeaseLost(t, "RenewWorker by the owner whose lease ran out", s.RenewWorker(ctx, c, time.Hour, wmC+5000))
+	wantLeaseLost(t, "ReleaseWorker by the owner whose lease ran out", s.ReleaseWorker(ctx, c, wmC+5000))
+	h.wantRow(1, "d", row.leaseUntilMs, wmC+3000)
+}
+
+// A worker id recorded at or ahead of the claimant's clock is not claimed,
+// however long ago its lease ended; once the claimant's clock is past the
+// watermark it is.
+func testClaimWatermarkAhead(t *testing.T, h *harness) {
+	s := h.migrated()
+	other := h.open()
+	now := nowMs()
+	high, low := now+5000, now+1000
+	claim(t, s, snowflake.Claim{Owner: "a", Workers: 2, TTL: time.Hour, NowMs: now, WatermarkMs: high},
+		snowflake.Lease{WorkerID: 0, Owner: "a"})
+	h.expire(0)
+	for _, clock := range []int64{now, high - 1, high} {
+		noFreeWorker(t, other, snowflake.Claim{Owner: "b", Workers: 1, TTL: time.Hour, NowMs: clock, WatermarkMs: clock + 3000})
+	}
+	h.wantRow(0, "a", 0, high)
+	// With a second worker id, that one is claimed instead.
+	claim(t, other, snowflake.Claim{Owner: "b", Workers: 2, TTL: time.Hour, NowMs: now, WatermarkMs: low},
+		snowflake.Lease{WorkerID: 1, Owner: "b"})
+	h.expire(1)
+	// Both have expired: the lower id is ahead of the clock, the higher not.
+	claim(t, other, snowflake.Claim{Owner: "c", Workers: 2, TTL: time.Hour, NowMs: low + 1, WatermarkMs: low + 3000},
+		snowflake.Lease{WorkerID: 1, Owner: "c", PrevWatermarkMs: low})
+	h.wantRow(0, "a", 0, high)
+	// A clock past the watermark claims it.
+	claim(t, other, snowflake.Claim{Owner: "d", Workers: 1, TTL: time.Hour, NowMs: high + 1, WatermarkMs: high + 3000},
+		snowflake.Lease{WorkerID: 0, Owner: "d", PrevWatermarkMs: high})
+	h.wantRow(0, "d", -1, high+3000)
+}
+
+// RenewWorker extends the lease from the database's clock and raises the
+// watermark, never lowering it.
+func testRenewWorker(t *testing.T, h *harness) {
+	s := h.migrated()
+	ctx := context.Background()
+	// The claimant's clock is half an hour ahead: its leases still run from
+	// the database's clock.
+	now := nowMs() + 30*time.Minute.Milliseconds()
+	before := h.dbNowMs(s)
+	l := claim(t, s, snowflake.Claim{Owner: "a", Workers: 4, TTL: 10 * time.Second, NowMs: now, WatermarkMs: now + 3000},
+		snowflake.Lease{WorkerID: 0, Owner: "a"})
+	h.wantLeaseUntil(0, before, h.dbNowMs(s), 10*time.Second)
+
+	renew := func(ttl time.Duration, wm, want int64) {
+		t.Helper()
+		before := h.dbNowMs(s)
+		if err := s.RenewWorker(ctx, l, ttl, wm); err != nil {
+			t.Fatalf("RenewWorker(%+v, %v, %d): %v (code %q)", l, ttl, wm, err, leafd.ErrorCode(err))
+		}
+		after := h.dbNowMs(s)
+		h.wantRow(0, "a", -1, want)
+		h.wantLeaseUntil(0, before, after, ttl)
+	}
+	renew(time.Hour, now+6000, now+6000)   // raised
+	renew(time.Hour, now+6000, now+6000)   // the same again, at once: still held
+	renew(2*time.Hour, now+4000, now+6000) // not lowered, but extended
+	renew(time.Minute, now+7000, now+7000) // a shorter lifetime shortens it
+
+	// Not the owner's: nothing changes.
+	row := h.worker(0)
+	wantLeaseLost(t, "RenewWorker by another owner",
+		s.RenewWorker(ctx, snowflake.Lease{WorkerID: 0, Owner: "b"}, time.Hour, now+9000))
+	wantLeaseLost(t, "RenewWorker of a worker id never leased",
+		s.RenewWorker(ctx, snowflake.Lease{WorkerID: 3, Owner: "a"}, time.Hour, now+9000))
+	h.wantRow(0, "a", row.leaseUntilMs, now+7000)
+	if n := h.workerCount(); n != 1 {
+		t.Fatalf("leaf_worker has %d rows, want 1", n)
+	}
+
+	// A claim of a row that exists runs from the database's clock too.
+	if err := s.ReleaseWorker(ctx, l, now+8000); err != nil {
+		t.Fatal(err)
+	}
+	before = h.dbNowMs(s)
+	claim(t, s, snowflake.Claim{Owner: "b", Workers: 4, TTL: 20 * time.Second, NowMs: now + 8001, WatermarkMs: now + 11_000},
+		snowflake.Lease{WorkerID: 0, Owner: "b", PrevWatermarkMs: now + 8000})
+	h.wantLeaseUntil(0, before, h.dbNowMs(s), 20*time.Second)
+}
+
+// The database's clock, as the suite reads it, is Unix time: it agrees with
+// Go's, whatever the session's time zone.
+func testDatabaseClock(t *testing.T, h *harness) {
+	s := h.migrated()
+	check := func(what string, db int64) {
+		t.Helper()
+		if d := db - nowMs(); d < -clockSlack.Milliseconds() || d > clockSlack.Milliseconds() {
+			t.Fatalf("%s: the database's clock reads %d, %d ms away from Go's", what, db, d)
+		}
+	}
+	check("the suite's session", h.dbNowMs(s))
+	if s.Driver() != "mysql" {
+		return
+	}
+	ctx := context.Background()
+	conn, err := h.db.Raw.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, zone := range []string{"+09:00", "-07:00", "SYSTEM"} {
+		if _, err := conn.ExecContext(ctx, "SET time_zone = '"+zone+"'"); err != nil {
+			t.Fatalf("set time_zone %s: %v", zone, err)
+		}
+		var ms int64
+		if err := conn.QueryRowContext(ctx, dbNowSQL["mysql"]).Scan(&ms); err != nil {
+			t.Fatal(err)
+		}
+		check("time_zone "+zone, ms)
+	}
+	if _, err := conn.ExecContext(ctx, "SET time_zone = '+00:00'"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ReleaseWorker records the watermark and ends the lease at once, so that
+// another owner whose clock is past the watermark claims the id at once.
+func testReleaseWorker(t *testing.T, h *harness) {
+	s := h.migrated()
+	other := h.open()
+	ctx := context.Background()
+	now := nowMs()
+	a := claim(t, s, snowflake.Claim{Owner: "a", Workers: 4, TTL: time.Hour, NowMs: now, WatermarkMs: now + 3000},
+		snowflake.Lease{WorkerID: 0, Owner: "a"})
+	claim(t, other, snowflake.Claim{Owner: "b", Workers: 4, TTL: time.Hour, NowMs: now, WatermarkMs: now + 3000},
+		snowflake.Lease{WorkerID: 1, Owner: "b"})
+
+	row := h.worker(0)
+	wantLeaseLost(t, "ReleaseWorker by another owner",
+		other.ReleaseWorker(ctx, snowflake.Lease{WorkerID: 0, Owner: "b"}, now+9000))
+	wantLeaseLost(t, "ReleaseWorker of a worker id never leased",
+		s.ReleaseWorker(ctx, snowflake.Lease{WorkerID: 3, Owner: "a"}, now+9000))
+	h.wantRow(0, "a", row.leaseUntilMs, now+3000)
+
+	released := now + 4000
+	if err := s.ReleaseWorker(ctx, a, released); err != nil {
+		t.Fatalf("ReleaseWorker(%+v, %d): %v (code %q)", a, released, err, leafd.ErrorCode(err))
+	}
+	if r := h.worker(0); r.watermarkMs != released || r.leaseUntilMs > h.dbNowMs(s) {
+		t.Fatalf("after ReleaseWorker(%d): row %+v, want watermark_ms %d and lease_until_ms in the past", released, r, released)
+	}
+	wantLeaseLost(t, "ReleaseWorker again", s.ReleaseWorker(ctx, a, released+1000))
+	wantLeaseLost(t, "RenewWorker after ReleaseWorker", s.RenewWorker(ctx, a, time.Hour, released+1000))
+	if r := h.worker(0); r.watermarkMs != released || r.leaseUntilMs > h.dbNowMs(s) {
+		t.Fatalf("the released row changed to %+v", r)
+	}
+	// A clock not past the watermark does not claim it ...
+	noFreeWorker(t, other, snowflake.Claim{Owner: "c", Workers: 1, TTL: time.Hour, NowMs: released, WatermarkMs: released + 3000})
+	// ... one past it does, at once.
+	claim(t, other, snowflake.Claim{Owner: "c", Workers: 4, TTL: time.Hour, NowMs: released + 1, WatermarkMs: released + 3000},
+		snowflake.Lease{WorkerID: 0, Owner: "c", PrevWatermarkMs: released})
+	h.wantRow(0, "c", -1, released+3000)
+	h.wantRow(1, "b", -1, now+3000)
+}
+
+// claimConcurrently runs each claim on its own store, all at once, and
+// returns the leases and errors by claim.
+func claimConcurrently(stores []Store, claims []snowflake.Claim) ([]snowflake.Lease, []error) {
+	leases := make([]snowflake.Lease, len(claims))
+	errs := make([]error, len(claims))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, c := range claims {
+		wg.Go(func() {
+			<-start
+			leases[i], errs[i] = stores[i].ClaimWorker(context.Background(), c)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return leases, errs
+}
+
+// wantClaims checks the outcome of concurrent claims: the first wantOK
+// worker ids leased once each, to the owner that asked, and every other
+// claim refused with snowflake.ErrNoFreeWorker.
+func (h *harness) wantClaims(claims []snowflake.Claim, leases []snowflake.Lease, errs []error, wantOK int) {
+	h.t.Helper()
+	var ids []int64
+	refused := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			if leases[i].Owner != claims[i].Owner {
+				h.t.Errorf("claim %d: lease %+v for owner %q", i, leases[i], claims[i].Owner)
+			}
+			ids = append(ids, leases[i].WorkerID)
+		case errors.Is(err, snowflake.ErrNoFreeWorker):
+			refused++
+		default:
+			h.t.Errorf("claim %d: %v (code %q)", i, err, leafd.ErrorCode(err))
+		}
+	}
+	if h.t.Failed() {
+		h.t.FailNow()
+	}
+	slices.Sort(ids)
+	want := make([]int64, wantOK)
+	for i := range want {
+		want[i] = int64(i)
+	}
+	if !slices.Equal(ids, want) || refused != len(claims)-wantOK {
+		h.t.Fatalf("%d concurrent claims leased worker ids %v and %d were refused; want %v and %d",
+			len(claims), ids, refused, want, len(claims)-wantOK)
+	}
+	for i, l := range leases {
+		if errs[i] == nil {
+			if r := h.worker(l.WorkerID); r.owner != l.Owner || r.watermarkMs != claims[i].WatermarkMs {
+				h.t.Fatalf("worker id %d: row %+v, leased by %+v", l.WorkerID, r, claims[i])
+			}
+		}
+	}
+}
+
+// openStores returns n stores on the migrated database, as n servers.
+func (h *harness) openStores(n int) []Store {
+	stores := []Store{h.migrated()}
+	for len(stores) < n {
+		stores = append(stores, h.open())
+	}
+	return stores
+}
+
+func concurrentClaims(n int, workers, nowMs int64) []snowflake.Claim {
+	claims := make([]snowflake.Claim, n)
+	for i := range claims {
+		claims[i] = snowflake.Claim{Owner: fmt.Sprintf("server-%02d", i), Workers: workers, TTL: time.Hour,
+			NowMs: nowMs, WatermarkMs: nowMs + 3000 + int64(i)}
+	}
+	return claims
+}
+
+// Servers claiming at once each get a worker id of their own; when there
+// are fewer ids than servers, the others are told so. First on an empty
+// table (every claim inserts), then on released rows (every claim updates).
+func testConcurrentClaims(t *testing.T, h *harness) {
+	stores := h.openStores(16)
+	now := nowMs()
+	claims := concurrentClaims(16, 64, now)
+	leases, errs := claimConcurrently(stores, claims)
+	h.wantClaims(claims, leases, errs, 16)
+
+	released := now + 10_000
+	for i, l := range leases {
+		if err := stores[i].ReleaseWorker(context.Background(), l, released); err != nil {
+			t.Fatalf("ReleaseWorker(%+v): %v", l, err)
+		}
+	}
+	claims = concurrentClaims(12, 8, released+1)
+	leases, errs = claimConcurrently(stores, claims)
+	h.wantClaims(claims, leases, errs, 8)
+	for i, l := range leases {
+		if errs[i] == nil && l.PrevWatermarkMs != released {
+			t.Fatalf("lease %+v of a released worker id, want PrevWatermarkMs %d", l, released)
+		}
+	}
+}
+
+// Twelve servers claim at once on an empty table with eight worker ids.
+func testConcurrentClaimsScarce(t *testing.T, h *harness) {
+	stores := h.openStores(12)
+	claims := concurrentClaims(12, 8, nowMs())
+	leases, errs := claimConcurrently(stores, claims)
+	h.wantClaims(claims, leases, errs, 8)
+	if n := h.workerCount(); n != 8 {
+		t.Fatalf("leaf_worker has %d rows, want 8", n)
+	}
+}
+
+// Migrating again keeps the leases and watermarks.
+func testMigrateTwiceKeepsWorkers(t *testing.T, h *harness) {
+	s := h.migrated()
+	ctx := context.Background()
+	now := nowMs()
+	a := claim(t, s, snowflake.Claim{Owner: "a", Workers: 2, TTL: time.Hour, NowMs: now, WatermarkMs: now + 3000},
+		snowflake.Lease{WorkerID: 0, Owner: "a"})
+	b := claim(t, s, snowflake.Claim{Owner: "b", Workers: 2, TTL: time.Hour, NowMs: now, WatermarkMs: now + 3000},
+		snowflake.Lease{WorkerID: 1, Owner: "b"})
+	released := now + 5000
+	if err := s.ReleaseWorker(ctx, b, released); err != nil {
+		t.Fatal(err)
+	}
+	rowA := h.worker(0)
+	for range 2 {
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatalf("migrate again: %v", err)
+		}
+	}
+	if err := h.open().Migrate(ctx); err != nil {
+		t.Fatalf("migrate from a second store: %v", err)
+	}
+	if n := h.workerCount(); n != 2 {
+		t.Fatalf("leaf_worker has %d rows after migrating again, want 2", n)
+	}
+	h.wantRow(0, "a", rowA.leaseUntilMs, now+3000)
+	h.wantRow(1, "", -1, released)
+	if err := s.RenewWorker(ctx, a, time.Hour, now+4000); err != nil {
+		t.Fatalf("RenewWorker after migrating again: %v", err)
+	}
+	noFreeWorker(t, s, snowflake.Claim{Owner: "c", Workers: 2, TTL: time.Hour, NowMs: released, WatermarkMs: released + 3000})
+	claim(t, s, snowflake.Claim{Owner: "c", Workers: 2, TTL: time.Hour, NowMs: released + 1, WatermarkMs: released + 3000},
+		snowflake.Lease{WorkerID: 1, Owner: "c", PrevWatermarkMs: released})
+}

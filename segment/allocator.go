@@ -187,12 +187,12 @@ func (a *Allocator) MaxBatch() int { return a.cfg.MaxBatch }
 func (a *Allocator) Next(ctx context.Context, name string) (int64, error) {
 	if t := (*a.tags.Load())[name]; t != nil {
 		if b := t.cur.Load(); b != nil {
-			r, off := b.take(1)
-			if r.End != 0 {
-				if off >= b.preloadAt {
+			// take(1), spelled out: this is the hot path.
+			if off := b.used.Add(1) - 1; off < b.size {
+				if off >= b.preloadAt && !b.preloaded.Load() {
 					a.preload(t, b)
 				}
-				return r.Start, nil
+				return b.start + off, nil
 			}
 		}
 	}
@@ -231,7 +231,7 @@ func (a *Allocator) NextN(ctx context.Context, name string, n int, dst []Range) 
 			if r, off := b.take(remaining); r.End != 0 {
 				out = append(out, r)
 				remaining -= r.Len()
-				if off+r.Len() > b.preloadAt {
+				if off+r.Len() > b.preloadAt && !b.preloaded.Load() {
 					a.preload(t, b)
 				}
 				continue
@@ -289,7 +289,7 @@ func (a *Allocator) advance(t *tag) (ready <-chan struct{}, finalSeq uint64, err
 
 // preload starts the load of b's successor, once per buffer.
 func (a *Allocator) preload(t *tag, b *buffer) {
-	if b.preloaded.Load() || !b.preloaded.CompareAndSwap(false, true) {
+	if !b.preloaded.CompareAndSwap(false, true) {
 		return
 	}
 	t.mu.Lock()

@@ -27,6 +27,20 @@ func BenchmarkAtomicAddParallel(b *testing.B) {
 	})
 }
 
+// BenchmarkMapLookup is the other floor under Next: finding a tag by name in
+// a Go map behind an atomic pointer, as Next does, with the counter add.
+// Next can cost no less than this while tags are named by strings.
+func BenchmarkMapLookup(b *testing.B) {
+	type counter struct{ n atomic.Int64 }
+	m := map[string]*counter{"bench": {}, "order": {}, "pay": {}}
+	var p atomic.Pointer[map[string]*counter]
+	p.Store(&m)
+	name := "bench"
+	for b.Loop() {
+		(*p.Load())[name].n.Add(1)
+	}
+}
+
 // benchAllocator serves one tag from a real SQLite store with large ranges,
 // so that the benchmark measures the steady state: loads happen in the
 // background, as in production.

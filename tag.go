@@ -63,5 +63,13 @@ func ValidateStep(step, max int64) error {
 	return nil
 }
 
+// TagUpdate is a change to a tag: each field that is not nil is set.
+type TagUpdate struct {
+	// Step is the new table step: the smallest range a server takes.
+	Step *int64
+	// Description is the new description; "" clears it.
+	Description *string
+}
+
 // String returns the tag's name and counter for logs.
 func (t Tag) String() string { return fmt.Sprintf("%s(max_id=%d step=%d)", t.Name, t.MaxID, t.Step) }

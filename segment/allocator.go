@@ -418,6 +418,7 @@ func (a *Allocator) unavailable(t *tag, why string) error {
 // does), since it is far more likely a broken database than a deliberate
 // deletion of every tag.
 func (a *Allocator) Refresh(ctx context.Context) error {
+	asked := time.Now()
 	rows, err := a.store.ListTags(ctx)
 	if err != nil {
 		return err
@@ -440,7 +441,9 @@ func (a *Allocator) Refresh(ctx context.Context) error {
 		m[row.Name] = t
 	}
 	for name, t := range old {
-		if m[name] == nil {
+		if m[name] == nil && t.upserted.After(asked) {
+			m[name] = t // created through this server after the list was read
+		} else if m[name] == nil {
 			t.remove()
 			a.log.Info("segment: tag deleted from the store; no longer served", "tag", name)
 		}
@@ -448,6 +451,29 @@ func (a *Allocator) Refresh(ctx context.Context) error {
 	a.tags.Store(&m)
 	a.listOnce.Do(func() { close(a.listed) })
 	return nil
+}
+
+// Upsert makes the allocator serve tag name at once, with tableStep as the
+// table step it last read, without waiting for the next refresh: the server
+// through which a tag is created or changed serves the change at once.
+// Other servers see it at their next refresh.
+func (a *Allocator) Upsert(name string, tableStep int64) {
+	a.refreshMu.Lock()
+	defer a.refreshMu.Unlock()
+	old := *a.tags.Load()
+	if t := old[name]; t != nil {
+		t.setTableStep(tableStep)
+		return
+	}
+	t := newTag(name)
+	t.tableStep, t.upserted = tableStep, time.Now()
+	m := make(map[string]*tag, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[name] = t
+	a.tags.Store(&m)
+	a.log.Info("segment: serving new tag", "tag", name, "step", tableStep)
 }
 
 func (a *Allocator) refreshLoop() {

@@ -428,3 +428,34 @@ func eventually(t *testing.T, cond func() bool, what string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A tag created through this server is served at once, without waiting for
+// the next refresh; a table step changed through it applies to the next
+// range load.
+func TestUpsertServesAtOnce(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db *database) {
+		s := db.store(t)
+		a := newAllocator(t, s, fastConfig()) // refreshes only when told
+		ctx := context.Background()
+		if _, err := s.CreateTag(ctx, tagRow("new", 10)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Next(ctx, "new"); code(err) != leafd.EUnknownTag {
+			t.Fatalf("before Upsert: %v, want unknown_tag (not listed yet)", err)
+		}
+		a.Upsert("new", 10)
+		if id, err := a.Next(ctx, "new"); err != nil || id != 1 {
+			t.Fatalf("after Upsert: %d, %v; want 1", id, err)
+		}
+		if err := a.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st, ok := a.TagState("new"); !ok || st.MinStep != 10 {
+			t.Fatalf("after a refresh: %+v, %v", st, ok)
+		}
+		a.Upsert("new", 500)
+		if st, _ := a.TagState("new"); st.MinStep != 500 {
+			t.Fatalf("table step after Upsert = %d, want 500", st.MinStep)
+		}
+	})
+}

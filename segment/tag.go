@@ -15,6 +15,9 @@ import (
 type tag struct {
 	name string
 	cur  atomic.Pointer[buffer]
+	// upserted is when Upsert created the tag (zero for a tag read from
+	// the store); it is set before the tag is published and never changes.
+	upserted time.Time
 
 	mu      sync.Mutex
 	next    *buffer

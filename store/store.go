@@ -70,6 +70,7 @@ WHERE biz_tag = ? AND (CASE WHEN max_id < 1 THEN 1 ELSE max_id END) <= ?`
 	readAllocSQL = `SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?`
 	existsSQL    = `SELECT COUNT(*) FROM leaf_alloc WHERE biz_tag = ?`
 	insertSQL    = `INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`
+	updateTagSQL = `UPDATE leaf_alloc SET step = ?, description = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?`
 	tagColumns   = `SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc`
 	tagNamesSQL  = `SELECT biz_tag FROM leaf_alloc`
 )
@@ -245,14 +246,11 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 	if err := leafd.ValidateStep(t.Step, MaxStep); err != nil {
 		return leafd.Tag{}, err
 	}
-	if !utf8.ValidString(t.Description) || utf8.RuneCountInString(t.Description) > maxDescriptionLen {
-		return leafd.Tag{}, leafd.Errorf(leafd.EInvalidBody, "description is not valid: use at most %d characters of UTF-8", maxDescriptionLen)
+	if err := validateDescription(t.Description); err != nil {
+		return leafd.Tag{}, err
 	}
 	t.MaxID = max(t.MaxID, 1)
-	var desc sql.NullString
-	if t.Description != "" {
-		desc = sql.NullString{String: t.Description, Valid: true}
-	}
+	desc := nullString(t.Description)
 	var stored leafd.Tag
 	err := s.write(ctx, func(ctx context.Context) error {
 		tx, err := s.x.BeginTxx(ctx, nil)
@@ -280,6 +278,77 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 		return leafd.Tag{}, s.wrap(err, fmt.Sprintf("create tag %q", t.Name))
 	}
 	return stored, nil
+}
+
+func validateDescription(d string) error {
+	if !utf8.ValidString(d) || utf8.RuneCountInString(d) > maxDescriptionLen {
+		return leafd.Errorf(leafd.EInvalidBody, "description is not valid: use at most %d characters of UTF-8", maxDescriptionLen)
+	}
+	return nil
+}
+
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// UpdateTag changes a tag's table step and/or description, whichever u
+// sets, and returns the row as it was and as it is now. max_id is never
+// changed: lowering it would hand out IDs again. An empty description is
+// stored as NULL.
+//
+// Errors: invalid_body for a step outside 1..MaxStep, a description over
+// 256 characters or not UTF-8, or an update that sets nothing; unknown_tag
+// when no row has that tag; store_unavailable when the database cannot be
+// reached; an error without a code otherwise.
+func (s *db) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old, updated leafd.Tag, err error) {
+	switch {
+	case u.Step == nil && u.Description == nil:
+		return old, updated, leafd.Errorf(leafd.EInvalidBody, "nothing to change: give step, description or both")
+	case u.Step != nil:
+		if err := leafd.ValidateStep(*u.Step, MaxStep); err != nil {
+			return old, updated, err
+		}
+	}
+	if u.Description != nil {
+		if err := validateDescription(*u.Description); err != nil {
+			return old, updated, err
+		}
+	}
+	err = s.write(ctx, func(ctx context.Context) error {
+		tx, err := s.x.BeginTxx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		var before tagRow
+		if err := tx.GetContext(ctx, &before, tagColumns+` WHERE biz_tag = ?`+s.lockSuffix, name); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return unknownTag(name)
+			}
+			return err
+		}
+		step, desc := before.Step, before.Description
+		if u.Step != nil {
+			step = *u.Step
+		}
+		if u.Description != nil {
+			desc = nullString(*u.Description)
+		}
+		if _, err := tx.ExecContext(ctx, updateTagSQL, step, desc, name); err != nil {
+			return err
+		}
+		var after tagRow
+		if err := tx.GetContext(ctx, &after, tagColumns+` WHERE biz_tag = ?`, name); err != nil {
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		old, updated = before.tag(), after.tag()
+		return nil
+	})
+	if err != nil {
+		return leafd.Tag{}, leafd.Tag{}, s.wrap(err, fmt.Sprintf("update tag %q", name))
+	}
+	return old, updated, nil
 }
 
 // tagRow is one row of leaf_alloc as the drivers scan it.

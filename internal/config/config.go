@@ -161,6 +161,9 @@ type Admin struct {
 	// Token is the bearer token of the admin routes (admin.token). Empty
 	// switches the admin routes off: they answer 403.
 	Token string
+	// ProtectDashboard requires the token for /dashboard and /api/state
+	// too (admin.protect_dashboard). Off by default.
+	ProtectDashboard bool
 }
 
 // Log is the log section.

@@ -200,6 +200,8 @@ func TestLoadEnv(t *testing.T) {
 			}},
 		{"AdminToken", map[string]string{"LEAFD_ADMIN_TOKEN": "s3cret"},
 			func(c *config.Config) bool { return c.Admin.Token == "s3cret" }},
+		{"ProtectDashboard", map[string]string{"LEAFD_ADMIN_PROTECT_DASHBOARD": "true"},
+			func(c *config.Config) bool { return c.Admin.ProtectDashboard }},
 		{"EmptyMeansUnset", map[string]string{"LEAFD_HTTP_ADDR": ""},
 			func(c *config.Config) bool { return c.HTTP.Addr == "127.0.0.1:1" }},
 		{"FallbackDSNs", map[string]string{"LEAFD_STORE_DRIVER": "mysql", "LEAFD_STORE_FALLBACK_DSNS": " dsn2  dsn3\tdsn4 "},

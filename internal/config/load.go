@@ -308,6 +308,7 @@ func fields() []field {
 		boolField("snowflake.random_start", func(c *Config) *bool { return &c.Snowflake.RandomStart }),
 
 		stringField("admin.token", hintToken, true, func(c *Config) *string { return &c.Admin.Token }),
+		boolField("admin.protect_dashboard", func(c *Config) *bool { return &c.Admin.ProtectDashboard }),
 
 		lowerField("log.level", hintLevel, func(c *Config) *string { return &c.Log.Level }),
 		lowerField("log.format", hintFormat, func(c *Config) *string { return &c.Log.Format }),

@@ -31,6 +31,7 @@ type Store interface {
 	Migrate(ctx context.Context) error
 	TagNames(ctx context.Context) ([]string, error)
 	CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error)
+	UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old, updated leafd.Tag, err error)
 	Close() error
 }
 
@@ -72,6 +73,7 @@ func Run(t *testing.T, newDatabase func(t *testing.T) *Database) {
 		{"ConcurrentAllocate", testConcurrentAllocate},
 		{"Tags", testTags},
 		{"CreateTagInvalid", testCreateTagInvalid},
+		{"UpdateTag", testUpdateTag},
 		{"UpdateTimeRefreshed", testUpdateTimeRefreshed},
 		{"MigrateTwice", testMigrateTwice},
 		{"MigrateConcurrently", testMigrateConcurrently},
@@ -601,4 +603,65 @@ func testRowLockedNoRange(t *testing.T, h *harness) {
 		t.Fatalf("max_id = %d after a failed Allocate, want 11", got)
 	}
 	allocate(t, s, "t", 10, segment.Allocation{Start: 11, End: 21, TableStep: 10})
+}
+
+func testUpdateTag(t *testing.T, h *harness) {
+	s := h.migrated()
+	ctx := context.Background()
+	orig := create(t, s, leafd.Tag{Name: "order", MaxID: 77, Step: 100, Description: "orders"})
+	if _, err := s.Allocate(ctx, "order", 100); err != nil {
+		t.Fatal(err)
+	}
+	step, desc, empty := int64(2500), "order IDs — 订单", ""
+
+	old, got, err := s.UpdateTag(ctx, "order", leafd.TagUpdate{Step: &step})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.Step != 100 || old.Description != "orders" || old.MaxID != 177 {
+		t.Fatalf("old = %+v, want the row before the update", old)
+	}
+	if got.Step != 2500 || got.Description != "orders" || got.MaxID != 177 || got.Name != "order" {
+		t.Fatalf("updated = %+v: only the step may change, never max_id", got)
+	}
+	if got.UpdateTime.Before(orig.UpdateTime) {
+		t.Fatalf("update_time went back: %v before %v", got.UpdateTime, orig.UpdateTime)
+	}
+	// The new table step is what the next allocation reads.
+	a, err := s.Allocate(ctx, "order", 10)
+	if err != nil || a.TableStep != 2500 {
+		t.Fatalf("Allocate after the step change = %+v, %v; want table step 2500", a, err)
+	}
+
+	_, got, err = s.UpdateTag(ctx, "order", leafd.TagUpdate{Description: &desc})
+	if err != nil || got.Description != desc || got.Step != 2500 {
+		t.Fatalf("description update = %+v, %v", got, err)
+	}
+	_, got, err = s.UpdateTag(ctx, "order", leafd.TagUpdate{Description: &empty})
+	if err != nil || got.Description != "" {
+		t.Fatalf("clearing the description = %+v, %v", got, err)
+	}
+	var isNull bool
+	if err := h.db.Raw.QueryRow("SELECT description IS NULL FROM leaf_alloc WHERE biz_tag = 'order'").Scan(&isNull); err != nil || !isNull {
+		t.Fatalf("a cleared description is stored as NULL: %v, %v", isNull, err)
+	}
+
+	zero, huge, long := int64(0), int64(1)<<31, strings.Repeat("d", 257)
+	for name, tt := range map[string]struct {
+		tag  string
+		u    leafd.TagUpdate
+		code string
+	}{
+		"Nothing":         {"order", leafd.TagUpdate{}, leafd.EInvalidBody},
+		"StepZero":        {"order", leafd.TagUpdate{Step: &zero}, leafd.EInvalidBody},
+		"StepOverInt":     {"order", leafd.TagUpdate{Step: &huge}, leafd.EInvalidBody},
+		"DescriptionLong": {"order", leafd.TagUpdate{Description: &long}, leafd.EInvalidBody},
+		"UnknownTag":      {"nope", leafd.TagUpdate{Step: &step}, leafd.EUnknownTag},
+	} {
+		_, _, err := s.UpdateTag(ctx, tt.tag, tt.u)
+		wantCode(t, name, err, tt.code)
+	}
+	if got := h.maxID("order"); got != 187 {
+		t.Fatalf("max_id = %d after updates, want 187: updates never touch it", got)
+	}
 }

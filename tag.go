@@ -3,6 +3,7 @@ package leafd
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // MaxTagLen is the longest tag leafd accepts, the width of leaf_alloc.biz_tag.
@@ -50,6 +51,23 @@ func tagError(name string) error {
 		shown = shown[:40] + "…"
 	}
 	return Errorf(EInvalidTag, "tag %q is not valid: use 1 to %d characters from A-Z a-z 0-9 _ . : -", shown, MaxTagLen)
+}
+
+// MaxDescriptionLen is the longest description, in characters: the width of
+// leaf_alloc.description.
+const MaxDescriptionLen = 256
+
+// ValidateDescription checks a tag's description: UTF-8, at most
+// MaxDescriptionLen characters. It returns an invalid_body *Error
+// otherwise.
+func ValidateDescription(d string) error {
+	if !utf8.ValidString(d) {
+		return Errorf(EInvalidBody, "description is not UTF-8")
+	}
+	if n := utf8.RuneCountInString(d); n > MaxDescriptionLen {
+		return Errorf(EInvalidBody, "description has %d characters: use at most %d", n, MaxDescriptionLen)
+	}
+	return nil
 }
 
 // MaxID is the largest ID leafd ever issues, 2^63-1.

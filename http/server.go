@@ -8,6 +8,7 @@ package http
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"log/slog"
 	"net"
@@ -28,6 +29,8 @@ type Segment interface {
 	NextN(ctx context.Context, tag string, n int, dst []segment.Range) ([]segment.Range, error)
 	MaxBatch() int
 	Ready() error
+	// Upsert serves a tag created or changed through this server at once.
+	Upsert(tag string, tableStep int64)
 }
 
 // Snowflake is what the HTTP layer needs of snowflake mode;
@@ -52,17 +55,34 @@ type Config struct {
 	Segment Segment
 	// Snowflake serves snowflake mode; nil means the mode is switched off.
 	Snowflake Snowflake
-	// Logger receives failed requests (5xx). Default slog.Default().
+	// Tags serves the admin routes /api/tags; nil answers them
+	// admin_disabled.
+	Tags Tags
+	// AdminToken is the bearer token the admin routes require; empty
+	// switches them off (403 admin_disabled).
+	AdminToken string
+	// ProtectDashboard requires the admin token for the dashboard and
+	// /api/state too.
+	ProtectDashboard bool
+	// MaxStep bounds the table step set through the admin routes
+	// (segment.max_step). Default 1,000,000.
+	MaxStep int64
+	// Logger receives failed requests (5xx) and admin changes. Default
+	// slog.Default().
 	Logger *slog.Logger
 }
 
 // Server is leafd's HTTP server.
 type Server struct {
-	seg    Segment
-	sf     Snowflake
-	log    *slog.Logger
-	engine *gin.Engine
-	http   *http.Server
+	seg  Segment
+	sf   Snowflake
+	tags Tags
+	// adminToken is the SHA-256 of the admin token, nil when there is none.
+	adminToken []byte
+	maxStep    int64
+	log        *slog.Logger
+	engine     *gin.Engine
+	http       *http.Server
 }
 
 // New returns a Server with every route registered.
@@ -71,6 +91,14 @@ func New(cfg Config) *Server {
 	s := &Server{seg: cfg.Segment, sf: cfg.Snowflake, log: cfg.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	s.tags, s.maxStep = cfg.Tags, cfg.MaxStep
+	if s.maxStep == 0 {
+		s.maxStep = defaultMaxStep
+	}
+	if cfg.AdminToken != "" && cfg.Tags != nil {
+		sum := sha256.Sum256([]byte(cfg.AdminToken))
+		s.adminToken = sum[:]
 	}
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
@@ -92,6 +120,10 @@ func New(cfg Config) *Server {
 	e.GET("/snowflake/:id", s.decodeSnowflake)
 	e.GET("/api/snowflake/get/:key", s.getLeafSnowflake)
 	e.GET("/decodeSnowflakeId", s.decodeLeafSnowflake)
+	admin := e.Group("/api/tags", s.requireAdmin)
+	admin.GET("", s.listTags)
+	admin.POST("", s.createTag)
+	admin.PATCH("/:tag", s.updateTag)
 	s.engine = e
 	s.http = &http.Server{
 		Handler:           e,

@@ -26,7 +26,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
 
@@ -42,9 +41,6 @@ var (
 // MaxStep is the largest table step a tag can have: the step column is a
 // MySQL INT.
 const MaxStep = math.MaxInt32
-
-// maxDescriptionLen is the width of leaf_alloc.description, in characters.
-const maxDescriptionLen = 256
 
 // Retries of a transaction the database aborted for a retry: attempts in
 // all (unless the store sets a time budget instead), and the bounds of the
@@ -246,7 +242,7 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 	if err := leafd.ValidateStep(t.Step, MaxStep); err != nil {
 		return leafd.Tag{}, err
 	}
-	if err := validateDescription(t.Description); err != nil {
+	if err := leafd.ValidateDescription(t.Description); err != nil {
 		return leafd.Tag{}, err
 	}
 	t.MaxID = max(t.MaxID, 1)
@@ -280,13 +276,6 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 	return stored, nil
 }
 
-func validateDescription(d string) error {
-	if !utf8.ValidString(d) || utf8.RuneCountInString(d) > maxDescriptionLen {
-		return leafd.Errorf(leafd.EInvalidBody, "description is not valid: use at most %d characters of UTF-8", maxDescriptionLen)
-	}
-	return nil
-}
-
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
 // UpdateTag changes a tag's table step and/or description, whichever u
@@ -308,7 +297,7 @@ func (s *db) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old
 		}
 	}
 	if u.Description != nil {
-		if err := validateDescription(*u.Description); err != nil {
+		if err := leafd.ValidateDescription(*u.Description); err != nil {
 			return old, updated, err
 		}
 	}

@@ -28,6 +28,7 @@ type Store interface {
 	Driver() string
 	Migrate(ctx context.Context) error
 	CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error)
+	UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old, updated leafd.Tag, err error)
 	Close() error
 }
 
@@ -129,7 +130,10 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	if gen != nil {
 		sfHandler = gen
 	}
-	srv := leafhttp.New(leafhttp.Config{Segment: segHandler, Snowflake: sfHandler, Logger: log})
+	srv := leafhttp.New(leafhttp.Config{
+		Segment: segHandler, Snowflake: sfHandler, Tags: db, MaxStep: cfg.Segment.MaxStep,
+		AdminToken: cfg.Admin.Token, ProtectDashboard: cfg.Admin.ProtectDashboard, Logger: log,
+	})
 
 	bootCtx, cancelBoot := context.WithCancel(ctx)
 	bootDone := make(chan struct{})

@@ -3,6 +3,10 @@
 //	leafd [serve] [--config FILE]   serve IDs over HTTP (the default)
 //	leafd migrate [--config FILE]   apply the database migrations and exit
 //	leafd decode ID [--config FILE] decode a snowflake ID as JSON
+//	leafd tag add NAME [--step N] [--max-id N] [--description S]
+//	leafd tag list                  list the tags of the configured store
+//	leafd tag set-step NAME N       change a tag's table step
+//	leafd version                   print the version
 //
 // Configuration comes from config.yaml (or --config FILE) and LEAFD_*
 // environment variables; see the README and SPEC section 6.
@@ -85,6 +89,11 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return migrate(cmd.Context(), configPath, stdout, stderr)
 		},
+	}, newTagCommand(&configPath, stdout, stderr), &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of leafd",
+		Args:  cobra.NoArgs,
+		Run:   func(*cobra.Command, []string) { version(stdout) },
 	}, &cobra.Command{
 		Use:   "decode ID",
 		Short: "Decode a snowflake ID with the configured layout, as JSON",
@@ -94,7 +103,16 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		},
 	})
 	// Wrong arguments are usage errors too.
-	for _, c := range append(root.Commands(), root) {
+	var all []*cobra.Command
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		all = append(all, c)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	for _, c := range all {
 		if c.Args != nil {
 			args := c.Args
 			c.Args = func(cmd *cobra.Command, a []string) error {

@@ -32,7 +32,7 @@ const (
 	maxBodyBytes       = 64 << 10
 	defaultStep        = 1000
 	defaultMaxStep     = 1_000_000
-	tokenHint          = "send the header Authorization: Bearer <admin.token>"
+	tokenHint          = "send the header Authorization: Bearer TOKEN, where TOKEN is admin.token"
 	adminDisabledHint  = "the admin routes are switched off: set admin.token (LEAFD_ADMIN_TOKEN) to use them"
 	maxIDImmutableHint = "max_id cannot be changed: lowering it would hand out IDs again, raising it is done by SQL if you must"
 )

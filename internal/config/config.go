@@ -373,6 +373,10 @@ func (c *Config) validate(now time.Time) []*KeyError {
 	positive("snowflake.max_backward", sf.MaxBackward)
 	positive("snowflake.lease_ttl", sf.LeaseTTL)
 
+	if c.Admin.ProtectDashboard && c.Admin.Token == "" {
+		bad("admin.protect_dashboard", "true needs admin.token: set a token, or leave the dashboard open").also("admin.token")
+	}
+
 	// log
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

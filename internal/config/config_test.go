@@ -200,7 +200,7 @@ func TestLoadEnv(t *testing.T) {
 			}},
 		{"AdminToken", map[string]string{"LEAFD_ADMIN_TOKEN": "s3cret"},
 			func(c *config.Config) bool { return c.Admin.Token == "s3cret" }},
-		{"ProtectDashboard", map[string]string{"LEAFD_ADMIN_PROTECT_DASHBOARD": "true"},
+		{"ProtectDashboard", map[string]string{"LEAFD_ADMIN_PROTECT_DASHBOARD": "true", "LEAFD_ADMIN_TOKEN": "t"},
 			func(c *config.Config) bool { return c.Admin.ProtectDashboard }},
 		{"EmptyMeansUnset", map[string]string{"LEAFD_HTTP_ADDR": ""},
 			func(c *config.Config) bool { return c.HTTP.Addr == "127.0.0.1:1" }},
@@ -397,6 +397,7 @@ func TestLoadBadValue(t *testing.T) {
 		{"HTTPAddrNoPort", "", map[string]string{"LEAFD_HTTP_ADDR": "8080"}, "http.addr", "use host:port"},
 		{"BoolText", "store: {migrate: maybe}", nil, "store.migrate", "use true or false"},
 		{"StringGivenNumber", "admin: {token: 12345}", nil, "admin.token", "quote it"},
+		{"ProtectDashboardWithoutToken", "admin: {protect_dashboard: true}", nil, "admin.protect_dashboard", "needs admin.token"},
 		{"SectionNotMapping", "segment: 5", nil, "segment", "not a mapping"},
 		{"KeyGivenMapping", "http:\n  addr:\n    host: x\n", nil, "http.addr", "is a mapping"},
 	}

@@ -19,6 +19,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -69,8 +70,8 @@ type Settings struct {
 }
 
 // MaxOwnerLen is the longest Settings.Owner: the width of the owner column
-// of the lease table.
-const MaxOwnerLen = 128
+// of the lease table, less room for the claim number the generator adds.
+const MaxOwnerLen = 108
 
 // Generator issues snowflake IDs. It is safe for concurrent use. Create it
 // with New, call Start, and Close it when done.
@@ -101,12 +102,20 @@ type Generator struct {
 	closed                        bool
 	changed                       chan struct{}
 	backward, issued, renewals    int64
-	lastErr                       error
+	// leases counts the leases installed, so that a batch can tell that
+	// the worker id changed while it waited.
+	leases  int64
+	lastErr error
 
-	wake   chan struct{}
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wake chan struct{}
+	// failures counts the keeper's consecutive failed store calls; only the
+	// keeper touches it.
+	failures int
+	claims   int64 // claims made, for the per-claim owner; keeper only
+	start    sync.Once
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // New returns a Generator. With a fixed worker id it can issue at once;
@@ -150,11 +159,13 @@ func New(s Settings) (*Generator, error) {
 		return nil, fmt.Errorf("snowflake.worker_id %d is out of range: use 0 to %d (snowflake.worker_bits %d)",
 			s.WorkerID, s.Layout.Workers()-1, s.Layout.WorkerBits)
 	case s.LeaseTTL < 10*time.Millisecond:
-		return nil, fmt.Errorf("snowflake.lease_ttl %v is too short: use at least 1s", s.LeaseTTL)
+		return nil, fmt.Errorf("snowflake.lease_ttl %v is too short: use at least 10ms (1s in the configuration)", s.LeaseTTL)
 	case len(s.Owner) > MaxOwnerLen:
 		return nil, fmt.Errorf("snowflake: owner %q is longer than %d bytes", s.Owner[:32]+"…", MaxOwnerLen)
-	case s.MaxBackward < 0 || s.WaitTimeout < 0 || s.MaxBatch < 1:
-		return nil, errors.New("snowflake: max_backward, wait_timeout and max_batch must be positive")
+	case s.MaxBackward < time.Millisecond || s.MaxBackward > time.Second:
+		return nil, fmt.Errorf("snowflake.max_backward %v is out of range: use 1ms to 1s", s.MaxBackward)
+	case s.WaitTimeout < 0 || s.MaxBatch < 1:
+		return nil, errors.New("snowflake: wait_timeout and max_batch must be positive")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &Generator{
@@ -204,11 +215,13 @@ func (g *Generator) Start() {
 	if !g.leaseful {
 		return
 	}
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		g.keep()
-	}()
+	g.start.Do(func() {
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			g.keep()
+		}()
+	})
 }
 
 // Close stops issuing, stops the lease keeper and releases the lease with
@@ -262,7 +275,14 @@ func (g *Generator) NextN(ctx context.Context, n int, dst []ID) ([]ID, error) {
 		}
 	}()
 	g.mu.Lock()
+	leases := g.leases
 	for len(out)-len(dst) < n {
+		if g.leases != leases {
+			// The worker id changed while this batch waited: what it took
+			// under the old one may lie above what comes next. Drop it (it
+			// was never handed out) so that the batch stays ascending.
+			out, leases = out[:len(dst)], g.leases
+		}
 		id, w, err := g.nextLocked()
 		if err != nil {
 			g.mu.Unlock()
@@ -273,9 +293,22 @@ func (g *Generator) NextN(ctx context.Context, n int, dst []ID) ([]ID, error) {
 			continue
 		}
 		g.mu.Unlock()
-		if w.sleep > 0 {
-			g.set.Sleep(w.sleep) // at most MaxBackward
-		} else {
+		switch {
+		case w.spin != 0:
+			// The millisecond's sequence is used up. Spin, outside the lock,
+			// until the clock reaches the next one: a sleep would overshoot
+			// by far more than the rest of the millisecond.
+			for spins := 1; g.set.Now().UnixMilli() == w.spin; spins++ {
+				if spins%64 == 0 {
+					runtime.Gosched()
+				}
+			}
+		case w.sleep > 0:
+			g.set.Sleep(w.sleep) // at most MaxBackward, itself at most a second
+			if ctx.Err() != nil {
+				return dst, g.unavailable(w.why + " (the request ended)")
+			}
+		default:
 			if deadline == nil {
 				deadline = time.NewTimer(g.set.WaitTimeout)
 			}
@@ -293,15 +326,17 @@ func (g *Generator) NextN(ctx context.Context, n int, dst []ID) ([]ID, error) {
 	return out, nil
 }
 
-// wait is what nextLocked asks its caller to do before trying again:
-// sleep, or wait on ch for the lease keeper.
+// wait is what nextLocked asks its caller to do before trying again: spin
+// until the clock has left millisecond spin, sleep, or wait on ch for the
+// lease keeper.
 type wait struct {
+	spin  int64
 	sleep time.Duration
 	ch    <-chan struct{}
 	why   string
 }
 
-func (w wait) zero() bool { return w.sleep == 0 && w.ch == nil }
+func (w wait) zero() bool { return w.spin == 0 && w.sleep == 0 && w.ch == nil }
 
 // nextLocked issues one ID, or says what to wait for, or fails. The caller
 // holds g.mu.
@@ -327,6 +362,9 @@ func (g *Generator) nextLocked() (ID, wait, error) {
 				g.log.Warn("snowflake: the clock went back", "behind_ms", behind, "worker_id", g.worker)
 			}
 			why := fmt.Sprintf("the clock is %d ms behind the last ID issued (snowflake.max_backward is %v)", behind, g.set.MaxBackward)
+			if ms <= g.layout.Epoch {
+				why = fmt.Sprintf("the clock, %s, is not after snowflake.epoch", formatMs(ms))
+			}
 			if !g.leaseful {
 				return 0, wait{}, g.unavailableLocked(why + "; waiting for it to catch up")
 			}
@@ -335,6 +373,15 @@ func (g *Generator) nextLocked() (ID, wait, error) {
 			return 0, wait{ch: g.changed, why: why + "; no other worker id could be leased"}, nil
 		}
 		g.behind = false
+		if ms <= g.layout.Epoch || ms > g.layout.Epoch+g.layout.maxTime() {
+			// Outside the layout: an ID would be zero, negative or wrapped
+			// onto an earlier one. The clock is wrong, or the layout has run
+			// out; neither waiting nor another worker id helps.
+			g.log.Error("snowflake: the clock is outside the layout; not issuing", "clock", formatMs(ms),
+				"epoch", formatMs(g.layout.Epoch), "layout_end", g.layout.End().Format(time.RFC3339))
+			return 0, wait{}, g.unavailableLocked(fmt.Sprintf("the clock, %s, is outside the ID layout (snowflake.epoch to %s)",
+				formatMs(ms), g.layout.End().Format(time.RFC3339)))
+		}
 		if ms > g.limitMs || g.expired(now) {
 			g.wantRenew = true
 			g.signal()
@@ -346,15 +393,7 @@ func (g *Generator) nextLocked() (ID, wait, error) {
 				g.issued++
 				return g.layout.ID(ms, g.worker, g.seq), wait{}, nil
 			}
-			// This millisecond's sequence is used up: wait for the next
-			// one. The spin holds the lock for less than a millisecond, and
-			// nobody could be served before then anyway.
-			for spins := 1; g.set.Now().UnixMilli() == ms; spins++ {
-				if spins%256 == 0 {
-					runtime.Gosched()
-				}
-			}
-			continue
+			return 0, wait{spin: ms}, nil // this millisecond is used up
 		}
 		g.lastMs, g.seq = ms, g.startSeq()
 		g.issued++
@@ -418,7 +457,15 @@ func (g *Generator) Ready() error {
 		return leafd.Errorf(leafd.ENotReady, "snowflake: no worker id is leased")
 	case now.UnixMilli() > g.limitMs || g.expired(now):
 		return leafd.Errorf(leafd.ENotReady, "snowflake: the worker id lease could not be renewed")
+	case now.UnixMilli() <= g.layout.Epoch || now.UnixMilli() > g.layout.Epoch+g.layout.maxTime():
+		return leafd.Errorf(leafd.ENotReady, "snowflake: the clock is outside the ID layout")
 	case g.lastMs-now.UnixMilli() > g.backMs:
+		if g.leaseful {
+			// Probes alone must get the keeper to look for another worker
+			// id: a balancer that gates traffic on /readyz sends no request.
+			g.wantSwitch = true
+			g.signal()
+		}
 		return leafd.Errorf(leafd.ENotReady, "snowflake: the clock is %d ms behind the last ID issued", g.lastMs-now.UnixMilli())
 	}
 	return nil
@@ -459,8 +506,13 @@ func (g *Generator) State() State {
 // keep is the lease keeper: it claims a worker id, renews it, switches it
 // when the clock went back, and releases it at Close. It is the only
 // goroutine that talks to the LeaseStore.
+//
+// Requests wake it early when they need a lease, a renewal or a switch, but
+// never during the backoff after a failure: a database that is down must
+// not get one claim per request.
 func (g *Generator) keep() {
 	backoff := 50 * time.Millisecond
+	var notBefore time.Time
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -470,13 +522,22 @@ func (g *Generator) keep() {
 			return
 		case <-timer.C:
 		case <-g.wake:
+			if time.Now().Before(notBefore) {
+				continue // the timer still runs until notBefore
+			}
 		}
 		next, ok := g.maintain()
 		if ok {
-			backoff = 50 * time.Millisecond
+			backoff, g.failures = 50*time.Millisecond, 0
 		} else {
 			next = backoff/2 + mrand.N(backoff/2+1)
-			backoff = min(2*backoff, max(g.set.LeaseTTL/10, 50*time.Millisecond))
+			// At most a tenth of the lease, and a second: once the database
+			// or the clock is back, a waiting request should not time out.
+			backoff = min(2*backoff, max(g.set.LeaseTTL/10, 50*time.Millisecond), time.Second)
+		}
+		notBefore = time.Now().Add(next)
+		if ok {
+			notBefore = time.Time{}
 		}
 		if !timer.Stop() {
 			select {
@@ -496,7 +557,9 @@ func (g *Generator) keep() {
 // longer needed because the clock caught up is dropped.
 func (g *Generator) maintain() (next time.Duration, ok bool) {
 	g.mu.Lock()
-	if g.wantSwitch && g.set.Now().UnixMilli() >= g.lastMs-g.backMs {
+	if behind := g.lastMs - g.set.Now().UnixMilli(); g.lease != nil && behind > g.backMs {
+		g.wantSwitch = true // even with no request to notice it
+	} else if behind <= g.backMs {
 		g.wantSwitch = false
 	}
 	lease, switching := g.lease, g.wantSwitch
@@ -518,9 +581,10 @@ func (g *Generator) maintain() (next time.Duration, ok bool) {
 	return time.Until(renewAt), true
 }
 
-// storeCtx bounds one store call: a hung call must not outlive the lease.
+// storeCtx bounds one store call, so that a hung connection leaves time
+// for several attempts within one lease.
 func (g *Generator) storeCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(g.ctx, max(g.set.LeaseTTL/3, time.Second))
+	return context.WithTimeout(g.ctx, max(g.set.LeaseTTL/10, 500*time.Millisecond))
 }
 
 // claim leases a worker id whose watermark is behind the clock and makes
@@ -529,8 +593,11 @@ func (g *Generator) claim(old *Lease) bool {
 	ctx, cancel := g.storeCtx()
 	defer cancel()
 	sent, ms := time.Now(), g.set.Now().UnixMilli()
+	g.claims++
 	l, err := g.set.Leases.ClaimWorker(ctx, Claim{
-		Owner: g.set.Owner, Workers: g.layout.Workers(), TTL: g.set.LeaseTTL,
+		// Each claim has an owner of its own, so that releasing an old
+		// lease can never end a newer one on the same worker id.
+		Owner: g.set.Owner + "#" + strconv.FormatInt(g.claims, 10), Workers: g.layout.Workers(), TTL: g.set.LeaseTTL,
 		NowMs: ms, WatermarkMs: ms + g.ttlMs,
 	})
 	if err != nil {
@@ -540,6 +607,7 @@ func (g *Generator) claim(old *Lease) bool {
 	g.mu.Lock()
 	oldLast := g.lastMs
 	g.lease, g.worker = &l, l.WorkerID
+	g.leases++
 	// Nothing at or before the previous watermark may be issued under this
 	// worker id: start past it, as if its sequence were used up. A first
 	// lease, or one after a lost lease, also starts past what this server
@@ -592,12 +660,15 @@ func (g *Generator) renew(l Lease) bool {
 	return true
 }
 
+// fail records a failed store call; it logs the first of a run of failures
+// and every 20th after it.
 func (g *Generator) fail(err error, msg string, args ...any) {
 	g.mu.Lock()
 	g.lastErr = err
 	g.mu.Unlock()
-	if g.ctx.Err() == nil {
-		g.log.Warn(msg, append(args, "err", err)...)
+	g.failures++
+	if g.ctx.Err() == nil && (g.failures == 1 || g.failures%20 == 0) {
+		g.log.Warn(msg, append(args, "err", err, "failures", g.failures)...)
 	}
 }
 

@@ -7,10 +7,12 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/internal/testdb"
 	"github.com/leafd/leafd/snowflake"
 )
 
@@ -367,7 +369,7 @@ func TestLargeRollbackWithoutFreeWorkerRefuses(t *testing.T) {
 		other := newGenerator(t, snowflake.Settings{Layout: two, Leases: db.store(t), LeaseTTL: ttl})
 		waitReady(t, other)
 		g := newGenerator(t, snowflake.Settings{Layout: two, Leases: db.store(t), LeaseTTL: ttl,
-			WaitTimeout: 20 * time.Millisecond, Now: clock.Now, Sleep: clock.Sleep})
+			WaitTimeout: 300 * time.Millisecond, Now: clock.Now, Sleep: clock.Sleep})
 		waitReady(t, g)
 		before := mustNext(t, g)
 		renewals := g.State().Renewals
@@ -440,6 +442,124 @@ func TestCrashRestartWithClockBehind(t *testing.T) {
 			leases.broken.Store(true)
 			g.Close()
 			db.exec(t, "UPDATE leaf_worker SET lease_until_ms = 0")
+		}
+	})
+}
+
+// A clock outside the layout (before the epoch, or past the time bits)
+// gives 503, never a zero, negative or wrapped-around ID.
+func TestClockOutsideLayout(t *testing.T) {
+	clock := newStepClock(time.Microsecond)
+	// 11 time bits: 2048 ms from an epoch one second ago.
+	short := snowflake.Layout{Epoch: clock.Now().UnixMilli() - 1000, TimeBits: 11, WorkerBits: 40, SequenceBits: 12}
+	g := newGenerator(t, snowflake.Settings{Layout: short, WorkerID: 1, Now: clock.Now, Sleep: clock.Sleep})
+	if id := mustNext(t, g); id <= 0 {
+		t.Fatalf("ID %d inside the layout", id)
+	}
+	clock.Add(2 * time.Second) // past the 2048 ms
+	_, err := g.Next(context.Background())
+	wantCode(t, err, leafd.ESnowflakeUnavailable)
+	if g.Ready() == nil {
+		t.Fatal("Ready with the clock past the layout")
+	}
+
+	forEachDatabase(t, func(t *testing.T, db *leaseDB) {
+		clock := &shiftClock{}
+		g := newGenerator(t, snowflake.Settings{Leases: db.store(t), LeaseTTL: 2 * time.Second,
+			WaitTimeout: 50 * time.Millisecond, Now: clock.Now, Sleep: clock.Sleep})
+		waitReady(t, g)
+		mustNext(t, g)
+		// Back to before Twitter's epoch: a fresh worker id could be leased,
+		// but no ID may come of it.
+		clock.Shift(-time.Since(time.UnixMilli(snowflake.DefaultEpoch)) - time.Hour)
+		for range 20 {
+			if id, err := g.Next(context.Background()); err == nil {
+				t.Fatalf("issued %d with the clock before the epoch", id)
+			} else {
+				wantCode(t, err, leafd.ESnowflakeUnavailable)
+			}
+		}
+	})
+}
+
+// A batch that waits across a worker id switch (the clock went back while
+// it was being filled) still comes out ascending.
+func TestBatchAscendingAcrossSwitch(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db *leaseDB) {
+		var reads atomic.Int64
+		var back atomic.Int64
+		now := func() time.Time {
+			if reads.Add(1) == 300 {
+				back.Store(int64(10 * time.Second)) // mid-batch
+			}
+			return time.Now().Add(-time.Duration(back.Load()))
+		}
+		g := newGenerator(t, snowflake.Settings{Leases: db.store(t), LeaseTTL: 2 * time.Second, Now: now})
+		waitReady(t, g)
+		before := g.State().WorkerID
+		ids, err := g.NextN(context.Background(), 5000, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < len(ids); i++ {
+			if ids[i] <= ids[i-1] {
+				t.Fatalf("batch not ascending at %d: %d after %d (worker %d after %d)", i, ids[i], ids[i-1],
+					g.Layout().Decode(ids[i]).WorkerID, g.Layout().Decode(ids[i-1]).WorkerID)
+			}
+		}
+		if w := g.State().WorkerID; w == before || reads.Load() < 300 {
+			t.Fatalf("the clock step did not happen mid-batch (worker %d before, %d after, %d reads)", before, w, reads.Load())
+		}
+	})
+}
+
+// Requests cannot hurry the keeper past its backoff: with the database
+// down and many clients, the store sees a handful of claims, not one per
+// request.
+func TestKeeperBacksOffUnderLoad(t *testing.T) {
+	db := &leaseDB{driver: "sqlite", dsn: testdb.SQLite(t)}
+	s := db.store(t)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	leases := &faultyLeases{LeaseStore: s}
+	leases.broken.Store(true)
+	g := newGenerator(t, snowflake.Settings{Leases: leases, LeaseTTL: 2 * time.Second, WaitTimeout: 5 * time.Millisecond})
+	var wg sync.WaitGroup
+	var requests atomic.Int64
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for end := time.Now().Add(time.Second); time.Now().Before(end); {
+				_, err := g.Next(context.Background())
+				wantCode(t, err, leafd.ESnowflakeUnavailable)
+				requests.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	// Backoff from 50 ms doubling up to 200 ms: about ten claims a second.
+	if n := leases.claims.Load(); n > 30 {
+		t.Fatalf("%d claims in 1 s for %d requests: requests defeat the backoff", n, requests.Load())
+	}
+	leases.broken.Store(false)
+	waitReady(t, g)
+}
+
+// Readiness probes alone, with no request, get a generator whose clock went
+// back onto another worker id.
+func TestReadyProbeSwitchesWorker(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db *leaseDB) {
+		clock := &shiftClock{}
+		g := newGenerator(t, snowflake.Settings{Leases: db.store(t), LeaseTTL: 2 * time.Second, Now: clock.Now, Sleep: clock.Sleep})
+		waitReady(t, g)
+		mustNext(t, g)
+		before := g.State().WorkerID
+		clock.Shift(-time.Minute)
+		waitReady(t, g) // only Ready is called
+		if w := g.State().WorkerID; w == before {
+			t.Fatalf("ready again on worker id %d, the one whose time is ahead", w)
 		}
 	})
 }

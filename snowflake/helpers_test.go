@@ -148,11 +148,13 @@ func forEachDatabase(t *testing.T, f func(t *testing.T, db *leaseDB)) {
 type faultyLeases struct {
 	snowflake.LeaseStore
 	broken atomic.Bool
+	claims atomic.Int64 // ClaimWorker calls, failed ones included
 }
 
 var errUnreachable = leafd.Wrap(leafd.EStoreUnavailable, errors.New("injected: connection refused"), "the database cannot be reached")
 
 func (f *faultyLeases) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Lease, error) {
+	f.claims.Add(1)
 	if f.broken.Load() {
 		return snowflake.Lease{}, errUnreachable
 	}

@@ -17,7 +17,7 @@ var (
 // The SQL of the worker id leases. %[1]s is the dialect's expression of the
 // database's clock in Unix milliseconds, %[2]s its row-lock suffix.
 const (
-	workerRowsSQL = `SELECT worker_id, owner, lease_until_ms, watermark_ms FROM leaf_worker WHERE worker_id < ? ORDER BY worker_id%[2]s`
+	workerRowsSQL = `SELECT worker_id, owner, lease_until_ms, watermark_ms FROM leaf_worker WHERE worker_id >= 0 AND worker_id < ? ORDER BY worker_id%[2]s`
 	dbNowSQL      = `SELECT %[1]s`
 	// The claim's UPDATE repeats what the SELECT saw, so that it changes
 	// nothing if another server got there first on an engine whose row
@@ -35,7 +35,7 @@ WHERE worker_id = ? AND owner = ?`
 // maxOwnerLen is the width of leaf_worker.owner. A longer owner would fail
 // on a strict MySQL and be cut short on a lax one, after which no renewal
 // would match it.
-const maxOwnerLen = snowflake.MaxOwnerLen
+const maxOwnerLen = 128
 
 // errRetry marks an error that the whole transaction should be tried again
 // for: another server claimed the worker id chosen at the same moment.

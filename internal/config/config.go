@@ -370,8 +370,12 @@ func (c *Config) validate(now time.Time) []*KeyError {
 			bad("snowflake.worker_id", "%d is out of range: %s", sf.WorkerID.ID, hintWorkerID(wb)).also("snowflake.worker_bits")
 		}
 	}
-	positive("snowflake.max_backward", sf.MaxBackward)
-	positive("snowflake.lease_ttl", sf.LeaseTTL)
+	if sf.MaxBackward < time.Millisecond || sf.MaxBackward > time.Second {
+		bad("snowflake.max_backward", "%v is out of range: use 1ms to 1s (a request waits this long at most)", sf.MaxBackward)
+	}
+	if sf.LeaseTTL < time.Second {
+		bad("snowflake.lease_ttl", "%v is too short: use at least 1s (renewals come every third of it)", sf.LeaseTTL)
+	}
 
 	if c.Admin.ProtectDashboard && c.Admin.Token == "" {
 		bad("admin.protect_dashboard", "true needs admin.token: set a token, or leave the dashboard open").also("admin.token")

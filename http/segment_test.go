@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -64,23 +63,7 @@ type response struct {
 
 func do(tb testing.TB, method, url string, header ...string) response {
 	tb.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return response{res.StatusCode, res.Header.Get("Content-Type"), string(b)}
+	return send(tb, method, url, "", header...)
 }
 
 // errorCode decodes the JSON error model and returns its code, failing the

@@ -12,8 +12,8 @@ import (
 // millisecond and worker id, 4,096,000 IDs/s for the default layout. Next
 // in one goroutine should reach at least 97% of it; the benchmarks report
 // ids/s and pct_of_limit beside ns/op.
-func reportRate(b *testing.B, l snowflake.Layout) {
-	perSec := float64(b.N) / b.Elapsed().Seconds()
+func reportRate(b *testing.B, l snowflake.Layout, idsPerOp int) {
+	perSec := float64(b.N) * float64(idsPerOp) / b.Elapsed().Seconds()
 	b.ReportMetric(perSec, "ids/s")
 	b.ReportMetric(100*perSec/float64(l.Sequences()*1000), "pct_of_limit")
 }
@@ -26,12 +26,18 @@ func BenchmarkAtomicAdd(b *testing.B) {
 	}
 }
 
-func BenchmarkNext(b *testing.B) {
+// fixedGenerator is a generator with worker id 1 and the default layout.
+func fixedGenerator(b *testing.B) *snowflake.Generator {
 	g, err := snowflake.New(snowflake.Settings{WorkerID: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer g.Close()
+	b.Cleanup(func() { g.Close() })
+	return g
+}
+
+func BenchmarkNext(b *testing.B) {
+	g := fixedGenerator(b)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -39,15 +45,11 @@ func BenchmarkNext(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	reportRate(b, g.Layout())
+	reportRate(b, g.Layout(), 1)
 }
 
 func BenchmarkNextParallel(b *testing.B) {
-	g, err := snowflake.New(snowflake.Settings{WorkerID: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer g.Close()
+	g := fixedGenerator(b)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -58,16 +60,12 @@ func BenchmarkNextParallel(b *testing.B) {
 			}
 		}
 	})
-	reportRate(b, g.Layout())
+	reportRate(b, g.Layout(), 1)
 }
 
 // BenchmarkNextN1000 takes 1000 IDs a call; ids/s counts IDs.
 func BenchmarkNextN1000(b *testing.B) {
-	g, err := snowflake.New(snowflake.Settings{WorkerID: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer g.Close()
+	g := fixedGenerator(b)
 	ctx := context.Background()
 	buf := make([]snowflake.ID, 0, 1000)
 	b.ReportAllocs()
@@ -76,7 +74,5 @@ func BenchmarkNextN1000(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	perSec := float64(b.N) * 1000 / b.Elapsed().Seconds()
-	b.ReportMetric(perSec, "ids/s")
-	b.ReportMetric(100*perSec/float64(g.Layout().Sequences()*1000), "pct_of_limit")
+	reportRate(b, g.Layout(), 1000)
 }

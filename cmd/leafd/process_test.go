@@ -20,6 +20,15 @@ import (
 	"github.com/leafd/leafd/internal/testdb"
 )
 
+// testDSN returns a fresh database of driver: an SQLite file, or a MySQL
+// database (skipped when no server is reachable, unless required).
+func testDSN(t *testing.T, driver string) string {
+	if driver == "mysql" {
+		return testdb.MySQL(t)
+	}
+	return testdb.SQLite(t)
+}
+
 // leafdBin is the leafd binary built once for the tests of this package.
 var leafdBin string
 
@@ -169,12 +178,7 @@ func waitReady(t *testing.T, p *process) {
 func TestProcessesShareOneDatabase(t *testing.T) {
 	for _, driver := range []string{"sqlite", "mysql"} {
 		t.Run(driver, func(t *testing.T) {
-			var dsn string
-			if driver == "sqlite" {
-				dsn = testdb.SQLite(t)
-			} else {
-				dsn = testdb.MySQL(t)
-			}
+			dsn := testDSN(t, driver)
 			env := []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsn,
 				"LEAFD_SEGMENT_SEED_TAGS=a:5 b:20 c:100", "LEAFD_SEGMENT_MAX_STEP=100"}
 			const servers, clients, requests = 3, 4, 150
@@ -392,12 +396,7 @@ func TestShippedConfigServesDemo(t *testing.T) {
 func TestRestartNeverReissues(t *testing.T) {
 	for _, driver := range []string{"sqlite", "mysql"} {
 		t.Run(driver, func(t *testing.T) {
-			var dsn string
-			if driver == "sqlite" {
-				dsn = testdb.SQLite(t)
-			} else {
-				dsn = testdb.MySQL(t)
-			}
+			dsn := testDSN(t, driver)
 			env := []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsn, "LEAFD_SEGMENT_SEED_TAGS=t:50"}
 			var highest int64
 			for round, stop := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM, syscall.SIGKILL} {

@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/leafd/leafd/internal/testdb"
 )
 
 // workerOf decodes an ID with the default layout: bits 12..21.
@@ -25,12 +23,7 @@ func workerOf(id int64) int64 { return id >> 12 & 1023 }
 func TestSnowflakeProcessesShareOneDatabase(t *testing.T) {
 	for _, driver := range []string{"sqlite", "mysql"} {
 		t.Run(driver, func(t *testing.T) {
-			var dsn string
-			if driver == "sqlite" {
-				dsn = testdb.SQLite(t)
-			} else {
-				dsn = testdb.MySQL(t)
-			}
+			dsn := testDSN(t, driver)
 			env := []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsn,
 				"LEAFD_SNOWFLAKE_ENABLED=true", "LEAFD_SNOWFLAKE_WORKER_ID=auto", "LEAFD_SEGMENT_ENABLED=false"}
 			const servers, clients, requests = 3, 4, 100

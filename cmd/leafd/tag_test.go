@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/leafd/leafd/internal/testdb"
 )
 
 // leafd tag add / list / set-step work on the configured store with no
@@ -14,10 +12,7 @@ import (
 func TestTagCommands(t *testing.T) {
 	for _, driver := range []string{"sqlite", "mysql"} {
 		t.Run(driver, func(t *testing.T) {
-			dsn := testdb.SQLite(t)
-			if driver == "mysql" {
-				dsn = testdb.MySQL(t)
-			}
+			dsn := testDSN(t, driver)
 			dir := t.TempDir()
 			env := []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsn}
 			run := func(wantCode int, wantOut string, args ...string) string {

@@ -55,6 +55,7 @@ type errorDetail struct {
 func (s *Server) writeError(c *gin.Context, err error) {
 	status := ErrorStatus(err)
 	s.logError(c, err, status)
+	_ = c.Error(err) // counted by code in leafd_errors_total (metrics.go)
 	c.AbortWithStatusJSON(status, errorBody{Error: errorDetail{
 		Code:    leafd.ErrorCode(err),
 		Message: leafd.ErrorMessage(err),
@@ -65,6 +66,7 @@ func (s *Server) writeError(c *gin.Context, err error) {
 // HTTP 500 with a text body.
 func (s *Server) writeLeafError(c *gin.Context, err error) {
 	s.logError(c, err, ErrorStatus(err)) // a client's mistake is not logged here either
+	_ = c.Error(err)                     // counted by code in leafd_errors_total (metrics.go)
 	c.Header("Content-Type", "text/plain; charset=utf-8")
 	c.AbortWithStatus(http.StatusInternalServerError)
 	_, _ = c.Writer.WriteString(leafd.ErrorCode(err) + ": " + leafd.ErrorMessage(err))

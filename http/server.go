@@ -55,6 +55,12 @@ type Config struct {
 	Segment Segment
 	// Snowflake serves snowflake mode; nil means the mode is switched off.
 	Snowflake Snowflake
+	// Store is the database whose health the dashboard, /api/state and
+	// /metrics show; nil leaves it out.
+	Store Store
+	// Metrics is the registry /metrics serves (see NewMetrics, whose
+	// ObserveLoad is segment.Config.OnLoad). Nil: New makes one.
+	Metrics *Metrics
 	// Tags serves the admin routes /api/tags; nil answers them
 	// admin_disabled.
 	Tags Tags
@@ -81,6 +87,8 @@ type Server struct {
 	adminToken []byte
 	maxStep    int64
 	log        *slog.Logger
+	health     *storeHealth // the store's ping, cached; nil without a store
+	metrics    *Metrics
 	engine     *gin.Engine
 	http       *http.Server
 }
@@ -104,7 +112,12 @@ func New(cfg Config) *Server {
 	e.HandleMethodNotAllowed = true
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
-	e.Use(s.recover)
+	s.health, s.metrics = newStoreHealth(cfg.Store), cfg.Metrics
+	if s.metrics == nil {
+		s.metrics = NewMetrics()
+	}
+	s.metrics.watch(s)
+	e.Use(s.metrics.countRequests, s.recover)
 	e.NoRoute(func(c *gin.Context) {
 		s.writeError(c, leafd.Errorf(leafd.ENotFound, "no route %s %s; see the API in the README", c.Request.Method, c.Request.URL.Path))
 	})
@@ -120,6 +133,16 @@ func New(cfg Config) *Server {
 	e.GET("/snowflake/:id", s.decodeSnowflake)
 	e.GET("/api/snowflake/get/:key", s.getLeafSnowflake)
 	e.GET("/decodeSnowflakeId", s.decodeLeafSnowflake)
+	// The dashboard and the state it shows, in one group built here so that
+	// one middleware in front of it guards both (admin.protect_dashboard).
+	dash := e.Group("")
+	if cfg.ProtectDashboard {
+		dash.Use(s.requireAdmin)
+	}
+	dash.GET("/", s.redirectDashboard)
+	dash.GET("/dashboard", s.getDashboard)
+	dash.GET("/api/state", s.getState)
+	e.GET("/metrics", s.getMetrics)
 	admin := e.Group("/api/tags", s.requireAdmin)
 	admin.GET("", s.listTags)
 	admin.POST("", s.createTag)

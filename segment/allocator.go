@@ -54,6 +54,11 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives load failures and tag changes. Default slog.Default().
 	Logger *slog.Logger
+	// OnLoad, when set, is called after every attempt to load a range, with
+	// the step asked for, how long the store took and the attempt's error
+	// (nil on success). It runs on the load goroutine, never on the path of
+	// Next, so it may take a lock or update a metric; it must not block.
+	OnLoad func(tag string, step int64, took time.Duration, err error)
 }
 
 func (c *Config) setDefaults() error {
@@ -178,6 +183,12 @@ func (a *Allocator) goroutine(f func()) bool {
 // MaxBatch returns the largest count NextN accepts.
 func (a *Allocator) MaxBatch() int { return a.cfg.MaxBatch }
 
+// RefillWindow returns how long one range should last, at least and at
+// most: the window the step is resized to stay inside.
+func (a *Allocator) RefillWindow() (lo, hi time.Duration) {
+	return a.cfg.RefillMin, a.cfg.RefillMax
+}
+
 // Next returns the next ID of tag.
 //
 // Errors (codes): unknown_tag when the tag is not in the table;
@@ -239,7 +250,7 @@ func (a *Allocator) NextN(ctx context.Context, name string, n int, dst []Range) 
 		}
 		ready, finalSeq, err := a.advance(t)
 		if err != nil {
-			return dst, err
+			return dst, t.failed(err)
 		}
 		if ready == nil {
 			continue // the tag switched to its next buffer
@@ -254,12 +265,12 @@ func (a *Allocator) NextN(ctx context.Context, name string, n int, dst []Range) 
 		select {
 		case <-ready:
 			if err := t.finalSince(finalSeq); err != nil {
-				return dst, err
+				return dst, t.failed(err)
 			}
 		case <-timer.C:
-			return dst, a.unavailable(t, "no range could be loaded within "+a.cfg.WaitTimeout.String())
+			return dst, t.failed(a.unavailable(t, "no range could be loaded within "+a.cfg.WaitTimeout.String()))
 		case <-ctx.Done():
-			return dst, a.unavailable(t, "the request ended while waiting for a range")
+			return dst, t.failed(a.unavailable(t, "the request ended while waiting for a range"))
 		}
 	}
 	return out, nil
@@ -321,8 +332,12 @@ func (a *Allocator) load(t *tag, step int64, started time.Time, issued int64) {
 	backoff := a.cfg.RetryMin
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(a.ctx, a.cfg.LoadTimeout)
+		began := time.Now()
 		alloc, err := a.store.Allocate(ctx, t.name, step)
 		cancel()
+		if a.cfg.OnLoad != nil && a.ctx.Err() == nil {
+			a.cfg.OnLoad(t.name, step, time.Since(began), err)
+		}
 		if err == nil {
 			a.install(t, alloc, step, started, issued)
 			return
@@ -540,10 +555,13 @@ func finalCode(err error) bool {
 }
 
 // BufferState describes one buffer of a tag. End is exclusive; Next is the
-// ID the buffer would give next.
+// ID the buffer would give next. A buffer that is neither Ready nor Loading
+// is empty: used up, or never loaded.
 type BufferState struct {
 	Start, End, Next int64
 	Ready            bool
+	// Loading is set on the buffer the range in flight will fill.
+	Loading bool
 }
 
 // TagState is a snapshot of one tag, as the dashboard shows it.
@@ -565,6 +583,10 @@ type TagState struct {
 	Issued int64
 	// Loads counts ranges loaded; Waits counts requests that had to wait.
 	Loads, Waits int64
+	// Errors counts requests for the tag that failed (segment_unavailable,
+	// tag_exhausted, or the tag deleted meanwhile); LoadErrors counts failed
+	// attempts to load a range, each retry included.
+	Errors, LoadErrors int64
 	// Err is the last load failure, nil once a load succeeded.
 	Err error
 }

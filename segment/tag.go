@@ -1,6 +1,8 @@
 package segment
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,7 +44,9 @@ type tag struct {
 	issuedAtLoad    int64 // IDs issued when the last load began
 	retired         int64 // IDs in buffers the tag has switched away from
 	loads           int64
+	loadErrors      int64
 	waits           atomic.Int64
+	errors          atomic.Int64 // failed requests; counted off the hot path
 }
 
 func newTag(name string) *tag {
@@ -76,6 +80,9 @@ func (t *tag) loadFailed(err error, final bool) bool {
 		return false
 	}
 	t.err = err
+	if !errors.Is(err, context.Canceled) {
+		t.loadErrors++
+	}
 	if final {
 		t.loading = false
 		t.finalErr = err
@@ -83,6 +90,12 @@ func (t *tag) loadFailed(err error, final bool) bool {
 		t.broadcastLocked()
 	}
 	return true
+}
+
+// failed counts a request for the tag that failed with err, and returns err.
+func (t *tag) failed(err error) error {
+	t.errors.Add(1)
+	return err
 }
 
 // finalSince returns the failure that ended a load after the waiter read
@@ -136,6 +149,8 @@ func (t *tag) state(now time.Time) TagState {
 		Issued:     t.issuedLocked(),
 		Loads:      t.loads,
 		Waits:      t.waits.Load(),
+		Errors:     t.errors.Load(),
+		LoadErrors: t.loadErrors,
 		Err:        t.err,
 	}
 	if b := t.cur.Load(); b != nil {
@@ -143,6 +158,16 @@ func (t *tag) state(now time.Time) TagState {
 	}
 	if b := t.next; b != nil {
 		s.Buffers[1-t.pos] = BufferState{Start: b.start, End: b.start + b.size, Next: b.start, Ready: true}
+	}
+	if t.loading {
+		// install fills the current slot only before the first range (cur
+		// is nil and pos has not moved); every later range lands in the
+		// other slot.
+		slot := 1 - t.pos
+		if t.cur.Load() == nil {
+			slot = t.pos
+		}
+		s.Buffers[slot].Loading = true
 	}
 	if d := now.Sub(t.lastLoad); !t.lastLoad.IsZero() && d > 0 {
 		s.Rate = float64(s.Issued-t.issuedAtLoad) / d.Seconds()

@@ -26,6 +26,7 @@ type Store interface {
 	segment.Store
 	snowflake.LeaseStore
 	Driver() string
+	Ping(ctx context.Context) error
 	Migrate(ctx context.Context) error
 	CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error)
 	UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old, updated leafd.Tag, err error)
@@ -92,6 +93,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	}
 	defer db.Close()
 
+	metrics := leafhttp.NewMetrics()
 	var alloc *segment.Allocator
 	if cfg.Segment.Enabled {
 		alloc, err = segment.New(db, segment.Config{
@@ -103,6 +105,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 			WaitTimeout: cfg.Segment.WaitTimeout,
 			MaxBatch:    cfg.Segment.MaxBatch,
 			Logger:      log,
+			OnLoad:      metrics.ObserveLoad,
 		})
 		if err != nil {
 			return usageError{err}
@@ -111,7 +114,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	}
 	var gen *snowflake.Generator
 	if cfg.Snowflake.Enabled {
-		if gen, err = newGenerator(cfg.Snowflake, db, log); err != nil {
+		if gen, err = newGenerator(cfg.Snowflake, cfg.Segment.MaxBatch, db, log); err != nil {
 			return usageError{err}
 		}
 		defer gen.Close() // after the HTTP server drained: releases the lease
@@ -132,6 +135,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	}
 	srv := leafhttp.New(leafhttp.Config{
 		Segment: segHandler, Snowflake: sfHandler, Tags: db, MaxStep: cfg.Segment.MaxStep,
+		Store: db, Metrics: metrics,
 		AdminToken: cfg.Admin.Token, ProtectDashboard: cfg.Admin.ProtectDashboard, Logger: log,
 	})
 
@@ -175,47 +179,60 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	return nil
 }
 
-// bootstrap prepares the database once it answers: migrations (when
-// store.migrate is on) and seed tags, retried with backoff, so that a server
-// can start before its database. Then it makes the allocator read the tags
-// and the snowflake generator lease its worker id.
+// bootstrap prepares the database once it answers, retrying with backoff
+// so that a server can start before its database: the migrations (when
+// store.migrate is on), then the snowflake generator leases its worker id,
+// then the seed tags, then the allocator reads the tag list. A seed tag
+// that keeps failing does not keep snowflake mode from serving.
 func bootstrap(ctx context.Context, cfg *config.Config, db Store, alloc *segment.Allocator, gen *snowflake.Generator, log *slog.Logger) {
-	backoff := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		err := prepare(ctx, cfg, db, log)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if attempt == 1 || attempt%10 == 0 {
-			log.Warn("database not ready; retrying", "attempt", attempt, "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 10*time.Second)
+	if cfg.Store.Migrate && !retry(ctx, log, "migrations", func() error { return db.Migrate(ctx) }) {
+		return
 	}
 	if gen != nil {
 		gen.Start()
+	}
+	if !retry(ctx, log, "seed tags", func() error { return seed(ctx, cfg, db, log) }) {
+		return
 	}
 	if alloc != nil {
 		alloc.Start() // reads the tag list at once, then every tag_refresh
 	}
 }
 
+// retry runs f until it succeeds, with backoff, and reports whether it did
+// before ctx ended.
+func retry(ctx context.Context, log *slog.Logger, what string, f func() error) bool {
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := f()
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			log.Warn("database not ready; retrying", "step", what, "attempt", attempt, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
 // newGenerator builds the snowflake generator of the configuration: worker
 // ids leased from db when snowflake.worker_id is auto, a fixed one
 // otherwise. It logs when the layout runs out.
-func newGenerator(c config.Snowflake, db Store, log *slog.Logger) (*snowflake.Generator, error) {
+func newGenerator(c config.Snowflake, maxBatch int, db Store, log *slog.Logger) (*snowflake.Generator, error) {
 	set := snowflake.Settings{
 		Layout:      layoutOf(c),
 		WorkerID:    c.WorkerID.ID,
 		LeaseTTL:    c.LeaseTTL,
 		MaxBackward: c.MaxBackward,
+		MaxBatch:    maxBatch,
 		RandomStart: c.RandomStart,
 		Logger:      log,
 	}
@@ -237,12 +254,8 @@ func layoutOf(c config.Snowflake) snowflake.Layout {
 	return snowflake.Layout{Epoch: c.Epoch, TimeBits: c.TimeBits, WorkerBits: c.WorkerBits, SequenceBits: c.SequenceBits}
 }
 
-func prepare(ctx context.Context, cfg *config.Config, db Store, log *slog.Logger) error {
-	if cfg.Store.Migrate {
-		if err := db.Migrate(ctx); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-	}
+// seed creates the configured seed tags that do not exist yet.
+func seed(ctx context.Context, cfg *config.Config, db Store, log *slog.Logger) error {
 	for _, seed := range cfg.Segment.SeedTags {
 		_, err := db.CreateTag(ctx, leafd.Tag{Name: seed.Tag, Step: seed.Step, MaxID: 1, Description: "seed tag from the configuration"})
 		switch {

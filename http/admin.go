@@ -41,14 +41,37 @@ const (
 // token configured: 403 admin_disabled. A missing or wrong token: 401
 // unauthorized. The comparison takes the same time whatever the token.
 func (s *Server) requireAdmin(c *gin.Context) {
+	s.checkToken(c, false)
+}
+
+// requireDashboard guards the dashboard and /api/state when
+// admin.protect_dashboard is on. A browser cannot send a bearer token when
+// it opens a page, so HTTP Basic with the token as the password (any user
+// name) is accepted too, and a refusal asks the browser for it; the page's
+// own requests then carry the same credentials.
+func (s *Server) requireDashboard(c *gin.Context) {
+	s.checkToken(c, true)
+}
+
+func (s *Server) checkToken(c *gin.Context, basic bool) {
 	if s.adminToken == nil {
 		s.writeError(c, leafd.Errorf(leafd.EAdminDisabled, adminDisabledHint))
 		return
 	}
-	scheme, token, _ := strings.Cut(strings.TrimSpace(c.GetHeader("Authorization")), " ")
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(sum[:], s.adminToken) != 1 {
+	var token string
+	scheme, rest, _ := strings.Cut(strings.TrimSpace(c.GetHeader("Authorization")), " ")
+	switch {
+	case strings.EqualFold(scheme, "Bearer"):
+		token = strings.TrimSpace(rest)
+	case basic && strings.EqualFold(scheme, "Basic"):
+		_, token, _ = c.Request.BasicAuth()
+	}
+	sum := sha256.Sum256([]byte(token))
+	if token == "" || subtle.ConstantTimeCompare(sum[:], s.adminToken) != 1 {
 		c.Header("WWW-Authenticate", `Bearer realm="leafd"`)
+		if basic {
+			c.Header("WWW-Authenticate", `Basic realm="leafd dashboard: any user, the admin token as password", charset="UTF-8"`)
+		}
 		s.writeError(c, leafd.Errorf(leafd.EUnauthorized, "missing or wrong admin token: %s", tokenHint))
 		return
 	}

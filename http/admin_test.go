@@ -2,6 +2,7 @@ package http_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -306,5 +307,53 @@ func TestAdminStoreUnavailable(t *testing.T) {
 		if r.status != 503 || errorCode(t, r) != leafd.EStoreUnavailable {
 			t.Fatalf("%s %s with the store closed = %d %q, want 503 store_unavailable", rt[0], rt[1], r.status, r.body)
 		}
+	}
+}
+
+// With admin.protect_dashboard, the dashboard and /api/state need the
+// admin token: as a bearer token, or as the password of HTTP Basic, which
+// a browser asks for. /metrics and the ID routes stay open.
+func TestProtectDashboard(t *testing.T) {
+	s := openAdminStore(t, "sqlite", testdb.SQLite(t))
+	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Tags: s, AdminToken: token, ProtectDashboard: true, Logger: quiet}).Handler())
+	defer srv.Close()
+	for _, path := range []string{"/dashboard", "/api/state"} {
+		r := send(t, "GET", srv.URL+path, "")
+		if r.status != 401 || errorCode(t, r) != leafd.EUnauthorized {
+			t.Fatalf("%s without credentials = %d %q, want 401", path, r.status, r.body)
+		}
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if !strings.HasPrefix(res.Header.Get("WWW-Authenticate"), "Basic ") {
+			t.Fatalf("%s: WWW-Authenticate %q, want a Basic challenge a browser answers", path, res.Header.Get("WWW-Authenticate"))
+		}
+		for name, header := range map[string][]string{
+			"WrongBasic":  {"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:nope"))},
+			"WrongBearer": {"Authorization", "Bearer nope"},
+		} {
+			if r := send(t, "GET", srv.URL+path, "", header...); r.status != 401 {
+				t.Fatalf("%s with %s = %d", path, name, r.status)
+			}
+		}
+		for name, header := range map[string][]string{
+			"Basic":  {"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:"+token))},
+			"Bearer": {"Authorization", "Bearer " + token},
+		} {
+			if r := send(t, "GET", srv.URL+path, "", header...); r.status != 200 {
+				t.Fatalf("%s with the token as %s = %d %q", path, name, r.status, r.body)
+			}
+		}
+	}
+	if r := send(t, "GET", srv.URL+"/metrics", ""); r.status != 200 {
+		t.Fatalf("/metrics = %d: only the dashboard and its state are protected", r.status)
+	}
+	// The admin routes themselves take only the bearer token.
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:"+token))
+	if r := send(t, "GET", srv.URL+"/api/tags", "", "Authorization", basic); r.status != 401 {
+		t.Fatalf("/api/tags with Basic = %d, want 401", r.status)
 	}
 }

@@ -137,7 +137,7 @@ func New(cfg Config) *Server {
 	// one middleware in front of it guards both (admin.protect_dashboard).
 	dash := e.Group("")
 	if cfg.ProtectDashboard {
-		dash.Use(s.requireAdmin)
+		dash.Use(s.requireDashboard)
 	}
 	dash.GET("/", s.redirectDashboard)
 	dash.GET("/dashboard", s.getDashboard)

@@ -10,7 +10,11 @@
 # the image holds no config.yaml, so unset keys take the built-in defaults
 # (no seed tags). Mount a file and pass --config to use one instead.
 
-FROM golang:1.26 AS build
+# The build runs on the builder's own platform and cross-compiles (pure Go,
+# no cgo), so `docker buildx build --platform linux/amd64,linux/arm64` needs
+# no emulation.
+FROM --platform=$BUILDPLATFORM golang:1.26 AS build
+ARG TARGETOS TARGETARCH
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod \
@@ -18,7 +22,8 @@ RUN --mount=type=cache,target=/go/pkg/mod \
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /leafd ./cmd/leafd
+    CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
+    go build -trimpath -ldflags='-s -w' -o /leafd ./cmd/leafd
 
 FROM alpine:3.22
 RUN apk add --no-cache ca-certificates tzdata \
@@ -29,7 +34,9 @@ COPY --from=build /leafd /usr/local/bin/leafd
 # The working directory is writable: the default SQLite store,
 # file:data/leafd.db, lives under it. Mount a volume here to keep it.
 WORKDIR /var/lib/leafd
-USER leafd:leafd
+# By number, not name: Kubernetes' runAsNonRoot can only verify a numeric
+# user (uid 10001 is the leafd user created above).
+USER 10001:10001
 ENV LEAFD_HTTP_ADDR=0.0.0.0:8080 \
     LEAFD_LOG_FORMAT=json
 EXPOSE 8080

@@ -143,7 +143,7 @@ func method(m string) string {
 }
 
 // getMetrics answers GET /metrics in the Prometheus text format (or
-// OpenMetrics, or protobuf, as the scraper asks).
+// protobuf, as the scraper asks).
 func (s *Server) getMetrics(c *gin.Context) {
 	s.metrics.handler.ServeHTTP(c.Writer, c.Request)
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -158,6 +159,29 @@ func New(cfg Config) *Server {
 
 // Handler returns the routes as an http.Handler, for tests and embedding.
 func (s *Server) Handler() http.Handler { return s.engine }
+
+// Route is one registered route: its method and its path template, written
+// as OpenAPI writes it ("/segment/{tag}", not gin's "/segment/:tag").
+type Route struct {
+	Method string
+	Path   string
+}
+
+// Routes returns every route the server registered, so that a test can hold
+// the API description (api/openapi.yaml) against what is really served.
+func (s *Server) Routes() []Route {
+	var out []Route
+	for _, r := range s.engine.Routes() {
+		parts := strings.Split(r.Path, "/")
+		for i, p := range parts {
+			if len(p) > 1 && (p[0] == ':' || p[0] == '*') {
+				parts[i] = "{" + p[1:] + "}"
+			}
+		}
+		out = append(out, Route{Method: r.Method, Path: strings.Join(parts, "/")})
+	}
+	return out
+}
 
 // Serve answers requests on ln until Shutdown. It returns nil after a
 // Shutdown.

@@ -1,0 +1,393 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"log/slog"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/leafd/leafd"
+	leafhttp "github.com/leafd/leafd/http"
+	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/snowflake"
+	"github.com/leafd/leafd/store"
+)
+
+const (
+	specFile   = "openapi.yaml"
+	adminToken = "s3cret-token"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// methods are the operation keys of an OpenAPI path item.
+var methods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+// spec is openapi.yaml decoded: as generic YAML values (maps, slices,
+// strings, numbers), converted through JSON so that the schema validator
+// reads it as it reads a JSON document.
+type spec struct {
+	doc map[string]any
+}
+
+func loadSpec(t *testing.T) *spec {
+	t.Helper()
+	b, err := os.ReadFile(specFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var y any
+	if err := yaml.Unmarshal(b, &y); err != nil {
+		t.Fatalf("%s is not YAML: %v", specFile, err)
+	}
+	j, err := json.Marshal(y)
+	if err != nil {
+		t.Fatalf("%s does not convert to JSON (a key that is not a string?): %v", specFile, err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := doc.(map[string]any)
+	if !ok {
+		t.Fatalf("%s is not a mapping", specFile)
+	}
+	return &spec{doc: m}
+}
+
+// at returns the value at a JSON pointer ("/paths/~1healthz/get"), or nil.
+func (s *spec) at(ptr string) any {
+	var v any = s.doc
+	if ptr == "" {
+		return v
+	}
+	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[tok]
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil
+			}
+			v = x[i]
+		default:
+			return nil
+		}
+	}
+	return v
+}
+
+// resolve follows $ref from the object at ptr to its target, and returns
+// the target's pointer.
+func (s *spec) resolve(ptr string) string {
+	for range 10 {
+		m, ok := s.at(ptr).(map[string]any)
+		if !ok {
+			return ptr
+		}
+		ref, ok := m["$ref"].(string)
+		if !ok {
+			return ptr
+		}
+		ptr = strings.TrimPrefix(ref, "#")
+	}
+	return ptr
+}
+
+func escape(tok string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1")
+}
+
+// operations returns "METHOD /path" for every documented operation.
+func (s *spec) operations() []string {
+	var out []string
+	paths, _ := s.doc["paths"].(map[string]any)
+	for p, item := range paths {
+		item, _ := item.(map[string]any)
+		for _, m := range methods {
+			if _, ok := item[m]; ok {
+				out = append(out, strings.ToUpper(m)+" "+p)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// options switch parts of a test server off.
+type options struct {
+	noAdmin      bool // no admin token: the admin routes answer admin_disabled
+	protect      bool // admin.protect_dashboard
+	segmentOff   bool
+	snowflakeOff bool
+	unready      bool // the tag list never read, no worker id leased
+}
+
+// newServer is a leafd HTTP server over SQLite with every mode on (unless
+// opts say otherwise): real allocators, the admin routes with a token, the
+// store's health.
+func newServer(t *testing.T, opts options) *leafhttp.Server {
+	t.Helper()
+	s, err := store.OpenSQLite(testdb.SQLite(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateTag(ctx, leafd.Tag{Name: "order", Step: 1000, MaxID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := leafhttp.Config{Store: s, Tags: s, Logger: quiet, AdminToken: adminToken, ProtectDashboard: opts.protect}
+	if opts.noAdmin {
+		cfg.AdminToken = ""
+	}
+	if !opts.segmentOff {
+		a, err := segment.New(s, segment.Config{WaitTimeout: 100 * time.Millisecond, TagRefresh: time.Hour, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !opts.unready {
+			if err := a.Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+			a.Start()
+		}
+		t.Cleanup(func() { a.Close() })
+		cfg.Segment = a
+	}
+	if !opts.snowflakeOff {
+		set := snowflake.Settings{WorkerID: 5, Logger: quiet}
+		if opts.unready {
+			// Leasing, but never started: no worker id.
+			set = snowflake.Settings{Leases: s, WaitTimeout: 100 * time.Millisecond, Logger: quiet}
+		}
+		g, err := snowflake.New(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close() })
+		cfg.Snowflake = g
+	}
+	return leafhttp.New(cfg)
+}
+
+// TestRoutesDocumented: every route the server registers is in the spec,
+// and every operation of the spec is a registered route.
+func TestRoutesDocumented(t *testing.T) {
+	sp := loadSpec(t)
+	var registered []string
+	for _, r := range newServer(t, options{}).Routes() {
+		registered = append(registered, r.Method+" "+r.Path)
+	}
+	sort.Strings(registered)
+	documented := sp.operations()
+	if len(registered) < 10 {
+		t.Fatalf("the server registers %d routes: %v", len(registered), registered)
+	}
+	for _, r := range registered {
+		if !slices.Contains(documented, r) {
+			t.Errorf("%s is served but not in %s", r, specFile)
+		}
+	}
+	for _, d := range documented {
+		if !slices.Contains(registered, d) {
+			t.Errorf("%s is in %s but not served", d, specFile)
+		}
+	}
+}
+
+// errorCodes returns the values of the E… string constants of errors.go:
+// every error code of the contract.
+func errorCodes(t *testing.T) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "../errors.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if !regexp.MustCompile(`^E[A-Z]`).MatchString(name.Name) || i >= len(vs.Values) {
+					continue
+				}
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					code, _ := strconv.Unquote(lit.Value)
+					codes = append(codes, code)
+				}
+			}
+		}
+	}
+	if len(codes) < 15 || !slices.Contains(codes, leafd.EUnknownTag) {
+		t.Fatalf("errors.go yields the codes %v: did its layout change?", codes)
+	}
+	sort.Strings(codes)
+	return codes
+}
+
+// TestErrorCodes: the spec's ErrorCode enum is exactly the codes of
+// errors.go, and each ErrorNNN response lists codes that http/error.go
+// maps to NNN, together covering every code.
+func TestErrorCodes(t *testing.T) {
+	sp := loadSpec(t)
+	codes := errorCodes(t)
+	var enum []string
+	for _, v := range asSlice(sp.at("/components/schemas/ErrorCode/enum")) {
+		enum = append(enum, v.(string))
+	}
+	sort.Strings(enum)
+	if !slices.Equal(enum, codes) {
+		t.Errorf("ErrorCode enum %v, errors.go %v", enum, codes)
+	}
+
+	covered := map[string]string{}
+	responses, _ := sp.at("/components/responses").(map[string]any)
+	re := regexp.MustCompile(`^Error([1-5][0-9][0-9])$`)
+	for name := range responses {
+		m := re.FindStringSubmatch(name)
+		if m == nil {
+			continue
+		}
+		status, _ := strconv.Atoi(m[1])
+		list := asSlice(sp.at("/components/responses/" + name + "/content/application~1json/schema/allOf/1/properties/error/properties/code/enum"))
+		if len(list) == 0 {
+			t.Errorf("%s lists no codes", name)
+		}
+		for _, c := range list {
+			code := c.(string)
+			if got := leafhttp.ErrorStatus(leafd.Errorf(code, "x")); got != status {
+				t.Errorf("%s lists %s, which the server answers with %d", name, code, got)
+			}
+			if prev, dup := covered[code]; dup {
+				t.Errorf("%s is listed by %s and %s", code, prev, name)
+			}
+			covered[code] = name
+		}
+	}
+	for _, c := range codes {
+		if _, ok := covered[c]; !ok {
+			t.Errorf("no ErrorNNN response lists %s", c)
+		}
+	}
+}
+
+func asSlice(v any) []any { s, _ := v.([]any); return s }
+
+// TestSpecCoherent: an OpenAPI 3.1 document whose references all resolve,
+// whose path parameters are declared, whose operations have unique ids,
+// and whose security is the contract's: the bearer token on /api/tags,
+// optional bearer or Basic on the dashboard and its state.
+func TestSpecCoherent(t *testing.T) {
+	sp := loadSpec(t)
+	if v, _ := sp.doc["openapi"].(string); !strings.HasPrefix(v, "3.1.") {
+		t.Errorf("openapi %q, want 3.1.x", v)
+	}
+	var walk func(ptr string, v any)
+	walk = func(ptr string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if ref, ok := x["$ref"].(string); ok {
+				if !strings.HasPrefix(ref, "#/") || sp.at(strings.TrimPrefix(ref, "#")) == nil {
+					t.Errorf("%s: $ref %q does not resolve", ptr, ref)
+				}
+			}
+			for k, e := range x {
+				walk(ptr+"/"+escape(k), e)
+			}
+		case []any:
+			for i, e := range x {
+				walk(ptr+"/"+strconv.Itoa(i), e)
+			}
+		}
+	}
+	walk("", sp.doc)
+
+	for name, scheme := range map[string]string{"adminBearer": "bearer", "dashboardBasic": "basic"} {
+		ptr := "/components/securitySchemes/" + name
+		if sp.at(ptr+"/type") != "http" || sp.at(ptr+"/scheme") != scheme {
+			t.Errorf("security scheme %s is %v, want http %s", name, sp.at(ptr), scheme)
+		}
+	}
+
+	ids := map[string]string{}
+	param := regexp.MustCompile(`\{([^}]+)\}`)
+	for _, op := range sp.operations() {
+		method, path, _ := strings.Cut(op, " ")
+		ptr := "/paths/" + escape(path) + "/" + strings.ToLower(method)
+		o, _ := sp.at(ptr).(map[string]any)
+		id, _ := o["operationId"].(string)
+		if id == "" {
+			t.Errorf("%s has no operationId", op)
+		} else if prev, dup := ids[id]; dup {
+			t.Errorf("operationId %s of %s and %s", id, prev, op)
+		}
+		ids[id] = op
+		if r, _ := o["responses"].(map[string]any); len(r) == 0 {
+			t.Errorf("%s documents no response", op)
+		}
+		var inPath []string
+		for i := range asSlice(o["parameters"]) {
+			p, _ := sp.at(sp.resolve(ptr + "/parameters/" + strconv.Itoa(i))).(map[string]any)
+			if p["in"] == "path" {
+				if p["required"] != true {
+					t.Errorf("%s: path parameter %v is not required", op, p["name"])
+				}
+				inPath = append(inPath, p["name"].(string))
+			}
+		}
+		var want []string
+		for _, m := range param.FindAllStringSubmatch(path, -1) {
+			want = append(want, m[1])
+		}
+		sort.Strings(inPath)
+		sort.Strings(want)
+		if !slices.Equal(inPath, want) {
+			t.Errorf("%s declares path parameters %v, its template has %v", op, inPath, want)
+		}
+
+		sec := fmt.Sprint(o["security"])
+		switch {
+		case strings.HasPrefix(path, "/api/tags"):
+			if sec != "[map[adminBearer:[]]]" {
+				t.Errorf("%s security %s, want adminBearer alone", op, sec)
+			}
+		case path == "/" || path == "/dashboard" || path == "/api/state":
+			if sec != "[map[] map[adminBearer:[]] map[dashboardBasic:[]]]" {
+				t.Errorf("%s security %s, want none, adminBearer or dashboardBasic", op, sec)
+			}
+		default:
+			if o["security"] != nil {
+				t.Errorf("%s has security %s; only the admin routes and the dashboard are guarded", op, sec)
+			}
+		}
+	}
+	if sp.doc["security"] != nil {
+		t.Error("a global security requirement would guard the ID routes")
+	}
+}

@@ -1,0 +1,123 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/client"
+	leafhttp "github.com/leafd/leafd/http"
+	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/snowflake"
+	"github.com/leafd/leafd/store"
+)
+
+func Example() {
+	// Two leafd servers on one database, as in docker-compose.yml (here
+	// in-process over SQLite, with the tag "order").
+	dsn, remove := exampleDatabase()
+	defer remove()
+	url1, stop1 := startLeafd(dsn, "order")
+	defer stop1()
+	url2, stop2 := startLeafd(dsn, "")
+	defer stop2()
+
+	// Keep 1000 IDs per tag in memory; refill in the background when 200
+	// are left. Fail over to the second server when the first is down.
+	c, err := client.New(url1,
+		client.WithFailover(url2),
+		client.WithBuffer(1000, 0.2),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	id, err := c.Next(ctx, "order")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("order ID:", id)
+
+	ids, err := c.NextN(ctx, "order", 3)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("three more:", ids)
+
+	sf, err := c.Snowflake(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("snowflake ID is positive:", sf > 0)
+
+	_, err = c.Next(ctx, "invoice")
+	switch {
+	case errors.Is(err, client.ErrUnknownTag):
+		fmt.Println("invoice: create the tag first")
+	case err != nil:
+		log.Fatal(err)
+	}
+	// Output:
+	// order ID: 1
+	// three more: [2 3 4]
+	// snowflake ID is positive: true
+	// invoice: create the tag first
+}
+
+// exampleDatabase returns the DSN of a new SQLite file and a function that
+// removes it.
+func exampleDatabase() (dsn string, remove func()) {
+	dir, err := os.MkdirTemp("", "leafd-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	return "file:" + filepath.Join(dir, "leafd.db"), func() { os.RemoveAll(dir) }
+}
+
+// startLeafd starts a real leafd HTTP server in-process over the SQLite
+// database dsn, creating tag first unless it is "".
+func startLeafd(dsn, tag string) (url string, stop func()) {
+	ctx := context.Background()
+	s, err := store.OpenSQLite(dsn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if tag != "" {
+		if _, err := s.CreateTag(ctx, leafd.Tag{Name: tag, Step: 1000, MaxID: 1}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	a, err := segment.New(s, segment.Config{Logger: quiet})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := a.Refresh(ctx); err != nil {
+		log.Fatal(err)
+	}
+	a.Start()
+	g, err := snowflake.New(snowflake.Settings{Leases: s, Logger: quiet})
+	if err != nil {
+		log.Fatal(err)
+	}
+	g.Start()
+	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Segment: a, Snowflake: g, Logger: quiet}).Handler())
+	return srv.URL, func() {
+		srv.Close()
+		g.Close()
+		a.Close()
+		s.Close()
+	}
+}

@@ -1,0 +1,692 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/leafd/leafd/internal/faultproxy"
+	"github.com/leafd/leafd/internal/testdb"
+)
+
+// cluster is one scenario's world: a fresh database, leafd servers that
+// each reach it through a proxy of their own, the load on them, and every
+// ID and answer they gave.
+type cluster struct {
+	t        *testing.T
+	scenario string
+	dsn      string   // the database, directly
+	env      []string // LEAFD_* settings shared by every server
+	servers  []*server
+	ledger   ledger
+
+	// segWithin and sfWithin bound how long an answer may take: the
+	// longest wait leafd allows itself (segment.wait_timeout; 2s for a
+	// snowflake lease) plus a margin. Slower is a hang.
+	segWithin, sfWithin time.Duration
+	// allowed says whether a failed request is expected in the scenario;
+	// failures on processes that were killed or stopped are judged apart.
+	allowed func(o *outcome) bool
+
+	// logDir holds every process's full log; it is removed when the
+	// scenario passes and kept when it fails.
+	logDir string
+
+	mu         sync.Mutex
+	procs      []*process
+	outcomes   []outcome
+	violations []string
+	notes      []string
+	ended      map[string]int64 // counters scraped from processes that have ended
+	finished   bool
+}
+
+// server is one slot of the cluster: a proxy to the database and the leafd
+// processes that ran in it, one after the other.
+type server struct {
+	c     *cluster
+	idx   int
+	proxy *faultproxy.Proxy
+	dsn   string // through the proxy
+
+	mu  sync.Mutex
+	cur *process // serving: clients send to it; nil while down
+}
+
+// process is one run of leafd.
+type process struct {
+	seq     int // index in cluster.procs
+	srv     *server
+	cmd     *exec.Cmd
+	addr    string // http://127.0.0.1:port
+	started time.Time
+	done    chan struct{}
+
+	mu      sync.Mutex
+	head    []string // the first lines of its log
+	tail    []string // the last lines, a ring
+	tailAt  int
+	races   int
+	panics  int
+	workers []int64 // worker ids it leased, in order
+	ended   time.Time
+	// killed is set before SIGKILL, stopped before SIGTERM: the requests
+	// they cut are judged apart.
+	killed, stopped bool
+}
+
+// clusterOptions configure newCluster.
+type clusterOptions struct {
+	servers int      // default prof.servers
+	env     []string // LEAFD_* settings on top of the defaults
+	// waitTimeout is the segment.wait_timeout given to leafd, 1s by
+	// default; answers must come within it (or snowflake's 2s) plus a
+	// margin.
+	waitTimeout time.Duration
+}
+
+// newCluster makes a fresh database and one proxy per server; start the
+// servers with startAll or start.
+func newCluster(t *testing.T, scenario string, o clusterOptions) *cluster {
+	t.Helper()
+	if o.servers == 0 {
+		o.servers = prof.servers
+	}
+	if o.waitTimeout == 0 {
+		o.waitTimeout = time.Second
+	}
+	dsn := testdb.MySQL(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// margin: process scheduling on a small, loaded machine, more with the
+	// race detector.
+	margin := 1500 * time.Millisecond
+	if raceBinary() {
+		margin = 3 * time.Second
+	}
+	c := &cluster{
+		t: t, scenario: scenario, dsn: dsn,
+		env: append([]string{
+			"LEAFD_HTTP_ADDR=127.0.0.1:0", "LEAFD_LOG_FORMAT=json", "LEAFD_STORE_DRIVER=mysql",
+			"LEAFD_SEGMENT_WAIT_TIMEOUT=" + o.waitTimeout.String(),
+			"LEAFD_SEGMENT_TAG_REFRESH=1s", "LEAFD_HTTP_SHUTDOWN_TIMEOUT=10s",
+		}, o.env...),
+		segWithin: o.waitTimeout + margin,
+		// The snowflake generator waits up to 2s for a lease, not settable.
+		sfWithin: 2*time.Second + margin,
+		allowed:  func(*outcome) bool { return false },
+	}
+	c.ledger.seg = map[string][]stamp{}
+	c.ended = map[string]int64{}
+	for i := range o.servers {
+		s := &server{c: c, idx: i, proxy: faultproxy.New(t, cfg.Addr)}
+		sc := cfg.Clone()
+		sc.Addr = s.proxy.Addr()
+		sc.Timeout = 2 * time.Second
+		s.dsn = sc.FormatDSN()
+		c.servers = append(c.servers, s)
+	}
+	c.logDir, err = os.MkdirTemp("", "leafd-e2e-logs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.cleanup)
+	return c
+}
+
+// startAll starts every server at once and waits until all are ready.
+func (c *cluster) startAll() {
+	c.t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.servers))
+	for i, s := range c.servers {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = s.start() }()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			c.t.Fatal(err)
+		}
+	}
+}
+
+// violate records a broken guarantee or expectation: the scenario fails.
+func (c *cluster) violate(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	c.mu.Lock()
+	c.violations = append(c.violations, msg)
+	n := len(c.violations)
+	c.mu.Unlock()
+	if n <= 20 {
+		c.t.Errorf("%s: %s", c.scenario, msg)
+	} else if n == 21 {
+		c.t.Errorf("%s: more violations follow; counting only", c.scenario)
+	}
+}
+
+// note adds a remark to the scenario's row of the results table.
+func (c *cluster) note(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	c.t.Log(msg)
+	c.mu.Lock()
+	c.notes = append(c.notes, msg)
+	c.mu.Unlock()
+}
+
+func (c *cluster) serverEnv(s *server) []string {
+	return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + c.t.TempDir(), "LEAFD_STORE_DSN=" + s.dsn}, c.env...)
+}
+
+// start runs a new leafd process in s and makes it the one clients use
+// once its /readyz answers 200, as a load balancer would.
+func (s *server) start() error {
+	p, err := s.launch()
+	if err != nil {
+		return err
+	}
+	if err := p.waitReady(30 * time.Second); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.cur = p
+	s.mu.Unlock()
+	return nil
+}
+
+// launch starts a process and waits until it listens.
+func (s *server) launch() (*process, error) {
+	c := s.c
+	p := &process{srv: s, cmd: exec.Command(leafdBin), done: make(chan struct{})}
+	p.cmd.Dir = c.t.TempDir()
+	p.cmd.Env = c.serverEnv(s)
+	// A pipe of our own rather than StderrPipe, whose read end Wait closes
+	// before every line has been read.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	p.cmd.Stderr, p.cmd.Stdout = pw, io.Discard
+	c.mu.Lock()
+	if c.finished {
+		c.mu.Unlock()
+		pr.Close()
+		pw.Close()
+		return nil, errors.New("the scenario is over")
+	}
+	p.started = time.Now()
+	err = p.cmd.Start()
+	pw.Close()
+	if err != nil {
+		c.mu.Unlock()
+		pr.Close()
+		return nil, err
+	}
+	p.seq = len(c.procs)
+	c.procs = append(c.procs, p)
+	c.mu.Unlock()
+	logFile, err := os.Create(filepath.Join(c.logDir, fmt.Sprintf("server%d-process%d.log", s.idx, p.seq)))
+	if err != nil {
+		pr.Close()
+		return nil, err
+	}
+	addr := make(chan string, 1)
+	logDone := make(chan struct{})
+	go func() {
+		defer close(logDone)
+		defer pr.Close()
+		defer logFile.Close()
+		p.readLog(io.TeeReader(pr, logFile), addr)
+	}()
+	go func() {
+		_ = p.cmd.Wait()
+		p.mu.Lock()
+		p.ended = time.Now()
+		p.mu.Unlock()
+		<-logDone
+		close(p.done)
+	}()
+	select {
+	case a := <-addr:
+		p.addr = "http://" + a
+		return p, nil
+	case <-p.done:
+		return nil, fmt.Errorf("server %d: leafd exited at start: %v\n%s", s.idx, p.cmd.ProcessState, p.logs())
+	case <-time.After(30 * time.Second):
+		return nil, fmt.Errorf("server %d: leafd did not listen within 30s\n%s", s.idx, p.logs())
+	}
+}
+
+// current returns the process clients should use, nil while the server is
+// down.
+func (s *server) current() *process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+// takeDown stops routing requests to the current process and returns it.
+func (s *server) takeDown() *process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.cur
+	s.cur = nil
+	return p
+}
+
+// kill sends SIGKILL to the current process mid-load and waits for it to
+// die. Requests it was answering are cut.
+func (s *server) kill() {
+	p := s.takeDown()
+	if p == nil {
+		return
+	}
+	s.c.scrapeEnded(p)
+	p.mu.Lock()
+	p.killed = true
+	p.mu.Unlock()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// stop sends SIGTERM to the current process and returns its exit code.
+// Clients stop sending to it first; what it is answering must be answered.
+func (s *server) stop() int {
+	p := s.takeDown()
+	if p == nil {
+		return 0
+	}
+	s.c.scrapeEnded(p)
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		s.c.violate("server %d: leafd did not exit within 30s of SIGTERM", s.idx)
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// readLog keeps the head and tail of the process's log, counts data races
+// and panics, notes the worker ids it leases, and sends the address it
+// serves on.
+func (p *process) readLog(r io.Reader, addr chan<- string) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		var rec struct {
+			Msg      string
+			Addr     string
+			WorkerID *int64 `json:"worker_id"`
+		}
+		isJSON := json.Unmarshal([]byte(line), &rec) == nil
+		p.mu.Lock()
+		if len(p.head) < 100 {
+			p.head = append(p.head, line)
+		} else if len(p.tail) < 200 {
+			p.tail = append(p.tail, line)
+		} else {
+			p.tail[p.tailAt] = line
+			p.tailAt = (p.tailAt + 1) % len(p.tail)
+		}
+		switch {
+		case strings.Contains(line, "WARNING: DATA RACE"):
+			p.races++
+		case !isJSON && (strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "fatal error:")):
+			p.panics++
+		case isJSON && rec.Msg == "snowflake: leased worker id" && rec.WorkerID != nil:
+			p.workers = append(p.workers, *rec.WorkerID)
+		}
+		p.mu.Unlock()
+		if isJSON && rec.Msg == "leafd serving" {
+			addr <- rec.Addr
+		}
+	}
+	_, _ = io.Copy(io.Discard, r)
+}
+
+// logs returns the head and the tail of the log.
+func (p *process) logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	lines := append([]string(nil), p.head...)
+	if len(p.tail) > 0 {
+		lines = append(lines, "…")
+		lines = append(lines, p.tail[p.tailAt:]...)
+		lines = append(lines, p.tail[:p.tailAt]...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (p *process) leased() []int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]int64(nil), p.workers...)
+}
+
+func (p *process) alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+var probe = &http.Client{Timeout: 2 * time.Second}
+
+// get fetches path from the process.
+func (p *process) get(path string) (int, string, error) {
+	res, err := probe.Get(p.addr + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), err
+}
+
+// waitReady polls /readyz until it answers 200.
+func (p *process) waitReady(within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		code, body, err := p.get("/readyz")
+		if code == 200 {
+			return nil
+		}
+		if !p.alive() {
+			return fmt.Errorf("server %d: leafd exited before it was ready: %v\n%s", p.srv.idx, p.cmd.ProcessState, p.logs())
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("server %d: not ready within %v: %d %s %v\n%s", p.srv.idx, within, code, body, err, p.logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// metrics scrapes /metrics into series (name with labels) → value.
+func (p *process) metrics() (map[string]float64, error) {
+	code, body, err := p.get("/metrics")
+	if err != nil {
+		return nil, err
+	}
+	if code != 200 {
+		return nil, fmt.Errorf("/metrics: %d", code)
+	}
+	m := map[string]float64{}
+	for _, line := range strings.Split(body, "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			m[line[:i]] = v
+		}
+	}
+	return m, nil
+}
+
+// sum adds the series of metric name (with any labels).
+func sum(m map[string]float64, name string) float64 {
+	var total float64
+	for k, v := range m {
+		if k == name || strings.HasPrefix(k, name+"{") {
+			total += v
+		}
+	}
+	return total
+}
+
+// Counters summed over every process of a scenario.
+const (
+	waitsMetric      = "leafd_segment_waits_total"
+	loadErrorsMetric = "leafd_segment_range_load_errors_total"
+)
+
+var counted = []string{waitsMetric, loadErrorsMetric}
+
+// scrapeEnded records the counters of a process about to end.
+func (c *cluster) scrapeEnded(p *process) {
+	m, err := p.metrics()
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, name := range counted {
+		c.ended[name] += int64(sum(m, name))
+	}
+}
+
+// total is counter name summed over every process of the scenario: those
+// that ended, as last scraped, and those running now.
+func (c *cluster) total(name string) int64 {
+	c.mu.Lock()
+	total := c.ended[name]
+	c.mu.Unlock()
+	for _, s := range c.servers {
+		if p := s.current(); p != nil {
+			if m, err := p.metrics(); err == nil {
+				total += int64(sum(m, name))
+			}
+		}
+	}
+	return total
+}
+
+func (c *cluster) totalWaits() int64 { return c.total(waitsMetric) }
+
+// allReady waits until every server's current process has recovered from
+// a fault, and returns when that was: no tag has a failing load any more
+// (a tag with IDs left in its buffer may still answer while its load
+// waits out a backoff), /readyz answers 200, and every tag and snowflake
+// serves.
+func (c *cluster) allReady(within time.Duration, tags []string, snowflake bool) (time.Time, error) {
+	deadline := time.Now().Add(within)
+	for _, s := range c.servers {
+		p := s.current()
+		if p == nil {
+			continue
+		}
+		for {
+			st, err := p.state()
+			failing := ""
+			for _, tg := range st.Segment.Tags {
+				if tg.Error != "" {
+					failing = tg.Tag
+				}
+			}
+			if err == nil && failing == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				return time.Time{}, fmt.Errorf("server %d: tag %q still failing to load after %v (%v)", s.idx, failing, within, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		paths := []string{"/readyz"}
+		for _, tag := range tags {
+			paths = append(paths, "/segment/"+tag)
+		}
+		if snowflake {
+			paths = append(paths, "/snowflake")
+		}
+		for _, path := range paths {
+			for {
+				code, body, err := p.get(path)
+				if code == 200 {
+					if path != "/readyz" {
+						c.record(p, path, body) // IDs handed out are IDs to check
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					return time.Time{}, fmt.Errorf("server %d: GET %s = %d %q %v after %v", s.idx, path, code, body, err, within)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+	return time.Now(), nil
+}
+
+// maxIDs reads the final max_id of every tag.
+func (c *cluster) maxIDs() (map[string]int64, error) {
+	db, err := sql.Open("mysql", c.dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := db.QueryContext(ctx, "SELECT biz_tag, max_id FROM leaf_alloc")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var tag string
+		var max int64
+		if err := rows.Scan(&tag, &max); err != nil {
+			return nil, err
+		}
+		out[tag] = max
+	}
+	return out, rows.Err()
+}
+
+// finish stops every server with SIGTERM (each must exit 0), then checks
+// every ID and answer of the scenario. The scenario's row is added when
+// the test ends, with the verdict.
+func (c *cluster) finish() {
+	c.t.Helper()
+	if errs := c.total(loadErrorsMetric); errs > 0 {
+		c.note("%d failed range loads, retried", errs)
+	}
+	for _, s := range c.servers {
+		p := s.takeDown()
+		if p == nil {
+			continue
+		}
+		c.scrapeEnded(p)
+		p.mu.Lock()
+		p.stopped = true
+		p.mu.Unlock()
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+			if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+				c.violate("server %d: exit %d after SIGTERM, want 0", s.idx, code)
+			}
+		case <-time.After(30 * time.Second):
+			c.violate("server %d: leafd did not exit within 30s of SIGTERM", s.idx)
+		}
+	}
+	maxIDs, err := c.maxIDs()
+	if err != nil {
+		c.t.Fatalf("reading leaf_alloc: %v", err)
+	}
+	c.checkIDs(maxIDs)
+	c.checkOutcomes()
+}
+
+// cleanup kills what still runs, checks every log for data races and
+// panics, and adds the scenario's row to the results table.
+func (c *cluster) cleanup() {
+	c.mu.Lock()
+	c.finished = true
+	procs := append([]*process(nil), c.procs...)
+	c.mu.Unlock()
+	for _, p := range procs {
+		if p.alive() {
+			_ = p.cmd.Process.Kill()
+		}
+		<-p.done
+		p.mu.Lock()
+		races, panics := p.races, p.panics
+		p.mu.Unlock()
+		if races > 0 || panics > 0 {
+			c.violate("server %d (process %d): %d data races and %d panics in its log", p.srv.idx, p.seq, races, panics)
+		}
+		if c.t.Failed() {
+			c.t.Logf("server %d, process %d (pid %d) log, head and tail:\n%s", p.srv.idx, p.seq, p.cmd.Process.Pid, p.logs())
+		}
+	}
+	if c.t.Failed() {
+		c.t.Logf("every process's full log is kept in %s", c.logDir)
+	} else {
+		os.RemoveAll(c.logDir)
+	}
+	var r row
+	r.scenario = c.scenario
+	c.mu.Lock()
+	r.waits = c.ended[waitsMetric]
+	for i := range c.outcomes {
+		o := &c.outcomes[i]
+		r.ids += int64(o.ids)
+		if o.status != 200 {
+			r.failed++
+		}
+		if o.status != 0 && o.took > r.maxLatency {
+			r.maxLatency = o.took
+		}
+	}
+	byMode := map[string]time.Duration{}
+	for i := range c.outcomes {
+		if o := &c.outcomes[i]; o.status != 0 {
+			byMode[o.mode] = max(byMode[o.mode], o.took)
+		}
+	}
+	notes := c.notes
+	if len(byMode) > 1 {
+		notes = append(notes, fmt.Sprintf("max latency segment %v, snowflake %v",
+			byMode[modeSegment].Round(time.Millisecond), byMode[modeSnowflake].Round(time.Millisecond)))
+	}
+	r.notes = strings.Join(notes, "; ")
+	c.mu.Unlock()
+	r.verdict = "PASS"
+	if c.t.Failed() {
+		r.verdict = "**FAIL**"
+	}
+	c.t.Logf("%s: %d IDs, %d failed requests, %d waits, max latency %v, %s",
+		r.scenario, r.ids, r.failed, r.waits, r.maxLatency.Round(time.Millisecond), r.verdict)
+	addRow(r)
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,28 @@
+// Package e2e is leafd's end-to-end fault-injection suite. It builds the
+// real leafd binary, runs several leafd processes on loopback ports against
+// a real MariaDB or MySQL database reached through a fault-injecting TCP
+// proxy (internal/faultproxy), puts them under concurrent load from many
+// HTTP clients, injects faults (kill -9, graceful restarts, the database
+// unreachable, slow, restarted or partitioned from one server, bad input at
+// volume) and checks every ID it received against the guarantees of
+// SPEC.md section 1.
+//
+// The tests are off unless LEAFD_E2E names a profile, so that go test ./...
+// stays fast:
+//
+//	LEAFD_E2E=short go test -count=1 -timeout 10m ./e2e/    # every scenario briefly (CI)
+//	LEAFD_E2E=long  go test -count=1 -timeout 60m ./e2e/    # longer phases, more cycles
+//
+// Other settings:
+//
+//	LEAFD_E2E_RACE=1               build leafd with the race detector; a data race
+//	                               reported by any leafd process fails the scenario
+//	LEAFD_E2E_REPORT=FILE          also write the results table as Markdown to FILE
+//	LEAFD_E2E_BIN=PATH             test this leafd binary instead of building one
+//	                               (a release build, say)
+//	LEAFD_TEST_MYSQL_DSN=...       the database server (see internal/testdb); the
+//	                               suite fails, rather than skips, without one
+//
+// Each scenario uses a database of its own and stops every process it
+// started.
+package e2e

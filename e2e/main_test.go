@@ -1,0 +1,172 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// profile sizes a run: how many servers and clients, how long each phase
+// lasts and how many times a fault is repeated.
+type profile struct {
+	name string
+	// servers is the size of a cluster; clients the load clients per
+	// server.
+	servers, clients int
+	// phase is one stretch of steady load between faults.
+	phase time.Duration
+	// shortOutage is shorter than a buffer's life; longOutage drains the
+	// buffers.
+	shortOutage, longOutage time.Duration
+	// kills is how many kill -9 / restart cycles scenario 1 runs;
+	// dbRestarts how many database restarts scenario 4 simulates;
+	// workerCycles how many kill -9 / restart cycles of a snowflake server
+	// scenario 5 runs.
+	kills, dbRestarts, workerCycles int
+	// badRounds is how many rounds of bad input scenario 6 sends after
+	// its warm-up round.
+	badRounds int
+	// slowlorisTimeout waits for leafd's ReadHeaderTimeout (10s) to close
+	// connections that never finish their headers.
+	slowlorisTimeout bool
+}
+
+var profiles = map[string]profile{
+	"short": {name: "short", servers: 3, clients: 4, phase: 1500 * time.Millisecond,
+		shortOutage: time.Second, longOutage: 3 * time.Second,
+		kills: 1, dbRestarts: 2, workerCycles: 1, badRounds: 3},
+	"long": {name: "long", servers: 4, clients: 8, phase: 8 * time.Second,
+		shortOutage: 2 * time.Second, longOutage: 10 * time.Second,
+		kills: 5, dbRestarts: 8, workerCycles: 5, badRounds: 30, slowlorisTimeout: true},
+}
+
+// prof is the profile of this run; nil when the suite is off.
+var prof *profile
+
+// leafdBin is the binary under test, built once by TestMain.
+var leafdBin string
+
+const howToRun = "the end-to-end suite is off: run it with LEAFD_E2E=short go test -count=1 ./e2e/ " +
+	"(or LEAFD_E2E=long; LEAFD_E2E_RACE=1 builds leafd with the race detector; see e2e/doc.go)"
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	switch name := os.Getenv("LEAFD_E2E"); name {
+	case "":
+		return m.Run() // every test skips, saying how to run them
+	default:
+		p, ok := profiles[name]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "LEAFD_E2E=%q: use short or long\n", name)
+			return 2
+		}
+		prof = &p
+	}
+	// Asking for the suite and getting skips for want of a database would
+	// pass silently.
+	os.Setenv("LEAFD_TEST_REQUIRE_MYSQL", "1")
+	dir, err := os.MkdirTemp("", "leafd-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if leafdBin = os.Getenv("LEAFD_E2E_BIN"); leafdBin == "" {
+		leafdBin = filepath.Join(dir, "leafd")
+		args := []string{"build", "-o", leafdBin}
+		if raceBinary() {
+			args = append(args, "-race")
+		}
+		build := exec.Command("go", append(args, "github.com/leafd/leafd/cmd/leafd")...)
+		build.Stdout, build.Stderr = os.Stdout, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building leafd:", err)
+			return 1
+		}
+	}
+	began := time.Now()
+	code := m.Run()
+	if err := writeReport(time.Since(began)); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e report:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+func raceBinary() bool { return os.Getenv("LEAFD_E2E_RACE") == "1" }
+
+// enabled skips the test unless the suite is on.
+func enabled(t *testing.T) {
+	t.Helper()
+	if prof == nil {
+		t.Skip(howToRun)
+	}
+}
+
+// row is one line of the results table.
+type row struct {
+	scenario   string
+	ids        int64
+	failed     int64
+	waits      int64
+	maxLatency time.Duration
+	verdict    string
+	notes      string
+}
+
+var report struct {
+	mu   sync.Mutex
+	rows []row
+}
+
+func addRow(r row) {
+	report.mu.Lock()
+	defer report.mu.Unlock()
+	report.rows = append(report.rows, r)
+}
+
+// table renders rows as a Markdown table.
+func table(rows []row) string {
+	var b strings.Builder
+	b.WriteString("| scenario | IDs issued | failed requests | waits | max latency | verdict | notes |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %s | %s | %s |\n", r.scenario, r.ids, r.failed, r.waits,
+			r.maxLatency.Round(time.Millisecond), r.verdict, r.notes)
+	}
+	return b.String()
+}
+
+// writeReport writes the table of this run to LEAFD_E2E_REPORT, if set.
+func writeReport(took time.Duration) error {
+	path := os.Getenv("LEAFD_E2E_REPORT")
+	report.mu.Lock()
+	rows := append([]row(nil), report.rows...)
+	report.mu.Unlock()
+	if path == "" || len(rows) == 0 {
+		return nil
+	}
+	// Scenarios are named by number: list them in that order, not the
+	// order the tests ran in.
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].scenario < rows[j].scenario })
+	race := "off"
+	if raceBinary() {
+		race = "on"
+	}
+	head := fmt.Sprintf("leafd end-to-end suite, profile %s, %s, race detector %s, %d CPUs (%s %s/%s), %v in all\n\n",
+		prof.name, time.Now().UTC().Format(time.RFC3339), race, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH,
+		took.Round(time.Second))
+	return os.WriteFile(path, []byte(head+table(rows)), 0o644)
+}

@@ -43,7 +43,8 @@ type Config struct {
 	// MaxBatch is the largest count NextN accepts. Default 10,000.
 	MaxBatch int
 	// RetryMin and RetryMax bound the backoff between attempts when the
-	// store fails. Defaults 50ms and 5s.
+	// store fails. Defaults 50ms and 1s: a request parks at most wait_timeout
+	// (2s), so a load must retry well within that once the store is back.
 	RetryMin, RetryMax time.Duration
 	// LoadTimeout bounds one attempt to load a range, so that a database
 	// that hangs (a row lock held, packets silently dropped) is retried like
@@ -72,7 +73,7 @@ func (c *Config) setDefaults() error {
 	def(&c.TagRefresh, time.Minute)
 	def(&c.WaitTimeout, 2*time.Second)
 	def(&c.RetryMin, 50*time.Millisecond)
-	def(&c.RetryMax, 5*time.Second)
+	def(&c.RetryMax, time.Second)
 	def(&c.LoadTimeout, 10*time.Second)
 	if c.MaxStep == 0 {
 		c.MaxStep = 1_000_000

@@ -269,12 +269,22 @@ func seed(ctx context.Context, cfg *config.Config, db Store, log *slog.Logger) e
 	return nil
 }
 
-func migrate(ctx context.Context, configPath string, stdout, stderr io.Writer) error {
+// openConfigured loads the configuration and opens its store, for the
+// commands that work on the store without serving. The caller closes it.
+func openConfigured(configPath string, stderr io.Writer) (*config.Config, Store, error) {
 	cfg, _, err := setup(configPath, stderr)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	db, err := openStore(cfg.Store)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, db, nil
+}
+
+func migrate(ctx context.Context, configPath string, stdout, stderr io.Writer) error {
+	_, db, err := openConfigured(configPath, stderr)
 	if err != nil {
 		return err
 	}

@@ -129,11 +129,7 @@ func checkNewTag(t leafd.Tag, maxStep int64) error {
 // store error keeps its message: "tag exists", "not defined", "cannot be
 // reached".
 func withStore(ctx context.Context, configPath string, stderr io.Writer, f func(context.Context, Store, int64) error) error {
-	cfg, _, err := setup(configPath, stderr)
-	if err != nil {
-		return err
-	}
-	db, err := openStore(cfg.Store)
+	cfg, db, err := openConfigured(configPath, stderr)
 	if err != nil {
 		return err
 	}

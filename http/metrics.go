@@ -183,6 +183,10 @@ var (
 		"Time of the last snowflake ID issued (Unix time).", nil, nil)
 	descStoreUp = prometheus.NewDesc("leafd_store_up",
 		"1 when the store answered its last ping (pinged at most once a second), else 0.", []string{"driver"}, nil)
+	descStoreAddress = prometheus.NewDesc("leafd_store_address_index",
+		"Which database address is in use: 0 is store.dsn, 1 and up store.fallback_dsns (MySQL only).", []string{"address"}, nil)
+	descStoreSwitches = prometheus.NewDesc("leafd_store_address_switches_total",
+		"Moves from one database address of the cluster to another (MySQL only).", nil, nil)
 )
 
 // stateCollector reads the Server's state when /metrics is scraped.
@@ -192,7 +196,7 @@ type stateCollector struct{ s *Server }
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descIssued, descLoads, descLoadErrors, descWaits, descTagErrors,
 		descRemaining, descStep, descTableStep, descLoading, descPeriod, descBackward, descRenewals,
-		descWorker, descLeaseUntil, descLastMs, descStoreUp} {
+		descWorker, descLeaseUntil, descLastMs, descStoreUp, descStoreAddress, descStoreSwitches} {
 		ch <- d
 	}
 }
@@ -237,6 +241,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.s.health != nil {
 		h := c.s.health.check(context.Background())
 		gauge(descStoreUp, boolFloat(h.ok), c.s.health.store.Driver())
+		if a, ok := c.s.health.store.(storeAddresser); ok {
+			addr := a.Address()
+			gauge(descStoreAddress, float64(addr.Index), addr.Name)
+			counter(descStoreSwitches, addr.Switches)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
 )
@@ -32,6 +33,11 @@ type (
 	}
 	snowflakeStater interface {
 		State() snowflake.State
+	}
+	// storeAddresser is what a store spread over the addresses of a
+	// cluster (store.fallback_dsns) tells of the address it uses.
+	storeAddresser interface {
+		Address() leafd.StoreAddress
 	}
 )
 
@@ -130,6 +136,15 @@ type (
 		OK        bool    `json:"ok"`
 		Error     string  `json:"error,omitempty"`
 		CheckedAt *string `json:"checked_at"`
+		// The address in use (MySQL only): its host:port, its index in
+		// store.dsn + store.fallback_dsns, how many there are, and the
+		// switches between them so far.
+		Address          string  `json:"address,omitempty"`
+		AddressIndex     *int    `json:"address_index,omitempty"`
+		Addresses        int     `json:"addresses,omitempty"`
+		Switches         *int64  `json:"switches,omitempty"`
+		LastSwitch       *string `json:"last_switch,omitempty"`
+		LastSwitchReason string  `json:"last_switch_reason,omitempty"`
 	}
 	segmentJSON struct {
 		Tags        []stateTag `json:"tags"`
@@ -191,6 +206,15 @@ func (s *Server) state(ctx context.Context) stateJSON {
 		if !h.at.IsZero() {
 			at := timeJSON(h.at)
 			out.Store.CheckedAt = &at
+		}
+		if a, ok := s.health.store.(storeAddresser); ok {
+			addr := a.Address()
+			out.Store.Address, out.Store.AddressIndex, out.Store.Addresses = addr.Name, &addr.Index, addr.Count
+			out.Store.Switches, out.Store.LastSwitchReason = &addr.Switches, addr.LastSwitchReason
+			if !addr.LastSwitch.IsZero() {
+				at := timeJSON(addr.LastSwitch)
+				out.Store.LastSwitch = &at
+			}
 		}
 	}
 	if st, ok := s.seg.(segmentStater); ok {

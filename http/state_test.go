@@ -3,6 +3,7 @@ package http_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -144,6 +145,13 @@ type apiState struct {
 		OK        bool    `json:"ok"`
 		Error     string  `json:"error"`
 		CheckedAt *string `json:"checked_at"`
+		// MySQL only.
+		Address          string  `json:"address"`
+		AddressIndex     *int    `json:"address_index"`
+		Addresses        int     `json:"addresses"`
+		Switches         *int64  `json:"switches"`
+		LastSwitch       *string `json:"last_switch"`
+		LastSwitchReason string  `json:"last_switch_reason"`
 	} `json:"store"`
 	Segment *struct {
 		Tags        []apiTag `json:"tags"`
@@ -461,4 +469,59 @@ func TestStateMySQLOutage(t *testing.T) {
 	}
 	proxy.Up()
 	eventuallyState(t, d.url, "the recovery shown", func(st apiState) bool { return st.Store.OK && st.Store.Error == "" })
+}
+
+// With store.fallback_dsns, the state names the address in use; when the
+// first goes away, the move to the next shows, with its time and reason,
+// and IDs keep flowing through it.
+func TestStateMySQLFallback(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.MySQL(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var proxies []*faultproxy.Proxy
+	var dsns []string
+	for range 2 {
+		p := faultproxy.New(t, cfg.Addr)
+		c := cfg.Clone()
+		c.Addr = p.Addr()
+		proxies, dsns = append(proxies, p), append(dsns, c.FormatDSN())
+	}
+	s, err := store.OpenMySQL(dsns[0], store.WithFallbacks(dsns[1]), store.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	d := newDashServer(t, s, segment.Config{WaitTimeout: time.Second},
+		leafd.Tag{Name: "order", MaxID: 1, Step: 5})
+	st, body := getState(t, d.url)
+	if a := st.Store; a.Address != proxies[0].Addr() || a.AddressIndex == nil || *a.AddressIndex != 0 ||
+		a.Addresses != 2 || a.Switches == nil || *a.Switches != 0 || a.LastSwitch != nil {
+		t.Fatalf("store before any switch: %s", body)
+	}
+	proxies[0].Down()
+	// Ranges of 5 make every few requests load one, through the second
+	// address once the first is gone.
+	for i := range 20 {
+		if r := do(t, "GET", d.url+"/segment/order"); r.status != 200 || r.body != fmt.Sprintf("%d\n", i+1) {
+			t.Fatalf("GET %d with the first address down: %d %q", i, r.status, r.body)
+		}
+	}
+	st = eventuallyState(t, d.url, "the switch shown", func(st apiState) bool {
+		return st.Store.OK && st.Store.AddressIndex != nil && *st.Store.AddressIndex == 1
+	})
+	if a := st.Store; a.Address != proxies[1].Addr() || *a.Switches != 1 || a.LastSwitch == nil ||
+		!strings.Contains(a.LastSwitchReason, proxies[0].Addr()) {
+		t.Fatalf("store after the switch: %+v", a)
+	}
+	utcMillis(t, "last_switch", st.Store.LastSwitch)
+	m := getMetrics(t, d.url)
+	if v := m.value(t, "leafd_store_address_index", "address", proxies[1].Addr()); v != 1 {
+		t.Errorf("leafd_store_address_index = %v, want 1", v)
+	}
+	if v := m.value(t, "leafd_store_address_switches_total"); v != 1 {
+		t.Errorf("leafd_store_address_switches_total = %v, want 1", v)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
 
+	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/migrations"
 )
 
@@ -21,6 +22,9 @@ import (
 // use. Its methods but Migrate are the same code as SQLite's.
 type MySQL struct {
 	db
+	// cluster walks store.fallback_dsns; nil with a single address.
+	cluster *failover
+	addr    string // the first address, host:port
 }
 
 // Pool settings for MySQL: enough connections for the allocator's loads and
@@ -45,6 +49,28 @@ const (
 	migrateLockSeconds = 60
 )
 
+// MySQLOption configures OpenMySQL.
+type MySQLOption func(*mysqlOptions)
+
+type mysqlOptions struct {
+	fallbacks []string
+	log       *slog.Logger
+}
+
+// WithFallbacks gives further addresses of the same cluster (store.fallback_dsns),
+// in the same DSN format as the first. New connections go to the first
+// address that can be reached and accepts writes, in list order starting
+// from the one in use; while that is not the first, the first is tried
+// again every minute. See Address.
+func WithFallbacks(dsns ...string) MySQLOption {
+	return func(o *mysqlOptions) { o.fallbacks = append(o.fallbacks, dsns...) }
+}
+
+// WithLogger sets the logger of address switches (default slog.Default()).
+func WithLogger(l *slog.Logger) MySQLOption {
+	return func(o *mysqlOptions) { o.log = l }
+}
+
 // OpenMySQL returns a store for the database dsn names, in the format of
 // github.com/go-sql-driver/mysql (user:password@tcp(host:3306)/dbname?param=value).
 // It does not connect: a database that is down does not stop a server from
@@ -53,17 +79,78 @@ const (
 // time zone is UTC, so that update_time means the same on every server.
 // A DSN without timeout= gets a dial timeout of 5 seconds.
 //
-// Errors: the DSN is empty, does not parse, or names no database.
-func OpenMySQL(dsn string) (*MySQL, error) {
+// Errors: a DSN (the first or a fallback) is empty, does not parse, or
+// names no database.
+func OpenMySQL(dsn string, opts ...MySQLOption) (*MySQL, error) {
+	var o mysqlOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
+	first, err := mysqlConnector(dsn)
+	if err != nil {
+		return nil, err
+	}
+	var connector driver.Connector = first.c
+	var cluster *failover
+	if len(o.fallbacks) > 0 {
+		addrs := []clusterAddress{first}
+		for i, dsn := range o.fallbacks {
+			a, err := mysqlConnector(dsn)
+			if err != nil {
+				return nil, fmt.Errorf("fallback address %d: %w", i, err)
+			}
+			addrs = append(addrs, a)
+		}
+		cluster = newFailover(addrs, o.log)
+		connector = cluster
+	}
+	sqlDB := sql.OpenDB(connector)
+	sqlDB.SetMaxOpenConns(mysqlMaxOpen)
+	sqlDB.SetMaxIdleConns(mysqlMaxIdle)
+	sqlDB.SetConnMaxLifetime(mysqlMaxLifetime)
+	sqlDB.SetConnMaxIdleTime(mysqlMaxIdleTime)
+	s := &MySQL{db: db{
+		x:        sqlx.NewDb(sqlDB, "mysql"),
+		driver:   "mysql",
+		classify: classifyMySQL,
+		// NOW(3) and UNIX_TIMESTAMP convert through the session time zone
+		// and back, so the result is Unix time whatever that zone is.
+		nowMsSQL:   "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
+		lockSuffix: " FOR UPDATE",
+	}, cluster: cluster, addr: first.name}
+	if cluster != nil {
+		s.refused = func(err error) {
+			var me *mysql.MySQLError
+			if errors.As(err, &me) {
+				cluster.refused()
+			}
+		}
+	}
+	return s, nil
+}
+
+// CheckMySQLDSN returns the error OpenMySQL would return for dsn, without
+// opening anything: nil when dsn parses and names a database.
+func CheckMySQLDSN(dsn string) error {
+	_, err := mysqlConnector(dsn)
+	return err
+}
+
+// mysqlConnector parses dsn and returns its connector, with the settings
+// every leafd connection needs.
+func mysqlConnector(dsn string) (clusterAddress, error) {
 	if dsn == "" {
-		return nil, errors.New("the MySQL DSN is empty: use user:password@tcp(host:3306)/dbname")
+		return clusterAddress{}, errors.New("the MySQL DSN is empty: use user:password@tcp(host:3306)/dbname")
 	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("the MySQL DSN does not parse (use user:password@tcp(host:3306)/dbname): %w", err)
+		return clusterAddress{}, fmt.Errorf("the MySQL DSN does not parse (use user:password@tcp(host:3306)/dbname): %w", err)
 	}
 	if cfg.DBName == "" {
-		return nil, errors.New("the MySQL DSN names no database: put its name after the slash, user:password@tcp(host:3306)/dbname")
+		return clusterAddress{}, errors.New("the MySQL DSN names no database: put its name after the slash, user:password@tcp(host:3306)/dbname")
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
@@ -82,22 +169,19 @@ func OpenMySQL(dsn string) (*MySQL, error) {
 	cfg.Logger = driverLogger{}
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("the MySQL DSN is not valid: %w", err)
+		return clusterAddress{}, fmt.Errorf("the MySQL DSN is not valid: %w", err)
 	}
-	sqlDB := sql.OpenDB(connector)
-	sqlDB.SetMaxOpenConns(mysqlMaxOpen)
-	sqlDB.SetMaxIdleConns(mysqlMaxIdle)
-	sqlDB.SetConnMaxLifetime(mysqlMaxLifetime)
-	sqlDB.SetConnMaxIdleTime(mysqlMaxIdleTime)
-	return &MySQL{db{
-		x:        sqlx.NewDb(sqlDB, "mysql"),
-		driver:   "mysql",
-		classify: classifyMySQL,
-		// NOW(3) and UNIX_TIMESTAMP convert through the session time zone
-		// and back, so the result is Unix time whatever that zone is.
-		nowMsSQL:   "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
-		lockSuffix: " FOR UPDATE",
-	}}, nil
+	return clusterAddress{name: cfg.Addr, c: connector}, nil
+}
+
+// Address returns the database address in use and the switches between
+// the cluster's addresses so far. A store opened without fallbacks always
+// reports its one address with no switch.
+func (s *MySQL) Address() leafd.StoreAddress {
+	if s.cluster == nil {
+		return leafd.StoreAddress{Name: s.addr, Count: 1}
+	}
+	return s.cluster.state()
 }
 
 // Migrate applies the pending migrations of package migrations with goose.

@@ -107,6 +107,10 @@ type db struct {
 	// milliseconds; lockSuffix what makes a SELECT lock the rows it reads
 	// ("" where transactions lock the whole database).
 	nowMsSQL, lockSuffix string
+	// refused, when set, is told of every error that made the database
+	// count as unavailable: a node that answered but refuses writes makes
+	// the MySQL store of a cluster move to another address.
+	refused func(error)
 	// beforeCommit, when set (by tests of this package only), runs between
 	// the SELECT and the COMMIT of Allocate.
 	beforeCommit func(context.Context, *sqlx.Tx) error
@@ -458,7 +462,12 @@ func (s *db) wrap(err error, op string) error {
 		return err
 	}
 	switch s.class(err) {
-	case classUnavailable, classRetry:
+	case classUnavailable:
+		if s.refused != nil {
+			s.refused(err)
+		}
+		fallthrough
+	case classRetry:
 		return leafd.Wrap(leafd.EStoreUnavailable, fmt.Errorf("%s: %s: %w", s.driver, op, err),
 			"the database cannot be reached; IDs are served from buffers until it answers")
 	}

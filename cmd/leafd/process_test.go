@@ -298,6 +298,8 @@ func TestBadConfigurationStopsStartup(t *testing.T) {
 		{"BadDriverFromEnv", "", []string{"LEAFD_STORE_DRIVER=postgres"}, "store.driver"},
 		{"BadDurationFromEnv", "", []string{"LEAFD_SEGMENT_WAIT_TIMEOUT=soon"}, "segment.wait_timeout"},
 		{"DSNThatDoesNotParse", "", []string{"LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN=not a dsn"}, "store.dsn"},
+		{"FallbackDSNWithoutDatabase", "", []string{"LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN=root@tcp(127.0.0.1:1)/leaf",
+			"LEAFD_STORE_FALLBACK_DSNS=root@tcp(127.0.0.1:2)/leaf root@tcp(127.0.0.1:3)/"}, "store.fallback_dsns[1]"},
 		{"LayoutBitsDoNotAddUp", "snowflake:\n  enabled: true\n  sequence_bits: 13\n", nil, "snowflake.sequence_bits"},
 		{"LayoutRanOut", "", []string{"LEAFD_SNOWFLAKE_ENABLED=true", "LEAFD_SNOWFLAKE_EPOCH=0",
 			"LEAFD_SNOWFLAKE_TIME_BITS=31", "LEAFD_SNOWFLAKE_WORKER_BITS=20"}, "snowflake.time_bits"},

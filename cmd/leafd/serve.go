@@ -60,14 +60,19 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 
 // openStore opens the configured database without connecting to it: a DSN
 // that does not parse is an error, an unreachable database is not.
-func openStore(c config.Store) (Store, error) {
+func openStore(c config.Store, log *slog.Logger) (Store, error) {
 	var (
 		s   Store
 		err error
 	)
 	switch c.Driver {
 	case "mysql":
-		s, err = store.OpenMySQL(c.DSN)
+		for i, dsn := range c.FallbackDSNs {
+			if err := store.CheckMySQLDSN(dsn); err != nil {
+				return nil, usageError{fmt.Errorf("store.fallback_dsns[%d]: %w", i, err)}
+			}
+		}
+		s, err = store.OpenMySQL(c.DSN, store.WithFallbacks(c.FallbackDSNs...), store.WithLogger(log))
 	case "sqlite":
 		s, err = store.OpenSQLite(c.DSN)
 	default:
@@ -87,7 +92,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	db, err := openStore(cfg.Store)
+	db, err := openStore(cfg.Store, log)
 	if err != nil {
 		return err
 	}
@@ -272,11 +277,11 @@ func seed(ctx context.Context, cfg *config.Config, db Store, log *slog.Logger) e
 // openConfigured loads the configuration and opens its store, for the
 // commands that work on the store without serving. The caller closes it.
 func openConfigured(configPath string, stderr io.Writer) (*config.Config, Store, error) {
-	cfg, _, err := setup(configPath, stderr)
+	cfg, log, err := setup(configPath, stderr)
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := openStore(cfg.Store)
+	db, err := openStore(cfg.Store, log)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -122,7 +122,23 @@
     document.body.dataset.store = store ? (store.ok ? 'ok' : 'down') : 'none';
     if (!store) return;
     chip.dataset.ok = String(store.ok);
-    $('store-text').textContent = `${store.driver} · ${store.ok ? 'healthy' : 'unreachable'}`;
+    let text = `${store.driver} · ${store.ok ? 'healthy' : 'unreachable'}`;
+    if (store.address) {
+      // A MySQL store: which address of store.dsn + store.fallback_dsns it
+      // uses, and how often it moved between them.
+      text += ` · ${store.address}`;
+      if (store.addresses > 1) {
+        text += store.address_index === 0 ? ' (first of ' + store.addresses + ')'
+          : ` (fallback ${store.address_index} of ${store.addresses - 1})`;
+      }
+      if (store.switches) {
+        const ago = store.last_switch ? ` ${fmtDur(now - Date.parse(store.last_switch))} ago` : '';
+        text += ` · ${store.switches} switch${store.switches === 1 ? '' : 'es'}, last${ago}`;
+      }
+    }
+    $('store-text').textContent = text;
+    chip.title = store.last_switch_reason ? 'last switch: ' + store.last_switch_reason : '';
+    chip.dataset.fallback = String(!!store.address_index);
     if (!store.ok) {
       const age = store.checked_at ? now - Date.parse(store.checked_at) : -1;
       const checked = age < 0 ? '' : age < 1000 ? ' (checked just now)' : ` (checked ${fmtDur(age)} ago)`;

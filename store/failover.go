@@ -1,0 +1,302 @@
+package store
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leafd/leafd"
+)
+
+// retryFirstEvery is how often a store that has moved off the first address
+// of its cluster checks whether that address serves again (SPEC section 2:
+// "tries the first one again every minute").
+const retryFirstEvery = time.Minute
+
+// probeTimeout bounds the check that a freshly opened connection's node
+// accepts writes, so that a node that answers the handshake and then hangs
+// does not hold up the walk to the next address.
+const probeTimeout = 3 * time.Second
+
+// probeSQL asks a node whether it accepts writes. A Galera node that is not
+// synced (or not in the primary component) refuses the query itself with
+// error 1047; a replica, a Group Replication secondary or a server set
+// read-only answers 1.
+const probeSQL = "SELECT @@global.read_only"
+
+// errReadOnly is the probe's answer when a node is up but read-only.
+var errReadOnly = errors.New("the server is read-only (@@global.read_only = 1): it is a replica or was set read-only")
+
+// clusterAddress is one address of a cluster: its connector and the name
+// it is logged and shown by (host:port, never the password).
+type clusterAddress struct {
+	name string
+	c    driver.Connector
+}
+
+// failover is a driver.Connector over the addresses of one MySQL cluster
+// (store.dsn then store.fallback_dsns). Every new connection goes to the
+// address in use; when that one cannot be reached or refuses writes, the
+// others are tried in order and the first that works becomes the address
+// in use. While that is not the first address, a goroutine checks the first
+// every retryFirst and moves back as soon as it serves again.
+//
+// A move bumps a generation: connections opened before it are closed when
+// they are next returned to the pool or taken from it, so that the pool
+// does not keep talking to a node it has left.
+type failover struct {
+	addrs      []clusterAddress
+	log        *slog.Logger
+	retryFirst time.Duration
+
+	gen atomic.Uint64 // bumped by every move and every refusal
+
+	mu         sync.Mutex
+	cur        int
+	switches   int64
+	lastSwitch time.Time
+	lastErr    string // why the last move happened
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+var _ driver.Connector = (*failover)(nil)
+
+func newFailover(addrs []clusterAddress, log *slog.Logger) *failover {
+	f := &failover{
+		addrs:      addrs,
+		log:        log,
+		retryFirst: retryFirstEvery,
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	go f.retryFirstLoop()
+	return f
+}
+
+// Driver returns the driver of the first address: all of them are MySQL's.
+func (f *failover) Driver() driver.Driver { return f.addrs[0].c.Driver() }
+
+// Connect opens a connection to the address in use, or, when that fails,
+// to the next address that works, in list order after it.
+func (f *failover) Connect(ctx context.Context) (driver.Conn, error) {
+	f.mu.Lock()
+	start := f.cur
+	f.mu.Unlock()
+	var errs []error
+	for k := range f.addrs {
+		i := (start + k) % len(f.addrs)
+		conn, err := f.open(ctx, i)
+		if err == nil {
+			return f.adopt(conn, start, i, errors.Join(errs...)), nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", f.addrs[i].name, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if len(errs) == 1 {
+		return nil, errs[0]
+	}
+	return nil, fmt.Errorf("no address of the cluster serves: %w", errors.Join(errs...))
+}
+
+// open connects to address i and checks that it accepts writes.
+func (f *failover) open(ctx context.Context, i int) (fullConn, error) {
+	c, err := f.addrs[i].c.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn, ok := c.(fullConn)
+	if !ok { // the MySQL driver's connections have every method fullConn asks
+		c.Close()
+		return nil, fmt.Errorf("the driver's connection %T lacks methods leafd needs", c)
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	if err := probe(pctx, conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// probe returns nil when conn's node accepts writes.
+func probe(ctx context.Context, conn driver.QueryerContext) error {
+	rows, err := conn.QueryContext(ctx, probeSQL, nil)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	v := make([]driver.Value, 1)
+	if err := rows.Next(v); err != nil {
+		if err == io.EOF {
+			return errors.New("the read-only check returned no row")
+		}
+		return err
+	}
+	var readOnly string
+	switch x := v[0].(type) {
+	case int64:
+		readOnly = fmt.Sprint(x)
+	case []byte:
+		readOnly = string(x)
+	default:
+		readOnly = fmt.Sprint(x)
+	}
+	if readOnly != "0" {
+		return errReadOnly
+	}
+	return nil
+}
+
+// adopt wraps a connection opened to address at, which the walk reached
+// starting from address from, and moves to at if that is a move and no
+// other connection moved meanwhile. A connection to an address that is not
+// the one in use (another connection moved elsewhere meanwhile) serves its
+// caller and is then closed.
+func (f *failover) adopt(conn fullConn, from, at int, why error) *failoverConn {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if at != from {
+		f.moveLocked(from, at, why)
+	}
+	return &failoverConn{fullConn: conn, f: f, gen: f.gen.Load(), stray: f.cur != at}
+}
+
+// moveLocked makes address to the one in use, unless another connection has
+// already moved away from from. The caller holds f.mu.
+func (f *failover) moveLocked(from, to int, why error) {
+	if f.cur != from {
+		return
+	}
+	f.cur = to
+	f.switches++
+	f.lastSwitch = time.Now()
+	f.lastErr = ""
+	if why != nil {
+		f.lastErr = why.Error()
+	}
+	f.gen.Add(1)
+	if to == 0 {
+		f.log.Info("store: back on the first database address", "address", f.addrs[to].name, "left", f.addrs[from].name)
+		return
+	}
+	f.log.Warn("store: switched database address", "from", f.addrs[from].name, "to", f.addrs[to].name,
+		"address_index", to, "reason", f.lastErr)
+}
+
+// refused is told that a node answered with an error that means it does not
+// serve writes now (not synced, read-only, shutting down). Connections
+// opened so far are dropped as they come back, so that the next one is
+// opened afresh and probed, which moves on if the node still refuses.
+func (f *failover) refused() { f.gen.Add(1) }
+
+// retryFirstLoop moves back to the first address once it serves again,
+// checking every retryFirst while another address is in use.
+func (f *failover) retryFirstLoop() {
+	defer close(f.done)
+	t := time.NewTicker(f.retryFirst)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-t.C:
+		}
+		f.mu.Lock()
+		cur := f.cur
+		f.mu.Unlock()
+		if cur == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), mysqlDialTimeout+probeTimeout)
+		conn, err := f.open(ctx, 0)
+		cancel()
+		if err != nil {
+			f.log.Debug("store: the first database address still does not serve", "address", f.addrs[0].name, "err", err)
+			continue
+		}
+		conn.Close()
+		f.mu.Lock()
+		f.moveLocked(cur, 0, nil)
+		f.mu.Unlock()
+	}
+}
+
+// setRetryFirst changes how often the first address is checked (tests).
+func (f *failover) setRetryFirst(d time.Duration) {
+	f.retryFirst = d
+	close(f.stop)
+	<-f.done
+	f.stop, f.done = make(chan struct{}), make(chan struct{})
+	go f.retryFirstLoop()
+}
+
+// Close stops the goroutine that checks the first address. database/sql
+// calls it from DB.Close.
+func (f *failover) Close() error {
+	select {
+	case <-f.stop:
+	default:
+		close(f.stop)
+	}
+	<-f.done
+	return nil
+}
+
+// state reports the address in use and the moves so far.
+func (f *failover) state() leafd.StoreAddress {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return leafd.StoreAddress{
+		Name: f.addrs[f.cur].name, Index: f.cur, Count: len(f.addrs),
+		Switches: f.switches, LastSwitch: f.lastSwitch, LastSwitchReason: f.lastErr,
+	}
+}
+
+// fullConn is every method of the MySQL driver's connections that
+// database/sql uses.
+type fullConn interface {
+	driver.Conn
+	driver.ConnBeginTx
+	driver.ConnPrepareContext
+	driver.ExecerContext
+	driver.QueryerContext
+	driver.Pinger
+	driver.SessionResetter
+	driver.Validator
+	driver.NamedValueChecker
+}
+
+// failoverConn is a connection of a failover connector. It stops being
+// valid when the connector moves or a node refuses, so that database/sql
+// closes it rather than pool it.
+type failoverConn struct {
+	fullConn
+	f     *failover
+	gen   uint64
+	stray bool // opened to an address that is not the one in use
+}
+
+func (c *failoverConn) stale() bool { return c.stray || c.gen != c.f.gen.Load() }
+
+// ResetSession runs when the pool hands the connection out again.
+func (c *failoverConn) ResetSession(ctx context.Context) error {
+	if c.stale() {
+		return driver.ErrBadConn
+	}
+	return c.fullConn.ResetSession(ctx)
+}
+
+// IsValid runs when the connection goes back to the pool.
+func (c *failoverConn) IsValid() bool {
+	return !c.stale() && c.fullConn.IsValid()
+}

@@ -198,16 +198,27 @@ func (a *Allocator) RefillWindow() (lo, hi time.Duration) {
 // next range would pass 2^63-1.
 func (a *Allocator) Next(ctx context.Context, name string) (int64, error) {
 	if t := (*a.tags.Load())[name]; t != nil {
+		// One ID from the current buffer, spelled out: this is the hot path,
+		// and a function call would be a third of its cost. Handle.Next
+		// has the same lines.
 		if b := t.cur.Load(); b != nil {
-			// take(1), spelled out: this is the hot path.
 			if off := b.used.Add(1) - 1; off < b.size {
-				if off >= b.preloadAt && !b.preloaded.Load() {
+				if off == b.preloadAt {
+					// Exactly one caller takes this offset: the load of the
+					// next range starts once, without an atomic read on
+					// every other call.
 					a.preload(t, b)
 				}
 				return b.start + off, nil
 			}
 		}
 	}
+	return a.nextSlow(ctx, name)
+}
+
+// nextSlow is Next when the current buffer is empty or absent: it switches
+// buffers or waits for a load, as NextN does.
+func (a *Allocator) nextSlow(ctx context.Context, name string) (int64, error) {
 	var one [1]Range
 	rs, err := a.NextN(ctx, name, 1, one[:0])
 	if err != nil {
@@ -291,9 +302,15 @@ func (a *Allocator) advance(t *tag) (ready <-chan struct{}, finalSeq uint64, err
 	if b := t.cur.Load(); b != nil && !b.exhausted() {
 		return nil, 0, nil // another request switched buffers meanwhile
 	}
+	now := a.cfg.Now()
 	if t.next != nil {
-		t.switchLocked()
+		t.switchLocked(now)
 		return nil, 0, nil
+	}
+	if t.starvedAt.IsZero() && t.cur.Load() != nil {
+		// Starved: the buffers ran out. (Before the first range the tag
+		// was never serving, and the first range's rate is not measured.)
+		t.starvedAt = now
 	}
 	a.startLoadLocked(t)
 	return t.changed, t.finalSeq, nil
@@ -318,18 +335,36 @@ func (a *Allocator) startLoadLocked(t *tag) {
 		return
 	}
 	now := a.cfg.Now()
-	issued := t.issuedLocked()
+	issued, starved := t.issuedLocked(), t.starvedLocked(now)
+	// The rate since the last load began, leaving out the time the tag
+	// had nothing to serve: requests that waited were wanted all the same.
 	// Before the first load t.step is 0 and the policy answers the table step.
-	step := a.policy.next(t.step, t.tableStep, issued-t.issuedAtLoad, now.Sub(t.lastLoad))
-	if a.goroutine(func() { a.load(t, step, now, issued) }) {
+	period := now.Sub(t.lastLoad)
+	if s := starved - t.starvedAtLoad; s > 0 {
+		// A tag starved all along is wanted faster than anything measured.
+		period = max(period-s, time.Millisecond)
+	}
+	step := a.policy.next(t.step, t.tableStep, issued-t.issuedAtLoad, period)
+	if a.goroutine(func() { a.load(t, loadStart{step: step, at: now, issued: issued, starved: starved}) }) {
 		t.loading, t.loadSince = true, time.Now()
 	}
+}
+
+// loadStart is what a load knew when it began: the step it asks for, and
+// the time, the IDs issued and the time starved so far, from which the next
+// load measures the rate.
+type loadStart struct {
+	step    int64
+	at      time.Time
+	issued  int64
+	starved time.Duration
 }
 
 // load asks the store for a range of step IDs, retrying with backoff while
 // the store fails, until it succeeds, fails for good, the tag is removed or
 // the allocator closes.
-func (a *Allocator) load(t *tag, step int64, started time.Time, issued int64) {
+func (a *Allocator) load(t *tag, ls loadStart) {
+	step := ls.step
 	backoff := a.cfg.RetryMin
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(a.ctx, a.cfg.LoadTimeout)
@@ -340,7 +375,7 @@ func (a *Allocator) load(t *tag, step int64, started time.Time, issued int64) {
 			a.cfg.OnLoad(t.name, step, time.Since(began), err)
 		}
 		if err == nil {
-			a.install(t, alloc, step, started, issued)
+			a.install(t, alloc, ls)
 			return
 		}
 		final := a.ctx.Err() != nil || finalCode(err)
@@ -364,7 +399,7 @@ func (a *Allocator) load(t *tag, step int64, started time.Time, issued int64) {
 
 // install makes a freshly loaded range the tag's next buffer, or its
 // current one when the current is absent or exhausted, and wakes waiters.
-func (a *Allocator) install(t *tag, alloc Allocation, step int64, started time.Time, issued int64) {
+func (a *Allocator) install(t *tag, alloc Allocation, ls loadStart) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.loading = false
@@ -376,14 +411,14 @@ func (a *Allocator) install(t *tag, alloc Allocation, step int64, started time.T
 	}
 	t.err = nil
 	if !t.lastLoad.IsZero() {
-		t.lastPeriod = started.Sub(t.lastLoad)
+		t.lastPeriod = ls.at.Sub(t.lastLoad)
 	}
-	t.lastLoad, t.issuedAtLoad = started, issued
-	t.step, t.tableStep = step, alloc.TableStep
+	t.lastLoad, t.issuedAtLoad, t.starvedAtLoad = ls.at, ls.issued, ls.starved
+	t.step, t.tableStep = ls.step, alloc.TableStep
 	t.loads++
 	t.next = newBuffer(alloc, a.cfg.PreloadAt, a.cfg.Now())
 	if cur := t.cur.Load(); cur == nil || cur.exhausted() {
-		t.switchLocked()
+		t.switchLocked(a.cfg.Now())
 	}
 	t.broadcastLocked()
 }

@@ -31,11 +31,20 @@ func TestNoDuplicatesAcrossAllocators(t *testing.T) {
 		}
 		stores := make([]*recordingStore, servers)
 		allocs := make([]*segment.Allocator, servers)
+		handles := make([]map[string]*segment.Handle, servers)
 		for i := range servers {
 			stores[i] = record(db.store(t))
 			cfg := fastConfig()
 			cfg.MaxStep = 200 // keep ranges small: many loads, many switches
 			allocs[i] = newAllocator(t, stores[i], cfg)
+			handles[i] = map[string]*segment.Handle{}
+			for name := range tags {
+				h, err := allocs[i].Handle(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				handles[i][name] = h
+			}
 		}
 		results := make(chan issued, servers*clients)
 		var wg sync.WaitGroup
@@ -63,7 +72,12 @@ func TestNoDuplicatesAcrossAllocators(t *testing.T) {
 							}
 							continue
 						}
-						id, err := allocs[s].Next(context.Background(), tag)
+						// By name, or through a Handle: one sequence either way.
+						next := allocs[s].Next
+						if rng.IntN(2) == 0 {
+							next = func(ctx context.Context, _ string) (int64, error) { return handles[s][tag].Next(ctx) }
+						}
+						id, err := next(context.Background(), tag)
 						if err != nil {
 							t.Errorf("server %d Next(%s): %v", s, tag, err)
 							return

@@ -101,3 +101,38 @@ func BenchmarkNextN1000(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHandleNext is Next through a Handle: no lookup by name, the
+// atomic add on the current buffer and the checks around it.
+func BenchmarkHandleNext(b *testing.B) {
+	a := benchAllocator(b)
+	h, err := a.Handle("bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := h.Next(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkHandleNextParallel(b *testing.B) {
+	a := benchAllocator(b)
+	h, err := a.Handle("bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := h.Next(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

@@ -21,7 +21,10 @@ type stepPolicy struct {
 //
 // prev is the step of the last range this server loaded (0 before the first
 // load), table the step column it last read, consumed the number of IDs
-// issued since the previous load began and period the time since then.
+// issued since the previous load began and period the time since then,
+// less any time the tag spent with both buffers empty (then requests wait,
+// and the rate they could have been served at does not show; the caller
+// leaves that time out).
 //
 // From consumed/period it predicts how long a range of prev IDs would last.
 // Shorter than refillMin: the step grows to what would last the middle of the

@@ -42,11 +42,19 @@ type tag struct {
 	lastLoad        time.Time
 	lastPeriod      time.Duration
 	issuedAtLoad    int64 // IDs issued when the last load began
-	retired         int64 // IDs in buffers the tag has switched away from
-	loads           int64
-	loadErrors      int64
-	waits           atomic.Int64
-	errors          atomic.Int64 // failed requests; counted off the hot path
+	// starvedAt is when requests found both buffers empty, zero while one
+	// has IDs; starved adds up the time spent so, and starvedAtLoad is
+	// what it was when the last load began. While starved the tag cannot
+	// show how fast IDs are wanted, so the step policy leaves that time
+	// out of its measure.
+	starvedAt     time.Time
+	starved       time.Duration
+	starvedAtLoad time.Duration
+	retired       int64 // IDs in buffers the tag has switched away from
+	loads         int64
+	loadErrors    int64
+	waits         atomic.Int64
+	errors        atomic.Int64 // failed requests; counted off the hot path
 }
 
 func newTag(name string) *tag {
@@ -112,11 +120,16 @@ func (t *tag) finalSince(seq uint64) error {
 	return t.finalErr
 }
 
-// switchLocked makes next the current buffer.
-func (t *tag) switchLocked() {
+// switchLocked makes next the current buffer, as of now, which ends a
+// starvation.
+func (t *tag) switchLocked(now time.Time) {
 	if old := t.cur.Load(); old != nil {
 		t.retired += old.size
 		t.pos ^= 1
+	}
+	if !t.starvedAt.IsZero() {
+		t.starved += now.Sub(t.starvedAt)
+		t.starvedAt = time.Time{}
 	}
 	t.cur.Store(t.next)
 	t.next = nil
@@ -125,6 +138,16 @@ func (t *tag) switchLocked() {
 func (t *tag) broadcastLocked() {
 	close(t.changed)
 	t.changed = make(chan struct{})
+}
+
+// starvedLocked returns the time the tag has spent with both buffers
+// empty, up to now.
+func (t *tag) starvedLocked(now time.Time) time.Duration {
+	d := t.starved
+	if !t.starvedAt.IsZero() {
+		d += now.Sub(t.starvedAt)
+	}
+	return d
 }
 
 func (t *tag) issuedLocked() int64 {

@@ -1,0 +1,120 @@
+package segment_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/leafd/leafd"
+)
+
+// A Handle shares its tag's sequence with Allocator.Next, follows the tag
+// when it is deleted and created again, and refuses a name that is not a
+// tag.
+func TestHandle(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db *database) {
+		db.addTag(t, "order", 1, 10)
+		a := newAllocator(t, db.store(t), fastConfig())
+		ctx := context.Background()
+		if _, err := a.Handle("no spaces"); code(err) != leafd.EInvalidTag {
+			t.Fatalf("Handle(\"no spaces\"): %v, want invalid_tag", err)
+		}
+		h, err := a.Handle("order")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Tag() != "order" {
+			t.Fatalf("Tag() = %q", h.Tag())
+		}
+		// 25 IDs across three ranges of 10, alternating the two ways in.
+		for want := int64(1); want <= 25; want++ {
+			var got int64
+			if want%2 == 0 {
+				got, err = h.Next(ctx)
+			} else {
+				got, err = a.Next(ctx, "order")
+			}
+			if err != nil || got != want {
+				t.Fatalf("ID %d: got %d, %v", want, got, err)
+			}
+		}
+		rs, err := h.NextN(ctx, 3, nil)
+		if err != nil || len(rs) != 1 || rs[0].Start != 26 || rs[0].End != 29 {
+			t.Fatalf("NextN(3) = %v, %v; want [26, 29)", rs, err)
+		}
+
+		// A handle made before its tag exists serves it once it does.
+		later, err := a.Handle("later")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := later.Next(ctx); code(err) != leafd.EUnknownTag {
+			t.Fatalf("Next of a tag not created yet: %v, want unknown_tag", err)
+		}
+		db.addTag(t, "later", 100, 10)
+		if err := a.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if id, err := later.Next(ctx); err != nil || id != 100 {
+			t.Fatalf("Next after the tag was created: %d, %v; want 100", id, err)
+		}
+
+		// Deleted: unknown_tag, its buffered IDs dropped. Created again
+		// (above what was handed out): the handle serves the new tag.
+		db.exec(t, "DELETE FROM leaf_alloc WHERE biz_tag = 'order'")
+		if err := a.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if id, err := h.Next(ctx); code(err) != leafd.EUnknownTag {
+			t.Fatalf("Next of a deleted tag: %d, %v; want unknown_tag", id, err)
+		}
+		db.addTag(t, "order", 1000, 10)
+		if err := a.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for want := int64(1000); want < 1015; want++ {
+			if id, err := h.Next(ctx); err != nil || id != want {
+				t.Fatalf("Next of the tag created again: %d, %v; want %d", id, err, want)
+			}
+		}
+	})
+}
+
+// The next range starts loading once preload_at of the current one is
+// used, whether the IDs go one by one or in batches, and only once.
+func TestPreloadOnceAtThePoint(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db *database) {
+		db.addTag(t, "order", 1, 100)
+		rec := record(db.store(t))
+		cfg := fastConfig()
+		cfg.PreloadAt = 0.5
+		a := newAllocator(t, rec, cfg)
+		ctx := context.Background()
+		h, err := a.Handle("order")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 50 { // IDs 1..50: offsets 0..49, before the point
+			if _, err := h.Next(ctx); err != nil {
+				t.Fatal(i, err)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+		if n := rec.allocations(); n != 1 {
+			t.Fatalf("%d loads before the preload point, want 1", n)
+		}
+		if _, err := a.Next(ctx, "order"); err != nil { // offset 50: the point
+			t.Fatal(err)
+		}
+		eventually(t, func() bool { return rec.allocations() == 2 }, "the preload after offset 50")
+		for range 49 {
+			if _, err := h.Next(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+		if n := rec.allocations(); n != 2 {
+			t.Fatalf("%d loads while the first range lasted, want 2", n)
+		}
+	})
+}

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Bounds of the load loops. Every loop also ends at its deadline; these
+// bound them in count as well, far above what a machine reaches.
+const (
+	// maxPerWorker bounds the requests one worker sends in one phase.
+	maxPerWorker = 1 << 32
+	// requestGrace is how long a request may outlive its phase before it
+	// is cancelled and counted as a transport error.
+	requestGrace = 10 * time.Second
+	// maxBody is the largest response body read; leafd's largest answer to
+	// the scenarios is 1000 IDs, under 20 KiB.
+	maxBody = 1 << 20
+)
+
+// newClient returns the one HTTP client of a run: keep-alive connections,
+// one idle connection kept per worker for each server, no compression, no
+// proxy, HTTP/1.1 as most ID clients speak it, and a dialer that connects
+// only to loopback addresses unless allowRemote.
+func newClient(conns int, allowRemote bool) *http.Client {
+	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	if !allowRemote {
+		d.Control = loopbackOnly
+	}
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           d.DialContext,
+		MaxIdleConns:          0, // no limit across hosts
+		MaxIdleConnsPerHost:   conns,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: requestGrace,
+		DisableCompression:    true,
+		ReadBufferSize:        32 << 10, // a 1000-ID answer in one or two reads
+	}
+	return &http.Client{
+		Transport:     tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// errKind classifies a failed request.
+type errKind int
+
+const (
+	errTransport errKind = iota // no answer: connection refused, reset, timeout
+	errStatus                   // an answer other than 200
+	errBody                     // a 200 whose body is not what the route promises
+	numErrKinds
+)
+
+// String returns the name used in reports.
+func (k errKind) String() string {
+	return [...]string{"transport", "status", "body"}[k]
+}
+
+// phase is the measurement of one scenario for one period: closed loop
+// (as fast as the workers can) or open loop (a fixed rate).
+type phase struct {
+	Elapsed time.Duration
+	// Requests counts the requests sent inside the period and answered,
+	// good or not; InTime the good answers read before the period ended,
+	// which is what throughput counts.
+	Requests, InTime uint64
+	Errors           [numErrKinds]uint64
+	// FirstError describes the first failure of each kind, "" if none.
+	FirstError [numErrKinds]string
+	// Latency is the time from sending a request (open loop: from when it
+	// was due, if its worker was still busy then) to reading its whole
+	// answer, for good answers only.
+	Latency Histogram
+	// Service (open loop only) is the time from actually sending a request
+	// to reading its answer.
+	Service Histogram
+	// Lag (open loop only) is how late the worker sent a request that was
+	// due while it was idle: the delay the client itself added.
+	Lag Histogram
+}
+
+// ErrorCount returns the failures of every kind.
+func (p *phase) ErrorCount() uint64 {
+	var n uint64
+	for _, c := range p.Errors {
+		n += c
+	}
+	return n
+}
+
+// Good returns the number of good answers.
+func (p *phase) Good() uint64 { return p.Requests - p.ErrorCount() }
+
+// merge adds o's counts to p.
+func (p *phase) merge(o *phase) {
+	p.Requests += o.Requests
+	p.InTime += o.InTime
+	for k := range p.Errors {
+		p.Errors[k] += o.Errors[k]
+		if p.FirstError[k] == "" {
+			p.FirstError[k] = o.FirstError[k]
+		}
+	}
+	p.Latency.Merge(&o.Latency)
+	p.Service.Merge(&o.Service)
+	p.Lag.Merge(&o.Lag)
+}
+
+// worker sends one scenario's requests on its own connection and counts
+// them in its own phase, so that workers share nothing while they run.
+type worker struct {
+	client *http.Client
+	req    *http.Request // reused: safe once the previous body is closed
+	want   int           // IDs per answer
+	buf    []byte
+	res    phase
+}
+
+func newWorker(ctx context.Context, client *http.Client, url string, want int) (*worker, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &worker{client: client, req: req, want: want, buf: make([]byte, 0, 32<<10)}, nil
+}
+
+// do sends one request and checks the answer. It returns ok, or the kind of
+// failure and a description (only built on failure).
+func (w *worker) do() (ok bool, kind errKind, msg string) {
+	resp, err := w.client.Do(w.req)
+	if err != nil {
+		return false, errTransport, err.Error()
+	}
+	w.buf, err = readBody(resp.Body, w.buf[:0])
+	resp.Body.Close()
+	if err != nil {
+		return false, errTransport, "reading the answer: " + err.Error()
+	}
+	if resp.StatusCode != http.StatusOK {
+		return false, errStatus, fmt.Sprintf("%s: %.200s", resp.Status, strings.TrimSpace(string(w.buf)))
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		return false, errBody, fmt.Sprintf("Content-Type %q, want text/plain", ct)
+	}
+	if err := checkIDs(w.buf, w.want); err != nil {
+		return false, errBody, fmt.Sprintf("%v in %.100q", err, w.buf)
+	}
+	return true, 0, ""
+}
+
+// count records one answered request; inTime says whether it was answered
+// before the period ended.
+func (w *worker) count(ok bool, kind errKind, msg string, inTime bool) {
+	w.res.Requests++
+	if ok && inTime {
+		w.res.InTime++
+	}
+	if !ok {
+		w.res.Errors[kind]++
+		if w.res.FirstError[kind] == "" {
+			w.res.FirstError[kind] = msg
+		}
+	}
+}
+
+// readBody reads r into buf (reusing its memory), up to maxBody bytes.
+func readBody(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) >= maxBody {
+				return buf, fmt.Errorf("answer longer than %d bytes", maxBody)
+			}
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// target is what a phase loads: a URL and the number of IDs each answer
+// must hold.
+type target struct {
+	url string
+	ids int
+}
+
+// closedLoop runs conns workers, each sending its next request as soon as
+// the previous answer is read, for d. Every request sent within d is
+// checked and its latency recorded; throughput counts the answers read
+// within d.
+func closedLoop(ctx context.Context, client *http.Client, t target, conns int, d time.Duration) (*phase, error) {
+	return runWorkers(ctx, client, t, conns, d, func(ctx context.Context, w *worker, _ int, start, end time.Time) {
+		for range maxPerWorker {
+			t0 := time.Now()
+			if !t0.Before(end) {
+				return
+			}
+			ok, kind, msg := w.do()
+			t1 := time.Now()
+			if ctx.Err() != nil {
+				return // interrupted: the failure is leafbench's
+			}
+			w.count(ok, kind, msg, !t1.After(end))
+			if ok {
+				w.res.Latency.Record(t1.Sub(t0))
+			}
+		}
+	})
+}
+
+// openLoop sends rate requests per second for d, whatever the answers
+// take: request k of the run is due at start + k/rate, and worker i of
+// conns sends requests i, i+conns, i+2·conns…, sleeping until each is due.
+//
+// Latency is measured so that neither the server's stalls nor the client's
+// timers distort it. A request due while its worker was still waiting for
+// an earlier answer is late because of the server: its latency counts from
+// when it was due (no coordinated omission). A request due while its worker
+// was idle counts from when it was actually sent: a late timer wake-up is
+// the client's delay, recorded apart as Lag.
+func openLoop(ctx context.Context, client *http.Client, t target, conns int, d time.Duration, rate float64) (*phase, error) {
+	if rate <= 0 {
+		return nil, fmt.Errorf("open loop at %.0f requests/s: the rate must be positive", rate)
+	}
+	interval := time.Duration(float64(time.Second) * float64(conns) / rate) // per worker
+	return runWorkers(ctx, client, t, conns, d, func(ctx context.Context, w *worker, i int, start, end time.Time) {
+		timer := time.NewTimer(time.Hour)
+		defer timer.Stop()
+		due := start.Add(time.Duration(float64(time.Second) * float64(i) / rate))
+		busyUntil := start
+		for range maxPerWorker {
+			if !due.Before(end) {
+				return
+			}
+			if wait := time.Until(due); wait > 0 {
+				timer.Reset(wait)
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+					return
+				}
+			}
+			sent := time.Now()
+			ok, kind, msg := w.do()
+			done := time.Now()
+			if ctx.Err() != nil {
+				return
+			}
+			w.count(ok, kind, msg, !done.After(end))
+			if ok {
+				from := sent
+				if busyUntil.After(due) {
+					from = due // the server kept this worker busy past the due time
+				} else {
+					w.res.Lag.Record(sent.Sub(due))
+				}
+				w.res.Latency.Record(done.Sub(from))
+				w.res.Service.Record(done.Sub(sent))
+			}
+			busyUntil = done
+			due = due.Add(interval)
+		}
+	})
+}
+
+// runWorkers runs loop on conns workers for d and merges what they counted.
+// Workers and their histograms are made before the clock starts. loop is
+// given ctx, which ends only when the run is interrupted; the requests carry
+// a context that also ends requestGrace after the period, so that a request
+// the server never answers fails as a transport error.
+func runWorkers(ctx context.Context, client *http.Client, t target, conns int, d time.Duration,
+	loop func(ctx context.Context, w *worker, i int, start, end time.Time)) (*phase, error) {
+	reqCtx, cancel := context.WithTimeout(ctx, d+requestGrace)
+	defer cancel()
+	workers := make([]*worker, conns)
+	for i := range workers {
+		w, err := newWorker(reqCtx, client, t.url, t.ids)
+		if err != nil {
+			return nil, err
+		}
+		workers[i] = w
+	}
+	start := time.Now()
+	end := start.Add(d)
+	var wg sync.WaitGroup
+	for i, w := range workers {
+		wg.Go(func() { loop(ctx, w, i, start, end) })
+	}
+	wg.Wait()
+	res := &phase{Elapsed: d}
+	for _, w := range workers {
+		res.merge(&w.res)
+	}
+	return res, ctx.Err() // interrupted, or nil
+}

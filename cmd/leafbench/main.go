@@ -1,0 +1,576 @@
+// Command leafbench measures leafd over HTTP against the ceiling of HTTP on
+// the same machine.
+//
+// It drives servers with many concurrent keep-alive clients for a fixed time
+// per scenario and reports, for each, requests/s, IDs/s, p50/p99/p999
+// latency and errors, and each result as a ratio to the baseline:
+//
+//	baseline       GET /segment/{tag} answered by a bare gin handler that
+//	               writes the constant "1\n" (no middleware, release mode):
+//	               what HTTP itself costs here, the most any server can reach
+//	segment        GET /segment/{tag}
+//	segment_batch  GET /segment/{tag}?count=1000
+//	snowflake      GET /snowflake
+//
+// Every answer is checked: a status other than 200, a transport error, or a
+// body that is not one decimal ID per line, with the right number of lines,
+// strictly ascending, counts as an error, and leafbench exits 1 if there
+// was any.
+//
+// All scenarios use the same client in the same run. The baseline runs in
+// a process of its own, as leafd does (leafbench starts itself again with a
+// hidden argument). Each of -rounds rounds runs every scenario after a
+// warm-up, the order rotated from round to round; the figures shown are the
+// medians of the rounds, and a ratio is the median of the rounds' ratios.
+// Then the half-load phase sends segment and the baseline a fixed rate, half
+// of segment's measured maximum, open loop, and reports the latency at that
+// rate (see openLoop for how it is timed).
+//
+// Usage:
+//
+//	go run ./cmd/leafbench [flags]
+//	go run ./cmd/leafbench -quick                 # about 10 s, for CI
+//	go run ./cmd/leafbench -duration 5s -rounds 3 -markdown bench.md -json bench.json
+//	go run ./cmd/leafbench -target http://127.0.0.1:8080 -tag bench
+//
+// By default leafbench starts leafd itself: -leafd PATH, else leafd from
+// PATH, else one it builds with `go build ./cmd/leafd` when run inside the
+// leafd repository. That leafd gets a fresh SQLite file in a temporary
+// directory, the tag -tag with a step of 1,000,000 (segment.max_step
+// 100,000,000), snowflake mode with the fixed worker id 1, and a free
+// loopback port. With -target it loads a leafd that is already running; the
+// tag must exist there. leafbench sends load only to loopback addresses
+// unless -allow-remote is given. It stops both servers when it ends, also
+// on an error or an interrupt (SIGTERM, then SIGKILL after 5 s).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/leafd/leafd"
+)
+
+// Exit codes: a run with failed requests exits 1, as does one that could
+// not be carried out; bad flags exit 2.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// scenario is one kind of request to measure.
+type scenario struct {
+	name     string
+	baseline bool // sent to the baseline server, not to leafd
+	query    string
+	snow     bool // GET /snowflake rather than /segment/{tag}
+	ids      int  // IDs in each answer
+}
+
+// scenarios are all the scenarios, in their default order.
+var scenarios = []scenario{
+	{name: "baseline", baseline: true, ids: 1},
+	{name: "segment", ids: 1},
+	{name: "segment_batch", query: "?count=1000", ids: 1000},
+	{name: "snowflake", snow: true, ids: 1},
+}
+
+// path returns the scenario's path and query for tag.
+func (s scenario) path(tag string) string {
+	if s.snow {
+		return "/snowflake" + s.query
+	}
+	return "/segment/" + tag + s.query
+}
+
+// options are the command line's settings.
+type options struct {
+	duration, warmup time.Duration
+	rounds, conns    int
+	scenarios        []scenario
+	jsonPath, mdPath string
+	leafdPath        string
+	target           string
+	tag              string
+	allowRemote      bool
+	halfLoad         bool
+}
+
+// Bounds of the flags, so that a typo cannot start a run of days.
+const (
+	maxRounds   = 100
+	maxConns    = 10_000
+	maxDuration = time.Hour
+)
+
+// parseFlags reads the command line. Its errors are the caller's (exit 2).
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("leafbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{}
+	var names string
+	var quick bool
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per scenario and round")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before each measurement")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each runs every scenario, the order rotated, and the medians are reported")
+	fs.IntVar(&o.conns, "concurrency", 64, "concurrent workers, each with its own keep-alive connection")
+	fs.StringVar(&names, "scenarios", "baseline,segment,segment_batch,snowflake", "comma-separated scenarios to run")
+	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
+	fs.StringVar(&o.mdPath, "markdown", "", "also write the results as Markdown tables to this file")
+	fs.BoolVar(&quick, "quick", false, "a short run for CI: 1s per scenario, 250ms warm-up, 1 round (flags given explicitly win)")
+	fs.StringVar(&o.leafdPath, "leafd", "", "leafd binary to start (default: leafd from PATH, else built from this repository)")
+	fs.StringVar(&o.target, "target", "", "load a leafd already running at this URL, e.g. http://127.0.0.1:8080, instead of starting one")
+	fs.StringVar(&o.tag, "tag", "bench", "segment tag to request (created by leafbench when it starts leafd)")
+	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow a -target that is not a loopback address (only a machine you may load)")
+	fs.BoolVar(&o.halfLoad, "half-load", true, "measure latency at half of segment's maximum throughput, open loop")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: leafbench [flags]\n\nleafbench measures leafd's ID routes against a bare gin handler on the same machine.\nSee the package documentation (go doc ./cmd/leafbench) and the README.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q: leafbench takes flags only", fs.Arg(0))
+	}
+	if quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["duration"] {
+			o.duration = time.Second
+		}
+		if !set["warmup"] {
+			o.warmup = 250 * time.Millisecond
+		}
+		if !set["rounds"] {
+			o.rounds = 1
+		}
+	}
+	switch {
+	case o.duration < 100*time.Millisecond || o.duration > maxDuration:
+		return nil, fmt.Errorf("-duration %v: use 100ms to %v", o.duration, maxDuration)
+	case o.warmup < 0 || o.warmup > maxDuration:
+		return nil, fmt.Errorf("-warmup %v: use 0 to %v", o.warmup, maxDuration)
+	case o.rounds < 1 || o.rounds > maxRounds:
+		return nil, fmt.Errorf("-rounds %d: use 1 to %d", o.rounds, maxRounds)
+	case o.conns < 1 || o.conns > maxConns:
+		return nil, fmt.Errorf("-concurrency %d: use 1 to %d", o.conns, maxConns)
+	case o.target != "" && o.leafdPath != "":
+		return nil, errors.New("-target and -leafd exclude each other: -target loads a running leafd, -leafd starts one")
+	}
+	if err := leafd.ValidateTag(o.tag); err != nil {
+		return nil, fmt.Errorf("-tag: %s", leafd.ErrorMessage(err))
+	}
+	seen := map[string]bool{}
+	for name := range strings.SplitSeq(names, ",") {
+		name = strings.TrimSpace(name)
+		i := indexScenario(name)
+		if i < 0 {
+			return nil, fmt.Errorf("-scenarios: unknown scenario %q: use a comma-separated list of %s", name, scenarioNames())
+		}
+		if !seen[name] {
+			seen[name] = true
+			o.scenarios = append(o.scenarios, scenarios[i])
+		}
+	}
+	if o.target != "" {
+		t, err := checkTarget(o.target, o.allowRemote)
+		if err != nil {
+			return nil, err
+		}
+		o.target = t
+	}
+	return o, nil
+}
+
+func indexScenario(name string) int {
+	for i, s := range scenarios {
+		if s.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func scenarioNames() string {
+	names := make([]string, len(scenarios))
+	for i, s := range scenarios {
+		names[i] = s.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// run executes leafbench with args and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == baselineCommand {
+		return serveBaseline(args[1:], stdout, stderr)
+	}
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "leafbench:", err)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	rep, err := bench(ctx, o, stderr)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("interrupted (%w)", err)
+		}
+		fmt.Fprintln(stderr, "leafbench:", err)
+		return exitFailure
+	}
+	if err := rep.WriteText(stdout); err != nil {
+		fmt.Fprintln(stderr, "leafbench:", err)
+		return exitFailure
+	}
+	for _, out := range []struct {
+		path  string
+		write func(io.Writer) error
+	}{{o.jsonPath, rep.WriteJSON}, {o.mdPath, rep.WriteMarkdown}} {
+		if out.path == "" {
+			continue
+		}
+		if err := writeFile(out.path, out.write); err != nil {
+			fmt.Fprintln(stderr, "leafbench:", err)
+			return exitFailure
+		}
+	}
+	if !rep.OK {
+		return exitFailure
+	}
+	return exitOK
+}
+
+// writeFile writes a report to path.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("writing the report: %w", err)
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// servers are the running servers of a run.
+type servers struct {
+	baseline string // URL, "" when not needed
+	leafd    string
+	// procs are the servers leafbench started, to check that they still
+	// run.
+	procs []*process
+}
+
+// alive returns an error naming a started server that has exited.
+func (s *servers) alive() error {
+	for _, p := range s.procs {
+		if p.Exited() {
+			return fmt.Errorf("%s exited during the run (%v); its last output:\n%s", p.name, p.cmd.ProcessState, p.log)
+		}
+	}
+	return nil
+}
+
+// bench carries out the run: starts the servers, measures, stops them.
+func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
+	rep := &Report{
+		Machine: describeMachine(),
+		Settings: Settings{Duration: o.duration.String(), Warmup: o.warmup.String(), Rounds: o.rounds,
+			Concurrency: o.conns, Tag: o.tag},
+	}
+	client := newClient(o.conns, o.allowRemote)
+	defer client.CloseIdleConnections()
+
+	dir, err := os.MkdirTemp("", "leafbench-")
+	if err != nil {
+		return nil, fmt.Errorf("temporary directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+
+	var srv servers
+	defer func() { // runs before RemoveAll: leafd's database is in dir
+		for _, p := range srv.procs {
+			p.Stop()
+		}
+	}()
+	needBaseline, needLeafd := false, false
+	for _, s := range o.scenarios {
+		needBaseline = needBaseline || s.baseline
+		needLeafd = needLeafd || !s.baseline
+	}
+	if needBaseline {
+		p, err := startBaseline(ctx, client)
+		if err != nil {
+			return nil, err
+		}
+		srv.procs = append(srv.procs, p)
+		srv.baseline = p.url
+	}
+	if needLeafd {
+		if err := startTarget(ctx, o, dir, client, &srv, &rep.Settings, stderr); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range o.scenarios {
+		if err := probe(ctx, client, srv.url(s, o.tag), s.ids); err != nil {
+			return nil, err
+		}
+	}
+
+	results := make([][]*phase, len(o.scenarios)) // [scenario][round]
+	for r := range o.rounds {
+		for pos, i := range rotated(len(o.scenarios), r) {
+			s := o.scenarios[i]
+			t := target{url: srv.url(s, o.tag), ids: s.ids}
+			if o.warmup > 0 {
+				if _, err := closedLoop(ctx, client, t, o.conns, o.warmup); err != nil {
+					return nil, err
+				}
+			}
+			p, err := closedLoop(ctx, client, t, o.conns, o.duration)
+			if err != nil {
+				return nil, err
+			}
+			if err := srv.alive(); err != nil {
+				return nil, err
+			}
+			results[i] = append(results[i], p)
+			st := stats(p, s.ids)
+			fmt.Fprintf(stderr, "leafbench: round %d/%d #%d %-13s %12s req/s %14s IDs/s  p99 %-9s errors %d\n",
+				r+1, o.rounds, pos+1, s.name, count(st.RequestsPerS), count(st.IDsPerS), latency(st.P99us), st.Errors)
+		}
+	}
+	rep.Scenarios = summarize(o, results, &rep.OK)
+
+	if o.halfLoad {
+		h, ok, err := halfLoad(ctx, o, client, &srv, rep.Scenarios, stderr)
+		if err != nil {
+			return nil, err
+		}
+		rep.HalfLoad = h
+		rep.OK = rep.OK && ok
+	}
+	rep.Machine.LoadEnd = loadAverage()
+	return rep, nil
+}
+
+// startTarget starts leafd, or checks the -target, and records it in srv
+// and settings.
+func startTarget(ctx context.Context, o *options, dir string, client *http.Client, srv *servers, settings *Settings, stderr io.Writer) error {
+	if o.target != "" {
+		if err := waitReady(ctx, client, o.target, nil); err != nil {
+			return fmt.Errorf("-target: %w; is leafd running there?", err)
+		}
+		srv.leafd = o.target
+		settings.Target = o.target + " (a running leafd)"
+		return nil
+	}
+	bin, built, err := findLeafd(ctx, o.leafdPath, dir, stderr)
+	if err != nil {
+		return err
+	}
+	settings.Leafd = leafdVersion(ctx, bin)
+	p, err := startLeafd(ctx, bin, dir, o.tag, client)
+	if err != nil {
+		return err
+	}
+	srv.procs = append(srv.procs, p)
+	srv.leafd = p.url
+	how := bin
+	if built {
+		how = "leafd built from this repository"
+	}
+	settings.Target = how + ", started by leafbench on a fresh SQLite file"
+	return nil
+}
+
+// url returns the URL of scenario s.
+func (s *servers) url(sc scenario, tag string) string {
+	if sc.baseline {
+		return s.baseline + sc.path(tag)
+	}
+	return s.leafd + sc.path(tag)
+}
+
+// probe sends one request and fails with the reason when its answer is not
+// good, before any load is sent.
+func probe(ctx context.Context, client *http.Client, url string, ids int) error {
+	ctx, cancel := context.WithTimeout(ctx, requestGrace)
+	defer cancel()
+	w, err := newWorker(ctx, client, url, ids)
+	if err != nil {
+		return err
+	}
+	if ok, _, msg := w.do(); !ok {
+		return fmt.Errorf("GET %s: %s (with -target, the tag must exist: leafd tag add NAME --step 1000000)", url, msg)
+	}
+	return nil
+}
+
+// rotated returns the indexes 0..n-1 rotated left by r: round r starts with
+// scenario r mod n.
+func rotated(n, r int) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = (i + r) % n
+	}
+	return idx
+}
+
+// summarize turns the phases of every scenario and round into results,
+// with ratios to the baseline of the same round. ok is set to whether no
+// request failed.
+func summarize(o *options, results [][]*phase, ok *bool) []ScenarioResult {
+	base := -1
+	for i, s := range o.scenarios {
+		if s.baseline {
+			base = i
+		}
+	}
+	*ok = true
+	out := make([]ScenarioResult, len(o.scenarios))
+	for i, s := range o.scenarios {
+		res := ScenarioResult{Name: s.name, Path: s.path(o.tag), IDsPerRequest: s.ids}
+		var reqRatios, idRatios []float64
+		for r, p := range results[i] {
+			st := stats(p, s.ids)
+			res.Rounds = append(res.Rounds, RoundStats{Round: r + 1, Position: position(len(o.scenarios), r, i), Stats: st})
+			res.Requests += st.Requests
+			res.Errors += st.Errors
+			if base >= 0 {
+				b := stats(results[base][r], 1)
+				if b.RequestsPerS > 0 {
+					reqRatios = append(reqRatios, st.RequestsPerS/b.RequestsPerS)
+					idRatios = append(idRatios, st.IDsPerS/b.IDsPerS)
+				}
+			}
+		}
+		res.RequestsPerS = medianOf(res.Rounds, func(s Stats) float64 { return s.RequestsPerS })
+		res.IDsPerS = medianOf(res.Rounds, func(s Stats) float64 { return s.IDsPerS })
+		res.P50us = medianOf(res.Rounds, func(s Stats) float64 { return s.P50us })
+		res.P99us = medianOf(res.Rounds, func(s Stats) float64 { return s.P99us })
+		res.P999us = medianOf(res.Rounds, func(s Stats) float64 { return s.P999us })
+		if len(reqRatios) > 0 {
+			rr, ir := median(reqRatios), median(idRatios)
+			res.RatioRequests, res.RatioIDs = &rr, &ir
+		}
+		res.ErrorsByKind, res.FirstErrors = errorDetail(results[i])
+		*ok = *ok && res.Errors == 0
+		out[i] = res
+	}
+	return out
+}
+
+// position returns where scenario i ran in round r, from 1.
+func position(n, r, i int) int {
+	for pos, j := range rotated(n, r) {
+		if j == i {
+			return pos + 1
+		}
+	}
+	return 0
+}
+
+// halfLoadFraction is the share of segment's maximum throughput at which
+// latency is measured.
+const halfLoadFraction = 0.5
+
+// halfLoad runs the open-loop phase: segment, and the baseline when it was
+// measured, each sent halfLoadFraction of segment's median throughput, for
+// every round, the order alternating. It returns nil without segment.
+func halfLoad(ctx context.Context, o *options, client *http.Client, srv *servers, results []ScenarioResult, stderr io.Writer) (*HalfLoad, bool, error) {
+	var rate float64
+	var runs []scenario
+	for _, s := range o.scenarios {
+		if s.name == "segment" {
+			rate = halfLoadFraction * results[indexIn(o.scenarios, s.name)].RequestsPerS
+		}
+	}
+	if rate <= 0 {
+		return nil, true, nil
+	}
+	for _, name := range []string{"baseline", "segment"} {
+		if i := indexIn(o.scenarios, name); i >= 0 {
+			runs = append(runs, o.scenarios[i])
+		}
+	}
+	h := &HalfLoad{Of: "segment", Fraction: halfLoadFraction, RatePerS: rate, Method: halfLoadMethod}
+	phases := make([][]*phase, len(runs))
+	for r := range o.rounds {
+		for pos, i := range rotated(len(runs), r) {
+			s := runs[i]
+			t := target{url: srv.url(s, o.tag), ids: s.ids}
+			if o.warmup > 0 {
+				if _, err := openLoop(ctx, client, t, o.conns, o.warmup, rate); err != nil {
+					return nil, false, err
+				}
+			}
+			p, err := openLoop(ctx, client, t, o.conns, o.duration, rate)
+			if err != nil {
+				return nil, false, err
+			}
+			if err := srv.alive(); err != nil {
+				return nil, false, err
+			}
+			phases[i] = append(phases[i], p)
+			fmt.Fprintf(stderr, "leafbench: half load, round %d/%d #%d %-9s %12s req/s offered %12s achieved  p99 %-9s errors %d\n",
+				r+1, o.rounds, pos+1, s.name, count(rate), count(float64(p.InTime)/p.Elapsed.Seconds()),
+				latency(micros(p.Latency.Quantile(0.99))), p.ErrorCount())
+		}
+	}
+	ok := true
+	for i, s := range runs {
+		x := HalfLoadResult{Name: s.name, Path: s.path(o.tag), OfferedPerS: rate}
+		var achieved, p50, p99, p999, service, lag []float64
+		for _, p := range phases[i] {
+			achieved = append(achieved, float64(p.InTime)/p.Elapsed.Seconds())
+			p50 = append(p50, micros(p.Latency.Quantile(0.50)))
+			p99 = append(p99, micros(p.Latency.Quantile(0.99)))
+			p999 = append(p999, micros(p.Latency.Quantile(0.999)))
+			service = append(service, micros(p.Service.Quantile(0.99)))
+			lag = append(lag, micros(p.Lag.Quantile(0.99)))
+			x.Requests += p.Requests
+			x.Errors += p.ErrorCount()
+		}
+		x.AchievedPerS, x.P50us, x.P99us, x.P999us = median(achieved), median(p50), median(p99), median(p999)
+		x.ServiceP99us, x.LagP99us = median(service), median(lag)
+		x.ErrorsByKind, x.FirstErrors = errorDetail(phases[i])
+		ok = ok && x.Errors == 0
+		h.Results = append(h.Results, x)
+	}
+	return h, ok, nil
+}
+
+// indexIn returns the index of the scenario called name in ss, or -1.
+func indexIn(ss []scenario, name string) int {
+	for i, s := range ss {
+		if s.name == name {
+			return i
+		}
+	}
+	return -1
+}

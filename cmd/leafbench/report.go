@@ -1,0 +1,401 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is everything a run measured, as -json writes it. Latencies are in
+// microseconds. Every figure of a scenario is the median of its rounds.
+type Report struct {
+	Machine   Machine          `json:"machine"`
+	Settings  Settings         `json:"settings"`
+	Scenarios []ScenarioResult `json:"scenarios"`
+	// HalfLoad is nil when the segment scenario was not run or -half-load
+	// is off.
+	HalfLoad *HalfLoad `json:"half_load,omitempty"`
+	// OK is false when any request of the run failed.
+	OK bool `json:"ok"`
+}
+
+// Machine describes where the run took place.
+type Machine struct {
+	GOOS       string `json:"goos"`
+	GOARCH     string `json:"goarch"`
+	CPU        string `json:"cpu"`
+	CPUs       int    `json:"cpus"` // runtime.NumCPU, what nproc says
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	Go         string `json:"go"`
+	OS         string `json:"os,omitempty"`
+	Kernel     string `json:"kernel,omitempty"`
+	// LoadStart and LoadEnd are the 1-minute load average before and after
+	// the run (Linux), to tell a quiet machine from a busy one.
+	LoadStart string `json:"load_average_start,omitempty"`
+	LoadEnd   string `json:"load_average_end,omitempty"`
+}
+
+// Settings are the run's parameters.
+type Settings struct {
+	Duration    string `json:"duration"` // per scenario and round
+	Warmup      string `json:"warmup"`
+	Rounds      int    `json:"rounds"`
+	Concurrency int    `json:"concurrency"` // keep-alive connections, one per worker
+	Target      string `json:"target"`
+	Leafd       string `json:"leafd,omitempty"` // `leafd version`, when leafbench started it
+	Tag         string `json:"tag"`
+}
+
+// Stats are the figures of one measurement, or the medians of several.
+type Stats struct {
+	RequestsPerS float64 `json:"requests_per_s"`
+	IDsPerS      float64 `json:"ids_per_s"`
+	P50us        float64 `json:"p50_us"`
+	P99us        float64 `json:"p99_us"`
+	P999us       float64 `json:"p999_us"`
+	Requests     uint64  `json:"requests"` // answered, good or not (a sum, not a median)
+	Errors       uint64  `json:"errors"`   // a sum, not a median
+}
+
+// RoundStats are one round's figures of a scenario.
+type RoundStats struct {
+	Round    int `json:"round"`    // from 1
+	Position int `json:"position"` // place in the round's order, from 1
+	Stats
+}
+
+// ScenarioResult is one scenario over all rounds.
+type ScenarioResult struct {
+	Name          string `json:"name"`
+	Path          string `json:"path"`
+	IDsPerRequest int    `json:"ids_per_request"`
+	Stats
+	ErrorsByKind map[string]uint64 `json:"errors_by_kind"`
+	FirstErrors  map[string]string `json:"first_errors,omitempty"`
+	// RatioRequests and RatioIDs are the median over rounds of this
+	// scenario's requests/s (IDs/s) divided by the baseline's in the same
+	// round; absent without a baseline.
+	RatioRequests *float64     `json:"ratio_requests,omitempty"`
+	RatioIDs      *float64     `json:"ratio_ids,omitempty"`
+	Rounds        []RoundStats `json:"rounds"`
+}
+
+// HalfLoad is the open-loop phase: a fixed rate, half of the segment
+// scenario's measured maximum, sent to segment and to the baseline.
+type HalfLoad struct {
+	Of       string           `json:"of"`
+	Fraction float64          `json:"fraction"`
+	RatePerS float64          `json:"rate_per_s"`
+	Method   string           `json:"method"`
+	Results  []HalfLoadResult `json:"results"`
+}
+
+// HalfLoadResult is one scenario at the fixed rate, medians of rounds.
+type HalfLoadResult struct {
+	Name         string  `json:"name"`
+	Path         string  `json:"path"`
+	OfferedPerS  float64 `json:"offered_per_s"`
+	AchievedPerS float64 `json:"achieved_per_s"`
+	P50us        float64 `json:"p50_us"`
+	P99us        float64 `json:"p99_us"`
+	P999us       float64 `json:"p999_us"`
+	// ServiceP99us is the p99 from the actual send; LagP99us the p99 of how
+	// late the client sent what was due while idle.
+	ServiceP99us float64           `json:"service_p99_us"`
+	LagP99us     float64           `json:"client_lag_p99_us"`
+	Requests     uint64            `json:"requests"`
+	Errors       uint64            `json:"errors"`
+	ErrorsByKind map[string]uint64 `json:"errors_by_kind"`
+	FirstErrors  map[string]string `json:"first_errors,omitempty"`
+}
+
+// halfLoadMethod says in the report how the open loop is paced and timed.
+const halfLoadMethod = "open loop: request k is due at start+k/rate, spread over the workers; " +
+	"latency counts from the due time when the worker was still busy then (no coordinated omission), " +
+	"else from the actual send; client lag is how late an idle worker sent"
+
+// stats turns a phase into figures.
+func stats(p *phase, ids int) Stats {
+	secs := p.Elapsed.Seconds()
+	return Stats{
+		RequestsPerS: float64(p.InTime) / secs,
+		IDsPerS:      float64(p.InTime) * float64(ids) / secs,
+		P50us:        micros(p.Latency.Quantile(0.50)),
+		P99us:        micros(p.Latency.Quantile(0.99)),
+		P999us:       micros(p.Latency.Quantile(0.999)),
+		Requests:     p.Requests,
+		Errors:       p.ErrorCount(),
+	}
+}
+
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// median returns the median of xs (the mean of the middle two for an even
+// count), 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// medianOf returns the median of one field over rounds.
+func medianOf(rs []RoundStats, f func(Stats) float64) float64 {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = f(r.Stats)
+	}
+	return median(xs)
+}
+
+// errorDetail sums the failures of phases by kind and keeps the first
+// description of each kind.
+func errorDetail(ps []*phase) (map[string]uint64, map[string]string) {
+	byKind := make(map[string]uint64, numErrKinds)
+	var first map[string]string
+	for k := range numErrKinds {
+		byKind[k.String()] = 0
+	}
+	for _, p := range ps {
+		for k := range numErrKinds {
+			byKind[k.String()] += p.Errors[k]
+			if p.FirstError[k] != "" {
+				if first == nil {
+					first = make(map[string]string)
+				}
+				if _, ok := first[k.String()]; !ok {
+					first[k.String()] = p.FirstError[k]
+				}
+			}
+		}
+	}
+	return byKind, first
+}
+
+// describeMachine reads what can be known of this machine.
+func describeMachine() Machine {
+	return Machine{
+		GOOS:       runtime.GOOS,
+		GOARCH:     runtime.GOARCH,
+		CPU:        cpuModel(),
+		CPUs:       runtime.NumCPU(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0),
+		Go:         runtime.Version(),
+		OS:         osName(),
+		Kernel:     firstLine("/proc/sys/kernel/osrelease"),
+		LoadStart:  loadAverage(),
+	}
+}
+
+// cpuModel returns the first CPU model name /proc/cpuinfo gives, "unknown"
+// elsewhere.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		key, value, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(key) {
+		case "model name", "Model", "Hardware", "cpu model":
+			if v := strings.TrimSpace(value); v != "" {
+				return v
+			}
+		}
+	}
+	return "unknown"
+}
+
+// osName returns PRETTY_NAME of /etc/os-release, "" when there is none.
+func osName() string {
+	data, err := os.ReadFile("/etc/os-release")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
+			if u, err := strconv.Unquote(v); err == nil {
+				return u
+			}
+			return v
+		}
+	}
+	return ""
+}
+
+// loadAverage returns the 1-minute load average, "" off Linux.
+func loadAverage() string {
+	first, _, _ := strings.Cut(firstLine("/proc/loadavg"), " ")
+	return first
+}
+
+func firstLine(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	return strings.TrimSpace(line)
+}
+
+// machineLine describes the machine in one sentence.
+func (m Machine) line() string {
+	s := fmt.Sprintf("%s/%s, CPU %q, %d CPUs (GOMAXPROCS %d), %s", m.GOOS, m.GOARCH, m.CPU, m.CPUs, m.GOMAXPROCS, m.Go)
+	if m.OS != "" {
+		s += ", " + m.OS
+	}
+	if m.Kernel != "" {
+		s += ", kernel " + m.Kernel
+	}
+	if m.LoadStart != "" {
+		s += fmt.Sprintf(", load average %s before and %s after the run", m.LoadStart, m.LoadEnd)
+	}
+	return s
+}
+
+// runLine describes the run's settings in one sentence.
+func (s Settings) line() string {
+	return fmt.Sprintf("%d round(s) of %s per scenario after a %s warm-up, scenario order rotated each round, medians shown; "+
+		"%d keep-alive connections; target %s, tag %q", s.Rounds, s.Duration, s.Warmup, s.Concurrency, s.Target, s.Tag)
+}
+
+// WriteText writes the report as aligned tables.
+func (r *Report) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "\nmachine: %s\nrun:     %s\n", r.Machine.line(), r.Settings.line())
+	if r.Settings.Leafd != "" {
+		fmt.Fprintf(w, "leafd:   %s\n", r.Settings.Leafd)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\trequests/s\tIDs/s\tp50\tp99\tp999\terrors\treq/s vs baseline\tIDs/s vs baseline\t")
+	for _, s := range r.Scenarios {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", s.Name, count(s.RequestsPerS), count(s.IDsPerS),
+			latency(s.P50us), latency(s.P99us), latency(s.P999us), s.Errors, ratio(s.RatioRequests), ratio(s.RatioIDs))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if h := r.HalfLoad; h != nil {
+		fmt.Fprintf(w, "\nlatency at %.0f%% of %s's maximum, %s requests/s offered to each (%s):\n\n", h.Fraction*100, h.Of, count(h.RatePerS), h.Method)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "scenario\toffered/s\tachieved/s\tp50\tp99\tp999\tp99 from send\tp99 client lag\terrors\t")
+		for _, x := range h.Results {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", x.Name, count(x.OfferedPerS), count(x.AchievedPerS),
+				latency(x.P50us), latency(x.P99us), latency(x.P999us), latency(x.ServiceP99us), latency(x.LagP99us), x.Errors)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	r.writeFailures(w)
+	return nil
+}
+
+// writeFailures lists the first failure of each kind, so that errors can
+// be acted on.
+func (r *Report) writeFailures(w io.Writer) {
+	show := func(name string, first map[string]string) {
+		for k := range numErrKinds {
+			if msg, ok := first[k.String()]; ok {
+				fmt.Fprintf(w, "  %s, first %s error: %s\n", name, k, msg)
+			}
+		}
+	}
+	if !r.OK {
+		fmt.Fprintln(w, "\nFAILED: some requests failed")
+	}
+	for _, s := range r.Scenarios {
+		show(s.Name, s.FirstErrors)
+	}
+	if r.HalfLoad != nil {
+		for _, x := range r.HalfLoad.Results {
+			show(x.Name+" at half load", x.FirstErrors)
+		}
+	}
+}
+
+// WriteMarkdown writes the report as Markdown tables for the README.
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	fmt.Fprintf(w, "Machine: %s.\n\nRun: %s.\n", r.Machine.line(), r.Settings.line())
+	if r.Settings.Leafd != "" {
+		fmt.Fprintf(w, "leafd: `%s`.\n", r.Settings.Leafd)
+	}
+	fmt.Fprintln(w, "\n| scenario | route | requests/s | IDs/s | p50 | p99 | p999 | errors | req/s vs baseline | IDs/s vs baseline |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, s := range r.Scenarios {
+		fmt.Fprintf(w, "| `%s` | `GET %s` | %s | %s | %s | %s | %s | %d | %s | %s |\n", s.Name, s.Path, count(s.RequestsPerS), count(s.IDsPerS),
+			latency(s.P50us), latency(s.P99us), latency(s.P999us), s.Errors, ratio(s.RatioRequests), ratio(s.RatioIDs))
+	}
+	if h := r.HalfLoad; h != nil {
+		fmt.Fprintf(w, "\nLatency at %.0f%% of `%s`'s maximum: %s requests/s offered to each, open loop.\n\n", h.Fraction*100, h.Of, count(h.RatePerS))
+		fmt.Fprintln(w, "| scenario | offered/s | achieved/s | p50 | p99 | p999 | p99 from send | p99 client lag | errors |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+		for _, x := range h.Results {
+			fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s | %s | %s | %d |\n", x.Name, count(x.OfferedPerS), count(x.AchievedPerS),
+				latency(x.P50us), latency(x.P99us), latency(x.P999us), latency(x.ServiceP99us), latency(x.LagP99us), x.Errors)
+		}
+	}
+	return nil
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// count writes a rate with thousands separators: 1,234,567.
+func count(x float64) string {
+	s := strconv.FormatInt(int64(x+0.5), 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// latency writes microseconds as µs below 1 ms and ms above.
+func latency(us float64) string {
+	switch {
+	case us < 1000:
+		return fmt.Sprintf("%.0f µs", us)
+	case us < 10_000:
+		return fmt.Sprintf("%.2f ms", us/1000)
+	default:
+		return fmt.Sprintf("%.1f ms", us/1000)
+	}
+}
+
+// ratio writes a ratio to the baseline, "" when there is none.
+func ratio(r *float64) string {
+	switch {
+	case r == nil:
+		return ""
+	case *r >= 10:
+		return fmt.Sprintf("%.0f×", *r)
+	default:
+		return fmt.Sprintf("%.3f×", *r)
+	}
+}

@@ -1,0 +1,390 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Bounds of start-up and shutdown. A server that does not listen, or does
+// not answer /readyz 200, within these is reported with its log.
+const (
+	startTimeout = 60 * time.Second
+	readyTimeout = 30 * time.Second
+	// stopGrace is how long a server may take to exit after SIGTERM before
+	// it is killed.
+	stopGrace = 5 * time.Second
+)
+
+// process is a server leafbench started: leafd or the baseline.
+type process struct {
+	name string
+	url  string // http://127.0.0.1:port
+	cmd  *exec.Cmd
+	stop context.CancelFunc // sends SIGTERM; Wait kills after stopGrace
+	done chan struct{}      // closed when the process has exited
+	log  *tail
+}
+
+// start runs cmd as the named server. hook is called with every line the
+// process writes (stdout and stderr) and may report its address on addrc.
+// It waits until the process has reported its address, exited or taken
+// startTimeout, then until /readyz answers 200.
+func start(ctx context.Context, name string, cmd *exec.Cmd, stop context.CancelFunc, client *http.Client, hook func(line string, addrc chan<- string)) (*process, error) {
+	p := &process{name: name, cmd: cmd, stop: stop, done: make(chan struct{}), log: &tail{}}
+	addrc := make(chan string, 1)
+	w := &lineWriter{line: func(l string) {
+		p.log.add(l)
+		hook(l, addrc)
+	}}
+	cmd.Stdout, cmd.Stderr = w, w
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = stopGrace
+	setParentDeathSignal(cmd)
+	if err := cmd.Start(); err != nil {
+		stop()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+
+	timer := time.NewTimer(startTimeout)
+	defer timer.Stop()
+	select {
+	case addr := <-addrc:
+		p.url = "http://" + addr
+	case <-p.done:
+		return nil, fmt.Errorf("%s exited at start (%v); its last output:\n%s", name, cmd.ProcessState, p.log)
+	case <-timer.C:
+		p.Stop()
+		return nil, fmt.Errorf("%s did not report a listening address within %v; its last output:\n%s", name, startTimeout, p.log)
+	case <-ctx.Done():
+		p.Stop()
+		return nil, ctx.Err()
+	}
+	if err := waitReady(ctx, client, p.url, p.done); err != nil {
+		p.Stop()
+		return nil, fmt.Errorf("%s: %w; its last output:\n%s", name, err, p.log)
+	}
+	return p, nil
+}
+
+// Stop sends SIGTERM and waits for the process to exit; it is killed after
+// stopGrace. Stop may be called more than once.
+func (p *process) Stop() {
+	p.stop()
+	<-p.done
+}
+
+// Exited reports whether the process has ended.
+func (p *process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitReady polls base/readyz until it answers 200, for at most
+// readyTimeout. exited, when not nil, ends the wait early.
+func waitReady(ctx context.Context, client *http.Client, base string, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	last := "no answer"
+	for attempt := 0; attempt < 10_000; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := client.Do(req); err != nil {
+			last = err.Error()
+		} else {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Sprintf("%s %s", resp.Status, bytes.TrimSpace(body))
+		}
+		select {
+		case <-exited:
+			return errors.New("the server exited before it was ready")
+		case <-ctx.Done():
+			return fmt.Errorf("%s/readyz did not answer 200 within %v (last: %s)", base, readyTimeout, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s/readyz never answered 200 (last: %s)", base, last)
+}
+
+// leafdSettings are the LEAFD_* variables of the leafd that leafbench
+// starts: a fresh SQLite file, the benchmark tag with a large step so that
+// range loads are rare and in the background, snowflake on with a fixed
+// worker id (no lease to wait for), JSON logs to learn the port from.
+func leafdSettings(dir, tag string) []string {
+	return []string{
+		"LEAFD_HTTP_ADDR=127.0.0.1:0",
+		"LEAFD_HTTP_SHUTDOWN_TIMEOUT=2s",
+		"LEAFD_STORE_DRIVER=sqlite",
+		"LEAFD_STORE_DSN=file:" + filepath.Join(dir, "leafd.db"),
+		"LEAFD_SEGMENT_ENABLED=true",
+		"LEAFD_SEGMENT_SEED_TAGS=" + tag + ":" + strconv.Itoa(seedStep),
+		"LEAFD_SEGMENT_MAX_STEP=" + strconv.Itoa(maxStep),
+		"LEAFD_SNOWFLAKE_ENABLED=true",
+		"LEAFD_SNOWFLAKE_WORKER_ID=1",
+		"LEAFD_LOG_FORMAT=json",
+		"LEAFD_LOG_LEVEL=info",
+	}
+}
+
+// Steps of the benchmark tag: a range of a million IDs at first, growing to
+// a hundred million as the step policy sees the rate, so that even the
+// batch scenario loads a range only every few seconds.
+const (
+	seedStep = 1_000_000
+	maxStep  = 100_000_000
+)
+
+// startLeafd starts the leafd binary bin with a database in dir and waits
+// until it is ready. The environment is leafbench's without any LEAFD_*
+// variable, plus leafdSettings; its working directory is dir, so that no
+// config.yaml is read.
+func startLeafd(ctx context.Context, bin, dir, tag string, client *http.Client) (*process, error) {
+	pctx, stop := context.WithCancel(context.Background()) // not ctx: Stop decides when
+	cmd := exec.CommandContext(pctx, bin, "serve")
+	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LEAFD_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, leafdSettings(dir, tag)...)
+	return start(ctx, "leafd", cmd, stop, client, func(line string, addrc chan<- string) {
+		var rec struct{ Msg, Addr string }
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "leafd serving" && rec.Addr != "" {
+			select {
+			case addrc <- rec.Addr:
+			default:
+			}
+		}
+	})
+}
+
+// startBaseline starts leafbench itself again as the baseline server
+// (serveBaseline), a process of its own as leafd is, and waits until it is
+// ready. The child exits when its standard input closes, so that it does
+// not outlive leafbench even when leafbench is killed.
+func startBaseline(ctx context.Context, client *http.Client) (*process, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding leafbench's own binary to start the baseline: %w", err)
+	}
+	pctx, stop := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(pctx, exe, baselineCommand, "-addr", "127.0.0.1:0")
+	// The write end stays open in leafbench until Wait closes it, or until
+	// leafbench dies and the kernel does.
+	if _, err := cmd.StdinPipe(); err != nil {
+		stop()
+		return nil, err
+	}
+	return start(ctx, "baseline", cmd, stop, client, func(line string, addrc chan<- string) {
+		if addr, ok := strings.CutPrefix(line, listeningPrefix); ok {
+			select {
+			case addrc <- strings.TrimSpace(addr):
+			default:
+			}
+		}
+	})
+}
+
+// findLeafd returns the leafd binary to benchmark: path when given, else
+// leafd from PATH, else one built from the repository around the working
+// directory into dir. built says whether it was built.
+func findLeafd(ctx context.Context, path, dir string, stderr io.Writer) (bin string, built bool, err error) {
+	if path == "" {
+		path, _ = exec.LookPath("leafd")
+	}
+	if path != "" {
+		// Absolute: leafd runs in another directory, where a relative
+		// path would name another file.
+		abs, err := filepath.Abs(path)
+		if err == nil {
+			_, err = os.Stat(abs)
+		}
+		if err != nil {
+			return "", false, fmt.Errorf("-leafd %s: %w", path, err)
+		}
+		return abs, false, nil
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return "", false, fmt.Errorf("no leafd in PATH and %w: pass -leafd PATH, or -target URL for a running leafd", err)
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		return "", false, errors.New("no leafd in PATH and no go to build one: install Go, or pass -leafd PATH")
+	}
+	bin = filepath.Join(dir, "leafd")
+	fmt.Fprintf(stderr, "leafbench: no leafd in PATH; building %s/cmd/leafd into %s\n", root, dir)
+	build := exec.CommandContext(ctx, gobin, "build", "-o", bin, "./cmd/leafd")
+	build.Dir = root
+	build.Stdout, build.Stderr = stderr, stderr
+	if err := build.Run(); err != nil {
+		return "", false, fmt.Errorf("go build ./cmd/leafd in %s: %w", root, err)
+	}
+	return bin, true, nil
+}
+
+// modulePath is the module whose cmd/leafd findLeafd builds.
+const modulePath = "github.com/leafd/leafd"
+
+// repoRoot returns the directory of the leafd module around the working
+// directory.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for range 64 { // bounded: a path has fewer levels than this
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			if first, _, _ := strings.Cut(string(data), "\n"); strings.TrimSpace(first) == "module "+modulePath {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return "", fmt.Errorf("the working directory is not inside the %s repository", modulePath)
+}
+
+// leafdVersion returns what `bin version` prints, or "" when that fails.
+func leafdVersion(ctx context.Context, bin string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "version")
+	cmd.Dir = os.TempDir() // no config.yaml
+	out, err := cmd.Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// checkTarget parses a -target URL and refuses one that is not plain HTTP
+// on a loopback address, unless allowRemote.
+func checkTarget(raw string, allowRemote bool) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return "", fmt.Errorf("-target %q: use http://host:port, e.g. http://127.0.0.1:8080", raw)
+	}
+	if !allowRemote {
+		if err := checkLoopbackHost(u.Hostname()); err != nil {
+			return "", fmt.Errorf("-target %s: %w", raw, err)
+		}
+	}
+	return "http://" + u.Host, nil
+}
+
+// errNotLoopback explains the rule that checkLoopbackHost and the dialer
+// enforce.
+var errNotLoopback = errors.New("not a loopback address: leafbench sends load only to 127.0.0.0/8 and ::1 unless -allow-remote is given (use it only for a machine you may load)")
+
+// checkLoopbackHost accepts a loopback IP or "localhost".
+func checkLoopbackHost(host string) error {
+	if host == "localhost" {
+		return nil // the dialer still checks the address it resolves to
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%s is %w", host, errNotLoopback)
+}
+
+// loopbackOnly is a net.Dialer Control function that refuses to connect to
+// anything but a loopback address: the last line of defence of the rule.
+func loopbackOnly(_, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("connecting to %s: %w", address, errNotLoopback)
+	}
+	return nil
+}
+
+// tailLines is how many lines of a server's output are kept, to show when
+// it fails.
+const tailLines = 40
+
+// tail keeps the last tailLines lines written to it.
+type tail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (t *tail) add(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == tailLines {
+		t.lines = append(t.lines[:0], t.lines[1:]...)
+	}
+	t.lines = append(t.lines, line)
+}
+
+// String returns the lines kept, indented.
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == 0 {
+		return "  (nothing)"
+	}
+	return "  " + strings.Join(t.lines, "\n  ")
+}
+
+// lineWriter calls line for every complete line written to it. Lines
+// longer than 64 KiB are cut.
+type lineWriter struct {
+	mu   sync.Mutex
+	buf  []byte
+	line func(string)
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.line(string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > 64<<10 {
+		w.line(string(w.buf))
+		w.buf = w.buf[:0]
+	}
+	return len(p), nil
+}

@@ -122,11 +122,12 @@ func OpenMySQL(dsn string, opts ...MySQLOption) (*MySQL, error) {
 		lockSuffix: " FOR UPDATE",
 	}, cluster: cluster, addr: first.name}
 	if cluster != nil {
-		s.refused = func(err error) {
+		s.unavailable = func(err error) bool {
 			var me *mysql.MySQLError
 			if errors.As(err, &me) {
-				cluster.refused()
+				cluster.refused() // the node answered: it refuses to serve
 			}
+			return true
 		}
 	}
 	return s, nil

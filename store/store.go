@@ -107,10 +107,13 @@ type db struct {
 	// milliseconds; lockSuffix what makes a SELECT lock the rows it reads
 	// ("" where transactions lock the whole database).
 	nowMsSQL, lockSuffix string
-	// refused, when set, is told of every error that made the database
-	// count as unavailable: a node that answered but refuses writes makes
-	// the MySQL store of a cluster move to another address.
-	refused func(error)
+	// unavailable, when set (a MySQL store with fallback addresses), is
+	// told of every error that made the database count as unavailable, so
+	// that a node that answered but refuses writes is left. It reports
+	// whether another address may serve, in which case write tries the
+	// transaction once more at once: a fresh transaction, so whatever the
+	// failed one did (even a COMMIT whose outcome is unknown) is never used.
+	unavailable func(error) bool
 	// beforeCommit, when set (by tests of this package only), runs between
 	// the SELECT and the COMMIT of Allocate.
 	beforeCommit func(context.Context, *sqlx.Tx) error
@@ -369,10 +372,13 @@ func unknownTag(tag string) error {
 
 // write runs one writing transaction, retrying it while the database aborts
 // it for a retry, at most maxAttempts times in all (or for retryFor), with
-// jittered backoff between attempts. It gives up early when ctx ends and
+// jittered backoff between attempts, and once more at once when the
+// database could not be reached but another address of its cluster may
+// serve. It gives up early when ctx ends and
 // then returns the last error.
 func (s *db) write(ctx context.Context, tx func(context.Context) error) error {
 	var err error
+	movedOn := false // tried again at once after the address failed
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		if err = s.acquire(ctx); err != nil {
@@ -380,7 +386,19 @@ func (s *db) write(ctx context.Context, tx func(context.Context) error) error {
 		}
 		err = tx(ctx)
 		s.release()
-		if err == nil || s.class(err) != classRetry {
+		if err == nil {
+			return nil
+		}
+		switch s.class(err) {
+		case classRetry:
+		case classUnavailable:
+			if !movedOn && s.unavailable != nil && ctx.Err() == nil && s.unavailable(err) {
+				movedOn = true
+				attempt--
+				continue
+			}
+			return err
+		default:
 			return err
 		}
 		if s.retryFor > 0 {
@@ -463,8 +481,8 @@ func (s *db) wrap(err error, op string) error {
 	}
 	switch s.class(err) {
 	case classUnavailable:
-		if s.refused != nil {
-			s.refused(err)
+		if s.unavailable != nil {
+			s.unavailable(err)
 		}
 		fallthrough
 	case classRetry:

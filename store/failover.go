@@ -201,9 +201,15 @@ func (f *failover) refused() { f.gen.Add(1) }
 
 // retryFirstLoop moves back to the first address once it serves again,
 // checking every retryFirst while another address is in use.
+//
+// The checks fall on whole multiples of retryFirst of the wall clock (the
+// top of each minute), so that the servers of a fleet that moved away
+// together move back within moments of one another, not anywhere within a
+// minute: on a multi-primary cluster, servers writing the same rows through
+// different nodes are what to avoid (see the README on Galera).
 func (f *failover) retryFirstLoop() {
 	defer close(f.done)
-	t := time.NewTicker(f.retryFirst)
+	t := time.NewTimer(untilNextMultiple(time.Now(), f.retryFirst))
 	defer t.Stop()
 	for {
 		select {
@@ -211,6 +217,7 @@ func (f *failover) retryFirstLoop() {
 			return
 		case <-t.C:
 		}
+		t.Reset(untilNextMultiple(time.Now(), f.retryFirst))
 		f.mu.Lock()
 		cur := f.cur
 		f.mu.Unlock()
@@ -229,6 +236,12 @@ func (f *failover) retryFirstLoop() {
 		f.moveLocked(cur, 0, nil)
 		f.mu.Unlock()
 	}
+}
+
+// untilNextMultiple returns the time from now to the next whole multiple of
+// d since the Unix epoch.
+func untilNextMultiple(now time.Time, d time.Duration) time.Duration {
+	return now.Truncate(d).Add(d).Sub(now)
 }
 
 // setRetryFirst changes how often the first address is checked (tests).

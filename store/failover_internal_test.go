@@ -278,3 +278,15 @@ func TestCheckMySQLDSN(t *testing.T) {
 		t.Errorf("OpenMySQL with a fallback naming no database: %v, want an error naming fallback address 0", err)
 	}
 }
+
+// The checks of the first address fall on the top of each minute, the same
+// moment for every server of a fleet whose clocks agree.
+func TestRetryFirstAtTheTopOfTheMinute(t *testing.T) {
+	at := time.Date(2026, 11, 23, 12, 34, 56, 500_000_000, time.UTC)
+	if got := untilNextMultiple(at, time.Minute); got != 3500*time.Millisecond {
+		t.Fatalf("untilNextMultiple(12:34:56.5, 1m) = %v, want 3.5s", got)
+	}
+	if got := untilNextMultiple(at.Truncate(time.Minute), time.Minute); got != time.Minute {
+		t.Fatalf("untilNextMultiple at the top of a minute = %v, want 1m", got)
+	}
+}

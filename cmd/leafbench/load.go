@@ -86,6 +86,10 @@ type phase struct {
 	// Lag (open loop only) is how late the worker sent a request that was
 	// due while it was idle: the delay the client itself added.
 	Lag Histogram
+	// ServerCPU and ClientCPU are the CPU time the server process and
+	// leafbench used during the phase, when known (see cpuTime).
+	ServerCPU, ClientCPU       time.Duration
+	HasServerCPU, HasClientCPU bool
 }
 
 // ErrorCount returns the failures of every kind.

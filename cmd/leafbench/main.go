@@ -281,8 +281,19 @@ type servers struct {
 	baseline string // URL, "" when not needed
 	leafd    string
 	// procs are the servers leafbench started, to check that they still
-	// run.
+	// run and to stop them.
 	procs []*process
+	// baselinePID and leafdPID are the servers' process ids, 0 when
+	// leafbench did not start the server.
+	baselinePID, leafdPID int
+}
+
+// pid returns the process id of the server of scenario sc, 0 if unknown.
+func (s *servers) pid(sc scenario) int {
+	if sc.baseline {
+		return s.baselinePID
+	}
+	return s.leafdPID
 }
 
 // alive returns an error naming a started server that has exited.
@@ -328,7 +339,7 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 			return nil, err
 		}
 		srv.procs = append(srv.procs, p)
-		srv.baseline = p.url
+		srv.baseline, srv.baselinePID = p.url, p.cmd.Process.Pid
 	}
 	if needLeafd {
 		if err := startTarget(ctx, o, dir, client, &srv, &rep.Settings, stderr); err != nil {
@@ -351,10 +362,12 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 					return nil, err
 				}
 			}
+			meter := startCPU(srv.pid(s))
 			p, err := closedLoop(ctx, client, t, o.conns, o.duration)
 			if err != nil {
 				return nil, err
 			}
+			meter.stop(p)
 			if err := srv.alive(); err != nil {
 				return nil, err
 			}
@@ -399,7 +412,7 @@ func startTarget(ctx context.Context, o *options, dir string, client *http.Clien
 		return err
 	}
 	srv.procs = append(srv.procs, p)
-	srv.leafd = p.url
+	srv.leafd, srv.leafdPID = p.url, p.cmd.Process.Pid
 	how := bin
 	if built {
 		how = "leafd built from this repository"
@@ -474,6 +487,8 @@ func summarize(o *options, results [][]*phase, ok *bool) []ScenarioResult {
 		res.P50us = medianOf(res.Rounds, func(s Stats) float64 { return s.P50us })
 		res.P99us = medianOf(res.Rounds, func(s Stats) float64 { return s.P99us })
 		res.P999us = medianOf(res.Rounds, func(s Stats) float64 { return s.P999us })
+		res.ServerCPUus = medianOf(res.Rounds, func(s Stats) float64 { return s.ServerCPUus })
+		res.ClientCPUus = medianOf(res.Rounds, func(s Stats) float64 { return s.ClientCPUus })
 		if len(reqRatios) > 0 {
 			rr, ir := median(reqRatios), median(idRatios)
 			res.RatioRequests, res.RatioIDs = &rr, &ir

@@ -63,6 +63,11 @@ type Stats struct {
 	P999us       float64 `json:"p999_us"`
 	Requests     uint64  `json:"requests"` // answered, good or not (a sum, not a median)
 	Errors       uint64  `json:"errors"`   // a sum, not a median
+	// ServerCPUus and ClientCPUus are the CPU time per request of the
+	// server process and of leafbench, in microseconds; absent when not
+	// known (a -target server, or no /proc).
+	ServerCPUus float64 `json:"server_cpu_us_per_request,omitempty"`
+	ClientCPUus float64 `json:"client_cpu_us_per_request,omitempty"`
 }
 
 // RoundStats are one round's figures of a scenario.
@@ -133,7 +138,17 @@ func stats(p *phase, ids int) Stats {
 		P999us:       micros(p.Latency.Quantile(0.999)),
 		Requests:     p.Requests,
 		Errors:       p.ErrorCount(),
+		ServerCPUus:  perRequest(p.ServerCPU, p.HasServerCPU, p.Requests),
+		ClientCPUus:  perRequest(p.ClientCPU, p.HasClientCPU, p.Requests),
 	}
+}
+
+// perRequest returns cpu per request in microseconds, 0 when unknown.
+func perRequest(cpu time.Duration, known bool, requests uint64) float64 {
+	if !known || requests == 0 {
+		return 0
+	}
+	return micros(cpu) / float64(requests)
 }
 
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
@@ -152,11 +167,14 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// medianOf returns the median of one field over rounds.
+// medianOf returns the median of one field over rounds, leaving out the
+// rounds where it is 0 (unknown).
 func medianOf(rs []RoundStats, f func(Stats) float64) float64 {
-	xs := make([]float64, len(rs))
-	for i, r := range rs {
-		xs[i] = f(r.Stats)
+	xs := make([]float64, 0, len(rs))
+	for _, r := range rs {
+		if x := f(r.Stats); x != 0 {
+			xs = append(xs, x)
+		}
 	}
 	return median(xs)
 }
@@ -285,16 +303,17 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\trequests/s\tIDs/s\tp50\tp99\tp999\terrors\treq/s vs baseline\tIDs/s vs baseline\t")
+	fmt.Fprintln(tw, "scenario\trequests/s\tIDs/s\tp50\tp99\tp999\terrors\treq/s vs baseline\tIDs/s vs baseline\tserver CPU/req\tclient CPU/req\t")
 	for _, s := range r.Scenarios {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", s.Name, count(s.RequestsPerS), count(s.IDsPerS),
-			latency(s.P50us), latency(s.P99us), latency(s.P999us), s.Errors, ratio(s.RatioRequests), ratio(s.RatioIDs))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", s.Name, count(s.RequestsPerS), count(s.IDsPerS),
+			latency(s.P50us), latency(s.P99us), latency(s.P999us), s.Errors, ratio(s.RatioRequests), ratio(s.RatioIDs),
+			cpu(s.ServerCPUus), cpu(s.ClientCPUus))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if h := r.HalfLoad; h != nil {
-		fmt.Fprintf(w, "\nlatency at %.0f%% of %s's maximum, %s requests/s offered to each (%s):\n\n", h.Fraction*100, h.Of, count(h.RatePerS), h.Method)
+		fmt.Fprintf(w, "\nlatency at %.0f%% of %s's maximum, %s requests/s offered to each\n(%s):\n\n", h.Fraction*100, h.Of, count(h.RatePerS), h.Method)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "scenario\toffered/s\tachieved/s\tp50\tp99\tp999\tp99 from send\tp99 client lag\terrors\t")
 		for _, x := range h.Results {
@@ -338,11 +357,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if r.Settings.Leafd != "" {
 		fmt.Fprintf(w, "leafd: `%s`.\n", r.Settings.Leafd)
 	}
-	fmt.Fprintln(w, "\n| scenario | route | requests/s | IDs/s | p50 | p99 | p999 | errors | req/s vs baseline | IDs/s vs baseline |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "\n| scenario | route | requests/s | IDs/s | p50 | p99 | p999 | errors | req/s vs baseline | IDs/s vs baseline | server CPU/req | client CPU/req |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, s := range r.Scenarios {
-		fmt.Fprintf(w, "| `%s` | `GET %s` | %s | %s | %s | %s | %s | %d | %s | %s |\n", s.Name, s.Path, count(s.RequestsPerS), count(s.IDsPerS),
-			latency(s.P50us), latency(s.P99us), latency(s.P999us), s.Errors, ratio(s.RatioRequests), ratio(s.RatioIDs))
+		fmt.Fprintf(w, "| `%s` | `GET %s` | %s | %s | %s | %s | %s | %d | %s | %s | %s | %s |\n", s.Name, s.Path, count(s.RequestsPerS), count(s.IDsPerS),
+			latency(s.P50us), latency(s.P99us), latency(s.P999us), s.Errors, ratio(s.RatioRequests), ratio(s.RatioIDs),
+			cpu(s.ServerCPUus), cpu(s.ClientCPUus))
 	}
 	if h := r.HalfLoad; h != nil {
 		fmt.Fprintf(w, "\nLatency at %.0f%% of `%s`'s maximum: %s requests/s offered to each, open loop.\n\n", h.Fraction*100, h.Of, count(h.RatePerS))
@@ -386,6 +406,14 @@ func latency(us float64) string {
 	default:
 		return fmt.Sprintf("%.1f ms", us/1000)
 	}
+}
+
+// cpu writes CPU microseconds per request, "" when unknown.
+func cpu(us float64) string {
+	if us == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.1f µs", us)
 }
 
 // ratio writes a ratio to the baseline, "" when there is none.

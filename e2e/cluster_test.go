@@ -63,8 +63,9 @@ type cluster struct {
 type server struct {
 	c     *cluster
 	idx   int
-	proxy *faultproxy.Proxy
-	dsn   string // through the proxy
+	proxy *faultproxy.Proxy // nil when the server's store is given (clusterOptions.store)
+	dsn   string            // the database through the proxy, or as given
+	env   []string          // LEAFD_* settings of this server alone
 
 	mu  sync.Mutex
 	cur *process // serving: clients send to it; nil while down
@@ -100,10 +101,18 @@ type clusterOptions struct {
 	// default; answers must come within it (or snowflake's 2s) plus a
 	// margin.
 	waitTimeout time.Duration
+	// database, when set, is the scenario's database (a DSN, read at the
+	// end for every tag's max_id) instead of a fresh one from testdb, and
+	// store gives each server its DSN and further LEAFD_* settings
+	// (store.fallback_dsns, say): the servers then reach the database
+	// directly, with no proxy, and faults are the database's own.
+	database string
+	store    func(i int) (dsn string, env []string)
 }
 
-// newCluster makes a fresh database and one proxy per server; start the
-// servers with startAll or start.
+// newCluster makes a fresh database and one proxy per server (or takes the
+// database and the servers' DSNs from o); start the servers with startAll or
+// start.
 func newCluster(t *testing.T, scenario string, o clusterOptions) *cluster {
 	t.Helper()
 	if o.servers == 0 {
@@ -112,7 +121,10 @@ func newCluster(t *testing.T, scenario string, o clusterOptions) *cluster {
 	if o.waitTimeout == 0 {
 		o.waitTimeout = time.Second
 	}
-	dsn := testdb.MySQL(t)
+	dsn := o.database
+	if dsn == "" {
+		dsn = testdb.MySQL(t)
+	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +150,12 @@ func newCluster(t *testing.T, scenario string, o clusterOptions) *cluster {
 	c.ledger.seg = map[string][]stamp{}
 	c.ended = map[string]int64{}
 	for i := range o.servers {
+		if o.store != nil {
+			s := &server{c: c, idx: i}
+			s.dsn, s.env = o.store(i)
+			c.servers = append(c.servers, s)
+			continue
+		}
 		s := &server{c: c, idx: i, proxy: faultproxy.New(t, cfg.Addr)}
 		sc := cfg.Clone()
 		sc.Addr = s.proxy.Addr()
@@ -165,6 +183,8 @@ func (c *cluster) startAll() {
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
+			first, _, _ := strings.Cut(err.Error(), "\n")
+			c.note("a server did not start: %s", first)
 			c.t.Fatal(err)
 		}
 	}
@@ -194,7 +214,8 @@ func (c *cluster) note(format string, args ...any) {
 }
 
 func (c *cluster) serverEnv(s *server) []string {
-	return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + c.t.TempDir(), "LEAFD_STORE_DSN=" + s.dsn}, c.env...)
+	env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + c.t.TempDir(), "LEAFD_STORE_DSN=" + s.dsn}, c.env...)
+	return append(env, s.env...)
 }
 
 // start runs a new leafd process in s and makes it the one clients use
@@ -467,10 +488,11 @@ func sum(m map[string]float64, name string) float64 {
 // Counters summed over every process of a scenario.
 const (
 	waitsMetric      = "leafd_segment_waits_total"
+	loadsMetric      = "leafd_segment_range_loads_total"
 	loadErrorsMetric = "leafd_segment_range_load_errors_total"
 )
 
-var counted = []string{waitsMetric, loadErrorsMetric}
+var counted = []string{waitsMetric, loadsMetric, loadErrorsMetric}
 
 // scrapeEnded records the counters of a process about to end.
 func (c *cluster) scrapeEnded(p *process) {

@@ -22,6 +22,20 @@
 //	                               (a release build, say)
 //	LEAFD_TEST_MYSQL_DSN=...       the database server (see internal/testdb); the
 //	                               suite fails, rather than skips, without one
+//	LEAFD_TEST_REQUIRE_GALERA=1    fail, rather than skip, the Galera scenarios (7a-7c)
+//	                               when galera-4 and rsync are not installed
+//	LEAFD_E2E_GALERA_DSN_PARAMS=.. more DSN parameters for the servers on Galera
+//	                               (interpolateParams=true, say)
+//	LEAFD_E2E_GALERA_MIGRATE_FIRST=1  run leafd migrate through one node before the
+//	                               servers start, instead of letting them race
+//
+// The Galera scenarios start a real 3-node MariaDB Galera cluster on
+// loopback (internal/galera), shared by them, and run one leafd per node with
+// the other nodes as store.fallback_dsns: steady load with cross-node
+// certification conflicts, a node killed with kill -9 and rejoining, and
+// snowflake servers leasing worker ids through every node at once. Only them:
+//
+//	LEAFD_E2E=short LEAFD_TEST_REQUIRE_GALERA=1 go test -count=1 -run Galera -v ./e2e/
 //
 // Each scenario uses a database of its own and stops every process it
 // started.

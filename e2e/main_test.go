@@ -96,6 +96,7 @@ func run(m *testing.M) int {
 	}
 	began := time.Now()
 	code := m.Run()
+	stopGalera(code != 0)
 	if err := writeReport(time.Since(began)); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e report:", err)
 		if code == 0 {

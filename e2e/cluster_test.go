@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -687,10 +688,18 @@ func (c *cluster) cleanup() {
 			byMode[o.mode] = max(byMode[o.mode], o.took)
 		}
 	}
-	notes := c.notes
+	notes := slices.Clone(c.notes)
 	if len(byMode) > 1 {
 		notes = append(notes, fmt.Sprintf("max latency segment %v, snowflake %v",
 			byMode[modeSegment].Round(time.Millisecond), byMode[modeSnowflake].Round(time.Millisecond)))
+	}
+	// A failed row says why, not only that.
+	if n := len(c.violations); n > 0 {
+		first := c.violations[0]
+		if len(first) > 200 {
+			first = first[:200] + "…"
+		}
+		notes = append(notes, fmt.Sprintf("**%d violations**, the first: %s", n, first))
 	}
 	r.notes = strings.Join(notes, "; ")
 	c.mu.Unlock()

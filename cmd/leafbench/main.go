@@ -22,9 +22,19 @@
 // hidden argument). Each of -rounds rounds runs every scenario after a
 // warm-up, the order rotated from round to round; the figures shown are the
 // medians of the rounds, and a ratio is the median of the rounds' ratios.
-// Then the half-load phase sends segment and the baseline a fixed rate, half
-// of segment's measured maximum, open loop, and reports the latency at that
-// rate (see openLoop for how it is timed).
+// Where /proc exists it also reports the CPU time per request of the server
+// process and of leafbench: a busy machine takes CPU away, which moves
+// throughput, but does not make a request cost more of it.
+//
+// Then the half-load phase sends segment and the baseline the same fixed
+// rate, half of segment's measured maximum, open loop, and reports the
+// latency at that rate. Request k is due at start + k/rate, the requests
+// shared out over the workers, each sleeping until its next one is due. A
+// request due while its worker still waited for an earlier answer counts
+// from when it was due, so that a stalled server is charged the whole delay
+// (no coordinated omission); one due while its worker was idle counts from
+// when it was sent, so that a late timer wake-up in leafbench is not charged
+// to the server. That lateness is reported apart, as client lag.
 //
 // Usage:
 //

@@ -205,8 +205,8 @@ func (f *failover) refused() { f.gen.Add(1) }
 // The checks fall on whole multiples of retryFirst of the wall clock (the
 // top of each minute), so that the servers of a fleet that moved away
 // together move back within moments of one another, not anywhere within a
-// minute: on a multi-primary cluster, servers writing the same rows through
-// different nodes are what to avoid (see the README on Galera).
+// minute: fewer of their writes to the same rows then go through
+// different nodes and conflict.
 func (f *failover) retryFirstLoop() {
 	defer close(f.done)
 	t := time.NewTimer(untilNextMultiple(time.Now(), f.retryFirst))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -119,20 +118,13 @@ func TestGalera(t *testing.T) {
 		return dups
 	}
 
-	// The supported way to run several servers on Galera: every server
-	// lists the nodes in the same order, so that all of them write through
-	// one node. Three servers take ranges of one tag as fast as they can:
-	// the ranges never overlap and leave no gap below max_id (every
-	// committed range was returned).
-	t.Run("SingleWriter", func(t *testing.T) {
-		db := newDatabase(t, 5)
-		var stores []*store.MySQL
-		for range 3 {
-			stores = append(stores, openStore(t, db, 0, 1, 2))
-		}
-		ranges, failed := hammer(t, stores, 5, 3*time.Second)
+	// tiled checks that the ranges, sorted, cover [1, max_id) with no
+	// overlap and no gap: no range was handed out twice, and every range
+	// the cluster committed was returned to the server that took it.
+	tiled := func(t *testing.T, db string, ranges []got) {
+		t.Helper()
 		if dups := duplicates(ranges); len(dups) > 0 {
-			t.Fatalf("%d ranges handed out twice, first %s", len(dups), dups[0])
+			t.Fatalf("%d ranges handed out twice, the first %s", len(dups), dups[0])
 		}
 		next := int64(1)
 		for _, r := range ranges {
@@ -144,24 +136,15 @@ func TestGalera(t *testing.T) {
 		if max := maxID(t, c.Node(1), db); max != next {
 			t.Fatalf("max_id is %d, but the ranges returned end at %d", max, next)
 		}
-		if len(ranges) < 100 || failed > 0 {
-			t.Fatalf("%d ranges, %d failed calls", len(ranges), failed)
-		}
-		t.Logf("%d ranges from 3 servers through node 0", len(ranges))
-	})
+	}
 
-	// Each server writing through a node of its own is NOT safe: Galera
-	// lets two transactions on the same row through different nodes both
-	// commit having read the same value (Lost Update, P4, which Jepsen
-	// reported of MariaDB Galera Cluster in 2026 and which this reproduces
-	// on Debian's MariaDB 10.11 and galera-4), so two servers get the same
-	// range, despite every range being used only after its COMMIT. Run it
-	// with LEAFD_TEST_GALERA_MULTI_WRITER=1: it fails while Galera loses
-	// updates, and passing would be the first sign that it stopped.
-	t.Run("MultiWriterLosesUpdates", func(t *testing.T) {
-		if os.Getenv("LEAFD_TEST_GALERA_MULTI_WRITER") != "1" {
-			t.Skip("shows a Galera defect; set LEAFD_TEST_GALERA_MULTI_WRITER=1 to run it")
-		}
+	// Three servers, each through a node of its own, take ranges of one
+	// tag as fast as they can: the cluster aborts thousands of their
+	// transactions, many at COMMIT after the UPDATE and SELECT ran; the
+	// store retries them, and the ranges it returns never overlap. (With
+	// server-side prepared statements, the driver's default, about one
+	// range in 60 was handed out twice here: see mysqlConnector.)
+	t.Run("ConflictsAtCommit", func(t *testing.T) {
 		db := newDatabase(t, 5)
 		before := conflicts(t, c)
 		var stores []*store.MySQL
@@ -169,11 +152,30 @@ func TestGalera(t *testing.T) {
 			stores = append(stores, openStore(t, db, n))
 		}
 		ranges, failed := hammer(t, stores, 5, 4*time.Second)
-		dups := duplicates(ranges)
-		t.Logf("%d ranges through 3 nodes, %d certification conflicts and aborts, %d calls gave up, %d ranges handed out twice",
-			len(ranges), conflicts(t, c)-before, failed, len(dups))
-		if len(dups) > 0 {
-			t.Fatalf("Galera lost updates: %d ranges handed out twice, first %s", len(dups), dups[0])
+		tiled(t, db, ranges)
+		n := conflicts(t, c) - before
+		t.Logf("%d ranges through 3 nodes, %d certification conflicts and aborts, %d calls gave up after %d attempts (store_unavailable)",
+			len(ranges), n, failed, 5)
+		if len(ranges) < 100 {
+			t.Fatalf("only %d ranges", len(ranges))
+		}
+		if n == 0 {
+			t.Fatal("no certification conflict happened: the test did not exercise what it is for")
+		}
+	})
+
+	// Every server listing the nodes in the same order writes through one
+	// node: no conflict at all, and no call fails.
+	t.Run("OneNodeForAll", func(t *testing.T) {
+		db := newDatabase(t, 5)
+		var stores []*store.MySQL
+		for range 3 {
+			stores = append(stores, openStore(t, db, 0, 1, 2))
+		}
+		ranges, failed := hammer(t, stores, 5, 2*time.Second)
+		tiled(t, db, ranges)
+		if len(ranges) < 100 || failed > 0 {
+			t.Fatalf("%d ranges, %d failed calls", len(ranges), failed)
 		}
 	})
 

@@ -276,7 +276,7 @@ func firstLine(path string) string {
 
 // machineLine describes the machine in one sentence.
 func (m Machine) line() string {
-	s := fmt.Sprintf("%s/%s, CPU %q, %d CPUs (GOMAXPROCS %d), %s", m.GOOS, m.GOARCH, m.CPU, m.CPUs, m.GOMAXPROCS, m.Go)
+	s := fmt.Sprintf("%s/%s, CPU %q, %d CPUs (nproc; GOMAXPROCS %d), %s", m.GOOS, m.GOARCH, m.CPU, m.CPUs, m.GOMAXPROCS, m.Go)
 	if m.OS != "" {
 		s += ", " + m.OS
 	}
@@ -284,7 +284,7 @@ func (m Machine) line() string {
 		s += ", kernel " + m.Kernel
 	}
 	if m.LoadStart != "" {
-		s += fmt.Sprintf(", load average %s before and %s after the run", m.LoadStart, m.LoadEnd)
+		s += fmt.Sprintf(", 1-minute load average %s before the run and %s at its end (the run's own load included)", m.LoadStart, m.LoadEnd)
 	}
 	return s
 }
@@ -355,7 +355,7 @@ func (r *Report) writeFailures(w io.Writer) {
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(w, "Machine: %s.\n\nRun: %s.\n", r.Machine.line(), r.Settings.line())
 	if r.Settings.Leafd != "" {
-		fmt.Fprintf(w, "leafd: `%s`.\n", r.Settings.Leafd)
+		fmt.Fprintf(w, "\nleafd: `%s`.\n", r.Settings.Leafd)
 	}
 	fmt.Fprintln(w, "\n| scenario | route | requests/s | IDs/s | p50 | p99 | p999 | errors | req/s vs baseline | IDs/s vs baseline | server CPU/req | client CPU/req |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

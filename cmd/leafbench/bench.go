@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 )
 
 // servers are the running servers of a run.
@@ -170,10 +171,15 @@ func probe(ctx context.Context, client *http.Client, url string, ids int) error 
 	if err != nil {
 		return err
 	}
-	if ok, _, msg := w.do(); !ok {
-		return fmt.Errorf("GET %s: %s (with -target, the tag must exist: leafd tag add NAME --step 1000000)", url, msg)
+	ok, _, msg := w.do()
+	switch {
+	case ok:
+		return nil
+	case strings.Contains(msg, `"unknown_tag"`):
+		return fmt.Errorf("GET %s: %s\ncreate the tag on that server, e.g. leafd tag add NAME --step 1000000, or name another with -tag", url, msg)
+	default:
+		return fmt.Errorf("GET %s: %s", url, msg)
 	}
-	return nil
 }
 
 // rotated returns the indexes 0..n-1 rotated left by r: round r starts with
@@ -219,8 +225,8 @@ func summarize(o *options, results [][]*phase, ok *bool) []ScenarioResult {
 		res.P50us = medianOf(res.Rounds, func(s Stats) float64 { return s.P50us })
 		res.P99us = medianOf(res.Rounds, func(s Stats) float64 { return s.P99us })
 		res.P999us = medianOf(res.Rounds, func(s Stats) float64 { return s.P999us })
-		res.ServerCPUus = medianOf(res.Rounds, func(s Stats) float64 { return s.ServerCPUus })
-		res.ClientCPUus = medianOf(res.Rounds, func(s Stats) float64 { return s.ClientCPUus })
+		res.ServerCPUus = medianKnown(res.Rounds, func(s Stats) float64 { return s.ServerCPUus })
+		res.ClientCPUus = medianKnown(res.Rounds, func(s Stats) float64 { return s.ClientCPUus })
 		if len(reqRatios) > 0 {
 			rr, ir := median(reqRatios), median(idRatios)
 			res.RatioRequests, res.RatioIDs = &rr, &ir
@@ -250,16 +256,12 @@ const halfLoadFraction = 0.5
 // measured, each sent halfLoadFraction of segment's median throughput, for
 // every round, the order alternating. It returns nil without segment.
 func halfLoad(ctx context.Context, o *options, client *http.Client, srv *servers, results []ScenarioResult, stderr io.Writer) (*HalfLoad, bool, error) {
-	var rate float64
-	var runs []scenario
-	for _, s := range o.scenarios {
-		if s.name == "segment" {
-			rate = halfLoadFraction * results[indexIn(o.scenarios, s.name)].RequestsPerS
-		}
-	}
-	if rate <= 0 {
+	seg := indexIn(o.scenarios, "segment")
+	if seg < 0 || results[seg].RequestsPerS <= 0 {
 		return nil, true, nil
 	}
+	rate := halfLoadFraction * results[seg].RequestsPerS
+	var runs []scenario
 	for _, name := range []string{"baseline", "segment"} {
 		if i := indexIn(o.scenarios, name); i >= 0 {
 			runs = append(runs, o.scenarios[i])

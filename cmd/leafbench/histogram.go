@@ -29,7 +29,6 @@ const (
 type Histogram struct {
 	counts   [numBuckets]uint64
 	total    uint64
-	sum      float64 // nanoseconds, for the mean
 	min, max int64
 }
 
@@ -64,7 +63,6 @@ func (h *Histogram) Record(d time.Duration) {
 		h.max = v
 	}
 	h.total++
-	h.sum += float64(v)
 }
 
 // Merge adds every sample of o to h.
@@ -80,7 +78,6 @@ func (h *Histogram) Merge(o *Histogram) {
 	}
 	h.max = max(h.max, o.max)
 	h.total += o.total
-	h.sum += o.sum
 }
 
 // Count returns the number of samples.
@@ -88,14 +85,6 @@ func (h *Histogram) Count() uint64 { return h.total }
 
 // Max returns the largest sample, 0 when there is none.
 func (h *Histogram) Max() time.Duration { return time.Duration(h.max) }
-
-// Mean returns the mean of the samples, 0 when there is none.
-func (h *Histogram) Mean() time.Duration {
-	if h.total == 0 {
-		return 0
-	}
-	return time.Duration(h.sum / float64(h.total))
-}
 
 // Quantile returns the q-quantile (0 < q ≤ 1) of the samples: the smallest
 // sample that at least q of all samples do not exceed (nearest rank), read

@@ -87,7 +87,7 @@ func TestHistogramBuckets(t *testing.T) {
 func TestHistogramEdges(t *testing.T) {
 	t.Run("Empty", func(t *testing.T) {
 		var h Histogram
-		if h.Quantile(0.99) != 0 || h.Mean() != 0 || h.Max() != 0 {
+		if h.Quantile(0.99) != 0 || h.Count() != 0 || h.Max() != 0 {
 			t.Fatal("an empty histogram must answer 0")
 		}
 	})

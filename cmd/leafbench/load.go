@@ -101,9 +101,6 @@ func (p *phase) ErrorCount() uint64 {
 	return n
 }
 
-// Good returns the number of good answers.
-func (p *phase) Good() uint64 { return p.Requests - p.ErrorCount() }
-
 // merge adds o's counts to p.
 func (p *phase) merge(o *phase) {
 	p.Requests += o.Requests

@@ -167,9 +167,18 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// medianOf returns the median of one field over rounds, leaving out the
-// rounds where it is 0 (unknown).
+// medianOf returns the median of one field over rounds.
 func medianOf(rs []RoundStats, f func(Stats) float64) float64 {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = f(r.Stats)
+	}
+	return median(xs)
+}
+
+// medianKnown is medianOf for a field that is 0 when unknown (the CPU
+// figures): it leaves those rounds out.
+func medianKnown(rs []RoundStats, f func(Stats) float64) float64 {
 	xs := make([]float64, 0, len(rs))
 	for _, r := range rs {
 		if x := f(r.Stats); x != 0 {

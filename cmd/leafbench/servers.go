@@ -70,6 +70,7 @@ func start(ctx context.Context, name string, cmd *exec.Cmd, stop context.CancelF
 	case addr := <-addrc:
 		p.url = "http://" + addr
 	case <-p.done:
+		stop()
 		return nil, fmt.Errorf("%s exited at start (%v); its last output:\n%s", name, cmd.ProcessState, p.log)
 	case <-timer.C:
 		p.Stop()

@@ -246,9 +246,9 @@ func untilNextMultiple(now time.Time, d time.Duration) time.Duration {
 
 // setRetryFirst changes how often the first address is checked (tests).
 func (f *failover) setRetryFirst(d time.Duration) {
-	f.retryFirst = d
 	close(f.stop)
 	<-f.done
+	f.retryFirst = d
 	f.stop, f.done = make(chan struct{}), make(chan struct{})
 	go f.retryFirstLoop()
 }

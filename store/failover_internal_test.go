@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +18,9 @@ import (
 	"github.com/leafd/leafd/internal/testdb"
 	"github.com/leafd/leafd/segment"
 )
+
+// testLogger logs to the test's output: shown with -v or when it fails.
+func testLogger(t *testing.T) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
 
 // proxiedDSN returns dsn with its address replaced by addr.
 func proxiedDSN(t *testing.T, dsn, addr string) string {
@@ -45,7 +49,7 @@ func clusterOf(t *testing.T, n int) (*MySQL, []*faultproxy.Proxy, string) {
 		proxies = append(proxies, p)
 		dsns = append(dsns, proxiedDSN(t, dsn, p.Addr()))
 	}
-	s, err := OpenMySQL(dsns[0], WithFallbacks(dsns[1:]...))
+	s, err := OpenMySQL(dsns[0], WithFallbacks(dsns[1:]...), WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +146,7 @@ func TestFailoverRefusingAddressSkipped(t *testing.T) {
 	}
 	missing := cfg.Clone()
 	missing.DBName = "leafd_test_missing_database"
-	s, err := OpenMySQL(missing.FormatDSN(), WithFallbacks(dsn))
+	s, err := OpenMySQL(missing.FormatDSN(), WithFallbacks(dsn), WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,9 @@ func BenchmarkBareGin(b *testing.B) {
 
 // benchSegment serves a tag of a real SQLite store whose ranges hold ten
 // million IDs, so that loads stay in the background as in production.
-func benchSegment(b *testing.B) http.Handler {
+func benchSegment(b *testing.B) http.Handler { return benchSegmentT(b) }
+
+func benchSegmentT(b testing.TB) http.Handler {
 	b.Helper()
 	s, err := store.OpenSQLite(testdb.SQLite(b))
 	if err != nil {
@@ -54,7 +56,9 @@ func benchSegment(b *testing.B) http.Handler {
 	return leafhttp.New(leafhttp.Config{Segment: a, Logger: quiet}).Handler()
 }
 
-func benchSnowflake(b *testing.B) http.Handler {
+func benchSnowflake(b *testing.B) http.Handler { return benchSnowflakeT(b) }
+
+func benchSnowflakeT(b testing.TB) http.Handler {
 	b.Helper()
 	g, err := snowflake.New(snowflake.Settings{WorkerID: 1, Logger: quiet})
 	if err != nil {

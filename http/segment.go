@@ -1,9 +1,7 @@
 package http
 
 import (
-	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/gin-gonic/gin"
@@ -38,7 +36,7 @@ func (s *Server) getSegment(c *gin.Context) {
 		return
 	}
 	n := 1
-	if raw, ok := c.GetQuery("count"); ok {
+	if raw, ok := query(c, "count"); ok {
 		var err error
 		if n, err = parseCount(raw, s.seg.MaxBatch()); err != nil {
 			s.writeError(c, err)
@@ -68,7 +66,7 @@ func (s *Server) getSegment(c *gin.Context) {
 			}
 		}
 		b = append(b, "]}\n"...)
-		c.Data(http.StatusOK, applicationJSON, b)
+		writeOK(c, contentJSON, b)
 	} else {
 		for _, r := range buf.ranges {
 			for id := r.Start; id < r.End; id++ {
@@ -76,7 +74,7 @@ func (s *Server) getSegment(c *gin.Context) {
 				b = append(b, '\n')
 			}
 		}
-		c.Data(http.StatusOK, textPlain, b)
+		writeOK(c, contentTextPlain, b)
 	}
 	buf.b = b
 }
@@ -99,7 +97,7 @@ func (s *Server) getLeafSegment(c *gin.Context) {
 		return
 	}
 	var b [20]byte
-	c.Data(http.StatusOK, textPlain, strconv.AppendInt(b[:0], id, 10))
+	writeOK(c, contentTextPlain, strconv.AppendInt(b[:0], id, 10))
 }
 
 // parseCount reads a count parameter: a decimal integer in 1..max.
@@ -117,13 +115,4 @@ func truncate(s string) string {
 		return s[:32] + "…"
 	}
 	return s
-}
-
-// wantJSON reports whether the client asked for JSON, by ?format=json or an
-// Accept header naming application/json.
-func wantJSON(c *gin.Context) bool {
-	if f, ok := c.GetQuery("format"); ok {
-		return f == "json"
-	}
-	return strings.Contains(c.GetHeader("Accept"), "application/json")
 }

@@ -26,7 +26,7 @@ func (s *Server) getSnowflake(c *gin.Context) {
 		return
 	}
 	n := 1
-	if raw, ok := c.GetQuery("count"); ok {
+	if raw, ok := query(c, "count"); ok {
 		var err error
 		if n, err = parseCount(raw, s.sf.MaxBatch()); err != nil {
 			s.writeError(c, err)
@@ -52,13 +52,13 @@ func (s *Server) getSnowflake(c *gin.Context) {
 			b = append(b, '"')
 		}
 		b = append(b, "]}\n"...)
-		c.Data(http.StatusOK, applicationJSON, b)
+		writeOK(c, contentJSON, b)
 	} else {
 		for _, id := range buf.ids {
 			b = strconv.AppendInt(b, int64(id), 10)
 			b = append(b, '\n')
 		}
-		c.Data(http.StatusOK, textPlain, b)
+		writeOK(c, contentTextPlain, b)
 	}
 	buf.b = b
 }
@@ -76,7 +76,7 @@ func (s *Server) getLeafSnowflake(c *gin.Context) {
 		return
 	}
 	var b [20]byte
-	c.Data(http.StatusOK, textPlain, strconv.AppendInt(b[:0], int64(id), 10))
+	writeOK(c, contentTextPlain, strconv.AppendInt(b[:0], int64(id), 10))
 }
 
 // decodedID is the JSON of GET /snowflake/{id} and `leafd decode`.

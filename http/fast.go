@@ -53,3 +53,44 @@ func wantJSON(c *gin.Context) bool {
 	}
 	return false
 }
+
+// appendRun appends the decimal IDs start, start+1, ..., end-1, each
+// written as before, the digits, after: "1\n2\n" for a text batch, "\"1\","
+// for JSON. Consecutive IDs differ in their last digits only, so the digits
+// are counted up in place instead of formatted afresh for every ID: a batch
+// of a thousand costs a few microseconds. start must be at least 0 and end
+// at most 2^63-1.
+func appendRun(b []byte, start, end int64, before, after string) []byte {
+	if start >= end {
+		return b
+	}
+	var d [20]byte // 2^63-1 has 19 digits
+	i := len(d)
+	for v := start; ; v /= 10 {
+		i--
+		d[i] = byte('0' + v%10)
+		if v < 10 {
+			break
+		}
+	}
+	for id := start; ; id++ {
+		b = append(b, before...)
+		b = append(b, d[i:]...)
+		b = append(b, after...)
+		if id == end-1 {
+			return b
+		}
+		// Count up by one: 9s roll over to 0s and carry left.
+		j := len(d) - 1
+		for d[j] == '9' {
+			d[j] = '0'
+			j--
+		}
+		if j < i { // a new leading digit, 999 -> 1000
+			i--
+			d[i] = '1'
+		} else {
+			d[j]++
+		}
+	}
+}

@@ -55,24 +55,17 @@ func (s *Server) getSegment(c *gin.Context) {
 		b = append(b, `{"tag":"`...)
 		b = append(b, tag...) // a valid tag needs no JSON escaping
 		b = append(b, `","ids":[`...)
-		for i, r := range buf.ranges {
-			for id := r.Start; id < r.End; id++ {
-				if i > 0 || id > r.Start {
-					b = append(b, ',')
-				}
-				b = append(b, '"')
-				b = strconv.AppendInt(b, id, 10)
-				b = append(b, '"')
-			}
+		for _, r := range buf.ranges {
+			b = appendRun(b, r.Start, r.End, `"`, `",`)
+		}
+		if b[len(b)-1] == ',' {
+			b = b[:len(b)-1]
 		}
 		b = append(b, "]}\n"...)
 		writeOK(c, contentJSON, b)
 	} else {
 		for _, r := range buf.ranges {
-			for id := r.Start; id < r.End; id++ {
-				b = strconv.AppendInt(b, id, 10)
-				b = append(b, '\n')
-			}
+			b = appendRun(b, r.Start, r.End, "", "\n")
 		}
 		writeOK(c, contentTextPlain, b)
 	}

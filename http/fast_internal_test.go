@@ -1,0 +1,61 @@
+package http
+
+import (
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+// appendRunReference is what appendRun must write: every ID formatted
+// afresh.
+func appendRunReference(b []byte, start, end int64, before, after string) []byte {
+	for id := start; id < end; id++ {
+		b = append(b, before...)
+		b = strconv.AppendInt(b, id, 10)
+		b = append(b, after...)
+	}
+	return b
+}
+
+func checkRun(t *testing.T, start, end int64) {
+	t.Helper()
+	for _, sep := range [][2]string{{"", "\n"}, {`"`, `",`}} {
+		got := string(appendRun([]byte("x"), start, end, sep[0], sep[1]))
+		want := string(appendRunReference([]byte("x"), start, end, sep[0], sep[1]))
+		if got != want {
+			t.Fatalf("appendRun(%d, %d, %q, %q):\ngot  %q\nwant %q", start, end, sep[0], sep[1], got, want)
+		}
+	}
+}
+
+// Runs across every kind of carry, up to the largest ID, and at random.
+func TestAppendRun(t *testing.T) {
+	for _, r := range [][2]int64{
+		{0, 0}, {5, 5}, {0, 1}, {0, 25}, {1, 1001}, {95, 105}, {9990, 10_010},
+		{999_999_990, 1_000_000_010}, {math.MaxInt64 - 30, math.MaxInt64},
+		{999_999_999_999_999_990, 1_000_000_000_000_000_010},
+	} {
+		checkRun(t, r[0], r[1])
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		start := rng.Int64N(math.MaxInt64 - 3000)
+		if rng.IntN(2) == 0 {
+			start = rng.Int64N(1_000_000)
+		}
+		checkRun(t, start, start+rng.Int64N(3000))
+	}
+}
+
+func FuzzAppendRun(f *testing.F) {
+	f.Add(int64(0), uint16(10))
+	f.Add(int64(99), uint16(3))
+	f.Add(int64(math.MaxInt64-5), uint16(5))
+	f.Fuzz(func(t *testing.T, start int64, n uint16) {
+		if start < 0 || start > math.MaxInt64-int64(n) {
+			t.Skip()
+		}
+		checkRun(t, start, start+int64(n))
+	})
+}

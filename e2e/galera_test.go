@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	osexec "os/exec"
@@ -295,14 +294,7 @@ type storeState struct {
 
 func (p *process) storeState() (storeState, error) {
 	var st storeState
-	code, body, err := p.get("/api/state")
-	if err != nil {
-		return st, err
-	}
-	if code != 200 {
-		return st, fmt.Errorf("/api/state: %d", code)
-	}
-	return st, json.Unmarshal([]byte(body), &st)
+	return st, p.getJSON("/api/state", &st)
 }
 
 func (st storeState) String() string {

@@ -116,14 +116,19 @@ type stateJSON struct {
 
 func (p *process) state() (stateJSON, error) {
 	var st stateJSON
-	code, body, err := p.get("/api/state")
+	return st, p.getJSON("/api/state", &st)
+}
+
+// getJSON decodes the JSON answer of GET path, which must be a 200, into v.
+func (p *process) getJSON(path string, v any) error {
+	code, body, err := p.get(path)
 	if err != nil {
-		return st, err
+		return err
 	}
 	if code != 200 {
-		return st, fmt.Errorf("/api/state: %d", code)
+		return fmt.Errorf("%s: %d", path, code)
 	}
-	return st, json.Unmarshal([]byte(body), &st)
+	return json.Unmarshal([]byte(body), v)
 }
 
 // bufferLives measures, on every server, how long each tag's buffered IDs

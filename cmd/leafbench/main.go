@@ -43,9 +43,10 @@
 //	go run ./cmd/leafbench -duration 5s -rounds 3 -markdown bench.md -json bench.json
 //	go run ./cmd/leafbench -target http://127.0.0.1:8080 -tag bench
 //
-// By default leafbench starts leafd itself: -leafd PATH, else leafd from
-// PATH, else one it builds with `go build ./cmd/leafd` when run inside the
-// leafd repository. That leafd gets a fresh SQLite file in a temporary
+// By default leafbench starts leafd itself: -leafd PATH, else, when run
+// inside the leafd repository, one it builds from it with `go build
+// ./cmd/leafd` (so that the numbers are the tree's own), else leafd from
+// PATH. That leafd gets a fresh SQLite file in a temporary
 // directory, the tag -tag with a step of 1,000,000 (segment.max_step
 // 100,000,000), snowflake mode with the fixed worker id 1, and a free
 // loopback port. With -target it loads a leafd that is already running; the
@@ -141,7 +142,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&o.mdPath, "markdown", "", "also write the results as Markdown tables to this file")
 	fs.BoolVar(&quick, "quick", false, "a short run for CI: 1s per scenario, 250ms warm-up, 1 round (flags given explicitly win)")
-	fs.StringVar(&o.leafdPath, "leafd", "", "leafd binary to start (default: leafd from PATH, else built from this repository)")
+	fs.StringVar(&o.leafdPath, "leafd", "", "leafd binary to start (default: built from this repository when run inside it, else leafd from PATH)")
 	fs.StringVar(&o.target, "target", "", "load a leafd already running at this URL, e.g. http://127.0.0.1:8080, instead of starting one")
 	fs.StringVar(&o.tag, "tag", "bench", "segment tag to request (created by leafbench when it starts leafd)")
 	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow a -target that is not a loopback address (only a machine you may load)")

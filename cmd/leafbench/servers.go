@@ -215,35 +215,41 @@ func startBaseline(ctx context.Context, client *http.Client) (*process, error) {
 	})
 }
 
-// findLeafd returns the leafd binary to benchmark: path when given, else
-// leafd from PATH, else one built from the repository around the working
-// directory into dir. built says whether it was built.
+// findLeafd returns the leafd binary to benchmark: path when given; else,
+// run inside the leafd repository, one built from it into dir, so that the
+// numbers are those of the tree at hand and never of an older leafd that
+// happens to be installed; else leafd from PATH. built says whether it was
+// built.
 func findLeafd(ctx context.Context, path, dir string, stderr io.Writer) (bin string, built bool, err error) {
 	if path == "" {
-		path, _ = exec.LookPath("leafd")
-	}
-	if path != "" {
-		// Absolute: leafd runs in another directory, where a relative
-		// path would name another file.
-		abs, err := filepath.Abs(path)
-		if err == nil {
-			_, err = os.Stat(abs)
+		root, rootErr := repoRoot()
+		if rootErr == nil {
+			return buildLeafd(ctx, root, dir, stderr)
 		}
-		if err != nil {
-			return "", false, fmt.Errorf("-leafd %s: %w", path, err)
+		if path, _ = exec.LookPath("leafd"); path == "" {
+			return "", false, fmt.Errorf("no leafd in PATH and %w: pass -leafd PATH, or -target URL for a running leafd", rootErr)
 		}
-		return abs, false, nil
 	}
-	root, err := repoRoot()
+	// Absolute: leafd runs in another directory, where a relative path
+	// would name another file.
+	abs, err := filepath.Abs(path)
+	if err == nil {
+		_, err = os.Stat(abs)
+	}
 	if err != nil {
-		return "", false, fmt.Errorf("no leafd in PATH and %w: pass -leafd PATH, or -target URL for a running leafd", err)
+		return "", false, fmt.Errorf("-leafd %s: %w", path, err)
 	}
+	return abs, false, nil
+}
+
+// buildLeafd builds root/cmd/leafd into dir.
+func buildLeafd(ctx context.Context, root, dir string, stderr io.Writer) (bin string, built bool, err error) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		return "", false, errors.New("no leafd in PATH and no go to build one: install Go, or pass -leafd PATH")
+		return "", false, errors.New("no go to build leafd with: install Go, or pass -leafd PATH")
 	}
 	bin = filepath.Join(dir, "leafd")
-	fmt.Fprintf(stderr, "leafbench: no leafd in PATH; building %s/cmd/leafd into %s\n", root, dir)
+	fmt.Fprintf(stderr, "leafbench: building %s/cmd/leafd into %s\n", root, dir)
 	build := exec.CommandContext(ctx, gobin, "build", "-o", bin, "./cmd/leafd")
 	build.Dir = root
 	build.Stdout, build.Stderr = stderr, stderr

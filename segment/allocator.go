@@ -204,9 +204,12 @@ func (a *Allocator) Next(ctx context.Context, name string) (int64, error) {
 		if b := t.cur.Load(); b != nil {
 			if off := b.used.Add(1) - 1; off < b.size {
 				if off == b.preloadAt {
-					// Exactly one caller takes this offset: the load of the
-					// next range starts once, without an atomic read on
-					// every other call.
+					// Exactly one caller takes this offset (or a batch
+					// spanning it, in NextN): the load of the next range
+					// starts once, without an atomic read on every other
+					// call. Should that caller be descheduled before it
+					// starts the load, the load starts late, when the
+					// buffer runs out: waits, never a duplicate.
 					a.preload(t, b)
 				}
 				return b.start + off, nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,14 +25,23 @@ const retryFirstEvery = time.Minute
 // does not hold up the walk to the next address.
 const probeTimeout = 3 * time.Second
 
-// probeSQL asks a node whether it accepts writes. A Galera node that is not
-// synced (or not in the primary component) refuses the query itself with
-// error 1047; a replica, a Group Replication secondary or a server set
-// read-only answers 1.
-const probeSQL = "SELECT @@global.read_only"
+// The probe of a new connection. read_only is 1 (or ON) on a replica, a
+// Group Replication secondary or a server set read-only. A Galera node
+// that is out of the primary component or not synced still answers
+// queries that read no table, so its wsrep_ready is asked too: OFF there.
+// MySQL has no wsrep variables, and a MariaDB without Galera has wsrep_on
+// OFF; neither is asked further.
+const (
+	probeReadOnlySQL = "SELECT @@global.read_only"
+	probeWsrepOnSQL  = "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'"
+	probeWsrepSQL    = "SHOW GLOBAL STATUS LIKE 'wsrep_ready'"
+)
 
-// errReadOnly is the probe's answer when a node is up but read-only.
-var errReadOnly = errors.New("the server is read-only (@@global.read_only = 1): it is a replica or was set read-only")
+// Why a probe refuses a node that answered.
+var (
+	errReadOnly = errors.New("the server is read-only (@@global.read_only is on): it is a replica or was set read-only")
+	errNotReady = errors.New("the Galera node is not ready (wsrep_ready is OFF): it is not synced or not in the primary component")
+)
 
 // clusterAddress is one address of a cluster: its connector and the name
 // it is logged and shown by (host:port, never the password).
@@ -65,6 +75,10 @@ type failover struct {
 
 	stop chan struct{}
 	done chan struct{}
+	// ctx ends at Close, so that a check of the first address in flight
+	// does not hold up shutdown.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 var _ driver.Connector = (*failover)(nil)
@@ -77,6 +91,7 @@ func newFailover(addrs []clusterAddress, log *slog.Logger) *failover {
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
 	go f.retryFirstLoop()
 	return f
 }
@@ -130,31 +145,57 @@ func (f *failover) open(ctx context.Context, i int) (fullConn, error) {
 
 // probe returns nil when conn's node accepts writes.
 func probe(ctx context.Context, conn driver.QueryerContext) error {
-	rows, err := conn.QueryContext(ctx, probeSQL, nil)
+	readOnly, err := queryValue(ctx, conn, probeReadOnlySQL, 0)
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	v := make([]driver.Value, 1)
-	if err := rows.Next(v); err != nil {
-		if err == io.EOF {
-			return errors.New("the read-only check returned no row")
-		}
-		return err
-	}
-	var readOnly string
-	switch x := v[0].(type) {
-	case int64:
-		readOnly = fmt.Sprint(x)
-	case []byte:
-		readOnly = string(x)
-	default:
-		readOnly = fmt.Sprint(x)
-	}
-	if readOnly != "0" {
+	if !isOff(readOnly) {
 		return errReadOnly
 	}
+	wsrepOn, err := queryValue(ctx, conn, probeWsrepOnSQL, 1)
+	if err != nil || !strings.EqualFold(wsrepOn, "ON") {
+		return nil // no Galera (MySQL answers no row; a failed SHOW is not the node refusing)
+	}
+	ready, err := queryValue(ctx, conn, probeWsrepSQL, 1)
+	if err != nil {
+		return err
+	}
+	if !strings.EqualFold(ready, "ON") {
+		return errNotReady
+	}
 	return nil
+}
+
+// isOff reports whether a boolean server variable reads false: 0, or OFF
+// where the server reports it by name.
+func isOff(v string) bool { return v == "0" || strings.EqualFold(v, "OFF") }
+
+// queryValue returns column col of the first row of query, as text; "" when
+// there is no row.
+func queryValue(ctx context.Context, conn driver.QueryerContext, query string, col int) (string, error) {
+	rows, err := conn.QueryContext(ctx, query, nil)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	v := make([]driver.Value, len(rows.Columns()))
+	if col >= len(v) {
+		return "", fmt.Errorf("%s: %d columns", query, len(v))
+	}
+	if err := rows.Next(v); err != nil {
+		if err == io.EOF {
+			return "", nil
+		}
+		return "", err
+	}
+	switch x := v[col].(type) {
+	case []byte:
+		return string(x), nil
+	case string:
+		return x, nil
+	default:
+		return fmt.Sprint(x), nil
+	}
 }
 
 // adopt wraps a connection opened to address at, which the walk reached
@@ -224,7 +265,7 @@ func (f *failover) retryFirstLoop() {
 		if cur == 0 {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), mysqlDialTimeout+probeTimeout)
+		ctx, cancel := context.WithTimeout(f.ctx, mysqlDialTimeout+probeTimeout)
 		conn, err := f.open(ctx, 0)
 		cancel()
 		if err != nil {
@@ -256,6 +297,7 @@ func (f *failover) setRetryFirst(d time.Duration) {
 // Close stops the goroutine that checks the first address. database/sql
 // calls it from DB.Close.
 func (f *failover) Close() error {
+	f.cancel()
 	select {
 	case <-f.stop:
 	default:

@@ -274,8 +274,14 @@ func TestCheckMySQLDSN(t *testing.T) {
 			t.Errorf("CheckMySQLDSN(%q) = nil, want an error", dsn)
 		}
 	}
-	if err := CheckMySQLDSN("root@tcp(127.0.0.1:3306)/leafd"); err != nil {
-		t.Errorf("CheckMySQLDSN of a good DSN: %v", err)
+	for _, dsn := range []string{"root@tcp(127.0.0.1:3306)/leafd", "root@tcp(127.0.0.1:3306)/leafd?charset=utf8mb4,utf8"} {
+		if err := CheckMySQLDSN(dsn); err != nil {
+			t.Errorf("CheckMySQLDSN(%q): %v", dsn, err)
+		}
+	}
+	// Quoting arguments into SQL is not safe in these character sets.
+	if err := CheckMySQLDSN("root@tcp(127.0.0.1:3306)/leafd?charset=gbk"); err == nil || !strings.Contains(err.Error(), "charset=gbk") {
+		t.Errorf("CheckMySQLDSN with charset=gbk: %v, want an error naming it", err)
 	}
 	_, err := OpenMySQL("root@tcp(127.0.0.1:3306)/leafd", WithFallbacks("root@tcp(127.0.0.1:3307)/"))
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprint("fallback address 0")) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -218,6 +219,54 @@ func TestGalera(t *testing.T) {
 		}
 		if a := s.Address(); a.Index != 1 || a.Switches != 1 {
 			t.Fatalf("Address() = %+v, want node 1 after one switch", a)
+		}
+	})
+
+	// A node cut off from the others (out of the primary component) still
+	// accepts connections and answers queries that read no table, but
+	// refuses every write (1047). The store leaves it at the first refusal,
+	// with no failed call, and the node rejoins once it can talk again.
+	t.Run("PartitionedNodeLeft", func(t *testing.T) {
+		db := newDatabase(t, 10)
+		s := openStore(t, db, 0, 1, 2)
+		if _, err := s.Allocate(context.Background(), "t", 10); err != nil {
+			t.Fatal(err)
+		}
+		raw := openGaleraRaw(t, c.Node(0), "")
+		raw.SetMaxOpenConns(1)
+		if _, err := raw.Exec("SET GLOBAL wsrep_provider_options = 'gmcast.isolate=1'"); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if _, err := raw.Exec("SET GLOBAL wsrep_provider_options = 'gmcast.isolate=0'"); err != nil {
+				t.Errorf("let node 0 talk again: %v", err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := c.WaitSynced(ctx); err != nil {
+				t.Fatalf("node 0 did not rejoin: %v", err)
+			}
+		}()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			st, err := c.Node(0).Status(context.Background(), "wsrep_ready")
+			if err == nil && st["wsrep_ready"] == "OFF" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node 0 still ready 30 s after it was cut off: %v %v", st, err)
+			}
+		}
+		for i := range 5 {
+			a, err := s.Allocate(context.Background(), "t", 10)
+			if err != nil {
+				t.Fatalf("Allocate %d with node 0 cut off: %v", i, err)
+			}
+			if want := int64(11 + 10*i); a.Start != want {
+				t.Fatalf("Allocate %d = %+v, want a range from %d", i, a, want)
+			}
+		}
+		if a := s.Address(); a.Index == 0 || !strings.Contains(a.LastSwitchReason, "wsrep_ready") {
+			t.Fatalf("Address() = %+v, want another node, left for wsrep_ready", a)
 		}
 	})
 

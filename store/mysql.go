@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"time"
 
@@ -123,12 +124,11 @@ func OpenMySQL(dsn string, opts ...MySQLOption) (*MySQL, error) {
 		lockSuffix: " FOR UPDATE",
 	}, cluster: cluster, addr: first.name}
 	if cluster != nil {
-		s.unavailable = func(err error) bool {
+		s.unavailable = func(err error) {
 			var me *mysql.MySQLError
 			if errors.As(err, &me) {
 				cluster.refused() // the node answered: it refuses to serve
 			}
-			return true
 		}
 	}
 	return s, nil
@@ -139,6 +139,34 @@ func OpenMySQL(dsn string, opts ...MySQLOption) (*MySQL, error) {
 func CheckMySQLDSN(dsn string) error {
 	_, err := mysqlConnector(dsn)
 	return err
+}
+
+// unsafeCharsets are the character sets in which quoting a string into SQL
+// is not safe (a multi-byte character can end in a backslash).
+var unsafeCharsets = map[string]bool{"big5": true, "cp932": true, "gb2312": true, "gbk": true, "sjis": true}
+
+// unsafeCharset returns the first character set of dsn's charset parameter
+// that is in unsafeCharsets, or "". (The driver keeps the parameter to
+// itself once parsed.)
+func unsafeCharset(dsn string) string {
+	// The parameters follow the database name, after the last slash: a
+	// password may hold a '?' of its own.
+	_, q, ok := strings.Cut(dsn[strings.LastIndex(dsn, "/")+1:], "?")
+	if !ok {
+		return ""
+	}
+	params, err := url.ParseQuery(q)
+	if err != nil {
+		return "" // the driver has already accepted it
+	}
+	for _, v := range params["charset"] {
+		for _, cs := range strings.Split(v, ",") {
+			if unsafeCharsets[strings.ToLower(strings.TrimSpace(cs))] {
+				return cs
+			}
+		}
+	}
+	return ""
 }
 
 // mysqlConnector parses dsn and returns its connector, with the settings
@@ -166,13 +194,19 @@ func mysqlConnector(dsn string) (clusterAddress, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = mysqlDialTimeout
 	}
-	// Statements go as text with their arguments quoted in (the SQL here
-	// is leafd's own, its arguments numbers and validated tags), not as
-	// server-side prepared statements: one round trip instead of three, and
-	// on MariaDB Galera the prepared-statement path sometimes loses the
-	// notice that another node's write aborted the transaction, after which
-	// the COMMIT succeeds and two servers hold the same range (seen under
-	// load with MariaDB 10.11 and galera-4 26.4; TestGalera).
+	// Statements go as text with their arguments quoted in by the driver
+	// (numbers, validated tags, and descriptions escaped for the
+	// connection's character set), not as server-side prepared statements:
+	// one round trip instead of three, and on MariaDB Galera the
+	// prepared-statement path sometimes loses the notice that another node's
+	// write aborted the transaction, after which the COMMIT succeeds and two
+	// servers hold the same range (seen under load with MariaDB 10.11 and
+	// galera-4 26.4; TestGalera). Quoting is not safe in the multi-byte
+	// character sets whose second bytes can be a backslash, so those are
+	// refused.
+	if cs := unsafeCharset(dsn); cs != "" {
+		return clusterAddress{}, fmt.Errorf("the MySQL DSN sets charset=%s, which leafd does not support: leave charset out, or use utf8mb4", cs)
+	}
 	cfg.InterpolateParams = true
 	// The driver would print to stderr, outside the server's structured log,
 	// what the errors it returns already say.
@@ -197,9 +231,12 @@ func (s *MySQL) Address() leafd.StoreAddress {
 // Migrate applies the pending migrations of package migrations with goose.
 // It holds the named lock leafd_migrate (GET_LOCK) meanwhile, so that
 // servers starting at once on one database migrate one after the other;
-// the others then find nothing to do. It is idempotent, and it succeeds on
-// a database that already holds Java Leaf's leaf_alloc, leaving its rows as
-// they are.
+// the others then find nothing to do. (On Galera the lock holds on one node
+// only; servers migrating through different nodes at once are safe all the
+// same: every migration runs again harmlessly, and the version table is
+// mended if the race lost its first row.) It is idempotent, and it succeeds
+// on a database that already holds Java Leaf's leaf_alloc, leaving its rows
+// as they are.
 //
 // Errors: store_unavailable when the database cannot be reached; an error
 // without a code when the lock is not granted within 60 seconds or a
@@ -220,6 +257,7 @@ func (s *MySQL) Migrate(ctx context.Context) error {
 	}
 	return s.wrap(s.write(ctx, func(ctx context.Context) error {
 		err := up(ctx, goose.DialectMySQL, s.x.DB, migrations.MySQL)
+		// goose does not export this error; its text is matched.
 		if err != nil && strings.Contains(err.Error(), "missing zero version migration") {
 			// GET_LOCK holds on one node of a Galera cluster only: servers
 			// starting at once through different nodes can create goose's

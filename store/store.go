@@ -108,12 +108,11 @@ type db struct {
 	// ("" where transactions lock the whole database).
 	nowMsSQL, lockSuffix string
 	// unavailable, when set (a MySQL store with fallback addresses), is
-	// told of every error that made the database count as unavailable, so
-	// that a node that answered but refuses writes is left. It reports
-	// whether another address may serve, in which case write tries the
-	// transaction once more at once: a fresh transaction, so whatever the
-	// failed one did (even a COMMIT whose outcome is unknown) is never used.
-	unavailable func(error) bool
+	// told of errors that made the database count as unavailable, so that
+	// a node that answered but refuses writes is left; being told of one
+	// error twice does no harm. With it set, writeMovingOn tries a
+	// transaction once more at once, through the next address.
+	unavailable func(error)
 	// beforeCommit, when set (by tests of this package only), runs between
 	// the SELECT and the COMMIT of Allocate.
 	beforeCommit func(context.Context, *sqlx.Tx) error
@@ -146,7 +145,7 @@ func (s *db) Allocate(ctx context.Context, tag string, step int64) (segment.Allo
 		return segment.Allocation{}, fmt.Errorf("store: allocate %q: step %d is below 1", tag, step)
 	}
 	var a segment.Allocation
-	err := s.write(ctx, func(ctx context.Context) error {
+	err := s.writeMovingOn(ctx, func(ctx context.Context) error {
 		var err error
 		a, err = s.allocate(ctx, tag, step)
 		return err
@@ -372,11 +371,24 @@ func unknownTag(tag string) error {
 
 // write runs one writing transaction, retrying it while the database aborts
 // it for a retry, at most maxAttempts times in all (or for retryFor), with
-// jittered backoff between attempts, and once more at once when the
-// database could not be reached but another address of its cluster may
-// serve. It gives up early when ctx ends and
+// jittered backoff between attempts. It gives up early when ctx ends and
 // then returns the last error.
 func (s *db) write(ctx context.Context, tx func(context.Context) error) error {
+	return s.writeWith(ctx, false, tx)
+}
+
+// writeMovingOn is write, and when the database could not be reached and
+// the store has further addresses of its cluster, it also tries once more
+// at once, through the next one. Only for transactions whose repetition is
+// harmless even when the failed attempt did commit (its answer lost): an
+// allocation, whose lost range is simply never used, or a renewal. Not for
+// a tag's creation, whose repetition would answer tag_exists, nor a worker
+// id's claim, whose repetition would hold a second one.
+func (s *db) writeMovingOn(ctx context.Context, tx func(context.Context) error) error {
+	return s.writeWith(ctx, s.unavailable != nil, tx)
+}
+
+func (s *db) writeWith(ctx context.Context, moveOn bool, tx func(context.Context) error) error {
 	var err error
 	movedOn := false // tried again at once after the address failed
 	start := time.Now()
@@ -392,7 +404,8 @@ func (s *db) write(ctx context.Context, tx func(context.Context) error) error {
 		switch s.class(err) {
 		case classRetry:
 		case classUnavailable:
-			if !movedOn && s.unavailable != nil && ctx.Err() == nil && s.unavailable(err) {
+			if moveOn && !movedOn && ctx.Err() == nil {
+				s.unavailable(err) // so that the next connection is probed afresh
 				movedOn = true
 				attempt--
 				continue

@@ -168,7 +168,7 @@ func (s *db) ReleaseWorker(ctx context.Context, l snowflake.Lease, watermarkMs i
 
 func (s *db) updateWorker(ctx context.Context, op, query string, l snowflake.Lease, args ...any) error {
 	var n int64
-	err := s.write(ctx, func(ctx context.Context) error {
+	err := s.writeMovingOn(ctx, func(ctx context.Context) error {
 		res, err := s.x.ExecContext(ctx, query, args...)
 		if err != nil {
 			return err

@@ -449,8 +449,17 @@ func eventually(t *testing.T, cond func() bool, what string) {
 func TestUpsertServesAtOnce(t *testing.T) {
 	forEachDatabase(t, func(t *testing.T, db *database) {
 		s := db.store(t)
-		a := newAllocator(t, s, fastConfig()) // refreshes only when told
+		// Not started: a started allocator reads the tag list at once in
+		// the background, which could list the tag before Upsert does.
+		a, err := segment.New(s, fastConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close() })
 		ctx := context.Background()
+		if err := a.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := s.CreateTag(ctx, tagRow("new", 10)); err != nil {
 			t.Fatal(err)
 		}

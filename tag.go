@@ -91,20 +91,3 @@ type TagUpdate struct {
 
 // String returns the tag's name and counter for logs.
 func (t Tag) String() string { return fmt.Sprintf("%s(max_id=%d step=%d)", t.Name, t.MaxID, t.Step) }
-
-// StoreAddress describes the database address a MySQL store is using,
-// among those of its cluster (store.dsn first, then store.fallback_dsns).
-type StoreAddress struct {
-	// Name is the address in use, host:port (or the socket path).
-	Name string
-	// Index is its position in the list: 0 is store.dsn.
-	Index int
-	// Count is the number of addresses.
-	Count int
-	// Switches counts the moves from one address to another since the
-	// store was opened; LastSwitch is when the last happened (zero if
-	// none) and LastSwitchReason why (empty for a move back to the first).
-	Switches         int64
-	LastSwitch       time.Time
-	LastSwitchReason string
-}

@@ -24,11 +24,6 @@
 //	                               suite fails, rather than skips, without one
 //	LEAFD_TEST_REQUIRE_GALERA=1    fail, rather than skip, the Galera scenarios (7a-7c)
 //	                               when galera-4 and rsync are not installed
-//	LEAFD_E2E_GALERA_DSN_PARAMS=.. more DSN parameters for the servers on Galera,
-//	                               to try a driver setting
-//	LEAFD_E2E_GALERA_MIGRATE_FIRST=1  run leafd migrate through one node before the
-//	                               servers start, instead of letting them race (they
-//	                               must cope with the race: see store.MySQL.Migrate)
 //
 // The Galera scenarios start a real 3-node MariaDB Galera cluster on
 // loopback (internal/galera), shared by them, and run one leafd per node with

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	osexec "os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,17 +141,6 @@ func galeraDB(t *testing.T, gc *galera.Cluster) string {
 	if err := exec("CREATE DATABASE " + name); err != nil {
 		t.Fatalf("create the test database %s: %v", name, err)
 	}
-	if os.Getenv("LEAFD_E2E_GALERA_MIGRATE_FIRST") == "1" {
-		// Servers that start at once through different nodes each run the
-		// migrations: leafd's GET_LOCK does not span a Galera cluster.
-		// This migrates through one node first, to test the rest apart.
-		cmd := osexec.Command(leafdBin, "migrate")
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LEAFD_STORE_DRIVER=mysql",
-			"LEAFD_STORE_DSN=" + gc.Node(0).DSN(name) + "?timeout=2s"}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("leafd migrate: %v\n%s", err, out)
-		}
-	}
 	t.Cleanup(func() {
 		if err := exec("DROP DATABASE IF EXISTS " + name); err != nil {
 			t.Errorf("drop the test database %s: %v", name, err)
@@ -165,14 +153,10 @@ func galeraDB(t *testing.T, gc *galera.Cluster) string {
 // and the next nodes after it as store.fallback_dsns, in order, and reads
 // the final max_ids through node 0 with causal reads (wsrep_sync_wait), so
 // that nothing committed on another node is missed. The servers' DSNs carry
-// only a dial timeout, plus LEAFD_E2E_GALERA_DSN_PARAMS when set
-// (interpolateParams=true, say, to try a driver setting without a rebuild).
+// only a dial timeout.
 func galeraOptions(gc *galera.Cluster, db string, servers int, env ...string) clusterOptions {
 	n := gc.Size()
-	params := "?timeout=2s"
-	if extra := os.Getenv("LEAFD_E2E_GALERA_DSN_PARAMS"); extra != "" {
-		params += "&" + strings.TrimPrefix(extra, "?")
-	}
+	const params = "?timeout=2s"
 	return clusterOptions{
 		servers:  servers,
 		env:      env,

@@ -13,7 +13,13 @@
 # The build runs on the builder's own platform and cross-compiles (pure Go,
 # no cgo), so `docker buildx build --platform linux/amd64,linux/arm64` needs
 # no emulation.
-FROM --platform=$BUILDPLATFORM golang:1.26 AS build
+#
+# The Go version is pinned to at least go.mod's `go` line (and `toolchain`,
+# if any): the golang images set GOTOOLCHAIN=local, so an older image does
+# not fetch a newer toolchain but stops the build. A floating tag such as
+# golang:1.26 may be an older cached patch release. Raise this line with
+# go.mod; deploy/goversion_test.go fails when it falls behind.
+FROM --platform=$BUILDPLATFORM golang:1.26.8 AS build
 ARG TARGETOS TARGETARCH
 WORKDIR /src
 COPY go.mod go.sum ./

@@ -1,5 +1,5 @@
 // Package leafd holds the domain types shared by every part of leafd: the
-// error codes of the HTTP contract (../shared/SPEC.md section 3) and the tag
+// error codes of the HTTP contract (docs/contract.md section 4) and the tag
 // record. It imports nothing but the standard library, so that segment,
 // snowflake, store and http can all depend on it without depending on each
 // other.
@@ -17,6 +17,7 @@ const (
 	EInvalidCount         = "invalid_count"
 	EInvalidID            = "invalid_id"
 	EInvalidBody          = "invalid_body"
+	EInvalidQuery         = "invalid_query" // a query that does not parse, a repeated parameter, or a bad /api/state parameter
 	EUnauthorized         = "unauthorized"
 	EAdminDisabled        = "admin_disabled"
 	EUnknownTag           = "unknown_tag"
@@ -25,9 +26,11 @@ const (
 	EMethodNotAllowed     = "method_not_allowed"
 	ETagExists            = "tag_exists"
 	EBodyTooLarge         = "body_too_large"
+	EUnsupportedMediaType = "unsupported_media_type" // an admin body whose Content-Type is not application/json
 	ESegmentUnavailable   = "segment_unavailable"
 	ESnowflakeUnavailable = "snowflake_unavailable"
 	ETagExhausted         = "tag_exhausted"
+	ETagRewound           = "tag_rewound" // a range below IDs already issued: max_id lowered, or the tag deleted and created again
 	EStoreUnavailable     = "store_unavailable"
 	ENotReady             = "not_ready"
 	// EInternal is every error that carries no code of its own. Its message

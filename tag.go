@@ -20,17 +20,35 @@ type Tag struct {
 	UpdateTime  time.Time
 }
 
+// UnknownTagError is the unknown_tag error for a tag the store was found
+// not to have.
+func UnknownTagError(name string) *Error {
+	return Errorf(EUnknownTag, "tag %q is not defined in the store; create it with POST /api/tags or leafd tag add", name)
+}
+
 // ValidateTag reports whether name is a valid tag: 1 to 128 characters from
-// A-Z a-z 0-9 _ . : -. It returns an invalid_tag *Error otherwise. It does no
-// allocation for a valid name, so it is cheap enough for the ID hot path.
+// A-Z a-z 0-9 _ . : -, not all of them dots. It returns an invalid_tag
+// *Error otherwise. It does no allocation for a valid name, so it is cheap
+// enough for the ID hot path.
+//
+// A name of dots only is refused because a URL cannot carry it: "." and
+// ".." are dot segments, which clients and proxies remove from a path
+// (/segment/.. is sent as /), and a longer run of dots is refused with them
+// so that the rule stays one a person can remember.
 func ValidateTag(name string) error {
 	if len(name) == 0 || len(name) > MaxTagLen {
 		return tagError(name)
 	}
+	dots := true
 	for i := 0; i < len(name); i++ {
-		if !tagByte(name[i]) {
+		c := name[i]
+		if !tagByte(c) {
 			return tagError(name)
 		}
+		dots = dots && c == '.'
+	}
+	if dots {
+		return dotsError(name)
 	}
 	return nil
 }
@@ -46,11 +64,19 @@ func tagByte(c byte) bool {
 }
 
 func tagError(name string) error {
-	shown := name
-	if len(shown) > 40 {
-		shown = shown[:40] + "…"
+	return Errorf(EInvalidTag, "tag %q is not valid: use 1 to %d characters from A-Z a-z 0-9 _ . : -", shownTag(name), MaxTagLen)
+}
+
+func dotsError(name string) error {
+	return Errorf(EInvalidTag, "tag %q is not valid: a name of dots only is a path segment that URLs drop (/segment/.. is sent as /); use at least one character other than the dot", shownTag(name))
+}
+
+// shownTag is name cut short enough for a message.
+func shownTag(name string) string {
+	if len(name) > 40 {
+		return name[:40] + "…"
 	}
-	return Errorf(EInvalidTag, "tag %q is not valid: use 1 to %d characters from A-Z a-z 0-9 _ . : -", shown, MaxTagLen)
+	return name
 }
 
 // MaxDescriptionLen is the longest description, in characters: the width of

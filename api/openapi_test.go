@@ -377,7 +377,7 @@ func TestSpecCoherent(t *testing.T) {
 			if sec != "[map[adminBearer:[]]]" {
 				t.Errorf("%s security %s, want adminBearer alone", op, sec)
 			}
-		case path == "/" || path == "/dashboard" || path == "/api/state":
+		case path == "/" || path == "/dashboard" || path == "/api/state" || path == "/metrics":
 			if sec != "[map[] map[adminBearer:[]] map[dashboardBasic:[]]]" {
 				t.Errorf("%s security %s, want none, adminBearer or dashboardBasic", op, sec)
 			}
@@ -390,4 +390,147 @@ func TestSpecCoherent(t *testing.T) {
 	if sp.doc["security"] != nil {
 		t.Error("a global security requirement would guard the ID routes")
 	}
+}
+
+// contractFile is the contract whose route and error tables
+// TestContractMatchesOpenAPI reads.
+const contractFile = "../docs/contract.md"
+
+// contractTable returns the rows of the first table under the heading
+// named heading in the contract, as trimmed cells (the header and the
+// separator row left out), with the line number of each row.
+func contractTable(t *testing.T, heading string) (rows [][]string, lines []int) {
+	t.Helper()
+	b, err := os.ReadFile(contractFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, seen, header := false, false, true
+	for i, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "#") {
+			if in {
+				break
+			}
+			in = strings.TrimSpace(strings.TrimLeft(line, "#")) == heading
+			seen = seen || in
+			continue
+		}
+		if !in {
+			continue
+		}
+		if !strings.HasPrefix(line, "|") {
+			if len(rows) > 0 || !header {
+				break // the table ended
+			}
+			continue
+		}
+		if header { // the header row, then the separator
+			if strings.Trim(line, "|-: ") == "" {
+				header = false
+			}
+			continue
+		}
+		var cells []string
+		for _, c := range strings.Split(strings.Trim(line, "|"), "|") {
+			cells = append(cells, strings.TrimSpace(c))
+		}
+		rows = append(rows, cells)
+		lines = append(lines, i+1)
+	}
+	if !seen {
+		t.Fatalf("%s has no heading %q: the test reads its table there", contractFile, heading)
+	}
+	return rows, lines
+}
+
+// TestContractMatchesOpenAPI holds docs/contract.md and openapi.yaml
+// together: every route of the contract's route table (section Routes) is
+// an operation of the spec and the reverse; every code of its error table
+// (section Error codes) is a code of errors.go and of the spec's ErrorCode
+// enum, with the status http/error.go gives it, and the reverse.
+func TestContractMatchesOpenAPI(t *testing.T) {
+	sp := loadSpec(t)
+
+	t.Run("Routes", func(t *testing.T) {
+		route := regexp.MustCompile("^`(GET|HEAD|POST|PUT|PATCH|DELETE|OPTIONS) (/[^` ?]*)`$")
+		rows, lines := contractTable(t, "Routes")
+		var inContract []string
+		for i, r := range rows {
+			m := route.FindStringSubmatch(r[0])
+			if m == nil {
+				t.Errorf("%s:%d: the first cell of the route table is %q; write one route per row as `METHOD /path`", contractFile, lines[i], r[0])
+				continue
+			}
+			op := m[1] + " " + m[2]
+			if slices.Contains(inContract, op) {
+				t.Errorf("%s:%d: %s is in the route table twice", contractFile, lines[i], op)
+			}
+			inContract = append(inContract, op)
+		}
+		if len(inContract) < 10 {
+			t.Fatalf("%s: the route table under Routes has %d routes (%v): did its format change?", contractFile, len(inContract), inContract)
+		}
+		documented := sp.operations()
+		for _, op := range inContract {
+			if !slices.Contains(documented, op) {
+				t.Errorf("%s is in the route table of %s but not an operation of %s", op, contractFile, specFile)
+			}
+		}
+		for _, op := range documented {
+			if !slices.Contains(inContract, op) {
+				t.Errorf("%s is an operation of %s but not in the route table of %s", op, specFile, contractFile)
+			}
+		}
+	})
+
+	t.Run("ErrorCodes", func(t *testing.T) {
+		code := regexp.MustCompile("^`([a-z_]+)`$")
+		rows, lines := contractTable(t, "Error codes")
+		inContract := map[string]int{} // code → status
+		for i, r := range rows {
+			if len(r) < 2 {
+				t.Errorf("%s:%d: an error table row needs | status | `code` | when |", contractFile, lines[i])
+				continue
+			}
+			status, err := strconv.Atoi(r[0])
+			m := code.FindStringSubmatch(r[1])
+			if err != nil || status < 100 || status > 599 || m == nil {
+				t.Errorf("%s:%d: error table row %q: write | status | `code` | when |, one code per row", contractFile, lines[i], strings.Join(r, " | "))
+				continue
+			}
+			if _, dup := inContract[m[1]]; dup {
+				t.Errorf("%s:%d: %s is in the error table twice", contractFile, lines[i], m[1])
+			}
+			inContract[m[1]] = status
+			if got := leafhttp.ErrorStatus(leafd.Errorf(m[1], "x")); got != status {
+				t.Errorf("%s:%d: the error table gives %s the status %d; http/error.go answers it with %d", contractFile, lines[i], m[1], status, got)
+			}
+		}
+		if len(inContract) < 15 {
+			t.Fatalf("%s: the table under Error codes has %d codes: did its format change?", contractFile, len(inContract))
+		}
+		var enum []string
+		for _, v := range asSlice(sp.at("/components/schemas/ErrorCode/enum")) {
+			enum = append(enum, v.(string))
+		}
+		codes := errorCodes(t)
+		for c := range inContract {
+			if !slices.Contains(codes, c) {
+				t.Errorf("%s is in the error table of %s but not a code of errors.go", c, contractFile)
+			}
+			if !slices.Contains(enum, c) {
+				t.Errorf("%s is in the error table of %s but not in the ErrorCode enum of %s", c, contractFile, specFile)
+			}
+		}
+		for _, c := range codes {
+			if _, ok := inContract[c]; !ok {
+				t.Errorf("%s is a code of errors.go but not in the error table of %s", c, contractFile)
+			}
+		}
+		for _, c := range enum {
+			if _, ok := inContract[c]; !ok {
+				t.Errorf("%s is in the ErrorCode enum of %s but not in the error table of %s", c, specFile, contractFile)
+			}
+		}
+	})
 }

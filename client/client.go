@@ -1,4 +1,4 @@
-// Package client is a Go client of leafd's HTTP API (SPEC section 3): segment
+// Package client is a Go client of leafd's HTTP API (docs/contract.md section 4): segment
 // IDs per business tag and snowflake IDs, over one or more leafd servers.
 //
 // It asks for JSON (IDs arrive as strings and are parsed strictly: no sign,
@@ -85,7 +85,7 @@ type settings struct {
 // fails in turn. 4xx answers are definite and never retried elsewhere.
 //
 // Segment IDs from different servers are unique but only trend-increasing
-// (SPEC section 1): after a failover the next IDs may be lower than the
+// (docs/contract.md section 2): after a failover the next IDs may be lower than the
 // last ones.
 func WithFailover(baseURLs ...string) Option {
 	return func(s *settings) { s.more = append(s.more, baseURLs...) }

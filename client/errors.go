@@ -42,7 +42,7 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Code != "" && t.Code == e.Code && (t.Status == 0 || t.Status == e.Status)
 }
 
-// Sentinels for the codes the ID routes answer (SPEC section 3), for
+// Sentinels for the codes the ID routes answer (docs/contract.md section 4), for
 // errors.Is. Only Code is set, so they match an answer of any status.
 var (
 	ErrInvalidTag           = &Error{Code: leafd.EInvalidTag}

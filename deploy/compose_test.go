@@ -29,18 +29,24 @@ const composeFile = "../docker-compose.yml"
 // depends_on a service).
 func loadProject(t *testing.T, env ...string) *types.Project {
 	t.Helper()
+	return loadProjectWith(t, cli.WithEnv(env))
+}
+
+// loadProjectWith loads docker-compose.yml as loadProject does, with the
+// environment the options give (cli.WithEnv, an env file).
+func loadProjectWith(t *testing.T, env ...cli.ProjectOptionsFn) *types.Project {
+	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts, err := cli.NewProjectOptions([]string{composeFile},
-		cli.WithWorkingDirectory(root),
-		cli.WithEnv(env),
+	opts, err := cli.NewProjectOptions([]string{composeFile}, append(append([]cli.ProjectOptionsFn{
+		cli.WithWorkingDirectory(root)}, env...),
 		cli.WithInterpolation(true),
 		cli.WithNormalization(true),
 		cli.WithConsistency(true),
 		cli.WithResolvedPaths(true),
-	)
+	)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,6 +186,12 @@ func TestComposeServers(t *testing.T) {
 			if len(s.Ports) != 1 || s.Ports[0].Target != port || s.Ports[0].Protocol != "tcp" {
 				t.Fatalf("ports %+v, want one mapping to the container's port %d", s.Ports, port)
 			}
+			// Published on loopback only: an empty host_ip is every
+			// interface, and the ID routes, the dashboard and /api/state
+			// need no token.
+			if ip := s.Ports[0].HostIP; ip != "127.0.0.1" {
+				t.Errorf("port %s published on host address %q, want 127.0.0.1 (every interface only deliberately)", s.Ports[0].Published, ip)
+			}
 			pub := s.Ports[0].Published
 			if prev, dup := published[pub]; dup {
 				t.Errorf("host port %s published by %s and %s", pub, prev, name)
@@ -232,18 +244,7 @@ func TestComposeLeafdConfig(t *testing.T) {
 					t.Errorf("%s is not a leafd setting (a typo is ignored silently, not refused)", k)
 				}
 			}
-			// Load from a directory without config.yaml, as in the image,
-			// with the service's environment and nothing else of leafd's.
-			t.Chdir(t.TempDir())
-			for _, kv := range os.Environ() {
-				if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "LEAFD_") {
-					t.Setenv(k, "") // empty counts as unset
-				}
-			}
-			for k, v := range e {
-				t.Setenv(k, v)
-			}
-			cfg, err := config.Load("")
+			cfg, err := loadLeafdConfig(t, e)
 			if err != nil {
 				t.Fatalf("leafd refuses the environment of %s: %v", name, err)
 			}
@@ -266,8 +267,26 @@ func TestComposeLeafdConfig(t *testing.T) {
 	}
 }
 
+// loadLeafdConfig loads leafd's configuration as the image does: from a
+// directory without config.yaml, with the environment e and nothing else
+// of leafd's. It changes the test's directory and environment, so the
+// test may not be parallel.
+func loadLeafdConfig(t *testing.T, e map[string]string) (*config.Config, error) {
+	t.Helper()
+	t.Chdir(t.TempDir())
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "LEAFD_") {
+			t.Setenv(k, "") // empty counts as unset
+		}
+	}
+	for k, v := range e {
+		t.Setenv(k, v)
+	}
+	return config.Load("")
+}
+
 // configKeys returns the LEAFD_* names of every key of the shipped
-// config.yaml, which holds every key leafd has (SPEC section 6).
+// config.yaml, which holds every key leafd has (docs/contract.md section 7).
 func configKeys(t *testing.T) map[string]bool {
 	t.Helper()
 	b, err := os.ReadFile("../config.yaml")

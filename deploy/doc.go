@@ -1,6 +1,8 @@
-// Package deploy holds no code: its tests check the deployment files at the
-// repository's root (docker-compose.yml, with the Compose specification's
-// own loader). They live in a package of their own so that the loader,
-// github.com/compose-spec/compose-go/v2, is a dependency of these tests
-// only and never of the leafd binary.
+// Package deploy holds no code: its tests check the deployment files —
+// docker-compose.yml (with the Compose specification's own loader), the
+// Dockerfile's Go against go.mod, passwords in DSNs, and the Grafana
+// dashboard's queries and docs/metrics.md against what /metrics really
+// exports. They live in a package of their own so that their dependencies,
+// such as github.com/compose-spec/compose-go/v2, are these tests' only and
+// never the leafd binary's.
 package deploy

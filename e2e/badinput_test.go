@@ -18,9 +18,9 @@ import (
 	"time"
 )
 
-const adminToken = "e2e-token"
+const adminToken = "e2e-admin-token-0123456789"
 
-// badCase is a request and the answer SPEC section 3 gives it.
+// badCase is a request and the answer docs/contract.md section 4 gives it.
 type badCase struct {
 	name   string
 	method string
@@ -183,7 +183,7 @@ func (p *process) settle() (usage, error) {
 // huge counts, invalid tags, oversized and malformed admin bodies, bad
 // tokens, malformed HTTP, clients that send their headers byte by byte,
 // and connections that never finish their headers. Every answer must be
-// the one SPEC section 3 gives; the server must not crash, answer 500
+// the one docs/contract.md section 4 gives; the server must not crash, answer 500
 // internal, or leak: goroutines and RSS after the rounds are compared with
 // their values after a first warm-up round.
 func TestBadInput(t *testing.T) {
@@ -302,7 +302,7 @@ func TestBadInput(t *testing.T) {
 	if !p.alive() {
 		c.violate("leafd died")
 	}
-	c.note("%d bad or odd requests in %d rounds after a warm-up, %d answered otherwise than SPEC says; %d tags created; "+
+	c.note("%d bad or odd requests in %d rounds after a warm-up, %d answered otherwise than the contract says; %d tags created; "+
 		"after warm-up: %v; after: %v", sent.Load(), prof.badRounds, wrong.Load(), created.Load(), before, after)
 	c.finish()
 }

@@ -488,9 +488,9 @@ func sum(m map[string]float64, name string) float64 {
 
 // Counters summed over every process of a scenario.
 const (
-	waitsMetric      = "leafd_segment_waits_total"
-	loadsMetric      = "leafd_segment_range_loads_total"
-	loadErrorsMetric = "leafd_segment_range_load_errors_total"
+	waitsMetric      = "leafd_segment_all_waits_total"
+	loadsMetric      = "leafd_segment_all_range_loads_total"
+	loadErrorsMetric = "leafd_segment_all_range_load_errors_total"
 )
 
 var counted = []string{waitsMetric, loadsMetric, loadErrorsMetric}

@@ -5,7 +5,7 @@
 // HTTP clients, injects faults (kill -9, graceful restarts, the database
 // unreachable, slow, restarted or partitioned from one server, bad input at
 // volume) and checks every ID it received against the guarantees of
-// SPEC.md section 1.
+// docs/contract.md section 2.
 //
 // The tests are off unless LEAFD_E2E names a profile, so that go test ./...
 // stays fast:

@@ -394,7 +394,7 @@ func TestGaleraNodeKilled(t *testing.T) {
 	fault.add(restarted, rejoined)
 	time.Sleep(prof.phase) // load with the node back
 	if prof.name == "long" {
-		// SPEC section 2: a store on a fallback tries the first address
+		// docs/contract.md section 3: a store on a fallback tries the first address
 		// again every minute.
 		var back time.Time
 		var st storeState

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -53,6 +54,9 @@ var prof *profile
 // leafdBin is the binary under test, built once by TestMain.
 var leafdBin string
 
+// skipped is what a run without LEAFD_E2E says.
+const skipped = "e2e: skipped: set LEAFD_E2E=short or long to run the fault-injection suite"
+
 const howToRun = "the end-to-end suite is off: run it with LEAFD_E2E=short go test -count=1 ./e2e/ " +
 	"(or LEAFD_E2E=long; LEAFD_E2E_RACE=1 builds leafd with the race detector; see e2e/doc.go)"
 
@@ -63,7 +67,17 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	switch name := os.Getenv("LEAFD_E2E"); name {
 	case "":
-		return m.Run() // every test skips, saying how to run them
+		flag.Parse()
+		if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
+			return m.Run() // go test -list: the names, no test runs
+		}
+		// go test shows nothing of a package that passes but its summary
+		// line, so the skip is said twice: in a line of its own (seen with
+		// -v) and by the warning go test turns into "[no tests to run]"
+		// after "ok", rather than an "ok" that reads as a passed suite.
+		fmt.Println(skipped)
+		fmt.Println("testing: warning: no tests to run")
+		return 0
 	default:
 		p, ok := profiles[name]
 		if !ok {
@@ -170,4 +184,30 @@ func writeReport(took time.Duration) error {
 		prof.name, time.Now().UTC().Format(time.RFC3339), race, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH,
 		took.Round(time.Second))
 	return os.WriteFile(path, []byte(head+table(rows)), 0o644)
+}
+
+// Without LEAFD_E2E the package runs nothing and says so, in go test's
+// summary line and, with -v, in words.
+func TestSkippedWithoutProfile(t *testing.T) {
+	enabled(t)
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LEAFD_E2E=") {
+			env = append(env, kv)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"test", "-count=1", "."}, "[no tests to run]"},
+		{[]string{"test", "-count=1", "-v", "."}, skipped},
+	} {
+		cmd := exec.Command("go", c.args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), c.want) || strings.Contains(string(out), "--- ") {
+			t.Errorf("go %s without LEAFD_E2E: %v, output %q; want %q and no test run", strings.Join(c.args, " "), err, out, c.want)
+		}
+	}
 }

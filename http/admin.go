@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -27,7 +29,7 @@ type Tags interface {
 	UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old, updated leafd.Tag, err error)
 }
 
-// Admin request limits and defaults (SPEC section 3).
+// Admin request limits and defaults (docs/contract.md section 4).
 const (
 	maxBodyBytes       = 64 << 10
 	defaultStep        = 1000
@@ -132,11 +134,16 @@ func (n *Integer) UnmarshalJSON(b []byte) error {
 	s := string(bytes.Trim(b, `"`))
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return fmt.Errorf("%s is not a whole number below 2^63", b)
+		return integerError(b)
 	}
 	*n = Integer(v)
 	return nil
 }
+
+// integerError is the JSON value that an Integer refused.
+type integerError string
+
+func (e integerError) Error() string { return string(e) + " is not a whole number below 2^63" }
 
 // ParseCreateTag decodes and checks a POST /api/tags body against maxStep
 // and returns the tag to create, defaults filled in.
@@ -146,7 +153,7 @@ func (n *Integer) UnmarshalJSON(b []byte) error {
 // body_too_large past 64 KiB.
 func ParseCreateTag(body io.Reader, maxStep int64) (leafd.Tag, error) {
 	var req CreateTagRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := decodeJSON(body, &req, maxStep, `{"tag":"order","step":1000}`); err != nil {
 		return leafd.Tag{}, err
 	}
 	if req.Tag == nil {
@@ -184,7 +191,7 @@ func ParseCreateTag(body io.Reader, maxStep int64) (leafd.Tag, error) {
 // nothing or names max_id.
 func ParseUpdateTag(body io.Reader, maxStep int64) (leafd.TagUpdate, error) {
 	var req UpdateTagRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := decodeJSON(body, &req, maxStep, `{"step":2000}`); err != nil {
 		return leafd.TagUpdate{}, err
 	}
 	if req.MaxID != nil {
@@ -207,31 +214,147 @@ func ParseUpdateTag(body io.Reader, maxStep int64) (leafd.TagUpdate, error) {
 }
 
 // decodeJSON reads exactly one JSON object of dst's fields from body, at
-// most 64 KiB.
-func decodeJSON(body io.Reader, dst any) error {
+// most 64 KiB. A body it refuses is told in the API's terms: which field
+// wants what (a step from 1 to maxStep), or where the JSON breaks, never
+// the Go types behind them; example is a body that would do.
+func decodeJSON(body io.Reader, dst any, maxStep int64, example string) error {
 	lr := &io.LimitedReader{R: body, N: maxBodyBytes + 1}
 	dec := json.NewDecoder(lr)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(dst)
-	if lr.N <= 0 {
+	// What follows the object is read before the size is judged: an
+	// object in the first 64 KiB padded with a megabyte of spaces is too
+	// large, not one object.
+	var trailing error
+	if err == nil {
+		trailing = dec.Decode(&json.RawMessage{})
+	}
+	var tooLarge *http.MaxBytesError // http.MaxBytesReader's, on the admin routes
+	if lr.N <= 0 || errors.As(err, &tooLarge) || errors.As(trailing, &tooLarge) {
 		return leafd.Errorf(leafd.EBodyTooLarge, "the body is over %d KiB", maxBodyBytes>>10)
 	}
-	if err == nil && dec.Decode(&json.RawMessage{}) != io.EOF {
-		err = errors.New("more than one JSON value")
+	if err == nil && trailing != io.EOF {
+		return leafd.Errorf(leafd.EInvalidBody, "the body holds more than one JSON value: send one object, such as %s", example)
 	}
-	if err != nil {
-		msg := strings.TrimPrefix(err.Error(), "json: ")
-		if errors.Is(err, io.EOF) {
-			msg = "the body is empty"
+	if err == nil {
+		return nil
+	}
+	var (
+		syntax  *json.SyntaxError
+		typ     *json.UnmarshalTypeError
+		integer integerError
+		msg     string
+	)
+	switch {
+	case errors.Is(err, io.EOF):
+		msg = "the body is empty"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		msg = "the body ends before its JSON does"
+	case errors.As(err, &syntax):
+		msg = fmt.Sprintf("the body is not valid JSON at byte %d", syntax.Offset)
+	case errors.As(err, &typ) && typ.Field == "":
+		msg = "the body is " + jsonKind(typ.Value) + ", not a JSON object"
+	case errors.As(err, &typ):
+		msg = fieldRule(typ.Field, maxStep) + ", not " + jsonKind(typ.Value)
+	case errors.As(err, &integer):
+		msg = fieldRule("max_id", maxStep) + ", not " + truncate(string(integer))
+	default:
+		// The decoder's only other error is an unknown field, which it
+		// does not export: its text is matched.
+		name, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
+		if !ok {
+			msg = "the body is not valid"
+			break
 		}
-		return leafd.Errorf(leafd.EInvalidBody, "the body is not valid: %s; send one JSON object", msg)
+		msg = fmt.Sprintf("the body has an unknown field %s: the fields are %s", name, jsonFields(dst))
 	}
-	return nil
+	return leafd.Errorf(leafd.EInvalidBody, "%s; send one JSON object, such as %s", msg, example)
+}
+
+// fieldRule says what a field of the admin bodies must hold.
+func fieldRule(field string, maxStep int64) string {
+	switch field {
+	case "tag":
+		return `"tag" must be a string: the tag's name, such as "order"`
+	case "step":
+		return fmt.Sprintf(`"step" must be a whole number from 1 to %d`, maxStep)
+	case "max_id":
+		return `"max_id" must be a whole number from 1 to 2^63-1 less the step, as a number or a decimal string`
+	case "description":
+		return fmt.Sprintf(`"description" must be a string of at most %d characters`, leafd.MaxDescriptionLen)
+	}
+	return fmt.Sprintf("%q has the wrong type", field)
+}
+
+// jsonKind names the kind of JSON value the decoder reports ("string",
+// "number 1.5", "bool", "array", "object") as a sentence would.
+func jsonKind(v string) string {
+	switch v {
+	case "string", "number":
+		return "a " + v
+	case "array", "object":
+		return "an " + v
+	case "bool":
+		return "true or false"
+	}
+	if n, ok := strings.CutPrefix(v, "number "); ok {
+		return truncate(n)
+	}
+	return v
+}
+
+// jsonFields lists the JSON names of the fields of the struct dst points
+// to, for a body that named another. A field kept raw is there to be
+// refused with a reason (PATCH's max_id), and is not offered.
+func jsonFields(dst any) string {
+	t := reflect.TypeOf(dst).Elem()
+	names := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Type == reflect.TypeFor[json.RawMessage]() {
+			continue
+		}
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			names = append(names, strconv.Quote(name))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// adminBody returns the body of an admin POST or PATCH, capped at 64 KiB as
+// a whole (net/http stops reading past it and closes the connection), or
+// unsupported_media_type for a Content-Type other than application/json. A
+// request without a Content-Type is read as JSON, as the API has always
+// done.
+func adminBody(c *gin.Context) (io.Reader, error) {
+	if ct := c.Request.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			return nil, leafd.Errorf(leafd.EUnsupportedMediaType,
+				"the body's Content-Type is %q: send JSON with the header Content-Type: application/json", truncate(ct))
+		}
+	}
+	return http.MaxBytesReader(c.Writer, c.Request.Body, maxBodyBytes), nil
+}
+
+// caller is what the admin log records as the client: the socket's peer,
+// unless that is a trusted proxy (http.trusted_proxies) that named another.
+func caller(c *gin.Context) []any {
+	by, peer := c.ClientIP(), c.RemoteIP()
+	if by == peer {
+		return []any{"by", by}
+	}
+	return []any{"by", by, "via", peer}
 }
 
 // createTag answers POST /api/tags.
 func (s *Server) createTag(c *gin.Context) {
-	t, err := ParseCreateTag(c.Request.Body, s.maxStep)
+	body, err := adminBody(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	t, err := ParseCreateTag(body, s.maxStep)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -244,8 +367,8 @@ func (s *Server) createTag(c *gin.Context) {
 	if s.seg != nil {
 		s.seg.Upsert(created.Name, created.Step)
 	}
-	s.log.Info("admin: tag created", "tag", created.Name, "step", created.Step, "max_id", created.MaxID,
-		"description", created.Description, "by", c.ClientIP())
+	s.log.Info("admin: tag created", append([]any{"tag", created.Name, "step", created.Step, "max_id", created.MaxID,
+		"description", created.Description}, caller(c)...)...)
 	c.JSON(http.StatusCreated, toJSON(created))
 }
 
@@ -256,7 +379,12 @@ func (s *Server) updateTag(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	u, err := ParseUpdateTag(c.Request.Body, s.maxStep)
+	body, err := adminBody(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	u, err := ParseUpdateTag(body, s.maxStep)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -269,7 +397,7 @@ func (s *Server) updateTag(c *gin.Context) {
 	if s.seg != nil {
 		s.seg.Upsert(updated.Name, updated.Step)
 	}
-	s.log.Info("admin: tag changed", "tag", name, "old_step", old.Step, "step", updated.Step,
-		"old_description", old.Description, "description", updated.Description, "by", c.ClientIP())
+	s.log.Info("admin: tag changed", append([]any{"tag", name, "old_step", old.Step, "step", updated.Step,
+		"old_description", old.Description, "description", updated.Description}, caller(c)...)...)
 	c.JSON(http.StatusOK, toJSON(updated))
 }

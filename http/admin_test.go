@@ -171,8 +171,9 @@ func TestAdminAuth(t *testing.T) {
 }
 
 // A tag created through the API is served at once by the server that
-// created it and, after its next refresh, by another server on the same
-// database; its step changes through PATCH; GET lists it.
+// created it and by another server on the same database (which looks it up
+// in the store before its next refresh); its step changes through PATCH;
+// GET lists it.
 func TestAdminTagLifecycle(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver, dsn string) {
 		one := newAdminServer(t, driver, dsn, token)
@@ -189,9 +190,10 @@ func TestAdminTagLifecycle(t *testing.T) {
 		if r := do(t, "GET", one.url+"/segment/order"); r.status != 200 || r.body != "1001\n" {
 			t.Fatalf("first ID from the creating server = %d %q, want 1001", r.status, r.body)
 		}
-		// ... and by the other one after its refresh.
-		if r := do(t, "GET", two.url+"/segment/order"); r.status != 404 {
-			t.Fatalf("the other server before its refresh = %d %q, want 404 unknown_tag", r.status, r.body)
+		// ... and at once by the other one, which looks a tag it has not
+		// read yet up in the store, with a range of its own.
+		if r := do(t, "GET", two.url+"/segment/order"); r.status != 200 || r.body == "1001\n" {
+			t.Fatalf("the other server before its refresh = %d %q, want 200 and an ID of another range", r.status, r.body)
 		}
 		if err := two.alloc.Refresh(context.Background()); err != nil {
 			t.Fatal(err)
@@ -292,6 +294,59 @@ func TestAdminBadInput(t *testing.T) {
 	})
 }
 
+// A body the admin routes refuse is explained in the API's terms: which
+// field wants what, or where the JSON breaks; never Go's types or struct
+// names.
+func TestAdminBodyErrorsSpeakJSON(t *testing.T) {
+	const maxStep = 5000
+	for _, c := range []struct {
+		name, body string
+		patch      bool
+		want       []string
+	}{
+		{"StepString", `{"tag":"x","step":"abc"}`, false, []string{`"step" must be a whole number from 1 to 5000, not a string`}},
+		{"StepFraction", `{"tag":"x","step":1.5}`, false, []string{`"step" must be a whole number from 1 to 5000, not 1.5`}},
+		{"StepHuge", `{"tag":"x","step":99999999999999999999}`, false, []string{`"step" must be a whole number from 1 to 5000`}},
+		{"StepBool", `{"tag":"x","step":true}`, false, []string{`"step" must be a whole number`, "not true or false"}},
+		{"TagNumber", `{"tag":5}`, false, []string{`"tag" must be a string`, "not a number"}},
+		{"DescriptionObject", `{"tag":"x","description":{}}`, false, []string{`"description" must be a string of at most 256 characters, not an object`}},
+		{"MaxIDWord", `{"tag":"x","max_id":"abc"}`, false, []string{`"max_id" must be a whole number`, `not "abc"`}},
+		{"Array", `[{"tag":"a"}]`, false, []string{"the body is an array, not a JSON object"}},
+		{"String", `"order"`, false, []string{"the body is a string, not a JSON object"}},
+		{"Syntax", `tag=order`, false, []string{"the body is not valid JSON at byte 2"}},
+		{"TrailingComma", `{"tag":"a",}`, false, []string{"the body is not valid JSON at byte 12"}},
+		{"Truncated", `{"tag":"a"`, false, []string{"the body ends before its JSON does"}},
+		{"Empty", ``, false, []string{"the body is empty", `{"tag":"order","step":1000}`}},
+		{"TwoObjects", `{"tag":"a"}{"tag":"b"}`, false, []string{"more than one JSON value"}},
+		{"UnknownField", `{"tag":"a","stepp":5}`, false, []string{`unknown field "stepp"`, `"tag", "step", "max_id", "description"`}},
+		{"PatchStepString", `{"step":"2000"}`, true, []string{`"step" must be a whole number from 1 to 5000, not a string`, `{"step":2000}`}},
+		{"PatchUnknownField", `{"tag":"other"}`, true, []string{`unknown field "tag": the fields are "step", "description";`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var err error
+			if c.patch {
+				_, err = leafhttp.ParseUpdateTag(strings.NewReader(c.body), maxStep)
+			} else {
+				_, err = leafhttp.ParseCreateTag(strings.NewReader(c.body), maxStep)
+			}
+			if code := leafd.ErrorCode(err); code != leafd.EInvalidBody {
+				t.Fatalf("%s: %v (code %q), want invalid_body", c.body, err, code)
+			}
+			msg := leafd.ErrorMessage(err)
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("%s: message %q does not say %q", c.body, msg, w)
+				}
+			}
+			for _, never := range []string{"Go ", "struct", "int64", "unmarshal", "json:", "Request"} {
+				if strings.Contains(msg, never) {
+					t.Errorf("%s: message %q speaks Go (%q)", c.body, msg, never)
+				}
+			}
+		})
+	}
+}
+
 // With the database unreachable, the admin routes answer 503
 // store_unavailable.
 func TestAdminStoreUnavailable(t *testing.T) {
@@ -312,7 +367,8 @@ func TestAdminStoreUnavailable(t *testing.T) {
 
 // With admin.protect_dashboard, the dashboard and /api/state need the
 // admin token: as a bearer token, or as the password of HTTP Basic, which
-// a browser asks for. /metrics and the ID routes stay open.
+// a browser asks for; so does /metrics, which names every tag. The ID
+// routes stay open.
 func TestProtectDashboard(t *testing.T) {
 	s := openAdminStore(t, "sqlite", testdb.SQLite(t))
 	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Tags: s, AdminToken: token, ProtectDashboard: true, Logger: quiet}).Handler())
@@ -348,8 +404,12 @@ func TestProtectDashboard(t *testing.T) {
 			}
 		}
 	}
-	if r := send(t, "GET", srv.URL+"/metrics", ""); r.status != 200 {
-		t.Fatalf("/metrics = %d: only the dashboard and its state are protected", r.status)
+	// /metrics names every tag: it is guarded with the dashboard.
+	if r := send(t, "GET", srv.URL+"/metrics", ""); r.status != 401 {
+		t.Fatalf("/metrics without the token = %d, want 401: it lists every tag", r.status)
+	}
+	if r := send(t, "GET", srv.URL+"/metrics", "", "Authorization", "Bearer "+token); r.status != 200 {
+		t.Fatalf("/metrics with the token = %d", r.status)
 	}
 	// The admin routes themselves take only the bearer token.
 	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:"+token))

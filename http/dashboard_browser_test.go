@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
@@ -233,7 +235,7 @@ func scenario(t *testing.T) *dashServer {
 	t.Helper()
 	clock := &movableClock{}
 	d := newDashServer(t, openSQLite(t), segment.Config{
-		Now: clock.Now, WaitTimeout: 200 * time.Millisecond, LoadTimeout: time.Minute,
+		Now: clock.Now, WaitTimeout: time.Second, LoadTimeout: time.Minute,
 	},
 		leafd.Tag{Name: "order", MaxID: 1, Step: 1000},
 		leafd.Tag{Name: "payment", MaxID: 1, Step: 500},
@@ -276,10 +278,67 @@ func scenario(t *testing.T) *dashServer {
 	return d
 }
 
+// cardJS reads the open card as a person sees it.
+const cardJS = `(() => {
+	const el = document.querySelector('#detail [data-tag]');
+	if (!el) return null;
+	return {
+		Tag: el.dataset.tag,
+		Status: el.dataset.status,
+		Chip: el.querySelector('.tag-status').textContent,
+		Step: el.querySelector('[data-field=step]').textContent,
+		MinStep: el.querySelector('[data-field=min_step]').textContent,
+		Issued: el.querySelector('[data-field=issued]').textContent,
+		Lasted: el.querySelector('.lasted').textContent,
+		Verdict: el.querySelector('.verdict').textContent,
+		Buffers: [...el.querySelectorAll('[data-buffer]')].map(b => ({
+			State: b.dataset.state, Current: b.dataset.current,
+			Range: b.querySelector('.range').textContent,
+			Next: b.querySelector('.next').dataset.value,
+			Pct: b.querySelector('.pct').textContent,
+		})),
+	};
+})()`
+
+type bufferView struct {
+	State, Current, Range, Next, Pct string
+}
+
+type cardView struct {
+	Tag, Status, Chip, Step, MinStep, Issued, Lasted, Verdict string
+	Buffers                                                   []bufferView
+}
+
+// rowsJS lists the table's rows: tag, state, and the error shown on the
+// line below.
+const rowsJS = `[...document.querySelectorAll('#rows tr[data-tag]')].map(r => ({
+	Tag: r.dataset.tag, State: r.querySelector('.st').textContent,
+	Error: r.nextElementSibling?.dataset.for === r.dataset.tag ? r.nextElementSibling.textContent : '',
+}))`
+
+type rowView struct{ Tag, State, Error string }
+
+// openCard clicks the row of tag and waits for its card.
+func (b *browser) openCard(t *testing.T, ctx context.Context, tag string) cardView {
+	t.Helper()
+	b.do(t, ctx, "click the row of "+tag, chromedp.Click(fmt.Sprintf(`#rows tr[data-tag=%q]`, tag)))
+	waitFor(t, ctx, "the card of "+tag, fmt.Sprintf(`document.querySelector('#detail [data-tag=%q] .range')?.textContent !== ''`, tag))
+	return eval[cardView](t, ctx, cardJS)
+}
+
+// typeSearch types text into the search box, as a person would, in place of
+// what it held.
+func (b *browser) typeSearch(t *testing.T, ctx context.Context, text string) {
+	t.Helper()
+	eval[bool](t, ctx, `(() => { const s = document.getElementById('search'); s.focus(); s.select(); return true })()`)
+	b.do(t, ctx, "type "+text, chromedp.KeyEvent(text))
+}
+
 // TestDashboardInBrowser loads the dashboard of a live server in headless
-// Chromium: the tags' buffers and numbers appear, they move as IDs are
-// issued without a reload, the page fits a phone, the store-down banner
-// shows when the store breaks, and a server without tags says so.
+// Chromium: a row per tag, problems first; a tag's card with its buffers
+// and numbers, which move as IDs are issued without a reload; the page fits
+// a phone, the store-down banner shows when the store breaks, and a server
+// without tags says so.
 func TestDashboardInBrowser(t *testing.T) {
 	b := startBrowser(t)
 	artifacts := artifactDir(t)
@@ -292,34 +351,28 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("/ led to %s, want /dashboard", loc)
 	}
 
+	t.Run("RowsProblemsFirst", func(t *testing.T) {
+		rows := eval[[]rowView](t, ctx, rowsJS)
+		want := []rowView{{"invoice", "waiting", ""}, {"payment", "loading", ""}, {"order", "serving", ""}, {"refund", "idle", ""}}
+		if fmt.Sprint(rows) != fmt.Sprint(want) {
+			t.Errorf("rows %v, want %v", rows, want)
+		}
+		counts := eval[map[string]string](t, ctx, `Object.fromEntries([...document.querySelectorAll('[data-count]')].map(e => [e.dataset.count, e.textContent]))`)
+		if fmt.Sprint(counts) != fmt.Sprint(map[string]string{"all": "4", "failing": "0", "waiting": "1", "loading": "1", "serving": "1", "idle": "1"}) {
+			t.Errorf("the counts show %v", counts)
+		}
+		if got := eval[string](t, ctx, `document.getElementById('page-range').textContent`); got != "1–4 of 4" {
+			t.Errorf("the pager says %q", got)
+		}
+		// With nothing chosen, the card of the first row is open.
+		if c := eval[cardView](t, ctx, cardJS); c.Tag != "invoice" {
+			t.Errorf("the open card is %q, want the first row's, invoice", c.Tag)
+		}
+	})
+
 	t.Run("BuffersAndNumbers", func(t *testing.T) {
 		st, _ := getState(t, d.url)
-		type bufferView struct {
-			State, Current, Range, Next, Pct string
-		}
-		type tagView struct {
-			Status, Chip, Step, MinStep, Issued, Lasted, Verdict string
-			Buffers                                              []bufferView
-		}
-		views := eval[map[string]tagView](t, ctx, `Object.fromEntries([...document.querySelectorAll('#tags [data-tag]')].map(el => [el.dataset.tag, {
-			Status: el.dataset.status,
-			Chip: el.querySelector('.tag-status').textContent,
-			Step: el.querySelector('[data-field=step]').textContent,
-			MinStep: el.querySelector('[data-field=min_step]').textContent,
-			Issued: el.querySelector('[data-field=issued]').textContent,
-			Lasted: el.querySelector('.lasted').textContent,
-			Verdict: el.querySelector('.verdict').textContent,
-			Buffers: [...el.querySelectorAll('[data-buffer]')].map(b => ({
-				State: b.dataset.state, Current: b.dataset.current,
-				Range: b.querySelector('.range').textContent,
-				Next: b.querySelector('.next').dataset.value,
-				Pct: b.querySelector('.pct').textContent,
-			})),
-		}]))`)
-		if got := fmt.Sprint(len(views)); got != "4" {
-			t.Fatalf("%s tag cards, want 4: %+v", got, views)
-		}
-		order := views["order"]
+		order := b.openCard(t, ctx, "order")
 		o := st.tag(t, "order")
 		cur := order.Buffers[o.Current]
 		if cur.Current != "true" || cur.State != "ready" || cur.Range != "1 – 1,000" || cur.Next != strconv.FormatInt(o.Buffers[o.Current].Next, 10) ||
@@ -333,8 +386,11 @@ func TestDashboardInBrowser(t *testing.T) {
 			order.Lasted != "Last range lasted 22m" || order.Verdict != "inside" {
 			t.Errorf("order shows %+v", order)
 		}
+		if u := eval[string](t, ctx, `location.search`); !strings.Contains(u, "tag=order") {
+			t.Errorf("the URL %q does not keep the open card", u)
+		}
 
-		pay, p := views["payment"], st.tag(t, "payment")
+		pay, p := b.openCard(t, ctx, "payment"), st.tag(t, "payment")
 		if pay.Status != "loading" || pay.Chip != "serving · loading next" || pay.Step != commas(p.Step) ||
 			!strings.HasPrefix(pay.MinStep, "table 500 (×") || pay.Lasted != "Last range lasted 3m" ||
 			pay.Verdict != "shorter: the step grows" {
@@ -343,10 +399,10 @@ func TestDashboardInBrowser(t *testing.T) {
 		if pay.Buffers[1-p.Current].State != "loading" || pay.Buffers[p.Current].State != "ready" {
 			t.Errorf("payment's buffers show %+v", pay.Buffers)
 		}
-		if inv := views["invoice"]; inv.Status != "loading" || inv.Buffers[0].State != "loading" || inv.Buffers[0].Current != "true" {
+		if inv := b.openCard(t, ctx, "invoice"); inv.Status != "loading" || inv.Buffers[0].State != "loading" || inv.Buffers[0].Current != "true" {
 			t.Errorf("invoice (first range loading) shows %+v", inv)
 		}
-		if ref := views["refund"]; ref.Status != "idle" || ref.Buffers[0].State != "empty" || ref.Buffers[1].State != "empty" {
+		if ref := b.openCard(t, ctx, "refund"); ref.Status != "idle" || ref.Buffers[0].State != "empty" || ref.Buffers[1].State != "empty" {
 			t.Errorf("refund (never asked for) shows %+v", ref)
 		}
 
@@ -364,6 +420,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 
 	t.Run("UpdatesWithoutReload", func(t *testing.T) {
+		b.openCard(t, ctx, "order")
 		eval[bool](t, ctx, `window.leafdSamePage = true`)
 		st, _ := getState(t, d.url)
 		o := st.tag(t, "order")
@@ -372,13 +429,29 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Fatalf("GET: %d", r.status)
 		}
 		waitFor(t, ctx, "order's position moves to "+strconv.FormatInt(want, 10),
-			fmt.Sprintf(`document.querySelector('[data-tag=order] [data-current=true] .next').dataset.value === '%d'`, want))
+			fmt.Sprintf(`document.querySelector('#detail [data-tag=order] [data-current=true] .next').dataset.value === '%d'`, want))
 		if !eval[bool](t, ctx, `window.leafdSamePage === true`) {
 			t.Fatal("the page was reloaded")
 		}
-		if got := eval[string](t, ctx, `document.querySelector('[data-tag=order] [data-field=issued]').textContent`); got != "188" {
+		if got := eval[string](t, ctx, `document.querySelector('#detail [data-tag=order] [data-field=issued]').textContent`); got != "188" {
 			t.Errorf("order issued shows %q, want 188", got)
 		}
+	})
+
+	t.Run("FilterAndSearch", func(t *testing.T) {
+		b.do(t, ctx, "click the idle count", chromedp.Click(`#filters [data-filter=idle]`))
+		waitFor(t, ctx, "the idle tags alone", `document.querySelectorAll('#rows tr[data-tag]').length === 1 && document.querySelector('#rows tr[data-tag]').dataset.tag === 'refund'`)
+		if u := eval[string](t, ctx, `location.search`); !strings.Contains(u, "state=idle") {
+			t.Errorf("the URL %q does not keep the filter", u)
+		}
+		b.do(t, ctx, "click All", chromedp.Click(`#filters [data-filter=""]`))
+		b.typeSearch(t, ctx, "PAY")
+		waitFor(t, ctx, "the tags with pay in their name", `document.querySelectorAll('#rows tr[data-tag]').length === 1 && document.querySelector('#rows tr[data-tag]').dataset.tag === 'payment'`)
+		b.typeSearch(t, ctx, "zzz")
+		waitFor(t, ctx, "no match", `!document.getElementById('no-match').hidden && document.querySelectorAll('#rows tr[data-tag]').length === 0`)
+		b.do(t, ctx, "show every tag", chromedp.Click(`#clear`))
+		waitFor(t, ctx, "every tag again", `document.querySelectorAll('#rows tr[data-tag]').length === 4 && document.getElementById('search').value === ''`)
+		b.openCard(t, ctx, "order")
 	})
 
 	t.Run("RateSparkline", func(t *testing.T) {
@@ -388,11 +461,11 @@ func TestDashboardInBrowser(t *testing.T) {
 			run = 12 * time.Second
 		}
 		traffic(t, d, run)
-		points := eval[int](t, ctx, `document.querySelector('[data-tag=order] .spark .line').points.numberOfItems`)
+		points := eval[int](t, ctx, `document.querySelector('#detail [data-tag=order] .spark .line').points.numberOfItems`)
 		if points < 4 {
 			t.Errorf("order's sparkline has %d points after %v of polling every 250 ms", points, run)
 		}
-		if rate := eval[string](t, ctx, `document.querySelector('[data-tag=order] .rate-num').textContent`); rate == "–/s" {
+		if rate := eval[string](t, ctx, `document.querySelector('#detail [data-tag=order] .rate-num').textContent`); rate == "–/s" {
 			t.Errorf("order's rate shows %q", rate)
 		}
 		paths := []string{filepath.Join(artifacts, "dashboard.png")}
@@ -409,8 +482,11 @@ func TestDashboardInBrowser(t *testing.T) {
 		if w := eval[int](t, ctx, `document.documentElement.scrollWidth`); w > 390 {
 			t.Errorf("the page is %d px wide on a 390 px phone: it scrolls sideways", w)
 		}
-		if w := eval[int](t, ctx, `Math.round(document.querySelector('[data-tag=order]').getBoundingClientRect().width)`); w < 300 {
-			t.Errorf("a tag card is %d px wide on a phone", w)
+		if w := eval[int](t, ctx, `Math.round(document.querySelector('#detail [data-tag=order]').getBoundingClientRect().width)`); w < 300 {
+			t.Errorf("the card is %d px wide on a phone", w)
+		}
+		if w := eval[int](t, ctx, `Math.round(document.querySelector('#rows tr[data-tag]').getBoundingClientRect().width)`); w < 300 || w > 390 {
+			t.Errorf("a row is %d px wide on a phone", w)
 		}
 		screenshot(t, ctx, filepath.Join(artifacts, "dashboard-phone.png"))
 	})
@@ -434,8 +510,8 @@ func TestDashboardInBrowser(t *testing.T) {
 		b.listen(tab)
 		b.do(t, tab, "open an empty dashboard", darkMode(true), chromedp.Navigate(empty.url+"/dashboard?poll=250"))
 		waitFor(t, tab, "the empty state", `!document.getElementById('seg-empty').hidden`)
-		if n := eval[int](t, tab, `document.querySelectorAll('#tags [data-tag]').length`); n != 0 {
-			t.Errorf("%d tag cards without tags", n)
+		if n := eval[int](t, tab, `document.querySelectorAll('#rows tr, #detail [data-tag]').length`); n != 0 {
+			t.Errorf("%d rows or cards without tags", n)
 		}
 		if text := eval[string](t, tab, `document.getElementById('seg-empty').innerText`); !strings.Contains(text, "No tags yet") {
 			t.Errorf("the empty state says %q", text)
@@ -467,5 +543,206 @@ func traffic(t *testing.T, d *dashServer, run time.Duration) {
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestDashboardManyTags loads the dashboard of a server with 10,000 tags
+// (a real allocator over a real SQLite file), a few hundred of them in use
+// and one failing: a row lock that makes each of its range loads time out.
+// The failing tag shows on the first screen, the page stays small (in the
+// DOM and on the wire), search finds the last tag, the failing count
+// filters to it, and a row opens its card.
+func TestDashboardManyTags(t *testing.T) {
+	b := startBrowser(t)
+	artifacts := artifactDir(t)
+	const n = 10_000
+	failing := manyTagName(6_800) // payment-6800, far from the first page by name
+	d := manyTagsServer(t, n, failing)
+
+	// Some hundreds in use: every 30th tag, a few IDs each, at rates that
+	// differ; three with their next load held (loading), one waiting for
+	// its first range.
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	used := make(chan int)
+	for range 4 {
+		wg.Go(func() {
+			for i := range used {
+				if _, err := d.alloc.NextN(ctx, manyTagName(i), 1+i%17, nil); err != nil {
+					t.Errorf("%s: %v", manyTagName(i), err)
+				}
+			}
+		})
+	}
+	for i := 0; i < n; i += 30 {
+		used <- i
+	}
+	close(used)
+	wg.Wait()
+	for _, i := range []int{1_230, 4_530, 8_130} { // in use, and not among the traffic's tags below
+		tag := manyTagName(i)
+		d.held.hold(tag, 0)
+		if _, err := d.alloc.NextN(ctx, tag, manyTagStep(i)/5, nil); err != nil { // past the preload point of its first range
+			t.Fatal(err)
+		}
+	}
+	waiting := manyTagName(3_333)
+	d.held.hold(waiting, 0)
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, _ = d.alloc.Next(short, waiting)
+	cancel()
+	short, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+	if _, err := d.alloc.Next(short, failing); err == nil {
+		t.Fatalf("%s served an ID through a store that fails its loads", failing)
+	}
+	cancel()
+	// Traffic on a few tags meanwhile, so that rates move.
+	stop := make(chan struct{})
+	var traffic sync.WaitGroup
+	traffic.Go(func() {
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			for j := range 12 {
+				_, _ = d.alloc.NextN(ctx, manyTagName(j*30*27), 1+(k+j)%5*j, nil)
+			}
+		}
+	})
+	t.Cleanup(func() { close(stop); traffic.Wait() })
+
+	tab := b.ctx
+	b.do(t, tab, "open the dashboard", darkMode(true), chromedp.EmulateViewport(1280, 900), chromedp.Navigate(d.url+"/dashboard"))
+	waitFor(t, tab, "first update", `Number(document.body.dataset.polls) >= 1`)
+
+	t.Run("FailingFirst", func(t *testing.T) {
+		rows := eval[[]rowView](t, tab, rowsJS)
+		if len(rows) == 0 || rows[0].Tag != failing || rows[0].State != "failing" || !strings.Contains(rows[0].Error, "Lock wait timeout exceeded") {
+			t.Fatalf("the first row is %+v, want %s failing with its lock wait timeout", rows[0], failing)
+		}
+		inView := eval[bool](t, tab, fmt.Sprintf(`(() => { const r = document.querySelector('#rows tr[data-tag=%q]').getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight })()`, failing))
+		if !inView {
+			t.Error("the failing tag's row is not on the first screen")
+		}
+		if got := eval[string](t, tab, `document.getElementById('alert').textContent`); got != "1 failing" {
+			t.Errorf("the header's alert says %q, want 1 failing", got)
+		}
+		if c := eval[cardView](t, tab, cardJS); c.Tag != failing || c.Status != "failing" {
+			t.Errorf("the open card is %+v, want the failing tag's", c)
+		}
+		if got := eval[string](t, tab, `document.getElementById('page-range').textContent`); got != "1–50 of 10,000" {
+			t.Errorf("the pager says %q", got)
+		}
+	})
+
+	t.Run("SmallDOM", func(t *testing.T) {
+		if n := eval[int](t, tab, `document.getElementsByTagName('*').length`); n >= 10_000 {
+			t.Errorf("%d elements in the DOM", n)
+		} else {
+			t.Logf("%d elements in the DOM at 10,000 tags", n)
+		}
+	})
+
+	t.Run("BytesPerSecond", func(t *testing.T) {
+		// What polling moves, measured by the browser: every answer of
+		// api/state over 4 s, headers included.
+		eval[bool](t, tab, `performance.clearResourceTimings(), true`)
+		time.Sleep(4 * time.Second)
+		type transfer struct{ Polls, Bytes, Encoded, Decoded int }
+		tr := eval[transfer](t, tab, `(() => {
+			const e = performance.getEntriesByType('resource').filter(e => e.name.includes('/api/state'));
+			const sum = (f) => e.reduce((s, x) => s + x[f], 0);
+			return {Polls: e.length, Bytes: sum('transferSize'), Encoded: sum('encodedBodySize'), Decoded: sum('decodedBodySize')};
+		})()`)
+		perSecond := tr.Bytes / 4
+		t.Logf("10,000 tags: %d requests in 4 s, %d bytes (%d B/s); bodies %d bytes gzip, %d decoded", tr.Polls, tr.Bytes, perSecond, tr.Encoded, tr.Decoded)
+		if tr.Polls < 4 || tr.Bytes == 0 {
+			t.Fatalf("%d requests measured, %d bytes: the Performance API saw no polls", tr.Polls, tr.Bytes)
+		}
+		if perSecond > 200_000 {
+			t.Errorf("polling moves %d bytes a second at 10,000 tags, more than 200 KB", perSecond)
+		}
+		if tr.Encoded*3 > tr.Decoded {
+			t.Errorf("the answers are not compressed: %d bytes on the wire for %d", tr.Encoded, tr.Decoded)
+		}
+		paths := []string{filepath.Join(artifacts, "dashboard-10000.png")}
+		if readme := os.Getenv("LEAFD_DASHBOARD_PNG"); readme != "" {
+			paths = append(paths, filepath.Join(filepath.Dir(readme), "dashboard-10000.png"))
+		}
+		viewportShot(t, tab, paths...)
+	})
+
+	t.Run("SearchFindsTheLast", func(t *testing.T) {
+		last := manyTagName(n - 1)
+		b.typeSearch(t, tab, last)
+		waitFor(t, tab, "the search for "+last, fmt.Sprintf(`document.querySelectorAll('#rows tr[data-tag]').length === 1 && document.querySelector('#rows tr[data-tag]').dataset.tag === %q`, last))
+		if u := eval[string](t, tab, `location.search`); !strings.Contains(u, "q="+last) {
+			t.Errorf("the URL %q does not keep the search", u)
+		}
+		b.typeSearch(t, tab, "wallet-99")
+		waitFor(t, tab, "wallet-99xx", `document.getElementById('page-range').textContent === '1–50 of 100'`)
+		b.do(t, tab, "clear the search", chromedp.KeyEvent(kb.Escape))
+		waitFor(t, tab, "every tag again", `document.getElementById('page-range').textContent === '1–50 of 10,000'`)
+	})
+
+	t.Run("FailingCountFilters", func(t *testing.T) {
+		b.do(t, tab, "click the failing count", chromedp.Click(`#filters [data-filter=failing]`))
+		waitFor(t, tab, "the failing tags alone", fmt.Sprintf(`document.querySelectorAll('#rows tr[data-tag]').length === 1 && document.querySelector('#rows tr[data-tag]').dataset.tag === %q`, failing))
+		if u := eval[string](t, tab, `location.search`); u != "?state=failing" {
+			t.Errorf("the URL is %q, want ?state=failing", u)
+		}
+		b.do(t, tab, "click All", chromedp.Click(`#filters [data-filter=""]`))
+		waitFor(t, tab, "every tag again", `document.getElementById('page-range').textContent === '1–50 of 10,000'`)
+		b.do(t, tab, "click the header's alert", chromedp.Click(`#alert`))
+		waitFor(t, tab, "the failing tags alone", `document.querySelectorAll('#rows tr[data-tag]').length === 1 && document.getElementById('page-range').textContent === '1–1 of 1'`)
+	})
+
+	t.Run("RowOpensCard", func(t *testing.T) {
+		b.do(t, tab, "show the serving tags", chromedp.Click(`#filters [data-filter=serving]`))
+		waitFor(t, tab, "serving rows", `[...document.querySelectorAll('#rows tr[data-tag]')].every(r => r.dataset.status === 'serving')`)
+		tag := eval[string](t, tab, `document.querySelectorAll('#rows tr[data-tag]')[2].dataset.tag`)
+		c := b.openCard(t, tab, tag)
+		if c.Status != "serving" || len(c.Buffers) != 2 || !slices.ContainsFunc(c.Buffers, func(b bufferView) bool {
+			return b.Current == "true" && b.State == "ready" && strings.Contains(b.Range, " – ")
+		}) {
+			t.Errorf("the card of %s shows %+v", tag, c)
+		}
+		waitFor(t, tab, "the card's own poll", fmt.Sprintf(`performance.getEntriesByType('resource').some(e => e.name.endsWith('/api/state?tag=%s'))`, tag))
+		b.do(t, tab, "next page", chromedp.Click(`#next`))
+		waitFor(t, tab, "page 2", `document.getElementById('page-range').textContent.startsWith('51–')`)
+		if got := eval[string](t, tab, `document.querySelector('#detail [data-tag]')?.dataset.tag`); got != tag {
+			t.Errorf("on the next page the card shows %q, want %s still", got, tag)
+		}
+	})
+
+	t.Run("LinkToTheFailing", func(t *testing.T) {
+		other, cancel := chromedp.NewContext(tab)
+		defer cancel()
+		b.listen(other)
+		b.do(t, other, "open the link", darkMode(true), chromedp.Navigate(d.url+"/dashboard?state=failing"))
+		waitFor(t, other, "the failing tags alone", fmt.Sprintf(`document.querySelectorAll('#rows tr[data-tag]').length === 1 && document.querySelector('#rows tr[data-tag]').dataset.tag === %q`, failing))
+	})
+
+	if errs := b.consoleErrors(); len(errs) > 0 {
+		t.Errorf("the pages logged errors (script errors, CSP violations, failed requests): %q", errs)
+	}
+}
+
+// viewportShot saves what the window shows, the first screen.
+func viewportShot(t *testing.T, ctx context.Context, paths ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	for _, p := range paths {
+		if err := os.WriteFile(p, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s (%d KB)", p, len(png)/1024)
 	}
 }

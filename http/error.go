@@ -9,13 +9,14 @@ import (
 	"github.com/leafd/leafd"
 )
 
-// statuses maps every error code to its HTTP status (SPEC section 3). It is
+// statuses maps every error code to its HTTP status (docs/contract.md section 4). It is
 // the only place where a code meets a status.
 var statuses = map[string]int{
 	leafd.EInvalidTag:           http.StatusBadRequest,
 	leafd.EInvalidCount:         http.StatusBadRequest,
 	leafd.EInvalidID:            http.StatusBadRequest,
 	leafd.EInvalidBody:          http.StatusBadRequest,
+	leafd.EInvalidQuery:         http.StatusBadRequest,
 	leafd.EUnauthorized:         http.StatusUnauthorized,
 	leafd.EAdminDisabled:        http.StatusForbidden,
 	leafd.EUnknownTag:           http.StatusNotFound,
@@ -24,9 +25,11 @@ var statuses = map[string]int{
 	leafd.EMethodNotAllowed:     http.StatusMethodNotAllowed,
 	leafd.ETagExists:            http.StatusConflict,
 	leafd.EBodyTooLarge:         http.StatusRequestEntityTooLarge,
+	leafd.EUnsupportedMediaType: http.StatusUnsupportedMediaType,
 	leafd.ESegmentUnavailable:   http.StatusServiceUnavailable,
 	leafd.ESnowflakeUnavailable: http.StatusServiceUnavailable,
 	leafd.ETagExhausted:         http.StatusServiceUnavailable,
+	leafd.ETagRewound:           http.StatusServiceUnavailable,
 	leafd.EStoreUnavailable:     http.StatusServiceUnavailable,
 	leafd.ENotReady:             http.StatusServiceUnavailable,
 	leafd.EInternal:             http.StatusInternalServerError,

@@ -2,17 +2,19 @@ package http
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/leafd/leafd"
 )
 
 // The ID routes answer many thousands of times a second, and the HTTP
 // handling around an ID costs a hundred times the ID itself. These helpers
 // do what gin's c.Data, c.GetQuery and c.GetHeader do, without what the ID
 // routes do not need: canonicalising a header name already canonical,
-// boxing the body in a render.Render, parsing an empty query string into a
-// map. BenchmarkSegmentRoute beside BenchmarkBareGin shows what is left.
+// boxing the body in a render.Render, parsing the query string into a map. BenchmarkSegmentRoute beside BenchmarkBareGin shows what is left.
 
 // The Content-Type values, shared by every response. net/http only reads
 // them, and Header().Set or Add replace or copy the slice, never write into
@@ -30,21 +32,87 @@ func writeOK(c *gin.Context, ct []string, b []byte) {
 	_, _ = c.Writer.Write(b)
 }
 
-// query returns the value of the query parameter key, as c.GetQuery does,
-// but without parsing anything when the request has no query string, as
-// most ID requests have none.
-func query(c *gin.Context, key string) (string, bool) {
-	if c.Request.URL.RawQuery == "" {
-		return "", false
-	}
-	return c.GetQuery(key)
+// idQuery is what the ID routes read from the query string: count and
+// format, each with whether it was given.
+type idQuery struct {
+	count, format       string
+	hasCount, hasFormat bool
 }
 
-// wantJSON reports whether the client asked for JSON, by ?format=json or an
-// Accept header naming application/json.
-func wantJSON(c *gin.Context) bool {
-	if f, ok := query(c, "format"); ok {
-		return f == "json"
+// parseIDQuery reads the query string of an ID route in one pass over the
+// raw string, without building url.Values: the values are substrings of raw
+// unless they hold an escape. Other parameters are ignored, as before, but
+// the query must be well formed, and count and format may each be given
+// once. Where url.ParseQuery (and so gin's c.GetQuery) would drop a pair it
+// cannot read, or keep the first of two values, and the request would go on
+// with a default (count=5;format=json answered one ID), this refuses:
+//
+//   - count given twice: invalid_count;
+//   - format given twice: invalid_query;
+//   - a ';' anywhere, which is not a separator (escape it as %3B), or a
+//     malformed %-escape: invalid_query.
+func parseIDQuery(raw string) (idQuery, error) {
+	var q idQuery
+	if raw == "" {
+		return q, nil
+	}
+	if strings.IndexByte(raw, ';') >= 0 {
+		return q, leafd.Errorf(leafd.EInvalidQuery,
+			`the query string %q holds ";", which is not a separator: separate parameters with "&", and write a ";" inside a value as %%3B`, truncate(raw))
+	}
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if pair == "" {
+			continue
+		}
+		key, value, _ := strings.Cut(pair, "=")
+		key, err := unescapeQuery(key)
+		if err != nil {
+			return q, err
+		}
+		var dst *string
+		var seen *bool
+		switch key {
+		case "count":
+			if q.hasCount {
+				return q, leafd.Errorf(leafd.EInvalidCount, "the query parameter count is repeated: give it once")
+			}
+			dst, seen = &q.count, &q.hasCount
+		case "format":
+			if q.hasFormat {
+				return q, leafd.Errorf(leafd.EInvalidQuery, "the query parameter format is repeated: give it once")
+			}
+			dst, seen = &q.format, &q.hasFormat
+		}
+		if value, err = unescapeQuery(value); err != nil {
+			return q, err
+		}
+		if dst != nil {
+			*dst, *seen = value, true
+		}
+	}
+	return q, nil
+}
+
+// unescapeQuery decodes a key or value of a query string as url.ParseQuery
+// does ('+' is a space), returning s itself when it holds nothing to decode.
+func unescapeQuery(s string) (string, error) {
+	if strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '+') < 0 {
+		return s, nil
+	}
+	u, err := url.QueryUnescape(s)
+	if err != nil {
+		return "", leafd.Errorf(leafd.EInvalidQuery, "the query string holds %q, a malformed %%-escape: write a %% as %%25", truncate(s))
+	}
+	return u, nil
+}
+
+// wantJSON reports whether the client asked for JSON, by ?format=json or,
+// without a format parameter, an Accept header naming application/json.
+func wantJSON(c *gin.Context, q idQuery) bool {
+	if q.hasFormat {
+		return q.format == "json"
 	}
 	for _, v := range c.Request.Header["Accept"] { // "Accept" is canonical
 		if strings.Contains(v, "application/json") {

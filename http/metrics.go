@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net/http"
 	"strconv"
@@ -18,6 +19,34 @@ import (
 	"github.com/leafd/leafd/segment"
 )
 
+// PerTag says how much /metrics tells about each segment tag: the
+// metrics.per_tag setting. A server with thousands of tags cannot afford a
+// dozen series each, so the default is PerTagBasic.
+type PerTag string
+
+// The levels of per-tag detail.
+const (
+	// PerTagBasic exports what an alert about a tag needs, at most five
+	// series per tag, and only for tags that were asked for: IDs issued,
+	// failed requests, waits, IDs left in the current buffer, and whether
+	// the last range load failed. A tag that is idle and has counted
+	// nothing since the server started exports nothing.
+	PerTagBasic PerTag = "basic"
+	// PerTagFull exports every per-tag series for every tag: both
+	// buffers, steps, loads, load errors, loading, the last period, and a
+	// per-tag twin of the range load latency histogram.
+	PerTagFull PerTag = "full"
+	// PerTagOff exports no per-tag series: the server-wide totals only.
+	PerTagOff PerTag = "off"
+)
+
+// MetricsOptions configures NewMetricsWith. The zero value is the default:
+// PerTagBasic.
+type MetricsOptions struct {
+	// PerTag is the per-tag detail; empty means PerTagBasic.
+	PerTag PerTag
+}
+
 // Metrics is the Prometheus registry that GET /metrics serves: a registry
 // of its own, never the global one, so that servers (and tests) do not
 // share counters.
@@ -26,24 +55,35 @@ import (
 // /metrics is scraped, so that issuing an ID costs nothing more. Two things
 // cannot be read afterwards and are counted as they happen: the latency of
 // each range load (ObserveLoad, the segment.Config.OnLoad hook, called on
-// the load goroutine) and each HTTP request with its route, status and error
-// code (one counter increment per request).
+// the load goroutine) and each HTTP request with its route, status, latency
+// and error code (one counter increment and one histogram observation per
+// request, through series cached per route, method and status).
 //
 // A Metrics serves one Server: New registers the Server's state on it, and
 // panics if it is given a Metrics that already serves another.
 type Metrics struct {
-	reg      *prometheus.Registry
-	loads    *prometheus.HistogramVec
-	requests *prometheus.CounterVec
-	errors   *prometheus.CounterVec
-	handler  http.Handler
+	reg    *prometheus.Registry
+	perTag PerTag
+	// loads is the server-wide load latency by result, loadOK and
+	// loadErr its two series; tagLoads the per-tag twin (PerTagFull only).
+	loads           *prometheus.HistogramVec
+	loadOK, loadErr prometheus.Observer
+	tagLoads        *prometheus.HistogramVec
+	requests        *prometheus.CounterVec
+	latency         *prometheus.HistogramVec
+	errors          *prometheus.CounterVec
+	handler         http.Handler
 
-	// counters caches the request counter of each route, method and status
-	// seen: an immutable map, replaced whole under countersMu when a new
-	// combination appears, so that counting a request takes no lock and
-	// allocates nothing.
-	counters   atomic.Pointer[map[requestKey]prometheus.Counter]
-	countersMu sync.Mutex
+	// rewound counts range loads refused as tag_rewound, all tags
+	// together (the tag is in the log and in leafd_segment_load_failing).
+	rewound prometheus.Counter
+
+	// series caches the request counter and latency histogram of each
+	// route, method and status seen: an immutable map, replaced whole
+	// under seriesMu when a new combination appears, so that counting a
+	// request takes no lock and allocates nothing.
+	series   atomic.Pointer[map[requestKey]requestSeries]
+	seriesMu sync.Mutex
 }
 
 type requestKey struct {
@@ -51,44 +91,108 @@ type requestKey struct {
 	status        int
 }
 
-// NewMetrics returns a registry holding leafd's request and load metrics
-// and the Go runtime and process collectors. Pass it to New in
-// Config.Metrics, and its ObserveLoad to segment.Config.OnLoad.
+// requestSeries are the series one request updates. took is shared by every
+// status of a route and method: latency is not labelled by status.
+type requestSeries struct {
+	count prometheus.Counter
+	took  prometheus.Observer
+}
+
+// loadBuckets span a local SQLite file to a remote cluster that retries a
+// certification conflict, up to segment's 10 s load timeout.
+var loadBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// requestBuckets span an ID served from memory (tens of microseconds) to a
+// request that waited out segment.wait_timeout for a range.
+var requestBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+
+// NewMetrics returns a registry with the default options (PerTagBasic); see
+// NewMetricsWith.
 func NewMetrics() *Metrics {
+	m, err := NewMetricsWith(MetricsOptions{})
+	if err != nil {
+		panic(err) // the zero options are valid
+	}
+	return m
+}
+
+// NewMetricsWith returns a registry holding leafd's request and load
+// metrics and the Go runtime and process collectors, with as much per-tag
+// detail as o.PerTag says. Pass it to New in Config.Metrics, and its
+// ObserveLoad to segment.Config.OnLoad.
+//
+// It returns an error when o.PerTag is not one of the PerTag constants or
+// empty.
+func NewMetricsWith(o MetricsOptions) (*Metrics, error) {
+	switch o.PerTag {
+	case "":
+		o.PerTag = PerTagBasic
+	case PerTagBasic, PerTagFull, PerTagOff:
+	default:
+		return nil, fmt.Errorf("metrics per-tag detail %q: use full, basic or off", string(o.PerTag))
+	}
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
+		reg:    prometheus.NewRegistry(),
+		perTag: o.PerTag,
 		loads: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "leafd_segment_range_load_duration_seconds",
-			Help: "Time the store took to hand out one range, per attempt; result is ok or error.",
-			// From a local SQLite file to a remote cluster that retries a
-			// certification conflict, up to segment's 10 s load timeout.
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}, []string{"tag", "result"}),
+			Name:    "leafd_segment_range_load_duration_seconds",
+			Help:    "Time the store took to hand out one range, per attempt, all tags; result is ok or error.",
+			Buckets: loadBuckets,
+		}, []string{"result"}),
+		rewound: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "leafd_segment_rewound_total",
+			Help: "Range loads refused because the tag was rewound (tag_rewound: max_id below IDs already issued), all tags together.",
+		}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leafd_http_requests_total",
 			Help: "HTTP requests answered, by route template, method and status.",
 		}, []string{"route", "method", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "leafd_http_request_duration_seconds",
+			Help:    "Time from a request's arrival to its answer in the server, by route template and method.",
+			Buckets: requestBuckets,
+		}, []string{"route", "method"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leafd_errors_total",
-			Help: "Error answers, by error code (SPEC section 3) and route template.",
+			Help: "Error answers, by error code (docs/contract.md section 4) and route template.",
 		}, []string{"code", "route"}),
 	}
-	m.reg.MustRegister(m.loads, m.requests, m.errors,
+	// Both results exist from the start, so that a rate of errors is 0
+	// rather than absent before the first failure.
+	m.loadOK, m.loadErr = m.loads.WithLabelValues("ok"), m.loads.WithLabelValues("error")
+	m.reg.MustRegister(m.loads, m.rewound, m.requests, m.latency, m.errors,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if m.perTag == PerTagFull {
+		m.tagLoads = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "leafd_segment_tag_range_load_duration_seconds",
+			Help:    "Time the store took to hand out one range of the tag, per attempt; result is ok or error (metrics.per_tag full only).",
+			Buckets: loadBuckets,
+		}, []string{"tag", "result"})
+		m.reg.MustRegister(m.tagLoads)
+	}
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
-	m.counters.Store(&map[requestKey]prometheus.Counter{})
-	return m
+	m.series.Store(&map[requestKey]requestSeries{})
+	return m, nil
 }
+
+// PerTag returns the per-tag detail the registry exports.
+func (m *Metrics) PerTag() PerTag { return m.perTag }
 
 // ObserveLoad records one attempt to load a range of tag. Its signature is
 // segment.Config.OnLoad's.
 func (m *Metrics) ObserveLoad(tag string, _ int64, took time.Duration, err error) {
-	result := "ok"
+	result, o := "ok", m.loadOK
 	if err != nil {
-		result = "error"
+		result, o = "error", m.loadErr
 	}
-	m.loads.WithLabelValues(tag, result).Observe(took.Seconds())
+	o.Observe(took.Seconds())
+	if leafd.ErrorCode(err) == leafd.ETagRewound {
+		m.rewound.Inc()
+	}
+	if m.tagLoads != nil {
+		m.tagLoads.WithLabelValues(tag, result).Observe(took.Seconds())
+	}
 }
 
 // ObserveLoad fits segment.Config.OnLoad.
@@ -97,40 +201,48 @@ var _ = segment.Config{OnLoad: (*Metrics)(nil).ObserveLoad}
 // watch registers the state of s: segment tags, snowflake worker and store
 // health, read at scrape time.
 func (m *Metrics) watch(s *Server) {
-	m.reg.MustRegister(&stateCollector{s: s})
+	m.reg.MustRegister(&stateCollector{s: s, perTag: m.perTag})
 }
 
 // countRequests is the middleware that counts every request by route
 // template (never the raw path: a flood of made-up tags must not make a
-// flood of series), method and status, and every error answer by code.
+// flood of series), method and status, times it by route template and
+// method, and counts every error answer by code.
 func (m *Metrics) countRequests(c *gin.Context) {
+	start := time.Now()
 	c.Next()
+	took := time.Since(start)
 	route := c.FullPath()
 	if route == "" {
 		route = "unmatched"
 	}
-	m.requestCounter(requestKey{route, method(c.Request.Method), c.Writer.Status()}).Inc()
+	r := m.requestSeries(requestKey{route, method(c.Request.Method), c.Writer.Status()})
+	r.count.Inc()
+	r.took.Observe(took.Seconds())
 	if len(c.Errors) > 0 {
 		m.errors.WithLabelValues(leafd.ErrorCode(c.Errors.Last().Err), route).Inc()
 	}
 }
 
-func (m *Metrics) requestCounter(k requestKey) prometheus.Counter {
-	if c, ok := (*m.counters.Load())[k]; ok {
-		return c
+func (m *Metrics) requestSeries(k requestKey) requestSeries {
+	if r, ok := (*m.series.Load())[k]; ok {
+		return r
 	}
-	m.countersMu.Lock()
-	defer m.countersMu.Unlock()
-	old := *m.counters.Load()
-	if c, ok := old[k]; ok {
-		return c
+	m.seriesMu.Lock()
+	defer m.seriesMu.Unlock()
+	old := *m.series.Load()
+	if r, ok := old[k]; ok {
+		return r
 	}
-	c := m.requests.WithLabelValues(k.route, k.method, strconv.Itoa(k.status))
-	next := make(map[requestKey]prometheus.Counter, len(old)+1)
+	r := requestSeries{
+		count: m.requests.WithLabelValues(k.route, k.method, strconv.Itoa(k.status)),
+		took:  m.latency.WithLabelValues(k.route, k.method),
+	}
+	next := make(map[requestKey]requestSeries, len(old)+1)
 	maps.Copy(next, old)
-	next[k] = c
-	m.counters.Store(&next)
-	return c
+	next[k] = r
+	m.series.Store(&next)
+	return r
 }
 
 // method bounds the method label to the methods HTTP defines.
@@ -148,21 +260,26 @@ func (s *Server) getMetrics(c *gin.Context) {
 	s.metrics.handler.ServeHTTP(c.Writer, c.Request)
 }
 
-// Descriptions of the metrics read from state at scrape time.
+// Descriptions of the metrics read from state at scrape time. The per-tag
+// ones carry a tag label and follow metrics.per_tag; the server-wide
+// segment totals (leafd_segment_all_…) and leafd_segment_tags are there in
+// every mode, so that alerts work whatever the per-tag detail.
 var (
 	descIssued = prometheus.NewDesc("leafd_ids_issued_total",
-		"IDs issued since the server started (segment: since the tag was first served), by mode and tag.",
+		"IDs issued since the server started (segment: since the tag was first served), by mode and tag; tag is empty for snowflake.",
 		[]string{"mode", "tag"}, nil)
 	descLoads = prometheus.NewDesc("leafd_segment_range_loads_total",
-		"Ranges loaded from the store.", []string{"tag"}, nil)
+		"Ranges of the tag loaded from the store.", []string{"tag"}, nil)
 	descLoadErrors = prometheus.NewDesc("leafd_segment_range_load_errors_total",
-		"Failed attempts to load a range, each retry counted.", []string{"tag"}, nil)
+		"Failed attempts to load a range of the tag, each retry counted.", []string{"tag"}, nil)
 	descWaits = prometheus.NewDesc("leafd_segment_waits_total",
-		"Requests that found both buffers empty and had to wait for a range.", []string{"tag"}, nil)
+		"Requests for the tag that found both buffers empty and had to wait for a range.", []string{"tag"}, nil)
 	descTagErrors = prometheus.NewDesc("leafd_segment_request_errors_total",
 		"Requests for the tag that failed: no range within segment.wait_timeout, tag exhausted.", []string{"tag"}, nil)
 	descRemaining = prometheus.NewDesc("leafd_segment_buffer_remaining",
-		"IDs left in a buffer; buffer is current or next.", []string{"tag", "buffer"}, nil)
+		"IDs left in a buffer of the tag; buffer is current or next (next with metrics.per_tag full only).", []string{"tag", "buffer"}, nil)
+	descFailing = prometheus.NewDesc("leafd_segment_load_failing",
+		"1 while the last attempt to load a range of the tag failed, else 0.", []string{"tag"}, nil)
 	descStep = prometheus.NewDesc("leafd_segment_step",
 		"Step of the last range this server loaded (its dynamic step).", []string{"tag"}, nil)
 	descTableStep = prometheus.NewDesc("leafd_segment_table_step",
@@ -171,6 +288,20 @@ var (
 		"1 while a range load is in flight.", []string{"tag"}, nil)
 	descPeriod = prometheus.NewDesc("leafd_segment_last_period_seconds",
 		"Time between the last two range loads: how long a range lasted.", []string{"tag"}, nil)
+
+	descAllIssued = prometheus.NewDesc("leafd_segment_all_ids_issued_total",
+		"IDs issued by segment mode, all tags together.", nil, nil)
+	descAllLoads = prometheus.NewDesc("leafd_segment_all_range_loads_total",
+		"Ranges loaded from the store, all tags together.", nil, nil)
+	descAllLoadErrors = prometheus.NewDesc("leafd_segment_all_range_load_errors_total",
+		"Failed attempts to load a range, all tags together, each retry counted.", nil, nil)
+	descAllWaits = prometheus.NewDesc("leafd_segment_all_waits_total",
+		"Requests that found both buffers of their tag empty and waited for a range, all tags together.", nil, nil)
+	descAllErrors = prometheus.NewDesc("leafd_segment_all_request_errors_total",
+		"Segment requests that failed (segment_unavailable, tag_exhausted), all tags together.", nil, nil)
+	descTags = prometheus.NewDesc("leafd_segment_tags",
+		"Tags served, by status: failing, waiting, loading, serving or idle.", []string{"status"}, nil)
+
 	descBackward = prometheus.NewDesc("leafd_snowflake_clock_backward_events_total",
 		"Times the clock was found behind the last ID by more than snowflake.max_backward.", nil, nil)
 	descRenewals = prometheus.NewDesc("leafd_snowflake_lease_renewals_total",
@@ -190,13 +321,80 @@ var (
 )
 
 // stateCollector reads the Server's state when /metrics is scraped.
-type stateCollector struct{ s *Server }
+type stateCollector struct {
+	s      *Server
+	perTag PerTag
+
+	// The server-wide totals must never go down, yet a tag's counters
+	// leave with the tag (deleted) or restart (deleted and created
+	// again). last holds each tag's counts at the last scrape and gone
+	// the counts of tags since left, added to every total.
+	mu   sync.Mutex
+	last map[string]tagCounts
+	gone tagCounts
+}
+
+// tagCounts are the counters of a tag that the server-wide totals sum.
+type tagCounts struct{ issued, loads, loadErrors, waits, errors int64 }
+
+func countsOf(t segment.TagState) tagCounts {
+	return tagCounts{t.Issued, t.Loads, t.LoadErrors, t.Waits, t.Errors}
+}
+
+func (a *tagCounts) add(b tagCounts) {
+	a.issued += b.issued
+	a.loads += b.loads
+	a.loadErrors += b.loadErrors
+	a.waits += b.waits
+	a.errors += b.errors
+}
+
+// below reports whether any count of a is below b's: the tag restarted.
+func (a tagCounts) below(b tagCounts) bool {
+	return a.issued < b.issued || a.loads < b.loads || a.loadErrors < b.loadErrors ||
+		a.waits < b.waits || a.errors < b.errors
+}
+
+// totals sums the counts of tags, and of the tags gone since the server
+// started, so that each total only grows.
+func (c *stateCollector) totals(tags []segment.TagState) tagCounts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := make(map[string]tagCounts, len(tags))
+	var sum tagCounts
+	for _, t := range tags {
+		n := countsOf(t)
+		if p, ok := c.last[t.Tag]; ok && n.below(p) {
+			c.gone.add(p)
+		}
+		seen[t.Tag] = n
+		sum.add(n)
+	}
+	for tag, p := range c.last {
+		if _, ok := seen[tag]; !ok {
+			c.gone.add(p)
+		}
+	}
+	c.last = seen
+	sum.add(c.gone)
+	return sum
+}
+
+// used reports whether t was asked for, or did anything, since the server
+// started. In PerTagBasic a tag that was not exports nothing: most tags of
+// a large installation sit unused on any one server.
+func used(t segment.TagState) bool {
+	return t.Status != segment.StatusIdle || t.Issued != 0 || t.Loads != 0 || t.LoadErrors != 0 ||
+		t.Waits != 0 || t.Errors != 0
+}
 
 // Describe sends every description, whether or not the mode is on.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descIssued, descLoads, descLoadErrors, descWaits, descTagErrors,
-		descRemaining, descStep, descTableStep, descLoading, descPeriod, descBackward, descRenewals,
-		descWorker, descLeaseUntil, descLastMs, descStoreUp, descStoreAddress, descStoreSwitches} {
+		descRemaining, descFailing, descStep, descTableStep, descLoading, descPeriod,
+		descAllIssued, descAllLoads, descAllLoadErrors, descAllWaits, descAllErrors, descTags,
+		descBackward, descRenewals, descWorker, descLeaseUntil, descLastMs,
+		descStoreUp, descStoreAddress, descStoreSwitches} {
 		ch <- d
 	}
 }
@@ -210,19 +408,38 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	if st, ok := c.s.seg.(segmentStater); ok {
-		for _, t := range st.State() {
+		tags := st.State()
+		byStatus := make(map[segment.Status]int, len(segment.Statuses))
+		for _, t := range tags {
+			byStatus[t.Status]++
+			if c.perTag == PerTagOff || (c.perTag == PerTagBasic && !used(t)) {
+				continue
+			}
+			cur, next := t.Buffers[t.Current], t.Buffers[1-t.Current]
 			counter(descIssued, t.Issued, "segment", t.Tag)
+			counter(descTagErrors, t.Errors, t.Tag)
+			counter(descWaits, t.Waits, t.Tag)
+			gauge(descRemaining, float64(cur.End-cur.Next), t.Tag, "current")
+			gauge(descFailing, boolFloat(t.Err != nil || t.Status == segment.StatusFailing), t.Tag)
+			if c.perTag != PerTagFull {
+				continue
+			}
 			counter(descLoads, t.Loads, t.Tag)
 			counter(descLoadErrors, t.LoadErrors, t.Tag)
-			counter(descWaits, t.Waits, t.Tag)
-			counter(descTagErrors, t.Errors, t.Tag)
-			cur, next := t.Buffers[t.Current], t.Buffers[1-t.Current]
-			gauge(descRemaining, float64(cur.End-cur.Next), t.Tag, "current")
 			gauge(descRemaining, float64(next.End-next.Next), t.Tag, "next")
 			gauge(descStep, float64(t.Step), t.Tag)
 			gauge(descTableStep, float64(t.MinStep), t.Tag)
 			gauge(descLoading, boolFloat(t.Loading), t.Tag)
 			gauge(descPeriod, t.LastPeriod.Seconds(), t.Tag)
+		}
+		sum := c.totals(tags)
+		counter(descAllIssued, sum.issued)
+		counter(descAllLoads, sum.loads)
+		counter(descAllLoadErrors, sum.loadErrors)
+		counter(descAllWaits, sum.waits)
+		counter(descAllErrors, sum.errors)
+		for _, status := range segment.Statuses {
+			gauge(descTags, float64(byStatus[status]), string(status))
 		}
 	}
 	if st, ok := c.s.sf.(snowflakeStater); ok {

@@ -1,9 +1,17 @@
 package http_test
 
 import (
+	"bytes"
+	"cmp"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"math"
 	"net/http"
-	"sort"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +21,9 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/leafd/leafd"
+	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/store"
 )
 
 // scrape is one parsed GET /metrics.
@@ -88,9 +98,84 @@ func (s scrape) lookup(name string, labels ...string) (float64, bool) {
 	return 0, false
 }
 
+// metricsServer is a live leafd, segment and snowflake mode over one real
+// SQLite store, whose /metrics is m.
+type metricsServer struct {
+	url     string
+	handler http.Handler
+	alloc   *segment.Allocator
+}
+
+// newMetricsServer serves tags from s with the registry m (see
+// newDashServer), and returns once its snowflake lease is held.
+func newMetricsServer(tb testing.TB, m *leafhttp.Metrics, s *store.SQLite, cfg segment.Config, tags ...leafd.Tag) *metricsServer {
+	tb.Helper()
+	d := newDashServerWith(tb, m, s, cfg, tags...)
+	return &metricsServer{url: d.url, handler: d.handler, alloc: d.alloc}
+}
+
+func mustMetrics(tb testing.TB, perTag leafhttp.PerTag) *leafhttp.Metrics {
+	tb.Helper()
+	m, err := leafhttp.NewMetricsWith(leafhttp.MetricsOptions{PerTag: perTag})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// The leafd_ metrics of each per_tag mode, with SQLite and snowflake on.
+var (
+	metricsEveryMode = []string{
+		"leafd_ids_issued_total", // snowflake's in every mode
+		"leafd_segment_range_load_duration_seconds",
+		"leafd_segment_all_ids_issued_total", "leafd_segment_all_range_loads_total",
+		"leafd_segment_all_range_load_errors_total", "leafd_segment_all_waits_total",
+		"leafd_segment_all_request_errors_total", "leafd_segment_tags", "leafd_segment_rewound_total",
+		"leafd_snowflake_clock_backward_events_total", "leafd_snowflake_lease_renewals_total",
+		"leafd_snowflake_worker_id", "leafd_snowflake_lease_expiry_timestamp_seconds",
+		"leafd_snowflake_last_timestamp_seconds", "leafd_store_up",
+		"leafd_http_requests_total", "leafd_http_request_duration_seconds", "leafd_errors_total",
+	}
+	metricsBasic = []string{
+		"leafd_segment_request_errors_total", "leafd_segment_waits_total",
+		"leafd_segment_buffer_remaining", "leafd_segment_load_failing",
+	}
+	metricsFull = []string{
+		"leafd_segment_range_loads_total", "leafd_segment_range_load_errors_total",
+		"leafd_segment_step", "leafd_segment_table_step", "leafd_segment_loading",
+		"leafd_segment_last_period_seconds", "leafd_segment_tag_range_load_duration_seconds",
+	}
+)
+
 func TestMetrics(t *testing.T) {
 	t.Parallel()
-	d := newDashServer(t, openSQLite(t), segment.Config{MaxStep: 10, WaitTimeout: time.Second},
+	for _, mode := range []leafhttp.PerTag{"", leafhttp.PerTagBasic, leafhttp.PerTagFull, leafhttp.PerTagOff} {
+		name := string(mode)
+		if mode == "" {
+			name = "Default"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			metrics := leafhttp.NewMetrics()
+			if mode != "" {
+				metrics = mustMetrics(t, mode)
+			}
+			testMetrics(t, metrics, cmp.Or(mode, leafhttp.PerTagBasic))
+		})
+	}
+	t.Run("BadPerTag", func(t *testing.T) {
+		if _, err := leafhttp.NewMetricsWith(leafhttp.MetricsOptions{PerTag: "some"}); err == nil ||
+			!strings.Contains(err.Error(), "use full, basic or off") {
+			t.Fatalf("NewMetricsWith(some) = %v; want an error naming the accepted values", err)
+		}
+	})
+}
+
+func testMetrics(t *testing.T, metrics *leafhttp.Metrics, mode leafhttp.PerTag) {
+	if metrics.PerTag() != mode {
+		t.Fatalf("PerTag() = %q, want %q", metrics.PerTag(), mode)
+	}
+	d := newMetricsServer(t, metrics, openSQLite(t), segment.Config{MaxStep: 10, WaitTimeout: time.Second},
 		leafd.Tag{Name: "order", MaxID: 1, Step: 10}, leafd.Tag{Name: "idle", MaxID: 1, Step: 100})
 	for _, req := range []struct {
 		path   string
@@ -119,13 +204,32 @@ func TestMetrics(t *testing.T) {
 		return o.Loads == 2 && !o.Loading
 	})
 	m := getMetrics(t, d.url)
+	full, off := mode == leafhttp.PerTagFull, mode == leafhttp.PerTagOff
+
+	// absent fails the test if a series of name with the labels exists.
+	absent := func(t *testing.T, name string, labels ...string) {
+		t.Helper()
+		if v, ok := m.lookup(name, labels...); ok {
+			t.Errorf("%s%v = %v in per_tag %s mode, want no series", name, labels, v, mode)
+		}
+	}
+	// perTag checks a per-tag series: want when the mode has it, absent
+	// otherwise.
+	perTag := func(t *testing.T, inMode bool, want float64, name string, labels ...string) {
+		t.Helper()
+		if !inMode {
+			absent(t, name, labels...)
+		} else if v := m.value(t, name, labels...); v != want {
+			t.Errorf("%s%v = %v, want %v", name, labels, v, want)
+		}
+	}
 
 	t.Run("IDsIssued", func(t *testing.T) {
-		if v := m.value(t, "leafd_ids_issued_total", "mode", "segment", "tag", "order"); v != 6 {
-			t.Errorf("segment order issued %v, want 6", v)
-		}
-		if v := m.value(t, "leafd_ids_issued_total", "mode", "segment", "tag", "idle"); v != 0 {
-			t.Errorf("segment idle issued %v, want 0", v)
+		perTag(t, !off, 6, "leafd_ids_issued_total", "mode", "segment", "tag", "order")
+		// Never asked for: nothing in basic mode, everything in full.
+		perTag(t, full, 0, "leafd_ids_issued_total", "mode", "segment", "tag", "idle")
+		if v := m.value(t, "leafd_segment_all_ids_issued_total"); v != 6 {
+			t.Errorf("segment issued, all tags: %v, want 6", v)
 		}
 		if v := m.value(t, "leafd_ids_issued_total", "mode", "snowflake"); v != 3 {
 			t.Errorf("snowflake issued %v, want 3", v)
@@ -133,37 +237,75 @@ func TestMetrics(t *testing.T) {
 	})
 
 	t.Run("RangeLoads", func(t *testing.T) {
-		if v := m.value(t, "leafd_segment_range_loads_total", "tag", "order"); v != 2 {
-			t.Errorf("loads %v, want 2", v)
+		perTag(t, full, 2, "leafd_segment_range_loads_total", "tag", "order")
+		perTag(t, full, 2, "leafd_segment_tag_range_load_duration_seconds", "tag", "order", "result", "ok")
+		perTag(t, full, 0, "leafd_segment_range_load_errors_total", "tag", "order")
+		perTag(t, !off, 1, "leafd_segment_waits_total", "tag", "order") // the first request
+		perTag(t, !off, 0, "leafd_segment_load_failing", "tag", "order")
+		for _, c := range []struct {
+			name string
+			want float64
+		}{
+			{"leafd_segment_all_range_loads_total", 2},
+			{"leafd_segment_all_range_load_errors_total", 0},
+			{"leafd_segment_all_waits_total", 1},
+			{"leafd_segment_all_request_errors_total", 0},
+		} {
+			if v := m.value(t, c.name); v != c.want {
+				t.Errorf("%s = %v, want %v", c.name, v, c.want)
+			}
 		}
-		if v := m.value(t, "leafd_segment_range_load_duration_seconds", "tag", "order", "result", "ok"); v != 2 {
+		if v := m.value(t, "leafd_segment_range_load_duration_seconds", "result", "ok"); v != 2 {
 			t.Errorf("load latency observations %v, want 2", v)
 		}
-		if v := m.value(t, "leafd_segment_range_load_errors_total", "tag", "order"); v != 0 {
-			t.Errorf("load errors %v, want 0", v)
-		}
-		if v := m.value(t, "leafd_segment_waits_total", "tag", "order"); v != 1 {
-			t.Errorf("waits %v, want 1 (the first request)", v)
+		if v := m.value(t, "leafd_segment_range_load_duration_seconds", "result", "error"); v != 0 {
+			t.Errorf("failed load observations %v, want 0", v)
 		}
 	})
 
 	t.Run("Buffers", func(t *testing.T) {
 		// 6 of the first range [1, 11) taken; the next one, [11, 21), full.
-		if v := m.value(t, "leafd_segment_buffer_remaining", "tag", "order", "buffer", "current"); v != 4 {
-			t.Errorf("current buffer remaining %v, want 4", v)
+		perTag(t, !off, 4, "leafd_segment_buffer_remaining", "tag", "order", "buffer", "current")
+		perTag(t, full, 10, "leafd_segment_buffer_remaining", "tag", "order", "buffer", "next")
+		perTag(t, full, 10, "leafd_segment_step", "tag", "order")
+		perTag(t, full, 100, "leafd_segment_table_step", "tag", "idle")
+		perTag(t, full, 0, "leafd_segment_loading", "tag", "order")
+	})
+
+	t.Run("TagsByStatus", func(t *testing.T) {
+		for status, want := range map[string]float64{"serving": 1, "idle": 1, "failing": 0, "waiting": 0, "loading": 0} {
+			if v := m.value(t, "leafd_segment_tags", "status", status); v != want {
+				t.Errorf("tags %s: %v, want %v", status, v, want)
+			}
 		}
-		if v := m.value(t, "leafd_segment_buffer_remaining", "tag", "order", "buffer", "next"); v != 10 {
-			t.Errorf("next buffer remaining %v, want 10", v)
+	})
+
+	t.Run("PerTagSeries", func(t *testing.T) {
+		n := map[string]int{}
+		for _, fam := range m.families {
+			for _, s := range fam.Metric {
+				for _, l := range s.Label {
+					if l.GetName() == "tag" && l.GetValue() != "" {
+						n[l.GetValue()] += seriesOf(s)
+					}
+				}
+			}
 		}
-		if v := m.value(t, "leafd_segment_step", "tag", "order"); v != 10 {
-			t.Errorf("step %v, want 10", v)
+		switch mode {
+		case leafhttp.PerTagBasic:
+			if n["order"] > 6 || n["order"] < 5 || n["idle"] != 0 {
+				t.Errorf("series per tag %v: want 5 or 6 for order, none for idle", n)
+			}
+		case leafhttp.PerTagOff:
+			if len(n) != 0 {
+				t.Errorf("series per tag %v: want none", n)
+			}
+		case leafhttp.PerTagFull:
+			if n["order"] < 12+16 || n["idle"] < 12 {
+				t.Errorf("series per tag %v: want every detail", n)
+			}
 		}
-		if v := m.value(t, "leafd_segment_table_step", "tag", "idle"); v != 100 {
-			t.Errorf("table step of idle %v, want 100", v)
-		}
-		if v := m.value(t, "leafd_segment_loading", "tag", "order"); v != 0 {
-			t.Errorf("loading %v, want 0", v)
-		}
+		t.Logf("per_tag %s: series per tag %v", mode, n)
 	})
 
 	t.Run("Errors", func(t *testing.T) {
@@ -196,6 +338,21 @@ func TestMetrics(t *testing.T) {
 		} {
 			if v := m.value(t, "leafd_http_requests_total", "route", c.route, "method", c.method, "status", c.status); v != c.want {
 				t.Errorf("requests %s %s %s: %v, want %v", c.method, c.route, c.status, v, c.want)
+			}
+		}
+		// The latency histogram counts the same requests, without status.
+		for _, c := range []struct {
+			route, method string
+			want          float64
+		}{
+			{"/segment/:tag", "GET", 4},
+			{"/api/segment/get/:tag", "GET", 2},
+			{"/snowflake", "GET", 1},
+			{"unmatched", "GET", 1},
+			{"unmatched", "other", 1},
+		} {
+			if v := m.value(t, "leafd_http_request_duration_seconds", "route", c.route, "method", c.method); v != c.want {
+				t.Errorf("latency observations %s %s: %v, want %v", c.method, c.route, v, c.want)
 			}
 		}
 		// Raw paths never become labels: a flood of made-up tags must not
@@ -235,9 +392,17 @@ func TestMetrics(t *testing.T) {
 				t.Errorf("metric %s is neither leafd_ nor the standard go_/process_ ones", name)
 			}
 		}
-		sort.Strings(ours)
-		if len(ours) != 19 {
-			t.Errorf("%d leafd_ metrics, want the 19 of the README: %v", len(ours), ours)
+		want := slices.Clone(metricsEveryMode)
+		if !off {
+			want = append(want, metricsBasic...)
+		}
+		if full {
+			want = append(want, metricsFull...)
+		}
+		slices.Sort(ours)
+		slices.Sort(want)
+		if !slices.Equal(ours, want) {
+			t.Errorf("leafd_ metrics of per_tag %s:\n got %v\nwant %v", mode, ours, want)
 		}
 		problems, err := promlint.New(strings.NewReader(m.raw)).Lint()
 		if err != nil {
@@ -249,6 +414,19 @@ func TestMetrics(t *testing.T) {
 			}
 		}
 	})
+}
+
+// seriesOf counts the series a sample of /metrics stands for: one for a
+// counter or gauge, every bucket, +Inf, _sum and _count for a histogram.
+func seriesOf(m *dto.Metric) int {
+	if h := m.GetHistogram(); h != nil {
+		n := len(h.GetBucket()) + 2
+		if len(h.GetBucket()) == 0 || !math.IsInf(h.GetBucket()[len(h.GetBucket())-1].GetUpperBound(), 1) {
+			n++ // the +Inf bucket, implied
+		}
+		return n
+	}
+	return 1
 }
 
 // Range loads that fail show in the metrics: the latency of the failed
@@ -266,16 +444,164 @@ func TestMetricsStoreDown(t *testing.T) {
 	if v := m.value(t, "leafd_store_up", "driver", "sqlite"); v != 0 {
 		t.Errorf("store up %v, want 0", v)
 	}
-	if v := m.value(t, "leafd_segment_range_load_duration_seconds", "tag", "order", "result", "error"); v < 1 {
+	if v := m.value(t, "leafd_segment_range_load_duration_seconds", "result", "error"); v < 1 {
 		t.Errorf("failed load observations %v, want at least 1", v)
 	}
-	if v := m.value(t, "leafd_segment_range_load_errors_total", "tag", "order"); v < 1 {
+	if v := m.value(t, "leafd_segment_all_range_load_errors_total"); v < 1 {
 		t.Errorf("load errors %v, want at least 1", v)
+	}
+	if v := m.value(t, "leafd_segment_load_failing", "tag", "order"); v != 1 {
+		t.Errorf("load failing %v, want 1", v)
+	}
+	if v := m.value(t, "leafd_segment_tags", "status", "failing"); v != 1 {
+		t.Errorf("failing tags %v, want 1", v)
 	}
 	if v := m.value(t, "leafd_segment_request_errors_total", "tag", "order"); v != 1 {
 		t.Errorf("request errors %v, want 1", v)
 	}
+	if v := m.value(t, "leafd_segment_all_request_errors_total"); v != 1 {
+		t.Errorf("request errors of all tags %v, want 1", v)
+	}
 	if v := m.value(t, "leafd_errors_total", "code", leafd.ESegmentUnavailable, "route", "/segment/:tag"); v != 1 {
 		t.Errorf("segment_unavailable errors %v, want 1", v)
+	}
+}
+
+// The cost of each per_tag mode at scale: 10,000 tags of which 2,000 were
+// asked for, one real allocator over a real SQLite store, served by three
+// servers whose registries differ only in metrics.per_tag. It asserts the
+// bounds that docs/metrics.md promises and logs the series and bytes of one
+// scrape of each (go test -run TestMetricsScale -v ./http/).
+func TestMetricsScale(t *testing.T) {
+	const tags, inUse = 10_000, 2_000
+	if testing.Short() {
+		t.Skip("creates 10,000 tags")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	s := openSQLite(t)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	name := func(i int) string { return fmt.Sprintf("tag%05d", i) }
+	for i := range tags {
+		if _, err := s.CreateTag(ctx, leafd.Tag{Name: name(i), MaxID: 1, Step: 1000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	modes := []leafhttp.PerTag{leafhttp.PerTagBasic, leafhttp.PerTagFull, leafhttp.PerTagOff}
+	registries := make([]*leafhttp.Metrics, len(modes))
+	for i, mode := range modes {
+		registries[i] = mustMetrics(t, mode)
+	}
+	a, err := segment.New(s, segment.Config{Logger: quiet, WaitTimeout: 10 * time.Second,
+		OnLoad: func(tag string, step int64, took time.Duration, err error) {
+			for _, m := range registries {
+				m.ObserveLoad(tag, step, took, err)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.Start()
+	handlers := make([]http.Handler, len(modes))
+	for i, m := range registries {
+		handlers[i] = leafhttp.New(leafhttp.Config{Segment: a, Store: s, Metrics: m, Logger: quiet}).Handler()
+	}
+
+	// Ask for the tags in use, a few clients at a time.
+	var (
+		wg      sync.WaitGroup
+		clients = make(chan struct{}, 8)
+		failed  = make(chan string, inUse)
+	)
+	for i := range inUse {
+		wg.Go(func() {
+			clients <- struct{}{}
+			defer func() { <-clients }()
+			w := httptest.NewRecorder()
+			handlers[0].ServeHTTP(w, httptest.NewRequest("GET", "/segment/"+name(i), nil))
+			if w.Code != 200 {
+				failed <- fmt.Sprintf("GET /segment/%s = %d %s", name(i), w.Code, w.Body)
+			}
+		})
+	}
+	wg.Wait()
+	close(failed)
+	for f := range failed {
+		t.Fatal(f)
+	}
+
+	for i, mode := range modes {
+		w := httptest.NewRecorder()
+		start := time.Now()
+		handlers[i].ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+		took := time.Since(start)
+		if w.Code != 200 {
+			t.Fatalf("GET /metrics = %d", w.Code)
+		}
+		body := w.Body.Bytes()
+		var gz bytes.Buffer
+		zw := gzip.NewWriter(&gz)
+		zw.Write(body)
+		zw.Close()
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("per_tag %s: /metrics does not parse: %v", mode, err)
+		}
+		var total, server int
+		perTag := map[string]int{}
+		for _, fam := range fams {
+			for _, m := range fam.Metric {
+				n := seriesOf(m)
+				total += n
+				tag := ""
+				for _, l := range m.Label {
+					if l.GetName() == "tag" {
+						tag = l.GetValue()
+					}
+				}
+				if tag == "" {
+					server += n
+				} else {
+					perTag[tag] += n
+				}
+			}
+		}
+		usedMin, usedMax, unusedMax := math.MaxInt, 0, 0
+		for i := range tags {
+			n := perTag[name(i)]
+			if i < inUse {
+				usedMin, usedMax = min(usedMin, n), max(usedMax, n)
+			} else {
+				unusedMax = max(unusedMax, n)
+			}
+		}
+		t.Logf("per_tag %-5s: %6d series (%d server-wide, per tag in use %d..%d, per unused tag <= %d), %9d bytes (%d gzipped), scrape %v",
+			mode, total, server, usedMin, usedMax, unusedMax, len(body), gz.Len(), took.Round(time.Millisecond))
+		switch mode {
+		case leafhttp.PerTagBasic:
+			if usedMin < 1 || usedMax > 6 || unusedMax != 0 {
+				t.Errorf("basic: %d..%d series per tag in use (want 1..6), up to %d per unused tag (want 0)", usedMin, usedMax, unusedMax)
+			}
+		case leafhttp.PerTagOff:
+			if len(perTag) != 0 {
+				t.Errorf("off: %d tags have series, want none", len(perTag))
+			}
+		case leafhttp.PerTagFull:
+			// 12 gauges and counters for every tag, and the 16 series of
+			// the ok load latency histogram for each tag that loaded.
+			if usedMin < 12+16 || unusedMax < 12 {
+				t.Errorf("full: %d series per tag in use (want at least 28), %d per unused tag (want 12)", usedMin, unusedMax)
+			}
+		}
+		if v := fams["leafd_segment_tags"]; v == nil {
+			t.Errorf("per_tag %s: no leafd_segment_tags", mode)
+		}
 	}
 }

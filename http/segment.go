@@ -24,7 +24,8 @@ type batchBuf struct {
 	ranges []segment.Range
 }
 
-// getSegment answers GET /segment/{tag}[?count=N][&format=json].
+// getSegment answers GET /segment/{tag}[?count=N][&format=json]. The query
+// is read by parseIDQuery: a repeated count or format is refused.
 func (s *Server) getSegment(c *gin.Context) {
 	if s.seg == nil {
 		s.writeError(c, leafd.Errorf(leafd.EModeDisabled, "segment mode is switched off on this server (segment.enabled: false)"))
@@ -35,23 +36,26 @@ func (s *Server) getSegment(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	q, err := parseIDQuery(c.Request.URL.RawQuery)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
 	n := 1
-	if raw, ok := query(c, "count"); ok {
-		var err error
-		if n, err = parseCount(raw, s.seg.MaxBatch()); err != nil {
+	if q.hasCount {
+		if n, err = parseCount(q.count, s.seg.MaxBatch()); err != nil {
 			s.writeError(c, err)
 			return
 		}
 	}
 	buf := bufPool.Get().(*batchBuf)
 	defer bufPool.Put(buf)
-	var err error
 	if buf.ranges, err = s.seg.NextN(c.Request.Context(), tag, n, buf.ranges[:0]); err != nil {
 		s.writeError(c, err)
 		return
 	}
 	b := buf.b[:0]
-	if wantJSON(c) {
+	if wantJSON(c, q) {
 		b = append(b, `{"tag":"`...)
 		b = append(b, tag...) // a valid tag needs no JSON escaping
 		b = append(b, `","ids":[`...)

@@ -1,4 +1,4 @@
-// Package http serves leafd's HTTP API (SPEC section 3) with gin. Import it
+// Package http serves leafd's HTTP API (docs/contract.md section 4) with gin. Import it
 // as leafhttp.
 //
 // Handlers only translate: they parse and validate the request, call the
@@ -74,6 +74,24 @@ type Config struct {
 	// MaxStep bounds the table step set through the admin routes
 	// (segment.max_step). Default 1,000,000.
 	MaxStep int64
+	// MaxConnections caps the connections served at once
+	// (http.max_connections); past it, new connections wait to be accepted.
+	// 0 means DefaultMaxConnections.
+	MaxConnections int
+	// TrustedProxies are the addresses and CIDR ranges of the proxies
+	// whose X-Forwarded-For and X-Real-IP name the client
+	// (http.trusted_proxies). Empty trusts none: the client is the socket's
+	// peer. New logs and ignores the list if gin refuses it (config
+	// validates it first).
+	TrustedProxies []string
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout and
+	// MaxHeaderBytes replace the server's limits (see limits.go) when not
+	// 0; tests shorten them.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
 	// Logger receives failed requests (5xx) and admin changes. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -92,6 +110,7 @@ type Server struct {
 	metrics    *Metrics
 	engine     *gin.Engine
 	http       *http.Server
+	maxConns   int
 }
 
 // New returns a Server with every route registered.
@@ -105,20 +124,28 @@ func New(cfg Config) *Server {
 	if s.maxStep == 0 {
 		s.maxStep = defaultMaxStep
 	}
-	if cfg.AdminToken != "" && cfg.Tags != nil {
-		sum := sha256.Sum256([]byte(cfg.AdminToken))
+	// Trimmed as the presented token is: a secret mounted with a trailing
+	// newline must not lock the admin routes out.
+	if token := strings.TrimSpace(cfg.AdminToken); token != "" && cfg.Tags != nil {
+		sum := sha256.Sum256([]byte(token))
 		s.adminToken = sum[:]
 	}
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
+	// gin trusts every proxy unless told otherwise: then any client could
+	// name itself in X-Forwarded-For, and the admin log would believe it.
+	if err := e.SetTrustedProxies(cfg.TrustedProxies); err != nil {
+		s.log.Error("http: trusted proxies refused; trusting none", "err", err)
+		_ = e.SetTrustedProxies(nil)
+	}
 	s.health, s.metrics = newStoreHealth(cfg.Store), cfg.Metrics
 	if s.metrics == nil {
 		s.metrics = NewMetrics()
 	}
 	s.metrics.watch(s)
-	e.Use(s.metrics.countRequests, s.recover)
+	e.Use(s.metrics.countRequests, s.recover, securityHeaders)
 	e.NoRoute(func(c *gin.Context) {
 		s.writeError(c, leafd.Errorf(leafd.ENotFound, "no route %s %s; see the API in the README", c.Request.Method, c.Request.URL.Path))
 	})
@@ -126,39 +153,63 @@ func New(cfg Config) *Server {
 		s.writeError(c, leafd.Errorf(leafd.EMethodNotAllowed, "method %s is not allowed on %s", c.Request.Method, c.Request.URL.Path))
 	})
 
-	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
-	e.GET("/segment/:tag", s.getSegment)
-	e.GET("/api/segment/get/:tag", s.getLeafSegment)
-	e.GET("/snowflake", s.getSnowflake)
-	e.GET("/snowflake/:id", s.decodeSnowflake)
-	e.GET("/api/snowflake/get/:key", s.getLeafSnowflake)
-	e.GET("/decodeSnowflakeId", s.decodeLeafSnowflake)
-	// The dashboard and the state it shows, in one group built here so that
-	// one middleware in front of it guards both (admin.protect_dashboard).
-	dash := e.Group("")
+	// Every GET route takes HEAD too: the same handler, whose body
+	// net/http leaves out. (A HEAD of an ID route takes an ID, as a GET
+	// would.)
+	get := func(g gin.IRoutes, path string, h ...gin.HandlerFunc) {
+		g.GET(path, h...)
+		g.HEAD(path, h...)
+	}
+	get(e, "/healthz", s.healthz)
+	get(e, "/readyz", s.readyz)
+	get(e, "/segment/:tag", s.getSegment)
+	get(e, "/api/segment/get/:tag", s.getLeafSegment)
+	get(e, "/snowflake", s.getSnowflake)
+	get(e, "/snowflake/:id", s.decodeSnowflake)
+	get(e, "/api/snowflake/get/:key", s.getLeafSnowflake)
+	get(e, "/decodeSnowflakeId", s.decodeLeafSnowflake)
+	// The dashboard, the state it shows and the metrics (which name every
+	// tag), in groups built here so that one middleware in front guards
+	// them all (admin.protect_dashboard).
+	dash := e.Group("", gzipBody)
+	metrics := e.Group("")
 	if cfg.ProtectDashboard {
 		dash.Use(s.requireDashboard)
+		metrics.Use(s.requireDashboard)
 	}
-	dash.GET("/", s.redirectDashboard)
-	dash.GET("/dashboard", s.getDashboard)
-	dash.GET("/api/state", s.getState)
-	e.GET("/metrics", s.getMetrics)
+	get(dash, "/", s.redirectDashboard)
+	get(dash, "/dashboard", s.getDashboard)
+	get(dash, "/api/state", s.getState)
+	get(metrics, "/metrics", s.getMetrics)
 	admin := e.Group("/api/tags", s.requireAdmin)
-	admin.GET("", s.listTags)
+	get(admin, "", s.listTags)
 	admin.POST("", s.createTag)
 	admin.PATCH("/:tag", s.updateTag)
 	s.engine = e
+	s.maxConns = cfg.MaxConnections
+	if s.maxConns <= 0 {
+		s.maxConns = DefaultMaxConnections
+	}
 	s.http = &http.Server{
 		Handler:           e,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: orDefault(cfg.ReadHeaderTimeout, defaultReadHeaderTimeout),
+		ReadTimeout:       orDefault(cfg.ReadTimeout, defaultReadTimeout),
+		WriteTimeout:      orDefault(cfg.WriteTimeout, defaultWriteTimeout),
+		IdleTimeout:       orDefault(cfg.IdleTimeout, defaultIdleTimeout),
+		MaxHeaderBytes:    orDefault(cfg.MaxHeaderBytes, defaultMaxHeaderBytes),
 	}
 	return s
 }
 
 // Handler returns the routes as an http.Handler, for tests and embedding.
 func (s *Server) Handler() http.Handler { return s.engine }
+
+func orDefault[T time.Duration | int](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
 
 // Route is one registered route: its method and its path template, written
 // as OpenAPI writes it ("/segment/{tag}", not gin's "/segment/:tag").
@@ -169,9 +220,13 @@ type Route struct {
 
 // Routes returns every route the server registered, so that a test can hold
 // the API description (api/openapi.yaml) against what is really served.
+// HEAD is left out: every GET route takes it (docs/contract.md section 4).
 func (s *Server) Routes() []Route {
 	var out []Route
 	for _, r := range s.engine.Routes() {
+		if r.Method == http.MethodHead {
+			continue
+		}
 		parts := strings.Split(r.Path, "/")
 		for i, p := range parts {
 			if len(p) > 1 && (p[0] == ':' || p[0] == '*') {
@@ -183,10 +238,12 @@ func (s *Server) Routes() []Route {
 	return out
 }
 
-// Serve answers requests on ln until Shutdown. It returns nil after a
-// Shutdown.
+// Serve answers requests on ln until Shutdown, at most MaxConnections at a
+// time (see limitListener). It returns nil after a Shutdown. Call it once.
 func (s *Server) Serve(ln net.Listener) error {
-	if err := s.http.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	ll := newLimitListener(ln, s.maxConns)
+	s.http.ConnState = ll.connState
+	if err := s.http.Serve(ll); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

@@ -19,29 +19,33 @@ type idBuf struct {
 	ids []snowflake.ID
 }
 
-// getSnowflake answers GET /snowflake[?count=N][&format=json].
+// getSnowflake answers GET /snowflake[?count=N][&format=json], the query
+// read as on the segment route (parseIDQuery).
 func (s *Server) getSnowflake(c *gin.Context) {
 	if s.sf == nil {
 		s.writeError(c, snowflakeDisabled())
 		return
 	}
+	q, err := parseIDQuery(c.Request.URL.RawQuery)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
 	n := 1
-	if raw, ok := query(c, "count"); ok {
-		var err error
-		if n, err = parseCount(raw, s.sf.MaxBatch()); err != nil {
+	if q.hasCount {
+		if n, err = parseCount(q.count, s.sf.MaxBatch()); err != nil {
 			s.writeError(c, err)
 			return
 		}
 	}
 	buf := idPool.Get().(*idBuf)
 	defer idPool.Put(buf)
-	var err error
 	if buf.ids, err = s.sf.NextN(c.Request.Context(), n, buf.ids[:0]); err != nil {
 		s.writeError(c, err)
 		return
 	}
 	b := buf.b[:0]
-	if wantJSON(c) {
+	if wantJSON(c, q) {
 		b = append(b, `{"ids":[`...)
 		for i, id := range buf.ids {
 			if i > 0 {
@@ -118,7 +122,13 @@ func (s *Server) decodeLeafSnowflake(c *gin.Context) {
 		s.writeError(c, snowflakeDisabled())
 		return
 	}
-	id, err := ParseID(c.Query("snowflakeId"))
+	raw, ok := c.GetQuery("snowflakeId")
+	if !ok || raw == "" {
+		s.writeError(c, leafd.Errorf(leafd.EInvalidID,
+			"the query parameter snowflakeId is missing: ask GET /decodeSnowflakeId?snowflakeId=ID (ID a snowflake ID), or GET /snowflake/ID"))
+		return
+	}
+	id, err := ParseID(raw)
 	if err != nil {
 		s.writeError(c, err)
 		return

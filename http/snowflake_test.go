@@ -155,6 +155,20 @@ func TestSnowflakeErrors(t *testing.T) {
 	}
 }
 
+// /decodeSnowflakeId without its parameter says which parameter is
+// missing and how to ask, not that an empty ID is not valid.
+func TestLeafDecodeMissingParameter(t *testing.T) {
+	srv, _ := newSnowflakeServer(t)
+	for _, path := range []string{"/decodeSnowflakeId", "/decodeSnowflakeId?snowflakeId=", "/decodeSnowflakeId?id=123"} {
+		r := do(t, "GET", srv.URL+path)
+		if r.status != 400 || errorCode(t, r) != leafd.EInvalidID ||
+			!strings.Contains(r.body, "snowflakeId is missing") || !strings.Contains(r.body, "/decodeSnowflakeId?snowflakeId=ID") ||
+			strings.Contains(r.body, `id \"\" is not valid`) {
+			t.Fatalf("GET %s = %d %q, want 400 invalid_id naming the missing parameter", path, r.status, r.body)
+		}
+	}
+}
+
 // A clock set back further than max_backward with a fixed worker id: 503
 // snowflake_unavailable (never a made-up ID), /readyz 503, and service
 // again once the clock has caught up.

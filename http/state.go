@@ -1,9 +1,15 @@
 package http
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -117,9 +123,9 @@ func (h *storeHealth) check(ctx context.Context) health {
 	return now
 }
 
-// The JSON of GET /api/state (SPEC section 5). Times are RFC 3339 UTC with
+// The JSON of GET /api/state (docs/contract.md section 6). Times are RFC 3339 UTC with
 // milliseconds; a time that has not happened yet (no load, no lease) is
-// null. start, end and next are numbers, as in SPEC; size and used, the
+// null. start, end and next are numbers, as in the contract; size and used, the
 // same buffer as offsets, stay far below 2^53, so that a browser can draw
 // it exactly whatever the IDs.
 type (
@@ -147,9 +153,25 @@ type (
 		LastSwitchReason string  `json:"last_switch_reason,omitempty"`
 	}
 	segmentJSON struct {
-		Tags        []stateTag `json:"tags"`
+		Tags []stateTag `json:"tags"`
+		// Total counts the tags that match the query, before paging; Counts
+		// every tag by status, whatever the query.
+		Total       int        `json:"total"`
+		Counts      countsJSON `json:"counts"`
+		Offset      *int       `json:"offset,omitempty"`
+		Limit       *int       `json:"limit,omitempty"`
 		RefillMinMs int64      `json:"refill_min_ms"`
 		RefillMaxMs int64      `json:"refill_max_ms"`
+	}
+	// countsJSON is a struct, not a map, so that the counts come in the
+	// order of segment.Statuses.
+	countsJSON struct {
+		All     int `json:"all"`
+		Failing int `json:"failing"`
+		Waiting int `json:"waiting"`
+		Loading int `json:"loading"`
+		Serving int `json:"serving"`
+		Idle    int `json:"idle"`
 	}
 	stateTag struct {
 		Tag          string         `json:"tag"`
@@ -166,7 +188,10 @@ type (
 		Loads        int64          `json:"loads"`
 		Errors       int64          `json:"errors"`
 		LoadErrors   int64          `json:"load_errors"`
-		Error        string         `json:"error,omitempty"`
+		// State is last so that the fields of docs/contract.md section 6 keep their
+		// order.
+		State segment.Status `json:"state"`
+		Error string         `json:"error,omitempty"`
 	}
 	stateBuffer struct {
 		Start   int64 `json:"start"`
@@ -192,17 +217,23 @@ type (
 
 // getState answers GET /api/state. It reads the allocators' snapshots,
 // which take each tag's lock for a few field copies, never the hot path's
-// atomic cursor.
+// atomic cursor. The query (see stateQuery) picks, orders and pages the
+// tags; invalid_query when it does not parse.
 func (s *Server) getState(c *gin.Context) {
+	q, err := parseStateQuery(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, s.state(c.Request.Context()))
+	c.JSON(http.StatusOK, s.state(c.Request.Context(), q))
 }
 
-func (s *Server) state(ctx context.Context) stateJSON {
+func (s *Server) state(ctx context.Context, q stateQuery) stateJSON {
 	out := stateJSON{Time: timeJSON(time.Now())}
 	if s.health != nil {
 		h := s.health.check(ctx)
-		out.Store = &storeJSON{Driver: s.health.store.Driver(), OK: h.ok, Error: h.err}
+		out.Store = &storeJSON{Driver: s.health.store.Driver(), OK: h.ok, Error: redactAccount(h.err)}
 		if !h.at.IsZero() {
 			at := timeJSON(h.at)
 			out.Store.CheckedAt = &at
@@ -210,7 +241,7 @@ func (s *Server) state(ctx context.Context) stateJSON {
 		if a, ok := s.health.store.(storeAddresser); ok {
 			addr := a.Address()
 			out.Store.Address, out.Store.AddressIndex, out.Store.Addresses = addr.Name, &addr.Index, addr.Count
-			out.Store.Switches, out.Store.LastSwitchReason = &addr.Switches, addr.LastSwitchReason
+			out.Store.Switches, out.Store.LastSwitchReason = &addr.Switches, redactAccount(addr.LastSwitchReason)
 			if !addr.LastSwitch.IsZero() {
 				at := timeJSON(addr.LastSwitch)
 				out.Store.LastSwitch = &at
@@ -219,12 +250,8 @@ func (s *Server) state(ctx context.Context) stateJSON {
 	}
 	if st, ok := s.seg.(segmentStater); ok {
 		lo, hi := st.RefillWindow()
-		tags := st.State()
-		seg := &segmentJSON{Tags: make([]stateTag, 0, len(tags)), RefillMinMs: lo.Milliseconds(), RefillMaxMs: hi.Milliseconds()}
-		for _, t := range tags {
-			seg.Tags = append(seg.Tags, stateOfTag(t))
-		}
-		out.Segment = seg
+		out.Segment = q.segment(st.State())
+		out.Segment.RefillMinMs, out.Segment.RefillMaxMs = lo.Milliseconds(), hi.Milliseconds()
 	}
 	if st, ok := s.sf.(snowflakeStater); ok {
 		out.Snowflake = stateOfSnowflake(st.State())
@@ -234,7 +261,7 @@ func (s *Server) state(ctx context.Context) stateJSON {
 
 func stateOfTag(t segment.TagState) stateTag {
 	j := stateTag{
-		Tag: t.Tag, Step: t.Step, MinStep: t.MinStep, Current: t.Current, Loading: t.Loading,
+		Tag: t.Tag, State: t.Status, Step: t.Step, MinStep: t.MinStep, Current: t.Current, Loading: t.Loading,
 		LastPeriodMs: t.LastPeriod.Milliseconds(),
 		Rate:         math.Round(t.Rate*1000) / 1000,
 		Issued:       t.Issued, Waits: t.Waits, Loads: t.Loads, Errors: t.Errors, LoadErrors: t.LoadErrors,
@@ -248,7 +275,7 @@ func stateOfTag(t segment.TagState) stateTag {
 		j.LastLoad = &at
 	}
 	if t.Err != nil {
-		j.Error = t.Err.Error()
+		j.Error = redactAccount(t.Err.Error())
 	}
 	return j
 }
@@ -265,9 +292,189 @@ func stateOfSnowflake(st snowflake.State) *snowflakeJSON {
 		j.LeaseUntil = &at
 	}
 	if st.Err != nil {
-		j.Error = st.Err.Error()
+		j.Error = redactAccount(st.Err.Error())
 	}
 	return j
 }
 
 func timeJSON(t time.Time) string { return t.UTC().Format(rfc3339Milli) }
+
+// maxStateLimit is the most tags one page of /api/state holds.
+const maxStateLimit = 1000
+
+// stateQuery is what GET /api/state was asked for: which tags, in what
+// order, which page. The zero value is every tag by name, as the route
+// answered before it took parameters.
+type stateQuery struct {
+	tag    string         // tag=: that tag only
+	q      string         // q=: names containing it, any case
+	status segment.Status // state=: that status only
+	sort   string         // sort=: "name" (also ""), "problems" or "rate"
+	// offset and limit page the matching tags; limit 0 is all of them.
+	// set remembers which the client gave, to echo them.
+	offset, limit       int
+	offsetSet, limitSet bool
+}
+
+// The orders of sort=.
+const (
+	sortName     = "name"
+	sortProblems = "problems"
+	sortRate     = "rate"
+)
+
+// parseStateQuery reads the query of GET /api/state. An empty value is the
+// same as none, so that a form may send every field. It returns an
+// invalid_query error naming the parameter and what it accepts. Parameters
+// it does not know are ignored, like the dashboard's own (?poll=).
+func parseStateQuery(c *gin.Context) (stateQuery, error) {
+	var q stateQuery
+	if c.Request.URL.RawQuery == "" {
+		return q, nil
+	}
+	v, err := url.ParseQuery(c.Request.URL.RawQuery)
+	if err != nil {
+		return q, leafd.Errorf(leafd.EInvalidQuery, "the query does not parse (%v); write it as name=value pairs joined by &, with %%XX escapes", err)
+	}
+	q.tag, q.q = v.Get("tag"), v.Get("q")
+	if st := v.Get("state"); st != "" {
+		q.status = segment.Status(st)
+		if !slices.Contains(segment.Statuses, q.status) {
+			return q, leafd.Errorf(leafd.EInvalidQuery, "state %q is not a tag status; use one of %s", st, statusList())
+		}
+	}
+	switch q.sort = v.Get("sort"); q.sort {
+	case "", sortName, sortProblems, sortRate:
+	default:
+		return q, leafd.Errorf(leafd.EInvalidQuery, "sort %q is not an order; use name, problems or rate", q.sort)
+	}
+	if s := v.Get("offset"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return q, leafd.Errorf(leafd.EInvalidQuery, "offset %q is not a whole number of 0 or more", s)
+		}
+		q.offset, q.offsetSet = n, true
+	}
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxStateLimit {
+			return q, leafd.Errorf(leafd.EInvalidQuery, "limit %q is not a whole number from 1 to %d; leave it out for every tag", s, maxStateLimit)
+		}
+		q.limit, q.limitSet = n, true
+	}
+	return q, nil
+}
+
+func statusList() string {
+	names := make([]string, len(segment.Statuses))
+	for i, s := range segment.Statuses {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// segment counts tags (one snapshot, sorted by name) by status, keeps those
+// the query matches in its order, and builds the JSON of the page alone:
+// at ten thousand tags, the cost of a dashboard's poll is a snapshot and a
+// sort, not ten thousand tags' JSON. It reuses tags' storage.
+func (q stateQuery) segment(tags []segment.TagState) *segmentJSON {
+	seg := &segmentJSON{}
+	kept := tags[:0]
+	for _, t := range tags {
+		seg.Counts.add(t.Status)
+		if q.match(&t) {
+			kept = append(kept, t)
+		}
+	}
+	switch q.sort {
+	case sortProblems:
+		slices.SortFunc(kept, func(a, b segment.TagState) int {
+			if c := cmp.Compare(urgency(a.Status), urgency(b.Status)); c != 0 {
+				return c
+			}
+			return byRate(a, b)
+		})
+	case sortRate:
+		slices.SortFunc(kept, byRate)
+	}
+	seg.Total = len(kept)
+	page := kept[min(q.offset, len(kept)):]
+	if q.limit > 0 && len(page) > q.limit {
+		page = page[:q.limit]
+	}
+	seg.Tags = make([]stateTag, len(page))
+	for i := range page {
+		seg.Tags[i] = stateOfTag(page[i])
+	}
+	if q.offsetSet {
+		seg.Offset = &q.offset
+	}
+	if q.limitSet {
+		seg.Limit = &q.limit
+	}
+	return seg
+}
+
+func (q stateQuery) match(t *segment.TagState) bool {
+	return (q.tag == "" || t.Tag == q.tag) &&
+		(q.status == "" || t.Status == q.status) &&
+		(q.q == "" || containsFold(t.Tag, q.q))
+}
+
+// byRate orders the busiest tags first, then by name.
+func byRate(a, b segment.TagState) int {
+	if c := cmp.Compare(b.Rate, a.Rate); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Tag, b.Tag)
+}
+
+// urgency is s's place in segment.Statuses: 0 for the most urgent.
+func urgency(s segment.Status) int {
+	if i := slices.Index(segment.Statuses, s); i >= 0 {
+		return i
+	}
+	return len(segment.Statuses)
+}
+
+func (c *countsJSON) add(s segment.Status) {
+	c.All++
+	switch s {
+	case segment.StatusFailing:
+		c.Failing++
+	case segment.StatusWaiting:
+		c.Waiting++
+	case segment.StatusLoading:
+		c.Loading++
+	case segment.StatusServing:
+		c.Serving++
+	case segment.StatusIdle:
+		c.Idle++
+	}
+}
+
+// containsFold reports whether substr is within s, ignoring case, without
+// lowering a copy of every tag name.
+func containsFold(s, substr string) bool {
+	for i := 0; i+len(substr) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(substr)], substr) {
+			return true
+		}
+	}
+	return false
+}
+
+// account matches a MySQL account as the server's messages quote it,
+// 'user'@'host' (Access denied for user 'leafd'@'10.0.0.9' …).
+var account = regexp.MustCompile(`'[^']*'@'[^']*'`)
+
+// redactAccount hides the database account in an error text that
+// /api/state shows, which anyone may read unless admin.protect_dashboard is
+// set: the user name is half of a login. The server's log keeps the whole
+// text.
+func redactAccount(msg string) string {
+	if !strings.Contains(msg, "'@'") {
+		return msg
+	}
+	return account.ReplaceAllString(msg, "'…'@'…'")
+}

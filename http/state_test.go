@@ -2,8 +2,11 @@ package http_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -69,17 +72,24 @@ func (h *heldStore) Allocate(ctx context.Context, tag string, step int64) (segme
 // dashServer is a live leafd: segment and snowflake mode over one real
 // store, served by httptest.
 type dashServer struct {
-	url   string
-	store dashStore
-	held  *heldStore
-	alloc *segment.Allocator
-	gen   *snowflake.Generator
+	url     string
+	handler http.Handler
+	store   dashStore
+	held    *heldStore
+	alloc   *segment.Allocator
+	gen     *snowflake.Generator
 }
 
 // newDashServer serves tags from s, with cfg completed by quiet logging and
 // the metrics' load hook, and a snowflake generator that leases its worker
 // id from s. It returns once the lease is held.
 func newDashServer(tb testing.TB, s dashStore, cfg segment.Config, tags ...leafd.Tag) *dashServer {
+	tb.Helper()
+	return newDashServerWith(tb, leafhttp.NewMetrics(), s, cfg, tags...)
+}
+
+// newDashServerWith is newDashServer with the registry metrics.
+func newDashServerWith(tb testing.TB, metrics *leafhttp.Metrics, s dashStore, cfg segment.Config, tags ...leafd.Tag) *dashServer {
 	tb.Helper()
 	ctx := context.Background()
 	if err := s.Migrate(ctx); err != nil {
@@ -91,7 +101,6 @@ func newDashServer(tb testing.TB, s dashStore, cfg segment.Config, tags ...leafd
 		}
 	}
 	held := &heldStore{dashStore: s, allowed: map[string]int{}, release: make(chan struct{})}
-	metrics := leafhttp.NewMetrics()
 	cfg.Logger, cfg.OnLoad = quiet, metrics.ObserveLoad
 	if cfg.RetryMin == 0 {
 		cfg.RetryMin, cfg.RetryMax = time.Millisecond, 20*time.Millisecond
@@ -109,9 +118,8 @@ func newDashServer(tb testing.TB, s dashStore, cfg segment.Config, tags ...leafd
 		tb.Fatal(err)
 	}
 	g.Start()
-	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{
-		Segment: a, Snowflake: g, Store: s, Metrics: metrics, Logger: quiet,
-	}).Handler())
+	h := leafhttp.New(leafhttp.Config{Segment: a, Snowflake: g, Store: s, Metrics: metrics, Logger: quiet}).Handler()
+	srv := httptest.NewServer(h)
 	tb.Cleanup(func() {
 		srv.Close()
 		close(held.release)
@@ -125,7 +133,7 @@ func newDashServer(tb testing.TB, s dashStore, cfg segment.Config, tags ...leafd
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return &dashServer{url: srv.URL, store: s, held: held, alloc: a, gen: g}
+	return &dashServer{url: srv.URL, handler: h, store: s, held: held, alloc: a, gen: g}
 }
 
 func openSQLite(tb testing.TB) *store.SQLite {
@@ -154,9 +162,13 @@ type apiState struct {
 		LastSwitchReason string  `json:"last_switch_reason"`
 	} `json:"store"`
 	Segment *struct {
-		Tags        []apiTag `json:"tags"`
-		RefillMinMs int64    `json:"refill_min_ms"`
-		RefillMaxMs int64    `json:"refill_max_ms"`
+		Tags        []apiTag       `json:"tags"`
+		Total       int            `json:"total"`
+		Counts      map[string]int `json:"counts"`
+		Offset      *int           `json:"offset"`
+		Limit       *int           `json:"limit"`
+		RefillMinMs int64          `json:"refill_min_ms"`
+		RefillMaxMs int64          `json:"refill_max_ms"`
 	} `json:"segment"`
 	Snowflake *struct {
 		WorkerID       *int64  `json:"worker_id"`
@@ -173,6 +185,7 @@ type apiState struct {
 
 type apiTag struct {
 	Tag          string      `json:"tag"`
+	State        string      `json:"state"`
 	Step         int64       `json:"step"`
 	MinStep      int64       `json:"min_step"`
 	Current      int         `json:"current"`
@@ -201,9 +214,19 @@ type apiBuffer struct {
 
 func getState(tb testing.TB, url string) (apiState, string) {
 	tb.Helper()
-	r := do(tb, "GET", url+"/api/state")
+	return getStateQuery(tb, url, "")
+}
+
+// getStateQuery answers GET /api/state?query.
+func getStateQuery(tb testing.TB, url, query string) (apiState, string) {
+	tb.Helper()
+	path := "/api/state"
+	if query != "" {
+		path += "?" + query
+	}
+	r := do(tb, "GET", url+path)
 	if r.status != 200 || !strings.HasPrefix(r.contentType, "application/json") {
-		tb.Fatalf("GET /api/state = %d %q %s", r.status, r.contentType, r.body)
+		tb.Fatalf("GET %s = %d %q %s", path, r.status, r.contentType, r.body)
 	}
 	var st apiState
 	if err := json.Unmarshal([]byte(r.body), &st); err != nil {
@@ -336,8 +359,8 @@ func TestStateJSON(t *testing.T) {
 		}
 	})
 
-	t.Run("ShapeOfSPEC", func(t *testing.T) {
-		// SPEC section 5: start, end and next are JSON numbers; no field of
+	t.Run("ShapeOfContract", func(t *testing.T) {
+		// docs/contract.md section 6: start, end and next are JSON numbers; no field of
 		// the example is missing.
 		_, body := getState(t, d.url)
 		for _, want := range []string{`"store":{"driver":"sqlite","ok":true`, `"buffers":[{"start":0,"end":0,"next":0,"ready":false,"loading":false,"size":0,"used":0},{"start":11,"end":21,"next":12,"ready":true`,
@@ -523,5 +546,320 @@ func TestStateMySQLFallback(t *testing.T) {
 	}
 	if v := m.value(t, "leafd_store_address_switches_total"); v != 1 {
 		t.Errorf("leafd_store_address_switches_total = %v, want 1", v)
+	}
+}
+
+// errLockWait is what a MySQL whose row stays locked answers a range load.
+var errLockWait = errors.New("Error 1205 (HY000): Lock wait timeout exceeded; try restarting transaction")
+
+// failingStore is a real store whose range loads of one tag fail, as they
+// do behind a row lock that is never released: the dashboard shows that
+// tag failing among the healthy ones.
+type failingStore struct {
+	dashStore
+	tag string
+}
+
+func (f *failingStore) Allocate(ctx context.Context, tag string, step int64) (segment.Allocation, error) {
+	if tag == f.tag {
+		return segment.Allocation{}, errLockWait
+	}
+	return f.dashStore.Allocate(ctx, tag, step)
+}
+
+// queryServer serves eight tags, one of each status and a few serving at
+// known rates (the allocator's clock moves 100 s after the IDs are issued):
+//
+//	alpha       serving  0.1/s      kappa    idle
+//	Beta-Order  serving  0.3/s      order-eu serving 0.5/s
+//	gamma       failing             order-us loading
+//	queue       waiting             zulu    idle
+func queryServer(t *testing.T) *dashServer {
+	t.Helper()
+	clock := &movableClock{}
+	tag := func(name string, step int64) leafd.Tag { return leafd.Tag{Name: name, MaxID: 1, Step: step} }
+	d := newDashServer(t, &failingStore{dashStore: openSQLite(t), tag: "gamma"}, segment.Config{
+		Now: clock.Now, WaitTimeout: 100 * time.Millisecond, LoadTimeout: time.Minute,
+		RetryMin: 50 * time.Millisecond, RetryMax: time.Second,
+	}, tag("alpha", 1000), tag("Beta-Order", 1000), tag("gamma", 1000), tag("kappa", 1000),
+		tag("order-eu", 1000), tag("order-us", 10), tag("queue", 1000), tag("zulu", 1000))
+	get := func(path string, status int) {
+		t.Helper()
+		if r := do(t, "GET", d.url+path); r.status != status {
+			t.Fatalf("GET %s = %d: %s", path, r.status, r.body)
+		}
+	}
+	// Under a tenth of each range: no second load resets the rate.
+	get("/segment/alpha?count=10", 200)
+	get("/segment/Beta-Order?count=30", 200)
+	get("/segment/order-eu?count=50", 200)
+	get("/segment/order-us?count=2", 200) // past its preload point
+	st := eventuallyState(t, d.url, "order-us's next range", func(st apiState) bool {
+		o := st.tag(t, "order-us")
+		return o.Buffers[1-o.Current].Ready && !o.Loading
+	})
+	d.held.hold("order-us", 0)
+	// Past the second range's preload point (its step may have grown): the
+	// third load hangs.
+	o := st.tag(t, "order-us")
+	cur, next := o.Buffers[o.Current], o.Buffers[1-o.Current]
+	get(fmt.Sprintf("/segment/order-us?count=%d", cur.End-cur.Next+next.Size/5+1), 200)
+	d.held.hold("queue", 0)
+	get("/segment/queue", 503)
+	get("/segment/gamma", 503)
+	clock.shift(100 * time.Second)
+	eventuallyState(t, d.url, "one tag of each status", func(st apiState) bool {
+		c := st.Segment.Counts
+		return c["failing"] == 1 && c["waiting"] == 1 && c["loading"] == 1 && c["serving"] == 3 && c["idle"] == 2
+	})
+	return d
+}
+
+func names(st apiState) []string {
+	var out []string
+	for _, t := range st.Segment.Tags {
+		out = append(out, t.Tag)
+	}
+	return out
+}
+
+// GET /api/state filters, orders and pages the tags on request; without a
+// query it answers every tag by name, as before it took one.
+func TestStateQuery(t *testing.T) {
+	t.Parallel()
+	d := queryServer(t)
+	all := []string{"Beta-Order", "alpha", "gamma", "kappa", "order-eu", "order-us", "queue", "zulu"}
+	wantCounts := map[string]int{"all": 8, "failing": 1, "waiting": 1, "loading": 1, "serving": 3, "idle": 2}
+
+	for _, tc := range []struct {
+		name, query string
+		want        []string
+		total       int
+	}{
+		{"None", "", all, 8},
+		{"EmptyValues", "tag=&q=&state=&sort=&offset=&limit=", all, 8},
+		{"UnknownParameterIgnored", "poll=250", all, 8},
+		{"Tag", "tag=alpha", []string{"alpha"}, 1},
+		{"TagIsExact", "tag=ALPHA", nil, 0},
+		{"TagUnknown", "tag=nope", nil, 0},
+		{"QAnyCase", "q=ORDER", []string{"Beta-Order", "order-eu", "order-us"}, 3},
+		{"QNone", "q=xyz", nil, 0},
+		{"QMiddle", "q=pp", []string{"kappa"}, 1},
+		{"QPart", "q=a-o", []string{"Beta-Order"}, 1},
+		{"StateFailing", "state=failing", []string{"gamma"}, 1},
+		{"StateWaiting", "state=waiting", []string{"queue"}, 1},
+		{"StateLoading", "state=loading", []string{"order-us"}, 1},
+		{"StateServing", "state=serving", []string{"Beta-Order", "alpha", "order-eu"}, 3},
+		{"StateIdle", "state=idle", []string{"kappa", "zulu"}, 2},
+		{"SortName", "sort=name", all, 8},
+		{"SortProblems", "sort=problems", []string{"gamma", "queue", "order-us", "order-eu", "Beta-Order", "alpha", "kappa", "zulu"}, 8},
+		{"Limit", "limit=3", all[:3], 8},
+		{"OffsetLimit", "offset=3&limit=3", all[3:6], 8},
+		{"LastPage", "offset=6&limit=3", all[6:], 8},
+		{"PastTheEnd", "offset=8&limit=3", nil, 8},
+		{"FarPastTheEnd", "offset=1000000", nil, 8},
+		{"OffsetAlone", "offset=7", all[7:], 8},
+		{"LimitMax", "limit=1000", all, 8},
+		{"Combined", "q=order&sort=problems&limit=2", []string{"order-us", "order-eu"}, 3},
+		{"CombinedPaged", "q=order&sort=problems&offset=2&limit=2", []string{"Beta-Order"}, 3},
+		{"StateAndQ", "state=serving&q=order", []string{"Beta-Order", "order-eu"}, 2},
+		{"TagAndState", "tag=alpha&state=idle", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, body := getStateQuery(t, d.url, tc.query)
+			if got := names(st); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("tags %v, want %v", got, tc.want)
+			}
+			if st.Segment.Total != tc.total {
+				t.Errorf("total %d, want %d", st.Segment.Total, tc.total)
+			}
+			if fmt.Sprint(st.Segment.Counts) != fmt.Sprint(wantCounts) {
+				t.Errorf("counts %v, want %v (every tag, whatever the query)", st.Segment.Counts, wantCounts)
+			}
+			if st.Segment.Tags == nil {
+				t.Errorf("tags is null, want []: %s", body)
+			}
+		})
+	}
+
+	t.Run("StateField", func(t *testing.T) {
+		st, _ := getState(t, d.url)
+		want := map[string]string{"alpha": "serving", "Beta-Order": "serving", "gamma": "failing", "kappa": "idle",
+			"order-eu": "serving", "order-us": "loading", "queue": "waiting", "zulu": "idle"}
+		for _, tag := range st.Segment.Tags {
+			if tag.State != want[tag.Tag] {
+				t.Errorf("%s: state %q, want %q", tag.Tag, tag.State, want[tag.Tag])
+			}
+		}
+		if g := st.tag(t, "gamma"); g.Error != errLockWait.Error() || g.LoadErrors < 1 {
+			t.Errorf("the failing tag: %+v", g)
+		}
+	})
+
+	t.Run("SortRate", func(t *testing.T) {
+		st, body := getStateQuery(t, d.url, "sort=rate")
+		got := names(st)
+		if len(got) != 8 || strings.Join(got[:2], ",") != "order-eu,Beta-Order" || strings.Join(got[5:], ",") != "kappa,queue,zulu" {
+			t.Fatalf("sort=rate: %v, want order-eu, Beta-Order first, kappa, queue, zulu (never served) last", got)
+		}
+		for i := 1; i < len(st.Segment.Tags); i++ {
+			a, b := st.Segment.Tags[i-1], st.Segment.Tags[i]
+			if a.Rate < b.Rate || a.Rate == b.Rate && a.Tag > b.Tag {
+				t.Errorf("sort=rate puts %s (%v/s) before %s (%v/s): %s", a.Tag, a.Rate, b.Tag, b.Rate, body)
+			}
+		}
+		if r := st.Segment.Tags[0].Rate; r < 0.45 || r > 0.5 {
+			t.Errorf("order-eu's rate %v, want 0.5/s (50 IDs in 100 s and the test's own time)", r)
+		}
+	})
+
+	t.Run("EchoesPaging", func(t *testing.T) {
+		_, body := getStateQuery(t, d.url, "offset=2&limit=3")
+		for _, want := range []string{`"total":8,"counts":{"all":8,"failing":1,"waiting":1,"loading":1,"serving":3,"idle":2},"offset":2,"limit":3,`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("the state lacks %s: %s", want, body)
+			}
+		}
+		_, body = getState(t, d.url)
+		if strings.Contains(body, `"offset"`) || strings.Contains(body, `"limit"`) {
+			t.Errorf("offset or limit echoed without being asked for: %s", body)
+		}
+	})
+
+	t.Run("BadParameters", func(t *testing.T) {
+		for query, says := range map[string]string{
+			"limit=0":        "limit",
+			"limit=1001":     "limit",
+			"limit=-1":       "limit",
+			"limit=ten":      "limit",
+			"offset=-1":      "offset",
+			"offset=1.5":     "offset",
+			"offset=x":       "offset",
+			"state=broken":   "failing, waiting, loading, serving, idle",
+			"state=FAILING":  "state",
+			"sort=size":      "name, problems or rate",
+			"sort=problems,": "sort",
+			"limit=%zz":      "does not parse",
+			"limit=5;sort=x": "does not parse",
+		} {
+			r := do(t, "GET", d.url+"/api/state?"+query)
+			if r.status != 400 || errorCode(t, r) != leafd.EInvalidQuery {
+				t.Errorf("?%s = %d %s, want 400 invalid_query", query, r.status, r.body)
+				continue
+			}
+			if !strings.Contains(r.body, says) {
+				t.Errorf("?%s: the message does not say %q: %s", query, says, r.body)
+			}
+		}
+	})
+}
+
+// At ten thousand tags, a page of 50 is a small answer, and so is one tag's.
+func TestStateManyTags(t *testing.T) {
+	t.Parallel()
+	d := manyTagsServer(t, 10_000, "")
+	st, body := getStateQuery(t, d.url, "sort=problems&limit=50")
+	if len(st.Segment.Tags) != 50 || st.Segment.Total != 10_000 || st.Segment.Counts["all"] != 10_000 {
+		t.Fatalf("a page of 50 of 10,000: %d tags, total %d, counts %v", len(st.Segment.Tags), st.Segment.Total, st.Segment.Counts)
+	}
+	if len(body) > 40_000 {
+		t.Errorf("a page of 50 tags is %d bytes", len(body))
+	}
+	last := manyTagName(9_999)
+	st, _ = getStateQuery(t, d.url, "tag="+last)
+	if len(st.Segment.Tags) != 1 || st.Segment.Tags[0].Tag != last || st.Segment.Total != 1 {
+		t.Fatalf("tag=%s: %v", last, names(st))
+	}
+	_, body = getState(t, d.url)
+	if n := strings.Count(body, `"tag":`); n != 10_000 {
+		t.Fatalf("without a query: %d tags, want every one of 10,000", n)
+	}
+}
+
+// manyServices name the tags of manyTagsServer, in alphabetical order.
+var manyServices = []string{"billing", "cart", "checkout", "coupon", "inventory", "invoice",
+	"ledger", "order", "payment", "refund", "shipment", "wallet"}
+
+// manyTagName is the name of tag i of 10,000: names sort in the order of
+// i, from billing-0000 to wallet-9999.
+func manyTagName(i int) string {
+	return fmt.Sprintf("%s-%04d", manyServices[i*len(manyServices)/10_000], i)
+}
+
+// manyTagStep is the table step of tag i of manyTagsServer: 100 to 1,000.
+func manyTagStep(i int) int { return 100 + i%7*150 }
+
+// manyTagsServer is a live server over a real SQLite file holding n tags
+// (manyTagName; n at most 10,000), written in one transaction, since
+// CreateTag one by one would take a while. The range loads of the tag
+// failing, if any, fail.
+func manyTagsServer(t *testing.T, n int, failing string) *dashServer {
+	t.Helper()
+	dsn := testdb.SQLite(t)
+	s, err := store.OpenSQLite(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	tx, err := raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for from := 0; from < n; from += 500 { // 500 rows a statement
+		var values []string
+		var args []any
+		for i := from; i < min(from+500, n); i++ {
+			values = append(values, "(?, 1, ?)")
+			args = append(args, manyTagName(i), manyTagStep(i))
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES "+strings.Join(values, ", "), args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var st dashStore = s
+	if failing != "" {
+		st = &failingStore{dashStore: s, tag: failing}
+	}
+	return newDashServer(t, st, segment.Config{
+		WaitTimeout: 5 * time.Second, RetryMin: 100 * time.Millisecond, RetryMax: time.Second, // slow loads on a busy machine
+		LoadTimeout: 5 * time.Minute, // a held load stays loading, whatever the test's length
+	})
+}
+
+// A store that refuses the login shows why in /api/state, without the
+// database account's name: /api/state is open to anyone unless
+// admin.protect_dashboard is set.
+func TestStateHidesDatabaseAccount(t *testing.T) {
+	t.Parallel()
+	cfg, err := mysql.ParseDSN(testdb.MySQL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.User, cfg.Passwd = "leafd_no_such_user", "wrong-password"
+	s, err := store.OpenMySQL(cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Store: s}).Handler())
+	t.Cleanup(srv.Close)
+	st, body := getState(t, srv.URL)
+	if st.Store.OK || !strings.Contains(st.Store.Error, "refused the login") {
+		t.Fatalf("store: %s", body)
+	}
+	if strings.Contains(body, "leafd_no_such_user") || strings.Contains(body, "wrong-password") {
+		t.Fatalf("/api/state names the database account: %s", body)
 	}
 }

@@ -24,7 +24,7 @@ import (
 )
 
 // Config tunes an Allocator. The zero value of every field means the default
-// given in its comment (the defaults of SPEC section 6).
+// given in its comment (the defaults of docs/contract.md section 7).
 type Config struct {
 	// RefillMin and RefillMax bound how long one range should last; the step
 	// is resized to stay inside the window. Defaults 15m and 30m.
@@ -50,6 +50,13 @@ type Config struct {
 	// that hangs (a row lock held, packets silently dropped) is retried like
 	// one that fails. Default 10s.
 	LoadTimeout time.Duration
+	// MissLookups bounds how many lookups per second, over all names, the
+	// allocator makes in the store for tags that are not in the list it
+	// last read (a tag created elsewhere since). Default 5.
+	MissLookups int
+	// MissTTL is how long a name the store did not have is answered
+	// unknown_tag from memory before it is looked up again. Default 1s.
+	MissTTL time.Duration
 	// Now returns the current time; it measures how long ranges last.
 	// Default time.Now.
 	Now func() time.Time
@@ -75,6 +82,10 @@ func (c *Config) setDefaults() error {
 	def(&c.RetryMin, 50*time.Millisecond)
 	def(&c.RetryMax, time.Second)
 	def(&c.LoadTimeout, 10*time.Second)
+	def(&c.MissTTL, time.Second)
+	if c.MissLookups == 0 {
+		c.MissLookups = 5
+	}
 	if c.MaxStep == 0 {
 		c.MaxStep = 1_000_000
 	}
@@ -99,7 +110,9 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("segment: preload fraction %v is outside [0, 1)", c.PreloadAt)
 	case c.MaxBatch < 1:
 		return fmt.Errorf("segment: max batch %d is below 1", c.MaxBatch)
-	case c.TagRefresh < 0 || c.WaitTimeout < 0 || c.RetryMin <= 0 || c.RetryMax < c.RetryMin || c.LoadTimeout < 0:
+	case c.MissLookups < 1:
+		return fmt.Errorf("segment: miss lookups %d is below 1", c.MissLookups)
+	case c.TagRefresh < 0 || c.WaitTimeout < 0 || c.RetryMin <= 0 || c.RetryMax < c.RetryMin || c.LoadTimeout < 0 || c.MissTTL < 0:
 		return errors.New("segment: durations must be positive")
 	}
 	return nil
@@ -114,9 +127,18 @@ type Allocator struct {
 	log    *slog.Logger
 
 	tags      atomic.Pointer[map[string]*tag]
-	refreshMu sync.Mutex // serialises Refresh
-	listed    chan struct{}
-	listOnce  sync.Once
+	refreshMu sync.Mutex // serialises changes of tags
+	finder    *finder
+	// pingMu guards the last ping of the store that Ready made, which
+	// is reused for a second: probes may come often.
+	pingMu   sync.Mutex
+	pingAt   time.Time
+	pingErr  error
+	listed   chan struct{}
+	listOnce sync.Once
+	// issued holds the end of the highest range loaded per tag name, so
+	// that a rewound tag is refused even by a store without a mark.
+	issued issuedMarks
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -139,6 +161,7 @@ func New(store Store, cfg Config) (*Allocator, error) {
 		policy: stepPolicy{refillMin: cfg.RefillMin, refillMax: cfg.RefillMax, maxStep: cfg.MaxStep},
 		log:    cfg.Logger,
 		listed: make(chan struct{}),
+		finder: newFinder(cfg.MissLookups, cfg.MissTTL),
 		ctx:    ctx,
 		cancel: cancel,
 	}
@@ -195,7 +218,8 @@ func (a *Allocator) RefillWindow() (lo, hi time.Duration) {
 // Errors (codes): unknown_tag when the tag is not in the table;
 // segment_unavailable when both buffers are empty and no range could be
 // loaded within WaitTimeout (or ctx ended first); tag_exhausted when the tag's
-// next range would pass 2^63-1.
+// next range would pass 2^63-1; tag_rewound when it would start at or below
+// an ID already issued (the store's high-water mark, or this allocator's).
 func (a *Allocator) Next(ctx context.Context, name string) (int64, error) {
 	if t := (*a.tags.Load())[name]; t != nil {
 		// One ID from the current buffer, spelled out: this is the hot path,
@@ -373,6 +397,14 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 		ctx, cancel := context.WithTimeout(a.ctx, a.cfg.LoadTimeout)
 		began := time.Now()
 		alloc, err := a.store.Allocate(ctx, t.name, step)
+		if err == nil {
+			err = a.issued.admit(t.name, alloc)
+		}
+		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && a.ctx.Err() == nil {
+			// Say what a timeout most likely means: "cannot be reached"
+			// alone sends the on-call engineer to the network.
+			err = fmt.Errorf("no answer within the load timeout of %v (a row lock held by a long transaction, or a database that hangs): %w", a.cfg.LoadTimeout, err)
+		}
 		cancel()
 		if a.cfg.OnLoad != nil && a.ctx.Err() == nil {
 			a.cfg.OnLoad(t.name, step, time.Since(began), err)
@@ -382,6 +414,11 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 			return
 		}
 		final := a.ctx.Err() != nil || finalCode(err)
+		if leafd.ErrorCode(err) == leafd.ETagRewound && t.rewoundFirst(err) {
+			// Loud: IDs would have been issued twice, and only an operator
+			// can repair it. Once per tag until a load succeeds.
+			a.log.Error("segment: tag rewound; refusing to issue its IDs again", "tag", t.name, "step", step, "err", err)
+		}
 		if !t.loadFailed(err, final) || final {
 			return
 		}
@@ -410,7 +447,7 @@ func (a *Allocator) install(t *tag, alloc Allocation, ls loadStart) {
 		return // the tag was deleted while loading: the range is dropped
 	}
 	if t.err != nil {
-		a.log.Info("segment: range load recovered", "tag", t.name)
+		a.log.Info("segment: range load recovered", "tag", t.name, "start", alloc.Start)
 	}
 	t.err = nil
 	if !t.lastLoad.IsZero() {
@@ -427,7 +464,8 @@ func (a *Allocator) install(t *tag, alloc Allocation, ls loadStart) {
 }
 
 // lookup finds a tag. Before the tag list was first read it waits for that,
-// up to WaitTimeout.
+// up to WaitTimeout. A tag that is not in the list is looked up in the
+// store (see finder) and served from then on if it is there.
 func (a *Allocator) lookup(ctx context.Context, name string) (*tag, error) {
 	if t := (*a.tags.Load())[name]; t != nil {
 		return t, nil
@@ -451,12 +489,11 @@ func (a *Allocator) lookup(ctx context.Context, name string) (*tag, error) {
 	if t := (*a.tags.Load())[name]; t != nil {
 		return t, nil
 	}
-	return nil, unknownTag(name)
+	return a.find(ctx, name)
 }
 
-func unknownTag(name string) error {
-	return leafd.Errorf(leafd.EUnknownTag, "tag %q is not defined; create it with POST /api/tags or leafd tag add", name)
-}
+// unknownTag is the error for a tag the store was found not to have.
+func unknownTag(name string) error { return leafd.UnknownTagError(name) }
 
 func (a *Allocator) unavailable(t *tag, why string) error {
 	t.mu.Lock()
@@ -485,42 +522,76 @@ func (a *Allocator) Refresh(ctx context.Context) error {
 		return nil
 	}
 	m := make(map[string]*tag, len(rows))
+	var added, deleted []string
 	for _, row := range rows {
 		t := old[row.Name]
 		if t == nil {
 			t = newTag(row.Name)
-			a.log.Info("segment: serving new tag", "tag", row.Name, "step", row.Step)
+			added = append(added, row.Name)
 		}
 		t.setTableStep(row.Step)
 		m[row.Name] = t
 	}
 	for name, t := range old {
-		if m[name] == nil && t.upserted.After(asked) {
+		if m[name] == nil && t.adopted.After(asked) {
 			m[name] = t // created through this server after the list was read
 		} else if m[name] == nil {
 			t.remove()
-			a.log.Info("segment: tag deleted from the store; no longer served", "tag", name)
+			deleted = append(deleted, name)
 		}
 	}
 	a.tags.Store(&m)
+	if !a.Listed() {
+		a.log.Info("segment: tag list read", "tags", len(m))
+	} else {
+		a.logTags("segment: serving new tag", added)
+		a.logTags("segment: tag deleted from the store; no longer served", deleted)
+	}
 	a.listOnce.Do(func() { close(a.listed) })
 	return nil
+}
+
+// logTagsMax is how many tags a refresh names one by one in the log; past
+// that it logs how many more there were, so that a bulk import of
+// thousands of tags is a few lines, not thousands.
+const logTagsMax = 10
+
+func (a *Allocator) logTags(msg string, names []string) {
+	for i, name := range names {
+		if i == logTagsMax {
+			a.log.Info(msg, "more_tags", len(names)-i)
+			return
+		}
+		a.log.Info(msg, "tag", name)
+	}
 }
 
 // Upsert makes the allocator serve tag name at once, with tableStep as the
 // table step it last read, without waiting for the next refresh: the server
 // through which a tag is created or changed serves the change at once.
-// Other servers see it at their next refresh.
+// Other servers serve a new tag at its first request (see find) and see a
+// changed step at their next refresh.
 func (a *Allocator) Upsert(name string, tableStep int64) {
+	a.finder.forget(name)
+	a.adopt(name, tableStep, true)
+}
+
+// adopt serves tag name, with tableStep as the table step last read, from
+// now on, and returns it. A tag that is served already keeps its table step
+// unless update is set. A tag adopted after a Refresh read its list is kept
+// by that Refresh.
+func (a *Allocator) adopt(name string, tableStep int64, update bool) *tag {
 	a.refreshMu.Lock()
 	defer a.refreshMu.Unlock()
 	old := *a.tags.Load()
 	if t := old[name]; t != nil {
-		t.setTableStep(tableStep)
-		return
+		if update {
+			t.setTableStep(tableStep)
+		}
+		return t
 	}
 	t := newTag(name)
-	t.tableStep, t.upserted = tableStep, time.Now()
+	t.tableStep, t.adopted = tableStep, time.Now()
 	m := make(map[string]*tag, len(old)+1)
 	for k, v := range old {
 		m[k] = v
@@ -528,6 +599,7 @@ func (a *Allocator) Upsert(name string, tableStep int64) {
 	m[name] = t
 	a.tags.Store(&m)
 	a.log.Info("segment: serving new tag", "tag", name, "step", tableStep)
+	return t
 }
 
 func (a *Allocator) refreshLoop() {
@@ -561,15 +633,63 @@ func (a *Allocator) Listed() bool {
 	}
 }
 
-// Ready returns nil when the allocator can serve: the tag list has been read
-// and no tag that was asked for is empty while its load fails or has been
-// in flight for longer than WaitTimeout. A tag that is exhausted, or gone
-// from the table, does not count: it is not the server that cannot serve
-// it. Otherwise Ready returns a not_ready error saying why.
+// Ready returns nil when the allocator can serve, and a not_ready error
+// saying why otherwise. It is about the server, not one tag: it is not
+// ready before the tag list was first read, nor while the store cannot be
+// reached and some tag that was asked for is dry because of it (empty, its
+// load failing or in flight for longer than WaitTimeout).
+//
+// A tag that cannot load for a reason of its own — its row locked by a
+// long transaction, deleted, exhausted, rewound — does not make the server unready:
+// the other tags serve, and that tag is reported on its own (State, the
+// log). To tell the two apart, Ready pings a store that can be pinged
+// (store.MySQL and store.SQLite can) once it finds a dry tag: while the
+// store answers, the trouble is the tag's. A store without Ping counts
+// every dry tag.
 func (a *Allocator) Ready() error {
 	if !a.Listed() {
 		return leafd.Errorf(leafd.ENotReady, "segment: the tag list has not been read from the store yet")
 	}
+	dry := a.dryTag()
+	if dry == "" {
+		return nil
+	}
+	why := "its range cannot be loaded"
+	if p, ok := a.store.(pinger); ok {
+		err := a.ping(p)
+		if err == nil {
+			return nil
+		}
+		why = "the store does not answer: " + leafd.ErrorMessage(err)
+	}
+	return leafd.Errorf(leafd.ENotReady, "segment: tag %q has no IDs buffered and %s", dry, why)
+}
+
+// pinger is a store that can tell whether its database answers.
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// ping returns the outcome of pinging the store, at most a second old: one
+// caller pings, with a timeout of a second, while the others wait for it.
+func (a *Allocator) ping(p pinger) error {
+	a.pingMu.Lock()
+	defer a.pingMu.Unlock()
+	if !a.pingAt.IsZero() && time.Since(a.pingAt) < time.Second {
+		return a.pingErr
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, time.Second)
+	a.pingErr = p.Ping(ctx)
+	cancel()
+	a.pingAt = time.Now()
+	return a.pingErr
+}
+
+// dryTag returns the name of a tag that was asked for and has no IDs,
+// while its load fails or has been in flight for longer than WaitTimeout;
+// "" if there is none. A tag that is exhausted, rewound, or gone from the
+// table, does not count: no server could serve it.
+func (a *Allocator) dryTag() string {
 	for _, t := range *a.tags.Load() {
 		t.mu.Lock()
 		cur := t.cur.Load()
@@ -578,16 +698,16 @@ func (a *Allocator) Ready() error {
 		hung := t.loading && time.Since(t.loadSince) > a.cfg.WaitTimeout
 		t.mu.Unlock()
 		if empty && (failing || hung) {
-			return leafd.Errorf(leafd.ENotReady, "segment: tag %q has no IDs buffered and its range cannot be loaded", t.name)
+			return t.name
 		}
 	}
-	return nil
+	return ""
 }
 
 // finalCode reports whether err ends a load for good: retrying cannot help.
 func finalCode(err error) bool {
 	switch leafd.ErrorCode(err) {
-	case leafd.EUnknownTag, leafd.ETagExhausted:
+	case leafd.EUnknownTag, leafd.ETagExhausted, leafd.ETagRewound:
 		return true
 	}
 	return false
@@ -628,7 +748,33 @@ type TagState struct {
 	Errors, LoadErrors int64
 	// Err is the last load failure, nil once a load succeeded.
 	Err error
+	// Status sums the tag up, for filtering and sorting many tags.
+	Status Status
 }
+
+// Status sums up what a tag is doing, so that a dashboard or a script can
+// put the tags in trouble first among thousands.
+type Status string
+
+// The statuses of a tag, from the most to the least urgent.
+const (
+	// StatusFailing: the last attempt to load a range failed (the load
+	// retries unless the failure is final: unknown tag, exhausted, rewound).
+	StatusFailing Status = "failing"
+	// StatusWaiting: requests found both buffers empty and wait for the
+	// load in flight.
+	StatusWaiting Status = "waiting"
+	// StatusLoading: a range load is in flight while IDs are still served.
+	StatusLoading Status = "loading"
+	// StatusServing: IDs are buffered and nothing is in flight.
+	StatusServing Status = "serving"
+	// StatusIdle: nothing buffered and nothing in flight: the tag was not
+	// asked for since the server started, or not since its IDs ran out.
+	StatusIdle Status = "idle"
+)
+
+// Statuses lists every Status, most urgent first.
+var Statuses = []Status{StatusFailing, StatusWaiting, StatusLoading, StatusServing, StatusIdle}
 
 // State returns a snapshot of every tag, sorted by name.
 func (a *Allocator) State() []TagState {

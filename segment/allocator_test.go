@@ -306,7 +306,8 @@ func TestStoreOutage(t *testing.T) {
 
 		s.set(func(r *recordingStore) { r.down = true })
 		// A short outage: what is buffered is served without a failure.
-		for i := range 180 {
+		// 180 IDs are left; 150 of them are taken, so 30 stay buffered.
+		for i := range 150 {
 			if _, err := a.Next(context.Background(), "t"); err != nil {
 				t.Fatalf("request %d during a short outage: %v", i, err)
 			}
@@ -317,7 +318,7 @@ func TestStoreOutage(t *testing.T) {
 		// A long outage: the buffers run dry.
 		start := time.Now()
 		var err error
-		for range 50 {
+		for range 100 {
 			if _, err = a.Next(context.Background(), "t"); err != nil {
 				break
 			}
@@ -325,7 +326,9 @@ func TestStoreOutage(t *testing.T) {
 		if code(err) != leafd.ESegmentUnavailable {
 			t.Fatalf("after the buffers ran out: %v, want segment_unavailable", err)
 		}
-		if waited := time.Since(start); waited > time.Second {
+		// Bounded by wait_timeout, with room for a machine loaded by the
+		// race detector and other tests.
+		if waited := time.Since(start); waited > 5*time.Second {
 			t.Fatalf("failing took %v, wait_timeout is %v", waited, cfg.WaitTimeout)
 		}
 		if a.Ready() == nil {
@@ -443,7 +446,7 @@ func eventually(t *testing.T, cond func() bool, what string) {
 	}
 }
 
-// A tag created through this server is served at once, without waiting for
+// A tag created through this server is served at once, without a lookup or
 // the next refresh; a table step changed through it applies to the next
 // range load.
 func TestUpsertServesAtOnce(t *testing.T) {
@@ -462,9 +465,6 @@ func TestUpsertServesAtOnce(t *testing.T) {
 		}
 		if _, err := s.CreateTag(ctx, tagRow("new", 10)); err != nil {
 			t.Fatal(err)
-		}
-		if _, err := a.Next(ctx, "new"); code(err) != leafd.EUnknownTag {
-			t.Fatalf("before Upsert: %v, want unknown_tag (not listed yet)", err)
 		}
 		a.Upsert("new", 10)
 		if id, err := a.Next(ctx, "new"); err != nil || id != 1 {

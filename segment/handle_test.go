@@ -60,7 +60,8 @@ func TestHandle(t *testing.T) {
 		}
 
 		// Deleted: unknown_tag, its buffered IDs dropped. Created again
-		// (above what was handed out): the handle serves the new tag.
+		// above every range handed out (up to 1111 here; lower would be
+		// tag_rewound): the handle serves the new tag.
 		db.exec(t, "DELETE FROM leaf_alloc WHERE biz_tag = 'order'")
 		if err := a.Refresh(ctx); err != nil {
 			t.Fatal(err)
@@ -68,11 +69,11 @@ func TestHandle(t *testing.T) {
 		if id, err := h.Next(ctx); code(err) != leafd.EUnknownTag {
 			t.Fatalf("Next of a deleted tag: %d, %v; want unknown_tag", id, err)
 		}
-		db.addTag(t, "order", 1000, 10)
+		db.addTag(t, "order", 2000, 10)
 		if err := a.Refresh(ctx); err != nil {
 			t.Fatal(err)
 		}
-		for want := int64(1000); want < 1015; want++ {
+		for want := int64(2000); want < 2015; want++ {
 			if id, err := h.Next(ctx); err != nil || id != want {
 				t.Fatalf("Next of the tag created again: %d, %v; want %d", id, err, want)
 			}

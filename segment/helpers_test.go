@@ -73,28 +73,33 @@ func (d *database) addTag(tb testing.TB, name string, maxID, step int64) {
 // MySQL server is reachable, a fresh MySQL database.
 func forEachDatabase(t *testing.T, f func(t *testing.T, db *database)) {
 	for _, driver := range []string{"sqlite", "mysql"} {
-		t.Run(driver, func(t *testing.T) {
-			var dsn, rawDSN string
-			switch driver {
-			case "sqlite":
-				dsn = testdb.SQLite(t)
-				rawDSN = dsn + "?_pragma=busy_timeout(10000)"
-			case "mysql":
-				dsn = testdb.MySQL(t)
-				rawDSN = dsn
-			}
-			s := openStore(t, driver, dsn)
-			if err := s.Migrate(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			raw, err := sql.Open(driver, rawDSN)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { raw.Close() })
-			f(t, &database{driver: driver, dsn: dsn, raw: raw})
-		})
+		t.Run(driver, func(t *testing.T) { f(t, newDatabase(t, driver)) })
 	}
+}
+
+// newDatabase makes a fresh, migrated database of driver ("sqlite", or
+// "mysql", which skips the test when no server is reachable).
+func newDatabase(tb testing.TB, driver string) *database {
+	tb.Helper()
+	var dsn, rawDSN string
+	switch driver {
+	case "sqlite":
+		dsn = testdb.SQLite(tb)
+		rawDSN = dsn + "?_pragma=busy_timeout(10000)"
+	case "mysql":
+		dsn = testdb.MySQL(tb)
+		rawDSN = dsn
+	}
+	s := openStore(tb, driver, dsn)
+	if err := s.Migrate(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	raw, err := sql.Open(driver, rawDSN)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { raw.Close() })
+	return &database{driver: driver, dsn: dsn, raw: raw}
 }
 
 // fastConfig is a configuration whose waits and retries take milliseconds.

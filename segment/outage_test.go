@@ -11,6 +11,7 @@ import (
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/internal/faultproxy"
 	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/segment"
 )
 
 // A real network outage between the allocator and MySQL, made by a proxy
@@ -65,6 +66,11 @@ func TestMySQLOutageThroughProxy(t *testing.T) {
 	if _, err := a.Next(ctx, "t"); code(err) != leafd.ESegmentUnavailable || time.Since(start) > 2*time.Second {
 		t.Fatalf("a request during the outage took %v and got %v", time.Since(start), err)
 	}
+	// The store cannot be reached and an asked-for tag is dry: the server
+	// is not ready.
+	if err := a.Ready(); code(err) != leafd.ENotReady {
+		t.Fatalf("Ready during the outage with a dry tag: %v, want not_ready", err)
+	}
 
 	proxy.Up()
 	eventually(t, func() bool {
@@ -75,18 +81,24 @@ func TestMySQLOutageThroughProxy(t *testing.T) {
 
 // A load that hangs rather than fails (here: another session holds the
 // tag's row, or the whole SQLite file, locked) is bounded like a failure:
-// requests get segment_unavailable within wait_timeout, /readyz turns not
-// ready once the load has been in flight longer than that, each attempt
-// gives up after LoadTimeout, and all recovers when the lock goes.
-func TestHungLoadNotReady(t *testing.T) {
+// requests get segment_unavailable within wait_timeout and each attempt
+// gives up after LoadTimeout. It is the tag's trouble, not the server's:
+// the store answers, so the server stays ready while the tag is reported
+// failing with a cause that points at the lock, the other tags serve, and
+// all recovers when the lock goes.
+func TestRowLockedStaysReady(t *testing.T) {
 	forEachDatabase(t, func(t *testing.T, db *database) {
 		db.addTag(t, "t", 1, 10)
+		db.addTag(t, "other", 1, 1000)
 		cfg := fastConfig()
 		cfg.WaitTimeout = 100 * time.Millisecond
 		cfg.LoadTimeout = 300 * time.Millisecond
 		a := newAllocator(t, db.store(t), cfg)
 
 		ctx := context.Background()
+		if _, err := a.Next(ctx, "other"); err != nil {
+			t.Fatal(err)
+		}
 		conn, err := db.raw.Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -109,7 +121,26 @@ func TestHungLoadNotReady(t *testing.T) {
 		if waited := time.Since(start); waited > time.Second {
 			t.Fatalf("failing took %v, wait_timeout is %v", waited, cfg.WaitTimeout)
 		}
-		eventually(t, func() bool { return a.Ready() != nil }, "not ready while the load hangs")
+		eventually(t, func() bool {
+			st, _ := a.TagState("t")
+			return st.Status == segment.StatusFailing && st.Err != nil
+		}, "the locked tag reported failing")
+		st, _ := a.TagState("t")
+		if msg := st.Err.Error(); !strings.Contains(msg, "lock") {
+			t.Errorf("the locked tag's error does not point at the lock: %s", msg)
+		}
+		// Several load timeouts long: the tag stays dry, the server ready,
+		// and the other tag serves (from its buffer: on SQLite the lock
+		// holds the whole file).
+		for deadline := time.Now().Add(4 * cfg.LoadTimeout); time.Now().Before(deadline); {
+			if err := a.Ready(); err != nil {
+				t.Fatalf("Ready while one tag's row is locked: %v", err)
+			}
+			if _, err := a.Next(ctx, "other"); err != nil {
+				t.Fatalf("another tag while one row is locked: %v", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 		if _, err := conn.ExecContext(ctx, unlock); err != nil {
 			t.Fatal(err)
 		}

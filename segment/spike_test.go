@@ -114,8 +114,11 @@ func TestSpikeAdaptsWithinThreeLoads(t *testing.T) {
 		t.Logf("steps before the spike %v, chosen during it %v; adapted in %v; waits: %d before, %d while adapting, %d after",
 			base, spikeSteps, adapted.Round(time.Millisecond), waitsBefore, waitsAdapted-waitsBefore, waits()-waitsAdapted)
 		// A range of the third load's step lasts at least refill_min at the
-		// spike rate.
-		if need := int64(spikeRate * cfg.RefillMin.Seconds()); spikeSteps[2] < need {
+		// spike rate, less a tenth: on a machine loaded by the race detector
+		// and other tests, the driver falls a little behind the spike rate,
+		// and the policy sizes from the rate really issued. (Leaf's
+		// doubling would ask for 1,000 here.)
+		if need := int64(0.9 * spikeRate * cfg.RefillMin.Seconds()); spikeSteps[2] < need {
 			t.Errorf("the third load after the spike asked for %d IDs, want at least %d (refill_min at %d IDs/s)",
 				spikeSteps[2], need, spikeRate)
 		}

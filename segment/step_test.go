@@ -47,7 +47,7 @@ func TestStepPolicy(t *testing.T) {
 }
 
 // A sustained 100x rise must be back inside the refill window within three
-// loads (SPEC section 4).
+// loads (docs/contract.md section 5).
 func TestStepPolicySustainedRise(t *testing.T) {
 	p := stepPolicy{refillMin: 15 * time.Minute, refillMax: 30 * time.Minute, maxStep: 100_000_000}
 	rate := 1000.0 / (22.5 * 60) // IDs per second, so that 1000 lasts 22.5m

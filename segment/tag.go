@@ -17,9 +17,10 @@ import (
 type tag struct {
 	name string
 	cur  atomic.Pointer[buffer]
-	// upserted is when Upsert created the tag (zero for a tag read from
-	// the store); it is set before the tag is published and never changes.
-	upserted time.Time
+	// adopted is when Upsert or a lookup made the tag served (zero for a
+	// tag read with the list); it is set before the tag is published and
+	// never changes.
+	adopted time.Time
 
 	mu      sync.Mutex
 	next    *buffer
@@ -98,6 +99,14 @@ func (t *tag) loadFailed(err error, final bool) bool {
 		t.broadcastLocked()
 	}
 	return true
+}
+
+// rewoundFirst reports whether err, a tag_rewound failure, is the first of
+// a run: the last load did not already fail so.
+func (t *tag) rewoundFirst(err error) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return leafd.ErrorCode(t.err) != leafd.ETagRewound
 }
 
 // failed counts a request for the tag that failed with err, and returns err.
@@ -191,6 +200,19 @@ func (t *tag) state(now time.Time) TagState {
 			slot = t.pos
 		}
 		s.Buffers[slot].Loading = true
+	}
+	switch cur := t.cur.Load(); {
+	case t.err != nil:
+		s.Status = StatusFailing
+	case !t.starvedAt.IsZero() || (t.loading && cur == nil):
+		// Starved, or asked for before its first range arrived.
+		s.Status = StatusWaiting
+	case t.loading:
+		s.Status = StatusLoading
+	case t.next != nil || (cur != nil && !cur.exhausted()):
+		s.Status = StatusServing
+	default:
+		s.Status = StatusIdle
 	}
 	if d := now.Sub(t.lastLoad); !t.lastLoad.IsZero() && d > 0 {
 		s.Rate = float64(s.Issued-t.issuedAtLoad) / d.Seconds()

@@ -4,9 +4,12 @@
 // every timestamp issued so that neither a clock set back nor a kill -9
 // followed by a restart can issue an ID twice.
 //
-// A Generator with a fixed worker id (Settings.Leases nil) needs no store;
-// it then protects against a clock that goes back while it runs, but not
-// across restarts.
+// A fixed worker id (Settings.Fixed) is leased the same way, that one id
+// only: a second server configured with it does not start, and the
+// watermark protects it across restarts. Without a store (Settings.Leases
+// nil) a fixed worker id is unprotected: the generator then guards against
+// a clock that goes back while it runs, but neither against another server
+// with the same id nor across restarts.
 package snowflake
 
 import (
@@ -27,15 +30,19 @@ import (
 )
 
 // Settings configures a Generator. The zero value of every field means the
-// default given in its comment (those of SPEC section 6).
+// default given in its comment (those of docs/contract.md section 7).
 type Settings struct {
 	// Layout splits the ID's bits. Zero: 41/10/12 from Twitter's epoch.
 	Layout Layout
 	// Leases leases worker ids from the store. Nil: WorkerID is used, with
-	// no lease.
+	// no lease and no protection against another server using it.
 	Leases LeaseStore
-	// WorkerID is the fixed worker id when Leases is nil, in
-	// 0..2^WorkerBits-1.
+	// Fixed, with Leases, leases WorkerID alone instead of any free worker
+	// id: see Generator.Done for what happens when it is held by another
+	// server. False: any free worker id is leased.
+	Fixed bool
+	// WorkerID is the fixed worker id when Leases is nil or Fixed is set,
+	// in 0..2^WorkerBits-1.
 	WorkerID int64
 	// LeaseTTL is the lifetime of a lease. The generator renews it every
 	// third of that, records its watermark LeaseTTL ahead of its clock, and
@@ -56,7 +63,8 @@ type Settings struct {
 	// id % n stays balanced at low rates.
 	RandomStart bool
 	// Owner names this generator in the lease table, at most MaxOwnerLen
-	// bytes. Default host/pid/random.
+	// bytes; a fixed worker id's lease adds FixedOwnerPrefix before it.
+	// Default host/pid/random.
 	Owner string
 	// Now returns the wall clock that timestamps come from; Sleep waits.
 	// Defaults time.Now and time.Sleep. Tests move time through them. The
@@ -83,6 +91,8 @@ type Generator struct {
 	backMs   int64
 	log      *slog.Logger
 	leaseful bool
+	// fixed is set when the generator leases its fixed worker id alone.
+	fixed bool
 	// realClock is set when Now is time.Now, whose readings then serve as
 	// the monotonic clock too.
 	realClock bool
@@ -112,10 +122,14 @@ type Generator struct {
 	// keeper touches it.
 	failures int
 	claims   int64 // claims made, for the per-claim owner; keeper only
-	start    sync.Once
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	// stopped is closed, and fatal set, when the generator gives up for
+	// good (see Done).
+	stopped chan struct{}
+	fatal   error
+	start   sync.Once
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // New returns a Generator. With a fixed worker id it can issue at once;
@@ -155,7 +169,7 @@ func New(s Settings) (*Generator, error) {
 		return nil, err
 	}
 	switch {
-	case s.Leases == nil && (s.WorkerID < 0 || s.WorkerID >= s.Layout.Workers()):
+	case (s.Leases == nil || s.Fixed) && (s.WorkerID < 0 || s.WorkerID >= s.Layout.Workers()):
 		return nil, fmt.Errorf("snowflake.worker_id %d is out of range: use 0 to %d (snowflake.worker_bits %d)",
 			s.WorkerID, s.Layout.Workers()-1, s.Layout.WorkerBits)
 	case s.LeaseTTL < 10*time.Millisecond:
@@ -176,10 +190,12 @@ func New(s Settings) (*Generator, error) {
 		backMs:    s.MaxBackward.Milliseconds(),
 		log:       s.Logger,
 		leaseful:  s.Leases != nil,
+		fixed:     s.Leases != nil && s.Fixed,
 		realClock: realClock,
 		worker:    -1,
 		changed:   make(chan struct{}),
 		wake:      make(chan struct{}, 1),
+		stopped:   make(chan struct{}),
 		ctx:       ctx,
 		cancel:    cancel,
 	}
@@ -209,8 +225,9 @@ func (g *Generator) Layout() Layout { return g.layout }
 func (g *Generator) MaxBatch() int { return g.set.MaxBatch }
 
 // Start begins leasing a worker id, when the generator uses leases: it
-// claims one, renews it every third of the TTL, and switches to another
-// when the clock goes back too far.
+// claims one (its fixed one, with Settings.Fixed), renews it every third
+// of the TTL, and switches to another when the clock goes back too far
+// (never with a fixed worker id).
 func (g *Generator) Start() {
 	if !g.leaseful {
 		return
@@ -222,6 +239,25 @@ func (g *Generator) Start() {
 			g.keep()
 		}()
 	})
+}
+
+// Done is closed when the generator has stopped issuing for good by
+// itself, and Err then says why. That happens only with a fixed worker id
+// (Settings.Fixed), at its first claim: when another server, fixed or
+// leasing, holds a live lease on it (the error is a *HeldError: its owner
+// and when its lease ends), or when its watermark is more than LeaseTTL
+// ahead of the clock (a *WatermarkAheadError). A server should then not
+// start. A watermark ahead by less is waited out, with retries; a fixed
+// worker id lost while running is claimed again, with retries, like a
+// lost lease.
+func (g *Generator) Done() <-chan struct{} { return g.stopped }
+
+// Err returns why Done was closed, wrapping a *HeldError or a
+// *WatermarkAheadError, and nil while it is not.
+func (g *Generator) Err() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.fatal
 }
 
 // Close stops issuing, stops the lease keeper and releases the lease with
@@ -242,7 +278,7 @@ func (g *Generator) Close() error {
 // Errors (codes): snowflake_unavailable when no worker id is leased, the
 // lease could not be renewed, the clock is behind the last timestamp issued
 // by more than MaxBackward and no other worker id can be had within
-// WaitTimeout, or the generator is closed.
+// WaitTimeout, the generator is closed, or it has stopped for good (Done).
 func (g *Generator) Next(ctx context.Context) (ID, error) {
 	g.mu.Lock()
 	id, w, err := g.nextLocked()
@@ -345,6 +381,9 @@ func (g *Generator) nextLocked() (ID, wait, error) {
 		if g.closed {
 			return 0, wait{}, g.unavailableLocked("the server is shutting down")
 		}
+		if g.fatal != nil {
+			return 0, wait{}, leafd.Wrap(leafd.ESnowflakeUnavailable, g.fatal, "snowflake IDs cannot be issued: the fixed worker id cannot be used")
+		}
 		if g.worker < 0 {
 			g.signal()
 			return 0, wait{ch: g.changed, why: "no worker id is leased yet"}, nil
@@ -365,7 +404,7 @@ func (g *Generator) nextLocked() (ID, wait, error) {
 			if ms <= g.layout.Epoch {
 				why = fmt.Sprintf("the clock, %s, is not after snowflake.epoch", formatMs(ms))
 			}
-			if !g.leaseful {
+			if !g.leaseful || g.fixed {
 				return 0, wait{}, g.unavailableLocked(why + "; waiting for it to catch up")
 			}
 			g.wantSwitch = true
@@ -453,6 +492,8 @@ func (g *Generator) Ready() error {
 	switch {
 	case g.closed:
 		return leafd.Errorf(leafd.ENotReady, "snowflake: the generator is closed")
+	case g.fatal != nil:
+		return leafd.Errorf(leafd.ENotReady, "snowflake: the fixed worker id cannot be used")
 	case g.worker < 0:
 		return leafd.Errorf(leafd.ENotReady, "snowflake: no worker id is leased")
 	case now.UnixMilli() > g.limitMs || g.expired(now):
@@ -460,7 +501,7 @@ func (g *Generator) Ready() error {
 	case now.UnixMilli() <= g.layout.Epoch || now.UnixMilli() > g.layout.Epoch+g.layout.maxTime():
 		return leafd.Errorf(leafd.ENotReady, "snowflake: the clock is outside the ID layout")
 	case g.lastMs-now.UnixMilli() > g.backMs:
-		if g.leaseful {
+		if g.leaseful && !g.fixed {
 			// Probes alone must get the keeper to look for another worker
 			// id: a balancer that gates traffic on /readyz sends no request.
 			g.wantSwitch = true
@@ -478,7 +519,7 @@ type State struct {
 	// Source is "lease" or "static".
 	Source string
 	// LeaseUntil is when the generator stops issuing unless it renews
-	// (zero for a fixed worker id).
+	// (zero for a fixed worker id without a store).
 	LeaseUntil time.Time
 	// LastMs is the Unix millisecond of the last ID issued.
 	LastMs int64
@@ -497,7 +538,7 @@ func (g *Generator) State() State {
 	defer g.mu.Unlock()
 	s := State{WorkerID: g.worker, Source: "static", LeaseUntil: g.until, LastMs: g.lastMs,
 		BackwardEvents: g.backward, Issued: g.issued, Renewals: g.renewals, Err: g.lastErr}
-	if g.leaseful {
+	if g.leaseful && !g.fixed {
 		s.Source = "lease"
 	}
 	return s
@@ -527,6 +568,11 @@ func (g *Generator) keep() {
 			}
 		}
 		next, ok := g.maintain()
+		select {
+		case <-g.stopped:
+			return // nothing is held: there is nothing to release
+		default:
+		}
 		if ok {
 			backoff, g.failures = 50*time.Millisecond, 0
 		} else {
@@ -557,7 +603,7 @@ func (g *Generator) keep() {
 // longer needed because the clock caught up is dropped.
 func (g *Generator) maintain() (next time.Duration, ok bool) {
 	g.mu.Lock()
-	if behind := g.lastMs - g.set.Now().UnixMilli(); g.lease != nil && behind > g.backMs {
+	if behind := g.lastMs - g.set.Now().UnixMilli(); g.lease != nil && behind > g.backMs && !g.fixed {
 		g.wantSwitch = true // even with no request to notice it
 	} else if behind <= g.backMs {
 		g.wantSwitch = false
@@ -566,6 +612,9 @@ func (g *Generator) maintain() (next time.Duration, ok bool) {
 	renew := lease != nil && (g.wantRenew || !time.Now().Before(g.renewAt))
 	renewAt := g.renewAt
 	g.mu.Unlock()
+	if lease == nil && g.fixed {
+		return g.set.LeaseTTL / 3, g.claimFixed()
+	}
 	if lease == nil {
 		return g.set.LeaseTTL / 3, g.claim(nil)
 	}
@@ -604,6 +653,13 @@ func (g *Generator) claim(old *Lease) bool {
 		g.fail(err, "snowflake: could not lease a worker id", "switching", old != nil)
 		return false
 	}
+	g.install(l, old, sent, ms)
+	return true
+}
+
+// install makes l, claimed at sent (monotonic) and ms (the clock), the
+// current lease; old, if not nil, is released afterwards.
+func (g *Generator) install(l Lease, old *Lease, sent time.Time, ms int64) {
 	g.mu.Lock()
 	oldLast := g.lastMs
 	g.lease, g.worker = &l, l.WorkerID
@@ -627,7 +683,6 @@ func (g *Generator) claim(old *Lease) bool {
 	if old != nil {
 		g.releaseLease(*old, oldLast)
 	}
-	return true
 }
 
 // renew extends the lease and moves the watermark one TTL ahead.

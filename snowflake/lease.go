@@ -3,6 +3,7 @@ package snowflake
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -42,6 +43,43 @@ type LeaseStore interface {
 	// Errors: ErrLeaseLost when the row is no longer l's owner's; any other
 	// error is a store failure.
 	ReleaseWorker(ctx context.Context, l Lease, watermarkMs int64) error
+
+	// ClaimFixedWorker leases, in one transaction, the one worker id
+	// c.WorkerID for a server configured with it: it records c.Owner
+	// (which starts with FixedOwnerPrefix), an expiry c.TTL from the
+	// database's now and the watermark c.WatermarkMs, and returns the lease
+	// with the watermark the row had before. The lease is renewed and
+	// released like a claimed one, and ClaimWorker never takes a worker id
+	// whose owner starts with FixedOwnerPrefix, live or not: it stays kept
+	// for the servers configured with it.
+	//
+	// Errors: a *HeldError (errors.Is ErrWorkerHeld) when another owner's
+	// lease on the worker id is live by the database's clock; a
+	// *WatermarkAheadError (errors.Is ErrWatermarkAhead) when the row's
+	// watermark is at or after c.NowMs; any other error is a store failure
+	// the caller may retry.
+	ClaimFixedWorker(ctx context.Context, c FixedClaim) (Lease, error)
+}
+
+// FixedOwnerPrefix starts the owner of every lease of a fixed worker id
+// (snowflake.worker_id: N), so that the lease table tells them from leased
+// ones. A released fixed worker id keeps the bare prefix as its owner.
+const FixedOwnerPrefix = "fixed:"
+
+// FixedClaim is a request to lease one given worker id.
+type FixedClaim struct {
+	// WorkerID is the worker id asked for.
+	WorkerID int64
+	// Owner names the claimant; it starts with FixedOwnerPrefix and is
+	// unique to this generator and claim.
+	Owner string
+	// TTL is the lease's lifetime from the database's now.
+	TTL time.Duration
+	// NowMs is the claimant's clock in Unix ms: the worker id is claimed
+	// only if its watermark is below it.
+	NowMs int64
+	// WatermarkMs is the watermark to record, as for Claim.
+	WatermarkMs int64
 }
 
 // Claim is a request to lease a worker id.
@@ -74,4 +112,48 @@ type Lease struct {
 var (
 	ErrNoFreeWorker = errors.New("snowflake: no worker id is free: every one is leased, or recorded ahead of this server's clock")
 	ErrLeaseLost    = errors.New("snowflake: the worker id lease is no longer this server's")
+	// ErrWorkerHeld is what a *HeldError is.
+	ErrWorkerHeld = errors.New("snowflake: the worker id is held by another server")
+	// ErrWatermarkAhead is what a *WatermarkAheadError is.
+	ErrWatermarkAhead = errors.New("snowflake: the worker id is recorded ahead of this server's clock")
 )
+
+// HeldError says that a fixed worker id is leased by another owner whose
+// lease is live. errors.Is(err, ErrWorkerHeld) holds for it.
+type HeldError struct {
+	WorkerID int64
+	// Owner is the holder's owner: FixedOwnerPrefix and host/pid/random
+	// for a server with a fixed worker id, host/pid/random for a leasing
+	// one; each with its claim number after a '#'.
+	Owner string
+	// LeaseUntilMs is when the lease ends by the database's clock, in Unix
+	// ms, unless its holder renews it; NowMs is the database's clock when
+	// it was read.
+	LeaseUntilMs, NowMs int64
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("worker id %d is held by %s until %s (%v from now, by the database's clock) unless it renews",
+		e.WorkerID, e.Owner, formatMs(e.LeaseUntilMs), time.Duration(e.LeaseUntilMs-e.NowMs)*time.Millisecond)
+}
+
+// Is reports whether target is ErrWorkerHeld.
+func (e *HeldError) Is(target error) bool { return target == ErrWorkerHeld }
+
+// WatermarkAheadError says that a worker id's watermark is at or after the
+// claimant's clock: IDs up to that time may have been issued under it.
+// errors.Is(err, ErrWatermarkAhead) holds for it.
+type WatermarkAheadError struct {
+	WorkerID int64
+	// WatermarkMs is the row's watermark and NowMs the claimant's clock,
+	// both in Unix ms.
+	WatermarkMs, NowMs int64
+}
+
+func (e *WatermarkAheadError) Error() string {
+	return fmt.Sprintf("worker id %d is recorded up to %s, %v ahead of this server's clock: IDs up to then may have been issued under it",
+		e.WorkerID, formatMs(e.WatermarkMs), time.Duration(e.WatermarkMs-e.NowMs+1)*time.Millisecond)
+}
+
+// Is reports whether target is ErrWatermarkAhead.
+func (e *WatermarkAheadError) Is(target error) bool { return target == ErrWatermarkAhead }

@@ -16,7 +16,7 @@ import (
 )
 
 // retryFirstEvery is how often a store that has moved off the first address
-// of its cluster checks whether that address serves again (SPEC section 2:
+// of its cluster checks whether that address serves again (docs/contract.md section 3:
 // "tries the first one again every minute").
 const retryFirstEvery = time.Minute
 

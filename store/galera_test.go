@@ -55,6 +55,13 @@ func TestGalera(t *testing.T) {
 		if _, err := s.CreateTag(context.Background(), leafd.Tag{Name: "t", MaxID: 1, Step: step}); err != nil {
 			t.Fatal(err)
 		}
+		// Galera applies a commit on the other nodes after it certified
+		// it: under load a node may not have the row for a moment, and an
+		// Allocate there answers unknown_tag. Wait until every node has
+		// applied it (a read with wsrep_sync_wait waits for that).
+		for i := range c.Size() {
+			maxID(t, c.Node(i), name)
+		}
 		return name
 	}
 	openStore := func(t *testing.T, db string, nodes ...int) *store.MySQL {

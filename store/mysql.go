@@ -41,6 +41,10 @@ const (
 	// that cannot be reached should fail a request in seconds, not after
 	// the operating system's TCP timeout.
 	mysqlDialTimeout = 5 * time.Second
+	// mysqlLockWaitSeconds is the session's innodb_lock_wait_timeout when
+	// the DSN sets none (the server's default is 50 s).
+	lockWaitParam        = "innodb_lock_wait_timeout"
+	mysqlLockWaitSeconds = "5"
 )
 
 // migrateLock is the MySQL named lock that serialises the migrations of
@@ -188,6 +192,13 @@ func mysqlConnector(dsn string) (clusterAddress, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
+	// A row lock held by someone else fails the statement after this many
+	// seconds (unless the DSN says otherwise), well inside the allocator's
+	// 10 s load timeout: the error then names the lock, where a timeout
+	// would only say that the database did not answer.
+	if _, ok := cfg.Params[lockWaitParam]; !ok {
+		cfg.Params[lockWaitParam] = mysqlLockWaitSeconds
+	}
 	// RowsAffected then counts the rows the UPDATE matched, which is what
 	// Allocate asks, even if a row were ever rewritten with its own value.
 	cfg.ClientFoundRows = true
@@ -300,45 +311,121 @@ func (driverLogger) Print(v ...any) {
 }
 
 // classifyMySQL sorts the errors of MySQL and MariaDB (and TiDB's write
-// conflict) by what leafd does about them.
-func classifyMySQL(err error) errClass {
+// conflict) by what leafd does about them, and words those that make the
+// store unavailable. The server's own text is quoted where it names what
+// leafd cannot know (the user and host of a refused login); it never holds
+// the password.
+func classifyMySQL(err error) verdict {
 	if errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) {
-		return classUnavailable
+		return verdictLost
 	}
 	var me *mysql.MySQLError
 	if !errors.As(err, &me) {
-		return classOther
+		return verdict{class: classOther}
 	}
 	switch me.Number {
+	case 1205: // ER_LOCK_WAIT_TIMEOUT
+		return verdict{classLocked,
+			"the row is locked by another transaction (lock wait timeout); the database answers",
+			"retry once the lock is released"}
 	case 1213, // ER_LOCK_DEADLOCK: a deadlock, or a Galera certification conflict
-		1205, // ER_LOCK_WAIT_TIMEOUT
 		3101, // ER_TRANSACTION_ROLLBACK_DURING_COMMIT: Group Replication's certification conflict
 		9007: // TiDB: write conflict of an optimistic transaction
-		return classRetry
+		return verdictAborted
 	case 1062: // ER_DUP_ENTRY
-		return classDuplicate
-	case 1040, // ER_CON_COUNT_ERROR: too many connections
-		1044, // ER_DBACCESS_DENIED_ERROR
-		1045, // ER_ACCESS_DENIED_ERROR
-		1047, // ER_UNKNOWN_COM_ERROR: a Galera node that is not synced ("WSREP has not yet prepared node")
-		1049, // ER_BAD_DB_ERROR: the database does not exist (yet)
-		1053, // ER_SERVER_SHUTDOWN
-		1152, // ER_ABORTING_CONNECTION
+		return verdict{class: classDuplicate}
+	case 1045: // ER_ACCESS_DENIED_ERROR
+		return verdict{classUnavailable,
+			"the database refused the login (" + me.Message + ")",
+			"check the user and password in store.dsn"}
+	case 1044: // ER_DBACCESS_DENIED_ERROR
+		return verdict{classUnavailable,
+			"the user in store.dsn may not use the database (" + me.Message + ")",
+			"grant it privileges on the database (GRANT ALL ON <database>.* TO <user>) or check the user and database name in store.dsn"}
+	case 1049: // ER_BAD_DB_ERROR: the database does not exist (yet)
+		if name := quoted(me.Message); name != "" {
+			return verdict{classUnavailable,
+				"database " + name + " does not exist",
+				"create it with CREATE DATABASE " + quoteIdent(name) + ", or fix the database name in store.dsn"}
+		}
+		return verdict{classUnavailable,
+			"the database store.dsn names does not exist",
+			"create it with CREATE DATABASE <name>, or fix the database name in store.dsn"}
+	case 1290, // ER_OPTION_PREVENTS_STATEMENT: --read-only, a replica
+		1792, // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+		1836: // ER_READ_ONLY_MODE
+		return verdictReadOnly
+	case 1040: // ER_CON_COUNT_ERROR
+		return verdict{classUnavailable,
+			"the database has too many connections (max_connections)",
+			fmt.Sprintf("raise max_connections or close other clients' connections; each leafd server opens at most %d", mysqlMaxOpen)}
+	case 1053: // ER_SERVER_SHUTDOWN
+		return verdict{classUnavailable,
+			"the database server is shutting down",
+			"retry once it is back, or list another node of the cluster in store.fallback_dsns"}
+	case 1047: // ER_UNKNOWN_COM_ERROR: a Galera node that is not synced ("WSREP has not yet prepared node")
+		return verdictGalera
+	case 3100: // ER_RUN_HOOK_ERROR: Group Replication member not online
+		return verdict{classUnavailable,
+			"the Group Replication member is not online",
+			"point store.dsn at an online member or list the others in store.fallback_dsns"}
+	case 1152, // ER_ABORTING_CONNECTION
 		1158, // ER_NET_READ_ERROR
 		1159, // ER_NET_READ_INTERRUPTED
 		1160, // ER_NET_ERROR_ON_WRITE
-		1161, // ER_NET_WRITE_INTERRUPTED
-		1180, // ER_ERROR_DURING_COMMIT
-		1290, // ER_OPTION_PREVENTS_STATEMENT: --read-only, a replica
-		1317, // ER_QUERY_INTERRUPTED
-		1792, // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
-		1836, // ER_READ_ONLY_MODE
-		1927, // ER_CONNECTION_KILLED (MariaDB)
-		3100: // ER_RUN_HOOK_ERROR: Group Replication member not online
-		return classUnavailable
+		1161: // ER_NET_WRITE_INTERRUPTED
+		return verdictLost
+	case 1927: // ER_CONNECTION_KILLED (MariaDB)
+		return verdict{classUnavailable,
+			"the database killed the connection",
+			"a KILL, or the server is shutting down; retry"}
+	case 1317: // ER_QUERY_INTERRUPTED
+		return verdict{classUnavailable,
+			"the database interrupted the query",
+			"a KILL QUERY, a statement time limit or a shutdown; retry"}
+	case 1180: // ER_ERROR_DURING_COMMIT
+		return verdict{classUnavailable,
+			"the database could not commit the transaction (" + me.Message + ")",
+			"see the database's log (a full disk, a storage engine error)"}
 	}
 	if string(me.SQLState[:]) == "40001" { // serialization failure
-		return classRetry
+		return verdictAborted
 	}
-	return classOther
+	return verdict{class: classOther}
+}
+
+// verdictAborted is a transaction that the database aborted so that the
+// client retries it; wrap adds how often it was.
+var verdictAborted = verdict{classRetry,
+	"the database kept aborting the transaction (deadlock or certification conflict)",
+	"try again: it passes once fewer transactions write the same rows at once"}
+
+// quoted returns what the first pair of single quotes in msg holds, as in
+// the server's "Unknown database 'leafd'"; "" when there is none.
+func quoted(msg string) string {
+	_, rest, ok := strings.Cut(msg, "'")
+	if !ok {
+		return ""
+	}
+	name, _, ok := strings.Cut(rest, "'")
+	if !ok {
+		return ""
+	}
+	return name
+}
+
+// quoteIdent returns name as it can be typed into a MySQL statement:
+// unchanged when it is a plain identifier, in backquotes otherwise.
+func quoteIdent(name string) string {
+	plain, digits := name != "", true
+	for _, r := range name {
+		if !(r == '_' || r == '$' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			plain = false
+		}
+		digits = digits && r >= '0' && r <= '9'
+	}
+	if plain && !digits { // a name of digits alone would read as a number
+		return name
+	}
+	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
 }

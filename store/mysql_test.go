@@ -6,9 +6,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/internal/testdb"
 	"github.com/leafd/leafd/store"
 	"github.com/leafd/leafd/store/storetest"
@@ -50,6 +52,53 @@ func TestMySQL(t *testing.T) {
 			HoldMigrateLock: func(t *testing.T) func() { return holdNamedLock(t, raw, "leafd_migrate") },
 		}
 	})
+}
+
+// A row locked by another transaction fails an allocation of that tag
+// within the session's lock wait timeout that leafd sets (5 s, inside the
+// allocator's 10 s load timeout), with an error that names the lock, not an
+// unreachable database; the database still answers.
+func TestMySQLRowLockNamed(t *testing.T) {
+	dsn := testdb.MySQL(t)
+	s, err := store.OpenMySQL(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	tx, err := raw.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec("SELECT max_id FROM leaf_alloc WHERE biz_tag = 't' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = s.Allocate(actx, "t", 10)
+	took := time.Since(start)
+	if leafd.ErrorCode(err) != leafd.EStoreUnavailable || !strings.Contains(leafd.ErrorMessage(err), "locked by another transaction") {
+		t.Fatalf("Allocate of a locked row: %v; want store_unavailable naming the lock", err)
+	}
+	if took < 4*time.Second || took > 9*time.Second {
+		t.Fatalf("Allocate of a locked row failed after %v, want the 5 s lock wait timeout", took)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping while a row is locked: %v", err)
+	}
 }
 
 func TestOpenMySQLBadDSN(t *testing.T) {

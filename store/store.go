@@ -25,6 +25,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -86,15 +87,20 @@ const (
 	classUnavailable
 	// classDuplicate is an INSERT that hit the primary key.
 	classDuplicate
+	// classLocked is a statement that waited for a row lock held by
+	// another transaction until the database gave up: that row's
+	// business, not the database's, and not retried at once (the lock is
+	// most likely still held).
+	classLocked
 )
 
 // db is the implementation MySQL and SQLite share.
 type db struct {
 	x      *sqlx.DB
 	driver string
-	// classify sorts the driver's own errors; class sorts the network's,
-	// the context's and database/sql's before it asks.
-	classify func(error) errClass
+	// classify sorts and words the driver's own errors; judge sorts the
+	// network's, the context's and database/sql's before it asks.
+	classify func(error) verdict
 	// writers, when not nil, lets one writing transaction of this process
 	// run at a time: SQLite takes one writer per file anyway, and waiting
 	// here is fairer and cheaper than in SQLite's busy handler.
@@ -136,10 +142,16 @@ func (s *db) Ping(ctx context.Context) error {
 // caller gets no range, and the IDs of a transaction whose COMMIT outcome is
 // unknown are never issued by anyone.
 //
+// The range must start at or above the tag's high-water mark, the end of
+// the highest range ever handed out for it (highwater.go), which the same
+// transaction raises to the new max_id.
+//
 // Errors: unknown_tag when no row has that tag; tag_exhausted when the new
-// max_id would pass 2^63-1 (nothing is written); store_unavailable when the
-// database cannot be reached or kept aborting the transaction; an error
-// without a code when step is below 1 or the database failed otherwise.
+// max_id would pass 2^63-1 (nothing is written); tag_rewound when the range
+// would start below the high-water mark (nothing is written);
+// store_unavailable when the database cannot be reached or kept aborting the
+// transaction; an error without a code when step is below 1 or the database
+// failed otherwise.
 func (s *db) Allocate(ctx context.Context, tag string, step int64) (segment.Allocation, error) {
 	if step < 1 {
 		return segment.Allocation{}, fmt.Errorf("store: allocate %q: step %d is below 1", tag, step)
@@ -190,6 +202,9 @@ func (s *db) allocate(ctx context.Context, tag string, step int64) (segment.Allo
 		// row is not what this transaction just wrote.
 		return segment.Allocation{}, fmt.Errorf("max_id %d read back after adding %d is impossible", maxID, step)
 	}
+	if err := s.raiseMark(ctx, tx, tag, maxID-step, maxID); err != nil {
+		return segment.Allocation{}, err // rolled back: leaf_alloc is unchanged
+	}
 	if s.beforeCommit != nil {
 		if err := s.beforeCommit(ctx, tx); err != nil {
 			return segment.Allocation{}, err
@@ -232,15 +247,138 @@ func (s *db) ListTags(ctx context.Context) ([]leafd.Tag, error) {
 	return tags, nil
 }
 
+// LookupTag returns the row of one tag, found by its exact name: a row
+// whose name differs only in letter case (MySQL's default collation
+// compares so) is not that tag.
+//
+// Exact names here and in ListTags are also what keeps Allocate exact.
+// Allocate's UPDATE finds its row with the collation's "=", which on MySQL's
+// default collation ignores case, so Allocate("ORDER") would advance the
+// row "order". The allocator never asks that: it allocates only for names
+// it took from ListTags (each row's own name, as stored) or from this
+// method (a row of exactly the name asked for); a request for "ORDER" when
+// only "order" exists is answered unknown_tag without reaching Allocate.
+// storetest's AllocatorExactCase defends this. CreateTag and UpdateTag
+// compare exactly on their own.
+//
+// Errors: unknown_tag when no row has that name; store_unavailable when the
+// database cannot be reached; an error without a code otherwise.
+func (s *db) LookupTag(ctx context.Context, name string) (leafd.Tag, error) {
+	r, ok, err := exactRow(ctx, s.x, name, "")
+	if err != nil {
+		return leafd.Tag{}, s.wrap(err, fmt.Sprintf("look up tag %q", name))
+	}
+	if !ok {
+		return leafd.Tag{}, unknownTag(name)
+	}
+	return r.tag(), nil
+}
+
+// exactRow reads the row named exactly name, with suffix (" FOR UPDATE" or
+// "") after its WHERE. It reports false when there is none: a row that the
+// "=" of MySQL's default collation finds, its name differing in letter
+// case, is another tag.
+func exactRow(ctx context.Context, q sqlx.QueryerContext, name, suffix string) (tagRow, bool, error) {
+	var rows []tagRow
+	if err := sqlx.SelectContext(ctx, q, &rows, tagColumns+` WHERE biz_tag = ?`+suffix, name); err != nil {
+		return tagRow{}, false, err
+	}
+	for _, r := range rows {
+		if r.Name == name {
+			return r, true, nil
+		}
+	}
+	return tagRow{}, false, nil
+}
+
+// caseTwins returns the names of the rows that equal name but for letter
+// case, name itself included if it is there, sorted. name must be valid
+// (leafd.ValidateTag): ASCII.
+func caseTwins(ctx context.Context, q sqlx.QueryerContext, name string) ([]string, error) {
+	query, args := caseTwinsQuery(name)
+	var names []string
+	if err := sqlx.SelectContext(ctx, q, &names, query, args...); err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// caseTwinsLetters bounds the letters of a name whose case caseTwinsQuery
+// varies: at most 2^4 ranges of the primary key.
+const caseTwinsLetters = 4
+
+// caseTwinsQuery is the query of caseTwins and its arguments. LOWER on
+// both sides compares without case whatever the column's collation
+// (MySQL's default ignores case, SQLite's BINARY does not), but no index
+// serves it: alone it would read every row, and 10,000 tags created one
+// after another would read 50 million. So the primary key first narrows
+// the rows to those that can match: the name itself (under a collation
+// that ignores case, every match), and the names that begin with name's
+// first four letters, and what precedes them, in any mix of case (under a
+// binary collation, every match).
+func caseTwinsQuery(name string) (string, []any) {
+	cut, letters := len(name), []int(nil)
+	for i := 0; i < len(name) && cut == len(name); i++ {
+		if c := name[i] | 0x20; 'a' <= c && c <= 'z' {
+			letters = append(letters, i)
+			if len(letters) == caseTwinsLetters {
+				cut = i + 1
+			}
+		}
+	}
+	var b strings.Builder
+	b.WriteString(`SELECT biz_tag FROM leaf_alloc WHERE (biz_tag = ?`)
+	args := []any{name}
+	for m := range 1 << len(letters) {
+		v := []byte(name[:cut])
+		for j, i := range letters {
+			if m>>j&1 == 1 {
+				v[i] ^= 0x20 // the other case of an ASCII letter
+			}
+		}
+		if cut == len(name) {
+			b.WriteString(` OR biz_tag = ?`)
+			args = append(args, string(v))
+			continue
+		}
+		end := slices.Clone(v)
+		end[len(end)-1]++ // past every name that begins with v
+		b.WriteString(` OR (biz_tag >= ? AND biz_tag < ?)`)
+		args = append(args, string(v), string(end))
+	}
+	b.WriteString(`) AND LOWER(biz_tag) = LOWER(?)`)
+	return b.String(), append(args, name)
+}
+
+// tagExists is the tag_exists error for creating name where the rows
+// named same are: name itself, or names the database takes for it.
+func tagExists(name string, same []string) error {
+	if len(same) == 0 || slices.Contains(same, name) {
+		return leafd.Errorf(leafd.ETagExists, "tag %q already exists; change its step with PATCH /api/tags/%s or leafd tag set-step", name, name)
+	}
+	other := same[0]
+	if strings.EqualFold(other, name) {
+		return leafd.Errorf(leafd.ETagExists, "tag %q cannot be created: a tag that differs only in letter case, %q, exists; "+
+			"tag names are compared without case on MySQL, so leafd refuses such a pair on every store: use %q or another name", name, other, other)
+	}
+	return leafd.Errorf(leafd.ETagExists, "tag %q cannot be created: the database's collation takes it for the tag %q, which exists: use %q or another name", name, other, other)
+}
+
 // CreateTag inserts a tag and returns its row as stored, update_time
 // included. A MaxID below 1 is stored as 1; UpdateTime is ignored (the
 // database sets it).
 //
+// A name that differs from an existing tag's only in letter case is
+// refused on every engine, so that a set of tags made on SQLite moves to
+// MySQL, whose default collation would take the two for one tag.
+//
 // Errors: invalid_tag for a name leafd.ValidateTag refuses; invalid_body for
 // a step outside 1..MaxStep or a description over 256 characters or not
-// UTF-8; tag_exists when the tag is already there (nothing is changed);
-// store_unavailable when the database cannot be reached; an error without a
-// code otherwise.
+// UTF-8; tag_exists when the tag is already there, or a tag whose name
+// differs only in letter case (its message names that tag; nothing is
+// changed); store_unavailable when the database cannot be reached; an error
+// without a code otherwise.
 func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 	if err := leafd.ValidateTag(t.Name); err != nil {
 		return leafd.Tag{}, err
@@ -260,11 +398,26 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 			return err
 		}
 		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, insertSQL, t.Name, t.MaxID, t.Step, desc); err != nil {
-			if s.class(err) == classDuplicate {
-				return leafd.Errorf(leafd.ETagExists, "tag %q already exists; change its step with PATCH /api/tags/%s or leafd tag set-step", t.Name, t.Name)
-			}
+		same, err := caseTwins(ctx, tx, t.Name)
+		if err != nil {
 			return err
+		}
+		if len(same) > 0 {
+			return tagExists(t.Name, same)
+		}
+		if _, err := tx.ExecContext(ctx, insertSQL, t.Name, t.MaxID, t.Step, desc); err != nil {
+			if s.class(err) != classDuplicate {
+				return err
+			}
+			// Created since the SELECT, or equal to the name by a collation
+			// that folds more than case (ß and ss): asked again outside this
+			// transaction, whose snapshot does not show it.
+			tx.Rollback()
+			if err := s.x.SelectContext(ctx, &same, tagNamesSQL+` WHERE biz_tag = ?`, t.Name); err != nil {
+				return err
+			}
+			slices.Sort(same)
+			return tagExists(t.Name, same)
 		}
 		var r tagRow
 		if err := tx.GetContext(ctx, &r, tagColumns+` WHERE biz_tag = ?`, t.Name); err != nil {
@@ -289,10 +442,14 @@ func nullString(s string) sql.NullString { return sql.NullString{String: s, Vali
 // changed: lowering it would hand out IDs again. An empty description is
 // stored as NULL.
 //
+// The tag is found by its exact name, as LookupTag finds it: a row whose
+// name differs only in letter case is another tag and is never changed.
+//
 // Errors: invalid_body for a step outside 1..MaxStep, a description over
 // 256 characters or not UTF-8, or an update that sets nothing; unknown_tag
-// when no row has that tag; store_unavailable when the database cannot be
-// reached; an error without a code otherwise.
+// when no row has exactly that name (its message names a tag that differs
+// only in letter case, if there is one); store_unavailable when the
+// database cannot be reached; an error without a code otherwise.
 func (s *db) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old, updated leafd.Tag, err error) {
 	switch {
 	case u.Step == nil && u.Description == nil:
@@ -313,12 +470,17 @@ func (s *db) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old
 			return err
 		}
 		defer tx.Rollback()
-		var before tagRow
-		if err := tx.GetContext(ctx, &before, tagColumns+` WHERE biz_tag = ?`+s.lockSuffix, name); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return unknownTag(name)
-			}
+		// Read (on MySQL, locked) and compared exactly before the UPDATE:
+		// the UPDATE's own "=" would, under MySQL's default collation,
+		// change "order" for "ORDER". With the row found exactly, the
+		// UPDATE cannot reach another: the primary key holds no two rows
+		// that the collation's "=" takes for one.
+		before, ok, err := exactRow(ctx, tx, name, s.lockSuffix)
+		if err != nil {
 			return err
+		}
+		if !ok {
+			return unknownTagNear(ctx, tx, name)
 		}
 		step, desc := before.Step, before.Description
 		if u.Step != nil {
@@ -330,9 +492,12 @@ func (s *db) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old
 		if _, err := tx.ExecContext(ctx, updateTagSQL, step, desc, name); err != nil {
 			return err
 		}
-		var after tagRow
-		if err := tx.GetContext(ctx, &after, tagColumns+` WHERE biz_tag = ?`, name); err != nil {
+		after, ok, err := exactRow(ctx, tx, name, "")
+		if err != nil {
 			return err
+		}
+		if !ok {
+			return fmt.Errorf("the row of %q is gone after its UPDATE", name)
 		}
 		if err := tx.Commit(); err != nil {
 			return err
@@ -365,8 +530,20 @@ func (r tagRow) tag() leafd.Tag {
 	}
 }
 
-func unknownTag(tag string) error {
-	return leafd.Errorf(leafd.EUnknownTag, "tag %q is not defined; create it with POST /api/tags or leafd tag add", tag)
+func unknownTag(tag string) error { return leafd.UnknownTagError(tag) }
+
+// unknownTagNear is unknown_tag for name, naming the tag that differs from
+// it only in letter case if the table has one: PATCH /api/tags/ORDER where
+// "order" exists is a slip worth pointing out, on every engine.
+func unknownTagNear(ctx context.Context, q sqlx.QueryerContext, name string) error {
+	same, err := caseTwins(ctx, q, name)
+	if err != nil {
+		return err
+	}
+	if len(same) == 0 {
+		return unknownTag(name)
+	}
+	return leafd.Errorf(leafd.EUnknownTag, "tag %q is not defined in the store; a tag that differs only in letter case, %q, exists: tag names are exact", name, same[0])
 }
 
 // write runs one writing transaction, retrying it while the database aborts
@@ -391,6 +568,7 @@ func (s *db) writeMovingOn(ctx context.Context, tx func(context.Context) error) 
 func (s *db) writeWith(ctx context.Context, moveOn bool, tx func(context.Context) error) error {
 	var err error
 	movedOn := false // tried again at once after the address failed
+	tries := 0       // attempts that failed, for the message
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		if err = s.acquire(ctx); err != nil {
@@ -401,6 +579,7 @@ func (s *db) writeWith(ctx context.Context, moveOn bool, tx func(context.Context
 		if err == nil {
 			return nil
 		}
+		tries++
 		switch s.class(err) {
 		case classRetry:
 		case classUnavailable:
@@ -416,16 +595,16 @@ func (s *db) writeWith(ctx context.Context, moveOn bool, tx func(context.Context
 		}
 		if s.retryFor > 0 {
 			if time.Since(start) >= s.retryFor {
-				return err
+				return &retriedOut{err, tries, time.Since(start)}
 			}
 		} else if attempt == maxAttempts {
-			return err
+			return &retriedOut{err, tries, time.Since(start)}
 		}
 		t := time.NewTimer(backoff(min(attempt, 8)))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			return &retriedOut{err, tries, time.Since(start)}
 		case <-t.C:
 		}
 	}
@@ -457,33 +636,152 @@ func (s *db) release() {
 	}
 }
 
+// retriedOut is the last error of a transaction that the database kept
+// aborting for a retry, with how often and how long it was tried, for the
+// message.
+type retriedOut struct {
+	err     error
+	tries   int
+	elapsed time.Duration
+}
+
+func (e *retriedOut) Error() string { return e.err.Error() }
+func (e *retriedOut) Unwrap() error { return e.err }
+
+// A verdict is what leafd makes of a database error: its class, and for
+// the classes reported as store_unavailable, the message for the client in
+// two halves: what went wrong, and what to do about it. The two are kept
+// apart so that wrap can say how often a transaction was retried between
+// them. Neither ever holds the DSN: only what the driver, the network or
+// the database said (a user name and host, an address, a database name).
+type verdict struct {
+	class       errClass
+	cause, hint string
+}
+
+// The verdicts that more than one source of errors can reach.
+var (
+	// verdictLost is a connection that ended under a statement.
+	verdictLost = verdict{classUnavailable,
+		"the database closed the connection",
+		"it restarted or killed the session, or a proxy or firewall dropped the connection; retry, and see the database's log if it persists"}
+	// verdictReadOnly is a node that answers and refuses writes: a
+	// replica, or a server set read-only.
+	verdictReadOnly = verdict{classUnavailable,
+		"the database refuses writes (read-only, a replica)",
+		"point store.dsn at the primary or add it to store.fallback_dsns"}
+	// verdictGalera is a Galera node that is not synced or not in the
+	// primary component.
+	verdictGalera = verdict{classUnavailable,
+		"the Galera node is not synced with its cluster (not ready, or not in the primary component)",
+		"wait until it has joined, or list the other nodes of the cluster in store.fallback_dsns"}
+)
+
 // class sorts err: the errors of the network, the context and
 // database/sql first, then the driver's own.
-func (s *db) class(err error) errClass {
+func (s *db) class(err error) errClass { return s.judge(err).class }
+
+// judge sorts err and words it: the errors of the network, the context and
+// database/sql first, then the failover's probe, then the driver's own.
+func (s *db) judge(err error) verdict {
 	var (
 		le    *leafd.Error
 		retry errRetry
 	)
 	switch {
 	case errors.As(err, &le):
-		return classOther // already decided
+		return verdict{class: classOther} // already decided
 	case errors.As(err, &retry):
-		return classRetry
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, sql.ErrConnDone), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return classUnavailable
+		return verdict{classRetry,
+			"other servers kept changing the same rows at the same time",
+			"try again: it passes once fewer servers start at once"}
 	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return classUnavailable
+	// The network's errors before the context's: a dial timeout is also a
+	// context.DeadlineExceeded, and the network's error names the address.
+	if v, ok := judgeNetwork(err); ok {
+		return v
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return verdict{classUnavailable,
+			"the operation was cancelled before the database answered",
+			"the request ended or the server is shutting down; retry"}
+	case errors.Is(err, context.DeadlineExceeded):
+		return verdict{classUnavailable,
+			"the database did not answer in time",
+			"it is overloaded, waits for a lock, or cannot be reached: see its log and check the address in store.dsn"}
+	case errors.Is(err, sql.ErrConnDone), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return verdictLost
+	case errors.Is(err, errReadOnly):
+		// The failover's probe found every node it could reach refusing
+		// writes; not one of the driver's errors, so sorted here.
+		return verdictReadOnly
+	case errors.Is(err, errNotReady):
+		return verdictGalera
 	}
 	return s.classify(err)
 }
 
+// judgeNetwork words the errors of the network, naming the address they
+// were about. It reports false for an error that is not the network's.
+func judgeNetwork(err error) (verdict, bool) {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return verdict{classUnavailable,
+			fmt.Sprintf("the database cannot be reached: the host name %q does not resolve (%s)", dns.Name, dns.Err),
+			"check the host in store.dsn and the DNS of this machine"}, true
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) {
+		return verdict{}, false
+	}
+	at, dial := "", false
+	var oe *net.OpError
+	switch {
+	case errors.As(err, &oe):
+		if oe.Addr != nil {
+			at = " at " + oe.Addr.String()
+		}
+		dial = oe.Op == "dial"
+	case errors.Is(err, context.DeadlineExceeded):
+		return verdict{}, false // the context's own error is a net.Error too
+	}
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return verdict{classUnavailable,
+			"the database cannot be reached" + at + ": nothing accepts connections there (connection refused)",
+			"check the address in store.dsn and that the database server runs"}, true
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return verdict{classUnavailable,
+			"the database cannot be reached" + at + ": there is no route to it",
+			"check the address in store.dsn and the network (routes, firewalls) between leafd and the database"}, true
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return verdict{classUnavailable,
+			"the connection to the database" + at + " was reset",
+			"the database restarted, or a proxy or firewall dropped the connection; retry, and see the database's log if it persists"}, true
+	case ne.Timeout() && dial:
+		return verdict{classUnavailable,
+			"the database cannot be reached" + at + ": it did not answer within the dial timeout",
+			"check the address in store.dsn, the firewalls between, and that the host is up (the timeout is timeout= in store.dsn, 5s unless set)"}, true
+	case ne.Timeout():
+		return verdict{classUnavailable,
+			"the database" + at + " stopped answering (i/o timeout)",
+			"it is overloaded or the network drops packets: see its log and load"}, true
+	}
+	return verdict{classUnavailable,
+		"the database cannot be reached" + at,
+		"check the address in store.dsn and the network between leafd and the database"}, true
+}
+
 // wrap turns err into what the methods return: nil stays nil, a
 // *leafd.Error passes through, an unreachable database or a transaction
-// that could not be completed becomes store_unavailable, and anything else
-// gets the operation's name for the log.
+// that could not be completed becomes store_unavailable with a message that
+// names the cause and what to do, and anything else gets the operation's
+// name for the log.
+//
+// The message says nothing of what the server does meanwhile (serving IDs
+// from its buffers): the store is used by one-shot commands too, and the
+// serving path says that itself.
 func (s *db) wrap(err error, op string) error {
 	if err == nil {
 		return nil
@@ -492,15 +790,27 @@ func (s *db) wrap(err error, op string) error {
 	if errors.As(err, &le) {
 		return err
 	}
-	switch s.class(err) {
+	v := s.judge(err)
+	switch v.class {
 	case classUnavailable:
 		if s.unavailable != nil {
 			s.unavailable(err)
 		}
-		fallthrough
-	case classRetry:
-		return leafd.Wrap(leafd.EStoreUnavailable, fmt.Errorf("%s: %s: %w", s.driver, op, err),
-			"the database cannot be reached; IDs are served from buffers until it answers")
+	case classLocked, classRetry:
+	default:
+		return fmt.Errorf("store: %s: %s: %w", s.driver, op, err)
 	}
-	return fmt.Errorf("store: %s: %s: %w", s.driver, op, err)
+	if v.cause == "" { // a classifier that had nothing to say
+		v.cause, v.hint = "the database failed the request", "see the cause in the server log"
+	}
+	msg := v.cause
+	var ro *retriedOut
+	if v.class == classRetry && errors.As(err, &ro) {
+		if ro.tries > 1 {
+			msg += fmt.Sprintf("; retried %d times in %v", ro.tries-1, ro.elapsed.Round(time.Millisecond))
+		} else {
+			msg += "; the request ended before it could be retried"
+		}
+	}
+	return leafd.Wrap(leafd.EStoreUnavailable, fmt.Errorf("%s: %s: %w", s.driver, op, err), msg+"; "+v.hint)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/leafd/leafd/snowflake"
@@ -28,8 +29,12 @@ WHERE worker_id = ? AND owner = ? AND lease_until_ms = ? AND watermark_ms = ?`
 	renewSQL       = `UPDATE leaf_worker SET lease_until_ms = %[1]s + ?,
 watermark_ms = CASE WHEN watermark_ms > ? THEN watermark_ms ELSE ? END, update_time = CURRENT_TIMESTAMP
 WHERE worker_id = ? AND owner = ?`
-	releaseSQL = `UPDATE leaf_worker SET owner = '', lease_until_ms = 0, watermark_ms = ?, update_time = CURRENT_TIMESTAMP
+	// A released fixed worker id keeps the bare fixed prefix as its owner,
+	// so that no leasing server takes it while its server restarts.
+	releaseSQL = `UPDATE leaf_worker SET owner = CASE WHEN owner LIKE '` + snowflake.FixedOwnerPrefix + `%' THEN '` +
+		snowflake.FixedOwnerPrefix + `' ELSE '' END, lease_until_ms = 0, watermark_ms = ?, update_time = CURRENT_TIMESTAMP
 WHERE worker_id = ? AND owner = ?`
+	fixedRowSQL = `SELECT worker_id, owner, lease_until_ms, watermark_ms FROM leaf_worker WHERE worker_id = ?%[2]s`
 )
 
 // maxOwnerLen is the width of leaf_worker.owner. A longer owner would fail
@@ -101,8 +106,8 @@ func (s *db) claimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 		}
 		next = r.WorkerID + 1
 		switch {
-		case r.LeaseUntilMs >= now:
-			held++
+		case r.LeaseUntilMs >= now || strings.HasPrefix(r.Owner, snowflake.FixedOwnerPrefix):
+			held++ // a fixed worker id is its server's, live or not
 		case r.WatermarkMs >= c.NowMs:
 			ahead++
 		default:
@@ -126,7 +131,7 @@ func (s *db) claimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 		}
 	} else {
 		if next >= c.Workers {
-			return snowflake.Lease{}, fmt.Errorf("%w (%d worker ids: %d leased, %d recorded ahead of the clock %s)",
+			return snowflake.Lease{}, fmt.Errorf("%w (%d worker ids: %d leased or fixed, %d recorded ahead of the clock %s)",
 				snowflake.ErrNoFreeWorker, c.Workers, held, ahead, time.UnixMilli(c.NowMs).UTC().Format(time.RFC3339Nano))
 		}
 		chosen = next
@@ -145,6 +150,82 @@ func (s *db) claimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 		prev = found.WatermarkMs
 	}
 	return snowflake.Lease{WorkerID: chosen, Owner: c.Owner, PrevWatermarkMs: prev}, nil
+}
+
+// ClaimFixedWorker leases worker id c.WorkerID for a server configured with
+// it, unless another owner's lease on it is live by the database's clock or
+// its watermark is at or after c.NowMs. See snowflake.LeaseStore.
+//
+// Errors: a *snowflake.HeldError or a *snowflake.WatermarkAheadError when
+// the worker id cannot be had; store_unavailable when the database cannot
+// be reached; an error without a code otherwise.
+func (s *db) ClaimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snowflake.Lease, error) {
+	if !strings.HasPrefix(c.Owner, snowflake.FixedOwnerPrefix) || len(c.Owner) == len(snowflake.FixedOwnerPrefix) ||
+		len(c.Owner) > maxOwnerLen || c.WorkerID < 0 || c.TTL <= 0 {
+		return snowflake.Lease{}, fmt.Errorf("store: claim fixed worker id: owner (%s and 1 to %d bytes), worker id and ttl must be set (got %q, %d, %v)",
+			snowflake.FixedOwnerPrefix, maxOwnerLen-len(snowflake.FixedOwnerPrefix), c.Owner, c.WorkerID, c.TTL)
+	}
+	var lease snowflake.Lease
+	err := s.write(ctx, func(ctx context.Context) error {
+		var err error
+		lease, err = s.claimFixedWorker(ctx, c)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, snowflake.ErrWorkerHeld) || errors.Is(err, snowflake.ErrWatermarkAhead) {
+			return snowflake.Lease{}, err
+		}
+		return snowflake.Lease{}, s.wrap(err, fmt.Sprintf("claim fixed worker id %d", c.WorkerID))
+	}
+	return lease, nil
+}
+
+func (s *db) claimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snowflake.Lease, error) {
+	tx, err := s.x.BeginTxx(ctx, nil)
+	if err != nil {
+		return snowflake.Lease{}, err
+	}
+	defer tx.Rollback()
+	var now int64
+	if err := tx.GetContext(ctx, &now, fmt.Sprintf(dbNowSQL, s.nowMsSQL)); err != nil {
+		return snowflake.Lease{}, err
+	}
+	var rows []workerRow
+	if err := tx.SelectContext(ctx, &rows, fmt.Sprintf(fixedRowSQL, s.nowMsSQL, s.lockSuffix), c.WorkerID); err != nil {
+		return snowflake.Lease{}, err
+	}
+	prev := int64(0)
+	if len(rows) == 0 {
+		if _, err := tx.ExecContext(ctx, claimInsertSQL, c.WorkerID, c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs); err != nil {
+			if s.class(err) == classDuplicate {
+				return snowflake.Lease{}, errRetry{err}
+			}
+			return snowflake.Lease{}, err
+		}
+	} else {
+		r := rows[0]
+		switch {
+		case r.LeaseUntilMs >= now:
+			return snowflake.Lease{}, &snowflake.HeldError{WorkerID: c.WorkerID, Owner: r.Owner, LeaseUntilMs: r.LeaseUntilMs, NowMs: now}
+		case r.WatermarkMs >= c.NowMs:
+			return snowflake.Lease{}, &snowflake.WatermarkAheadError{WorkerID: c.WorkerID, WatermarkMs: r.WatermarkMs, NowMs: c.NowMs}
+		}
+		res, err := tx.ExecContext(ctx, claimUpdateSQL, c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs,
+			r.WorkerID, r.Owner, r.LeaseUntilMs, r.WatermarkMs)
+		if err != nil {
+			return snowflake.Lease{}, err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return snowflake.Lease{}, err
+		} else if n != 1 {
+			return snowflake.Lease{}, errRetry{fmt.Errorf("worker id %d changed while being claimed", c.WorkerID)}
+		}
+		prev = r.WatermarkMs
+	}
+	if err := tx.Commit(); err != nil {
+		return snowflake.Lease{}, err
+	}
+	return snowflake.Lease{WorkerID: c.WorkerID, Owner: c.Owner, PrevWatermarkMs: prev}, nil
 }
 
 // RenewWorker extends l by ttl from the database's now and raises its
@@ -167,6 +248,10 @@ func (s *db) ReleaseWorker(ctx context.Context, l snowflake.Lease, watermarkMs i
 }
 
 func (s *db) updateWorker(ctx context.Context, op, query string, l snowflake.Lease, args ...any) error {
+	if l.Owner == "" || l.Owner == snowflake.FixedOwnerPrefix {
+		// The owner of a released row: no lease has it.
+		return fmt.Errorf("%w: worker id %d: %q owns no lease", snowflake.ErrLeaseLost, l.WorkerID, l.Owner)
+	}
 	var n int64
 	err := s.writeMovingOn(ctx, func(ctx context.Context) error {
 		res, err := s.x.ExecContext(ctx, query, args...)

@@ -9,7 +9,7 @@ import (
 const maxDigits = 19
 
 // checkIDs reports whether body is what leafd's plain-text ID routes promise
-// (SPEC section 3): exactly want lines, each a decimal ID from 1 to 2^63-1
+// (docs/contract.md section 4): exactly want lines, each a decimal ID from 1 to 2^63-1
 // without sign or leading zero and ending in '\n', strictly ascending. The
 // baseline's constant "1\n" passes with want = 1. It allocates only to
 // describe a failure.

@@ -138,7 +138,7 @@ func waitReady(ctx context.Context, client *http.Client, base string, exited <-c
 // leafdSettings are the LEAFD_* variables of the leafd that leafbench
 // starts: a fresh SQLite file, the benchmark tag with a large step so that
 // range loads are rare and in the background, snowflake on with a fixed
-// worker id (no lease to wait for), JSON logs to learn the port from.
+// worker id (claimed at once in its fresh database), JSON logs to learn the port from.
 func leafdSettings(dir, tag string) []string {
 	return []string{
 		"LEAFD_HTTP_ADDR=127.0.0.1:0",

@@ -49,7 +49,7 @@ func TestDashboardStateAndMetricsOfTheBinary(t *testing.T) {
 
 	code, body = get(t, http.DefaultClient, p.addr+"/metrics")
 	for _, want := range []string{
-		`leafd_segment_range_load_duration_seconds_count{result="ok",tag="order"} 1`,
+		`leafd_segment_range_load_duration_seconds_count{result="ok"} 1`,
 		`leafd_ids_issued_total{mode="segment",tag="order"} 3`,
 		`leafd_store_up{driver="sqlite"} 1`,
 		`leafd_snowflake_worker_id{source="lease"} 0`,

@@ -9,7 +9,7 @@
 //	leafd version                   print the version
 //
 // Configuration comes from config.yaml (or --config FILE) and LEAFD_*
-// environment variables; see the README and SPEC section 6.
+// environment variables; see the README and docs/contract.md section 7.
 package main
 
 import (
@@ -22,7 +22,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes of every command (SPEC section 6).
+// Exit codes of every command (docs/contract.md section 7).
 const (
 	exitOK      = 0
 	exitRuntime = 1

@@ -41,11 +41,31 @@ var (
 // setup loads the configuration and builds the logger. Every error it
 // returns is a usage error: the configuration is the caller's.
 func setup(path string, stderr io.Writer) (*config.Config, *slog.Logger, error) {
-	cfg, err := config.Load(path)
+	cfg, err := config.Load(path, checkDSNs)
 	if err != nil {
 		return nil, nil, usageError{err}
 	}
 	return cfg, newLogger(cfg.Log, stderr), nil
+}
+
+// checkDSNs is the store's judgement of the MySQL DSNs, made while the
+// configuration loads so that a DSN that does not parse is reported with
+// every other problem and with where it came from. (openStore checks them
+// again: it is also the check of a configuration built without Load.)
+func checkDSNs(c *config.Config) []*config.KeyError {
+	if c.Store.Driver != "mysql" {
+		return nil
+	}
+	var ps []*config.KeyError
+	if err := store.CheckMySQLDSN(c.Store.DSN); err != nil {
+		ps = append(ps, &config.KeyError{Key: "store.dsn", Message: err.Error()})
+	}
+	for i, dsn := range c.Store.FallbackDSNs {
+		if err := store.CheckMySQLDSN(dsn); err != nil {
+			ps = append(ps, &config.KeyError{Key: fmt.Sprintf("store.fallback_dsns[%d]", i), Message: err.Error()})
+		}
+	}
+	return ps
 }
 
 func newLogger(c config.Log, w io.Writer) *slog.Logger {
@@ -89,6 +109,9 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	for _, w := range cfg.Warnings() { // what the server would do is allowed, but likely not meant
+		log.Warn(w)
+	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -98,7 +121,10 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	}
 	defer db.Close()
 
-	metrics := leafhttp.NewMetrics()
+	metrics, err := leafhttp.NewMetricsWith(leafhttp.MetricsOptions{PerTag: leafhttp.PerTag(cfg.Metrics.PerTag)})
+	if err != nil {
+		return usageError{err}
+	}
 	var alloc *segment.Allocator
 	if cfg.Segment.Enabled {
 		alloc, err = segment.New(db, segment.Config{
@@ -142,6 +168,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 		Segment: segHandler, Snowflake: sfHandler, Tags: db, MaxStep: cfg.Segment.MaxStep,
 		Store: db, Metrics: metrics,
 		AdminToken: cfg.Admin.Token, ProtectDashboard: cfg.Admin.ProtectDashboard, Logger: log,
+		MaxConnections: cfg.HTTP.MaxConnections, TrustedProxies: cfg.HTTP.TrustedProxies,
 	})
 
 	bootCtx, cancelBoot := context.WithCancel(ctx)
@@ -156,12 +183,21 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
+	var genDone <-chan struct{}
+	if gen != nil {
+		genDone = gen.Done()
+	}
+	var refused error
 	select {
 	case err := <-served:
 		cancelBoot()
 		<-bootDone
 		return err
 	case <-ctx.Done():
+	case <-genDone:
+		// The fixed worker id is another live server's (or recorded far
+		// ahead of this clock): this server must not run with it. Exit 1.
+		refused = gen.Err()
 	}
 	log.Info("leafd shutting down", "timeout", cfg.HTTP.ShutdownTimeout)
 	cancelBoot()
@@ -171,6 +207,9 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	<-bootDone
 	if serveErr := <-served; serveErr != nil && err == nil {
 		err = serveErr
+	}
+	if refused != nil {
+		return refused
 	}
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
@@ -229,8 +268,9 @@ func retry(ctx context.Context, log *slog.Logger, what string, f func() error) b
 }
 
 // newGenerator builds the snowflake generator of the configuration: worker
-// ids leased from db when snowflake.worker_id is auto, a fixed one
-// otherwise. It logs when the layout runs out.
+// ids leased from db when snowflake.worker_id is auto; a fixed one
+// otherwise, leased from db alone unless snowflake.unprotected_fixed_id is
+// true. It logs when the layout runs out.
 func newGenerator(c config.Snowflake, maxBatch int, db Store, log *slog.Logger) (*snowflake.Generator, error) {
 	set := snowflake.Settings{
 		Layout:      layoutOf(c),
@@ -241,10 +281,17 @@ func newGenerator(c config.Snowflake, maxBatch int, db Store, log *slog.Logger) 
 		RandomStart: c.RandomStart,
 		Logger:      log,
 	}
-	if c.WorkerID.Auto {
+	switch {
+	case c.WorkerID.Auto:
 		set.Leases = db
-	} else {
-		log.Warn("snowflake.worker_id is fixed: no lease protects it from another server with the same id, nor from a restart with the clock set back")
+	case c.UnprotectedFixedID:
+		log.Warn("UNSAFE: snowflake.unprotected_fixed_id is true: fixed snowflake.worker_id is not recorded in the store; "+
+			"nothing stops another server with the same worker id from issuing the same IDs, nor a restart with the clock set back "+
+			"from issuing IDs again", "worker_id", c.WorkerID.ID)
+	default:
+		// Recorded in the lease table like a leased id: a second server
+		// with it refuses to start (serve watches gen.Done).
+		set.Leases, set.Fixed = db, true
 	}
 	gen, err := snowflake.New(set)
 	if err != nil {

@@ -8,10 +8,13 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/spf13/cobra"
+	"modernc.org/sqlite"
 
 	"github.com/leafd/leafd"
 )
@@ -37,7 +40,7 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 		Short: "Create a tag (max_id 1 and step 1000 unless given)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(cmd.Context(), *configPath, stderr, func(ctx context.Context, db Store, maxStep int64) error {
+			return withStore(cmd.Context(), *configPath, stderr, true, func(ctx context.Context, db Store, maxStep int64) error {
 				t := leafd.Tag{Name: args[0], Step: step, MaxID: maxID, Description: description}
 				if err := checkNewTag(t, maxStep); err != nil {
 					return usageError{errors.New(leafd.ErrorMessage(err))}
@@ -60,8 +63,15 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 		Short: "List every tag with its max_id, step and description",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withStore(cmd.Context(), *configPath, stderr, func(ctx context.Context, db Store, _ int64) error {
+			// A list needs no DDL: it never migrates, so that a user
+			// without CREATE privileges can run it. A store not migrated
+			// yet has no tags.
+			return withStore(cmd.Context(), *configPath, stderr, false, func(ctx context.Context, db Store, _ int64) error {
 				tags, err := db.ListTags(ctx)
+				if missingTable(err) {
+					fmt.Fprintln(stdout, "(no tags: the store has no leaf_alloc table yet; leafd migrate creates it, and leafd tag add NAME too when store.migrate is on)")
+					return nil
+				}
 				if err != nil {
 					return err
 				}
@@ -86,7 +96,7 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 		Short: "Change a tag's table step; servers use it from their next range load",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(cmd.Context(), *configPath, stderr, func(ctx context.Context, db Store, maxStep int64) error {
+			return withStore(cmd.Context(), *configPath, stderr, true, func(ctx context.Context, db Store, maxStep int64) error {
 				if err := leafd.ValidateTag(args[0]); err != nil {
 					return usageError{errors.New(leafd.ErrorMessage(err))}
 				}
@@ -124,11 +134,11 @@ func checkNewTag(t leafd.Tag, maxStep int64) error {
 	return leafd.ValidateDescription(t.Description)
 }
 
-// withStore opens the configured store, migrates it when store.migrate is
-// on, and runs f with segment.max_step as the largest step allowed. A
-// store error keeps its message: "tag exists", "not defined", "cannot be
-// reached".
-func withStore(ctx context.Context, configPath string, stderr io.Writer, f func(context.Context, Store, int64) error) error {
+// withStore opens the configured store, migrates it when migrate is asked
+// for and store.migrate is on, and runs f with segment.max_step as the
+// largest step allowed. A store error keeps its message: "tag exists", "not
+// defined", "nothing accepts connections there".
+func withStore(ctx context.Context, configPath string, stderr io.Writer, migrate bool, f func(context.Context, Store, int64) error) error {
 	cfg, db, err := openConfigured(configPath, stderr)
 	if err != nil {
 		return err
@@ -136,27 +146,41 @@ func withStore(ctx context.Context, configPath string, stderr io.Writer, f func(
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	if cfg.Store.Migrate {
+	if migrate && cfg.Store.Migrate {
 		if err := db.Migrate(ctx); err != nil {
-			return commandError(fmt.Errorf("migrate: %w", err))
+			return fmt.Errorf("migrate: %w", commandError(err))
 		}
 	}
 	return commandError(f(ctx, db, cfg.Segment.MaxStep))
 }
 
 // commandError words a store error for the command line: the client
-// message of a coded error ("already exists", "not defined"), with the
-// cause when the database cannot be reached.
+// message of a coded error ("already exists", "not defined"), and for a
+// database that could not be used, the store's message (the cause and what
+// to do) with the driver's own error after it.
 func commandError(err error) error {
 	var ue usageError
 	var le *leafd.Error
 	switch {
 	case err == nil, errors.As(err, &ue), !errors.As(err, &le):
 		return err
-	case le.Code == leafd.EStoreUnavailable:
-		return fmt.Errorf("the database cannot be reached (store.dsn): %v", le.Err)
+	case le.Code == leafd.EStoreUnavailable && le.Err != nil:
+		return fmt.Errorf("%s (%v)", le.Message, le.Err)
 	}
 	return errors.New(le.Message)
+}
+
+// missingTable reports whether err is the database saying that a table
+// does not exist: a store that was never migrated.
+func missingTable(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1146 // ER_NO_SUCH_TABLE
+	}
+	var se *sqlite.Error
+	// SQLite has no code of its own for it (SQLITE_ERROR); its text is
+	// matched.
+	return errors.As(err, &se) && strings.Contains(se.Error(), "no such table")
 }
 
 // version prints the module version and VCS revision the binary was built

@@ -35,6 +35,16 @@
     return `${Math.floor(h / 24)}d ${h % 24}h`;
   }
 
+  // fmtAgo is fmtDur's short form, for a narrow column: one unit.
+  function fmtAgo(ms) {
+    const s = Math.max(0, ms) / 1000;
+    if (s < 1) return 'just now';
+    if (s < 60) return Math.floor(s) + 's ago';
+    if (s < 3600) return Math.floor(s / 60) + 'm ago';
+    if (s < 48 * 3600) return Math.floor(s / 3600) + 'h ago';
+    return Math.floor(s / 86400) + 'd ago';
+  }
+
   function fmtTime(ms, now) {
     const iso = new Date(ms).toISOString();
     const sameDay = iso.slice(0, 10) === new Date(now).toISOString().slice(0, 10);
@@ -194,8 +204,7 @@
     spark($('sf-spark'), 'snowflake');
   }
 
-  // ---- segment ---------------------------------------------------------------
-  const cards = new Map();
+  // ---- segment: the card of one tag ----------------------------------------------
 
   function bufferState(b) {
     if (b.loading) return 'loading';
@@ -322,44 +331,307 @@
     return r == null ? t.rate : r;
   }
 
-  function renderSegment(seg, now) {
-    const list = $('tags');
-    $('seg-off').hidden = !!seg;
-    const tags = seg ? seg.tags : [];
-    $('seg-empty').hidden = !seg || tags.length > 0;
+  // ---- the table of tags -----------------------------------------------------
+  // Only the page in view is fetched (api/state?offset=&limit=) and in the
+  // DOM, so that ten thousand tags cost what fifty do. The server filters,
+  // sorts and counts; the page keeps its view in the URL, so that a link to
+  // "the failing tags" works.
+  const STATES = ['failing', 'waiting', 'loading', 'serving', 'idle'];
+  const SORTS = ['problems', 'name', 'rate'];
+  const PER = [25, 50, 100, 200];
+  const view = {
+    q: params.get('q') || '',
+    state: STATES.includes(params.get('state')) ? params.get('state') : '',
+    sort: SORTS.includes(params.get('sort')) ? params.get('sort') : 'problems',
+    per: PER.includes(Number(params.get('per'))) ? Number(params.get('per')) : 50,
+    page: Math.max(0, (parseInt(params.get('page'), 10) || 1) - 1),
+    // The tag whose card is open; chosen is false while the page chose it
+    // (the first row), which then follows the view.
+    tag: params.get('tag') || '',
+    chosen: !!params.get('tag'),
+    closed: false, // the card was closed: open none until a row is clicked
+  };
+  let gen = 0; // bumped by every change of view: answers to an older one are dropped
+
+  function pageQuery() {
+    const p = new URLSearchParams();
+    p.set('sort', view.sort);
+    if (view.q) p.set('q', view.q);
+    if (view.state) p.set('state', view.state);
+    p.set('offset', String(view.page * view.per));
+    p.set('limit', String(view.per));
+    return p.toString();
+  }
+
+  // syncURL writes the view into the address bar, defaults left out.
+  function syncURL() {
+    const p = new URLSearchParams();
+    if (params.get('poll')) p.set('poll', params.get('poll'));
+    if (view.q) p.set('q', view.q);
+    if (view.state) p.set('state', view.state);
+    if (view.sort !== 'problems') p.set('sort', view.sort);
+    if (view.per !== 50) p.set('per', String(view.per));
+    if (view.page > 0) p.set('page', String(view.page + 1));
+    if (view.tag && view.chosen) p.set('tag', view.tag);
+    const qs = p.toString();
+    history.replaceState(null, '', qs ? '?' + qs : location.pathname);
+  }
+
+  // change applies a change of view and fetches it at once.
+  function change(fn) {
+    fn();
+    if (!view.chosen) view.tag = ''; // the first row of the new view
+    gen++;
+    syncURL();
+    renderControls();
+    refresh();
+  }
+
+  function filterLink(a) {
+    a.addEventListener('click', (e) => {
+      if (e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return; // a new tab: let it go
+      e.preventDefault();
+      const f = a.dataset.filter;
+      change(() => { view.state = view.state === f && a.id !== 'alert' ? '' : f; view.page = 0; });
+    });
+  }
+
+  function renderControls() {
+    for (const a of document.querySelectorAll('#filters [data-filter]')) {
+      a.setAttribute('aria-current', String(a.dataset.filter === view.state));
+    }
+    const search = $('search');
+    if (document.activeElement !== search) search.value = view.q;
+    $('sort').value = view.sort;
+    $('per-page').value = String(view.per);
+  }
+
+  function setupControls() {
+    document.querySelectorAll('[data-filter]').forEach(filterLink);
+    let debounce = 0;
+    $('search').addEventListener('input', (e) => {
+      clearTimeout(debounce);
+      const v = e.target.value.trim();
+      debounce = setTimeout(() => change(() => { view.q = v; view.page = 0; }), 200);
+    });
+    $('search').addEventListener('keydown', (e) => {
+      if (e.key === 'Escape') { e.target.value = ''; clearTimeout(debounce); change(() => { view.q = ''; view.page = 0; }); }
+    });
+    $('sort').addEventListener('change', (e) => change(() => { view.sort = e.target.value; view.page = 0; }));
+    $('per-page').addEventListener('change', (e) => change(() => {
+      const first = view.page * view.per;
+      view.per = Number(e.target.value);
+      view.page = Math.floor(first / view.per);
+    }));
+    $('prev').addEventListener('click', () => change(() => { view.page = Math.max(0, view.page - 1); }));
+    $('next').addEventListener('click', () => change(() => { view.page++; }));
+    $('clear').addEventListener('click', () => change(() => { view.q = ''; view.state = ''; view.page = 0; }));
+    const rows = $('rows');
+    const pick = (tr) => { if (tr) select(tr.dataset.tag || tr.dataset.for); };
+    rows.addEventListener('click', (e) => pick(e.target.closest('tr')));
+    rows.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); pick(e.target.closest('tr')); }
+    });
+    renderControls();
+  }
+
+  // select opens the card of tag.
+  function select(tag) {
+    if (tag !== view.tag) forget(view.tag);
+    view.tag = tag;
+    view.chosen = true;
+    view.closed = false;
+    syncURL();
+    markSelected();
+    const row = lastSeg && lastSeg.tags.find((t) => t.tag === tag);
+    if (row) renderDetail(lastSeg, row, lastNow); // at once, from the page's data
+    refresh();
+  }
+
+  function closeCard() {
+    forget(view.tag);
+    view.tag = '';
+    view.chosen = false;
+    view.closed = true;
+    syncURL();
+    $('detail').replaceChildren();
+    markSelected();
+  }
+
+  function forget(tag) {
+    if (!tag) return;
+    series.delete('tag:' + tag);
+    changes.delete('waits:' + tag);
+    changes.delete('errors:' + tag);
+  }
+
+  function markSelected() {
+    for (const tr of $('rows').children) tr.setAttribute('aria-selected', String((tr.dataset.tag || tr.dataset.for) === view.tag));
+    document.body.dataset.card = view.tag ? 'open' : 'closed';
+  }
+
+  const rowEls = new Map();
+  const stateLabel = { failing: 'failing', waiting: 'waiting', loading: 'loading', serving: 'serving', idle: 'idle' };
+
+  function renderRow(tr, t, now) {
+    tr.dataset.status = t.state;
+    const st = tr.querySelector('.st');
+    st.textContent = stateLabel[t.state] || t.state;
+    st.dataset.status = t.state;
+    // The rate right now, from this page's polls, as the card has it; the
+    // server's (since the last load, which sort=rate orders by) until
+    // there are two.
+    const rate = tr.querySelector('.c-rate');
+    const r = track('row:' + t.tag, now, t.issued);
+    setRate(rate, r == null ? t.rate : r);
+    rate.title = `${fmtRate(t.rate)}/s since the last load`;
+
+    const cur = t.buffers[t.current], next = t.buffers[1 - t.current];
+    const frac = cur.size > 0 ? cur.used / cur.size : 0;
+    const bars = tr.querySelector('.mini');
+    const curBar = bars.querySelector('.cur');
+    curBar.dataset.state = bufferState(cur);
+    curBar.dataset.low = String(cur.ready && frac > 0.9 && !next.ready);
+    curBar.firstChild.style.width = (frac * 100).toFixed(1) + '%';
+    const nextBar = bars.querySelector('.nxt');
+    nextBar.dataset.state = bufferState(next);
+    nextBar.firstChild.style.width = next.ready ? '100%' : '0';
+    bars.title = `current: ${cur.size > 0 ? (frac * 100).toFixed(1) + '% of ' + fmtNum(cur.size) + ' used' : bufferLabel[bufferState(cur)]}` +
+      ` · next: ${bufferLabel[bufferState(next)]}${next.ready ? ' (' + fmtNum(next.size) + ' IDs)' : ''}`;
+
+    const step = tr.querySelector('.c-step');
+    step.textContent = t.step > 0 ? fmtNum(t.step) : '–';
+    if (t.step !== t.min_step) {
+      // The table step beside this server's, when they differ.
+      const table = document.createElement('small');
+      table.textContent = '/ ' + fmtNum(t.min_step);
+      step.append(table);
+    }
+    step.title = `step ${t.step > 0 ? fmtNum(t.step) : 'none yet'}, table step ${fmtNum(t.min_step)}`;
+
+    const last = tr.querySelector('.c-last');
+    if (t.last_load) {
+      const at = Date.parse(t.last_load);
+      last.textContent = fmtAgo(now - at);
+      last.title = fmtTime(at, now);
+    } else {
+      last.textContent = 'never';
+      last.title = '';
+    }
+    const we = tr.querySelector('.c-waits');
+    we.textContent = `${fmtNum(t.waits)} · ${fmtNum(t.errors + t.load_errors)}`;
+    we.title = `${t.waits} requests waited, ${t.errors} failed requests, ${t.load_errors} failed range loads`;
+    tone(we, t.errors + t.load_errors > 0 ? (t.state === 'failing' ? 'bad' : 'warn') : '');
+  }
+
+  function renderTable(seg, now) {
+    const tbody = $('rows');
     const seen = new Set();
-    let total = 0;
-    const counts = {};
-    for (const t of tags) {
+    for (const t of seg.tags) {
       seen.add(t.tag);
-      let el = cards.get(t.tag);
-      if (!el) {
-        el = newCard(t.tag);
-        cards.set(t.tag, el);
+      let tr = rowEls.get(t.tag);
+      if (!tr) {
+        tr = $('row-template').content.firstElementChild.cloneNode(true);
+        tr.dataset.tag = t.tag;
+        tr.querySelector('.tname').textContent = t.tag;
+        rowEls.set(t.tag, tr);
       }
-      list.append(el); // keeps the server's order (by name)
-      total += renderTag(el, t, seg, now) || 0;
-      const s = el.dataset.status;
-      counts[s] = (counts[s] || 0) + 1;
+      renderRow(tr, t, now);
+      tbody.append(tr); // the server's order
+      // A failing tag's last error, in full, on a line of its own below.
+      if (t.error) {
+        if (!tr.errRow) {
+          tr.errRow = document.createElement('tr');
+          tr.errRow.className = 'err-row';
+          tr.errRow.dataset.for = t.tag;
+          tr.errRow.append(document.createElement('td'));
+          tr.errRow.firstChild.colSpan = 7;
+        }
+        tr.errRow.firstChild.textContent = 'last load failed: ' + t.error;
+        tr.errRow.title = t.error;
+        tbody.append(tr.errRow);
+      } else if (tr.errRow) {
+        tr.errRow.remove();
+        tr.errRow = null;
+      }
     }
-    for (const [name, el] of cards) {
+    for (const [name, tr] of rowEls) {
       if (!seen.has(name)) {
-        el.remove();
-        cards.delete(name);
-        series.delete('tag:' + name);
-        changes.delete('waits:' + name);
-        changes.delete('errors:' + name);
+        tr.remove();
+        if (tr.errRow) tr.errRow.remove();
+        rowEls.delete(name);
+        series.delete('row:' + name);
       }
     }
-    const parts = [];
-    if (seg) {
-      parts.push(`${tags.length} ${tags.length === 1 ? 'tag' : 'tags'}`);
-      for (const s of ['loading', 'degraded', 'failing', 'empty', 'idle']) {
-        if (counts[s]) parts.push(`${counts[s]} ${s}`);
-      }
-      if (tags.length) parts.push(`${fmtRate(total)} IDs/s`);
+    markSelected();
+
+    const first = seg.total ? view.page * view.per + 1 : 0;
+    const lastN = view.page * view.per + seg.tags.length;
+    $('page-range').textContent = seg.total
+      ? `${fmtNum(first)}–${fmtNum(lastN)} of ${fmtNum(seg.total)}`
+      : '0 of ' + fmtNum(seg.counts.all);
+    $('prev').disabled = view.page === 0;
+    $('next').disabled = lastN >= seg.total;
+    const none = seg.total === 0;
+    $('no-match').hidden = !none;
+    if (none) {
+      const what = [view.state && `is ${view.state}`, view.q && `has “${view.q}” in its name`].filter(Boolean).join(' and ');
+      $('no-match-text').textContent = `No tag ${what || 'matches'}.`;
     }
-    $('seg-summary').textContent = parts.join(' · ');
+  }
+
+  function renderCounts(seg) {
+    const c = seg ? seg.counts : null;
+    for (const el of document.querySelectorAll('[data-count]')) {
+      const n = c ? c[el.dataset.count] || 0 : 0;
+      el.textContent = fmtNum(n);
+      el.closest('.filter').dataset.zero = String(n === 0);
+    }
+    const alert = $('alert');
+    const worst = c && ['failing', 'waiting'].find((s) => c[s] > 0);
+    alert.hidden = !worst;
+    if (worst) {
+      alert.dataset.filter = worst;
+      alert.dataset.status = worst;
+      alert.href = '?state=' + worst;
+      alert.textContent = `${fmtNum(c[worst])} ${worst}`;
+      alert.title = `Show the ${worst} tags`;
+    }
+    $('seg-summary').textContent = c ? `${fmtNum(c.all)} ${c.all === 1 ? 'tag' : 'tags'}` : '';
+  }
+
+  // renderDetail draws t in the card, or empties it when no tag is open.
+  // A tag chosen while a poll was in flight has no data yet: its card
+  // stays as it is until the next.
+  function renderDetail(seg, t, now) {
+    const box = $('detail');
+    if (!view.tag) { box.replaceChildren(); return; }
+    if (!t) return;
+    let el = box.firstElementChild;
+    if (!el || el.dataset.tag !== t.tag) {
+      el = newCard(t.tag);
+      el.querySelector('.close').addEventListener('click', closeCard);
+      box.replaceChildren(el);
+    }
+    renderTag(el, t, seg, now);
+  }
+
+  let lastSeg = null, lastNow = 0; // the last page, to open a card before the next poll
+
+  function renderSegment(seg, detail, now) {
+    lastSeg = seg;
+    lastNow = now;
+    $('seg-off').hidden = !!seg;
+    const empty = !seg || seg.counts.all === 0;
+    $('seg-empty').hidden = !seg || !empty;
+    $('seg-body').hidden = empty;
+    renderCounts(seg);
+    if (empty) {
+      $('detail').replaceChildren();
+      return;
+    }
+    renderTable(seg, now);
+    renderDetail(seg, detail, now);
   }
 
   // ---- polling ---------------------------------------------------------------
@@ -374,22 +646,68 @@
     updated.title = 'last update ' + new Date(lastOK).toLocaleTimeString();
   }
 
+  // getState fetches api/state?query and decodes it.
+  async function getState(query, signal) {
+    const res = await fetch('api/state?' + query, { cache: 'no-store', signal, headers: { Accept: 'application/json' } });
+    const text = await res.text();
+    if (!res.ok) {
+      let msg = `HTTP ${res.status}`;
+      try { msg += ': ' + JSON.parse(text).error.message; } catch (_) { /* not the error model */ }
+      throw new Error(msg);
+    }
+    return JSON.parse(text, reviver);
+  }
+
+  // One poll is in flight at a time; a change of view meanwhile asks for
+  // the next one at once.
+  let timer = 0, inflight = false, again = false;
+  function refresh() {
+    if (inflight) { again = true; return; }
+    clearTimeout(timer);
+    poll();
+  }
+
   async function poll() {
+    inflight = true;
+    const g = gen;
     const ctrl = new AbortController();
-    const timer = setTimeout(() => ctrl.abort(), Math.max(2000, 2 * POLL));
+    const timeout = setTimeout(() => ctrl.abort(), Math.max(2000, 2 * POLL));
     try {
-      const res = await fetch('api/state', { cache: 'no-store', signal: ctrl.signal, headers: { Accept: 'application/json' } });
-      const text = await res.text();
-      if (!res.ok) {
-        let msg = `HTTP ${res.status}`;
-        try { msg += ': ' + JSON.parse(text).error.message; } catch (_) { /* not the error model */ }
-        throw new Error(msg);
-      }
-      const st = JSON.parse(text, reviver);
+      // The page of rows, and the open card's tag on its own: it may be on
+      // another page, or on none of the filter's.
+      const wanted = view.tag;
+      const [st, one] = await Promise.all([
+        getState(pageQuery(), ctrl.signal),
+        wanted ? getState('tag=' + encodeURIComponent(wanted), ctrl.signal) : null,
+      ]);
+      if (g !== gen) return; // the view changed meanwhile: its own poll follows
       const now = Date.parse(st.time);
+      const seg = st.segment;
+      if (seg && seg.total > 0 && seg.tags.length === 0 && view.page > 0) {
+        // The page went past the end (fewer tags match now): the last one.
+        view.page = Math.max(0, Math.ceil(seg.total / view.per) - 1);
+        gen++;
+        syncURL();
+        again = true;
+        return;
+      }
+      let detail = one && one.segment && one.segment.tags[0];
+      if (wanted && wanted === view.tag && !detail) {
+        // The tag is gone (deleted, or not served any more).
+        forget(view.tag);
+        view.tag = '';
+        view.chosen = false;
+        syncURL();
+      }
+      if (!view.tag && !view.closed && seg && seg.tags.length) {
+        // Nothing chosen: the first row (the most urgent, by default) is open.
+        view.tag = seg.tags[0].tag;
+        detail = seg.tags[0];
+      }
+      if (detail && detail.tag !== view.tag) detail = null; // chosen meanwhile: next poll
       renderStore(st.store, now);
       renderSnowflake(st.snowflake, now);
-      renderSegment(st.segment, now);
+      renderSegment(seg, detail, now);
       lastOK = Date.now();
       polls++;
       document.body.dataset.polls = String(polls);
@@ -401,6 +719,7 @@
       void pulse.offsetWidth;
       pulse.style.animation = '';
     } catch (e) {
+      if (g !== gen) return;
       document.body.dataset.state = lastOK ? 'lost' : 'connecting';
       $('conn-banner').hidden = false;
       const reason = e.name === 'AbortError' ? 'no answer within ' + fmtDur(Math.max(2000, 2 * POLL)) : e.message;
@@ -408,13 +727,18 @@
         ? `The page shows the state of ${fmtDur(Date.now() - lastOK)} ago (${reason}). Retrying…`
         : `No state yet (${reason}). Retrying…`;
     } finally {
-      clearTimeout(timer);
+      clearTimeout(timeout);
       tick();
-      setTimeout(poll, POLL);
+      inflight = false;
+      clearTimeout(timer);
+      timer = setTimeout(poll, again || g !== gen ? 0 : POLL);
+      again = false;
     }
   }
 
+  setupControls();
   $('poll-every').textContent = fmtDur(POLL);
   setInterval(tick, 1000);
+  syncURL();
   poll();
 })();

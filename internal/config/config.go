@@ -1,12 +1,13 @@
 // Package config reads leafd's configuration: config.yaml (or the file given
 // with --config), overridden key by key by LEAFD_* environment variables, on
 // top of built-in defaults. The keys, their defaults and their meaning are
-// the contract of SPEC section 6.
+// the contract of docs/contract.md section 7.
 //
-// Loading is strict on purpose: an unknown key in the file or a value that
-// does not fit stops start-up with a message that names the key and the
-// values it accepts, because a typo that silently falls back to a default is
-// how an ID service ends up handing out duplicates.
+// Loading is strict on purpose: an unknown key in the file, an unknown
+// LEAFD_ variable, a value that does not fit or a DSN written for the other
+// driver stops start-up with a message that names the key, the values it
+// accepts and where the value came from, because a typo that silently falls
+// back to a default is how an ID service ends up handing out duplicates.
 package config
 
 import (
@@ -17,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/leafd/leafd"
 )
@@ -30,6 +33,7 @@ type Config struct {
 	Snowflake Snowflake
 	Admin     Admin
 	Log       Log
+	Metrics   Metrics
 }
 
 // HTTP is the http section.
@@ -39,6 +43,14 @@ type HTTP struct {
 	// ShutdownTimeout bounds how long SIGINT/SIGTERM waits for in-flight
 	// requests (http.shutdown_timeout).
 	ShutdownTimeout time.Duration
+	// MaxConnections caps the connections served at once
+	// (http.max_connections); past it, new connections wait to be
+	// accepted. Default 1024.
+	MaxConnections int
+	// TrustedProxies are the IP addresses and CIDR ranges of the proxies
+	// whose X-Forwarded-For and X-Real-IP name the client
+	// (http.trusted_proxies). Empty, the default, trusts none.
+	TrustedProxies []string
 }
 
 // Store is the store section.
@@ -46,7 +58,8 @@ type Store struct {
 	// Driver is "mysql" or "sqlite" (store.driver).
 	Driver string
 	// DSN is the driver's data source name (store.dsn). Its syntax is the
-	// store package's business; config only requires it to be non-empty.
+	// store package's business; config requires it to be non-empty and not
+	// shaped like the other driver's (see DSNKind).
 	DSN string
 	// FallbackDSNs are further addresses of the same MySQL cluster, tried in
 	// order (store.fallback_dsns). Empty means none.
@@ -109,6 +122,11 @@ type Snowflake struct {
 	// RandomStart starts each millisecond's sequence at a small random
 	// number (snowflake.random_start).
 	RandomStart bool
+	// UnprotectedFixedID uses a fixed WorkerID without recording it in the
+	// store's lease table (snowflake.unprotected_fixed_id): nothing then
+	// stops a second server with the same worker id, nor a restart with
+	// the clock set back. Only with a fixed worker id; off by default.
+	UnprotectedFixedID bool
 }
 
 // WorkerID is the value of snowflake.worker_id: either auto, a worker id
@@ -158,8 +176,11 @@ func ParseWorkerID(s string) (WorkerID, error) {
 
 // Admin is the admin section.
 type Admin struct {
-	// Token is the bearer token of the admin routes (admin.token). Empty
-	// switches the admin routes off: they answer 403.
+	// Token is the bearer token of the admin routes (admin.token), with
+	// surrounding whitespace trimmed (a secret mounted with a trailing
+	// newline). Empty switches the admin routes off: they answer 403;
+	// otherwise it must be at least MinTokenLen characters with no
+	// whitespace inside.
 	Token string
 	// ProtectDashboard requires the token for /dashboard and /api/state
 	// too (admin.protect_dashboard). Off by default.
@@ -174,11 +195,21 @@ type Log struct {
 	Format string
 }
 
-// Default returns the built-in defaults: SPEC section 6 with no seed tags,
+// Metrics is the metrics section.
+type Metrics struct {
+	// PerTag is how much GET /metrics tells about each segment tag
+	// (metrics.per_tag): full (every series, a dozen and a histogram per
+	// tag), basic (at most five series per tag that was asked for since
+	// start-up, none for the others) or off (server-wide totals only).
+	PerTag string
+}
+
+// Default returns the built-in defaults: docs/contract.md section 7 with no seed tags,
 // so that a production database never gets a demo tag by accident.
 func Default() *Config {
 	return &Config{
-		HTTP:  HTTP{Addr: "127.0.0.1:8080", ShutdownTimeout: 10 * time.Second},
+		HTTP: HTTP{Addr: "127.0.0.1:8080", ShutdownTimeout: 10 * time.Second,
+			MaxConnections: 1024, TrustedProxies: []string{}},
 		Store: Store{Driver: "sqlite", DSN: "file:data/leafd.db", FallbackDSNs: []string{}, Migrate: true},
 		Segment: Segment{
 			Enabled:     true,
@@ -192,18 +223,20 @@ func Default() *Config {
 			SeedTags:    []SeedTag{},
 		},
 		Snowflake: Snowflake{
-			Enabled:      true,
-			WorkerID:     WorkerID{Auto: true},
-			Epoch:        1288834974657,
-			TimeBits:     41,
-			WorkerBits:   10,
-			SequenceBits: 12,
-			MaxBackward:  5 * time.Millisecond,
-			LeaseTTL:     30 * time.Second,
-			RandomStart:  false,
+			Enabled:            true,
+			WorkerID:           WorkerID{Auto: true},
+			Epoch:              1288834974657,
+			TimeBits:           41,
+			WorkerBits:         10,
+			SequenceBits:       12,
+			MaxBackward:        5 * time.Millisecond,
+			LeaseTTL:           30 * time.Second,
+			RandomStart:        false,
+			UnprotectedFixedID: false,
 		},
-		Admin: Admin{Token: ""},
-		Log:   Log{Level: "info", Format: "text"},
+		Admin:   Admin{Token: ""},
+		Log:     Log{Level: "info", Format: "text"},
+		Metrics: Metrics{PerTag: "basic"},
 	}
 }
 
@@ -211,26 +244,39 @@ func Default() *Config {
 const (
 	// MaxBatchLimit is the largest segment.max_batch.
 	MaxBatchLimit = 1_000_000
+	// MinTokenLen is the shortest admin.token accepted.
+	MinTokenLen = 16
+	// maxConnectionsLimit is the largest http.max_connections.
+	maxConnectionsLimit = 1_000_000
 	// maxSeedStep is the largest table step: leaf_alloc.step is an INT.
 	maxSeedStep = math.MaxInt32
 	// layoutBits is what the three snowflake bit counts add up to.
 	layoutBits = 63
 )
 
+// exampleMySQLDSN is the shape of a MySQL DSN, as messages suggest it.
+const exampleMySQLDSN = "user:password@tcp(host:3306)/leaf?parseTime=true"
+
 // Hints: what each key accepts, appended to every message about it.
 const (
 	hintAddr     = "use host:port, such as 127.0.0.1:8080 or :8080"
 	hintDuration = "use a Go duration greater than 0, such as 10s, 15m or 500ms"
 	hintDriver   = "use mysql or sqlite"
-	hintDSN      = "use a data source name, such as file:data/leafd.db (sqlite) or user:password@tcp(host:3306)/leaf?parseTime=true (mysql)"
+	hintDSN      = "use a data source name, such as file:data/leafd.db (sqlite) or " + exampleMySQLDSN + " (mysql)"
 	hintBool     = "use true or false"
 	hintMaxStep  = "use a whole number of at least 1"
 	hintPreload  = "use a fraction in (0, 1)"
 	hintLevel    = "use debug, info, warn or error"
 	hintFormat   = "use text or json"
 	hintBits     = "use whole numbers of at least 1 that add up to 63 (default 41, 10, 12)"
-	hintToken    = "use any string; empty switches the admin routes off"
+	hintToken    = "use a random string of at least 16 characters without whitespace, such as the output of openssl rand -hex 24; empty switches the admin routes off"
+	hintProxies  = "use a list of IP addresses or CIDR ranges, such as 10.0.0.0/8 (space-separated in the environment); empty trusts no proxy"
+	hintPerTag   = "use full, basic or off"
 )
+
+func hintMaxConnections() string {
+	return fmt.Sprintf("use a whole number from 1 to %d", maxConnectionsLimit)
+}
 
 func hintMaxBatch() string { return fmt.Sprintf("use a whole number from 1 to %d", MaxBatchLimit) }
 
@@ -253,7 +299,22 @@ func hintWorkerID(bits int) string {
 // with errors.Join: each is a *KeyError, printed as one line. It returns nil
 // when c can be used.
 func (c *Config) Validate() error {
-	return errors.Join(toErrors(c.validate(time.Now()))...)
+	return errors.Join(toErrors(c.validate(time.Now(), nil))...)
+}
+
+// Warnings returns what c accepts but probably does not mean, one line
+// each, for the log at start-up. Today that is one case: segment.enabled
+// and snowflake.enabled both false, a server that issues no ID at all and
+// answers only its health, metrics and admin routes. It is allowed (a
+// server kept up for its dashboard while the modes are switched over) but
+// never by accident.
+func (c *Config) Warnings() []string {
+	var ws []string
+	if !c.Segment.Enabled && !c.Snowflake.Enabled {
+		ws = append(ws, "segment.enabled and snowflake.enabled are both false: this server issues no IDs, "+
+			"every /segment and /snowflake request answers 404 mode_disabled; set one of them to true")
+	}
+	return ws
 }
 
 func toErrors(ps []*KeyError) []error {
@@ -264,8 +325,22 @@ func toErrors(ps []*KeyError) []error {
 	return errs
 }
 
-// validate returns the problems of c, judging the epoch against now.
-func (c *Config) validate(now time.Time) []*KeyError {
+// validate returns the problems of c, judging the epoch against now. from
+// tells where the value of a key came from, for the messages that involve a
+// second key; nil means nowhere known (a Config built by hand).
+func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyError {
+	if from == nil {
+		from = func(string) origin { return origin{} }
+	}
+	// other names a second key with its value and where that came from:
+	// "store.driver is mysql (from LEAFD_STORE_DRIVER)".
+	other := func(key string, value any) string {
+		s := fmt.Sprintf("%s is %v", key, value)
+		if w := from(key).String(); w != "" {
+			s += " (" + w + ")"
+		}
+		return s
+	}
 	var ps []*KeyError
 	bad := func(key, format string, args ...any) *KeyError {
 		p := &KeyError{Key: key, Message: fmt.Sprintf(format, args...)}
@@ -285,6 +360,17 @@ func (c *Config) validate(now time.Time) []*KeyError {
 		bad("http.addr", "%q is not host:port: %s", c.HTTP.Addr, hintAddr)
 	}
 	positive("http.shutdown_timeout", c.HTTP.ShutdownTimeout)
+	if c.HTTP.MaxConnections < 1 || c.HTTP.MaxConnections > maxConnectionsLimit {
+		bad("http.max_connections", "%d is out of range: %s", c.HTTP.MaxConnections, hintMaxConnections())
+	}
+	for i, p := range c.HTTP.TrustedProxies {
+		if net.ParseIP(p) == nil {
+			if _, _, err := net.ParseCIDR(p); err != nil {
+				bad(fmt.Sprintf("http.trusted_proxies[%d]", i), "%q is neither an IP address nor a CIDR range: %s", p, hintProxies).
+					also("http.trusted_proxies")
+			}
+		}
+	}
 
 	// store
 	switch c.Store.Driver {
@@ -292,17 +378,33 @@ func (c *Config) validate(now time.Time) []*KeyError {
 	default:
 		bad("store.driver", "%q is not supported: %s", c.Store.Driver, hintDriver)
 	}
-	if c.Store.DSN == "" {
+	switch kind := DSNKind(c.Store.DSN); {
+	case c.Store.DSN == "":
 		bad("store.dsn", "is empty: %s", hintDSN)
+	case c.Store.Driver == "sqlite" && kind == "mysql":
+		// The SQLite driver would take it for a path and create a
+		// directory named root@tcp(127.0.0.1:3306).
+		bad("store.dsn", "%q is a MySQL DSN but %s: set %s to mysql, or %s to a SQLite DSN such as %s",
+			MaskDSN(c.Store.DSN), other("store.driver", c.Store.Driver), setting("store.driver", from("store.driver")),
+			setting("store.dsn", from("store.dsn")), Default().Store.DSN).also("store.driver")
+	case c.Store.Driver == "mysql" && kind == "sqlite":
+		bad("store.dsn", "%q is a SQLite DSN but %s: set %s to a MySQL DSN such as %s, or %s to sqlite",
+			MaskDSN(c.Store.DSN), other("store.driver", c.Store.Driver), setting("store.dsn", from("store.dsn")),
+			exampleMySQLDSN, setting("store.driver", from("store.driver"))).also("store.driver")
 	}
 	for i, dsn := range c.Store.FallbackDSNs {
-		if dsn == "" {
-			bad(fmt.Sprintf("store.fallback_dsns[%d]", i), "is empty: %s, or remove it", hintDSN)
+		key := fmt.Sprintf("store.fallback_dsns[%d]", i)
+		switch {
+		case dsn == "":
+			bad(key, "is empty: %s, or remove it", hintDSN)
+		case c.Store.Driver == "mysql" && DSNKind(dsn) == "sqlite":
+			bad(key, "%q is a SQLite DSN: a fallback is another address of the same MySQL cluster, such as %s", MaskDSN(dsn), exampleMySQLDSN).
+				also("store.fallback_dsns")
 		}
 	}
 	if c.Store.Driver == "sqlite" && len(c.Store.FallbackDSNs) > 0 {
-		bad("store.fallback_dsns", "is set but store.driver is sqlite: fallback addresses are for a mysql cluster; remove them or use store.driver mysql").
-			also("store.driver")
+		bad("store.fallback_dsns", "is set but %s: fallback addresses are for a mysql cluster; remove them or use store.driver mysql",
+			other("store.driver", "sqlite")).also("store.driver")
 	}
 
 	// segment
@@ -376,7 +478,19 @@ func (c *Config) validate(now time.Time) []*KeyError {
 	if sf.LeaseTTL < time.Second {
 		bad("snowflake.lease_ttl", "%v is too short: use at least 1s (renewals come every third of it)", sf.LeaseTTL)
 	}
+	if sf.UnprotectedFixedID && sf.WorkerID.Auto {
+		bad("snowflake.unprotected_fixed_id", "true needs a fixed snowflake.worker_id, not auto: "+
+			"set it to false (a leased worker id is always recorded)").also("snowflake.worker_id")
+	}
 
+	// The token itself is never repeated in a message: it is a secret.
+	switch t := c.Admin.Token; {
+	case t == "":
+	case strings.IndexFunc(t, unicode.IsSpace) >= 0:
+		bad("admin.token", "holds whitespace inside: %s", hintToken)
+	case utf8.RuneCountInString(t) < MinTokenLen:
+		bad("admin.token", "is %d characters, too short to resist guessing: %s", utf8.RuneCountInString(t), hintToken)
+	}
 	if c.Admin.ProtectDashboard && c.Admin.Token == "" {
 		bad("admin.protect_dashboard", "true needs admin.token: set a token, or leave the dashboard open").also("admin.token")
 	}
@@ -392,6 +506,13 @@ func (c *Config) validate(now time.Time) []*KeyError {
 	default:
 		bad("log.format", "%q is not a format: %s", c.Log.Format, hintFormat)
 	}
+
+	// metrics
+	switch c.Metrics.PerTag {
+	case "full", "basic", "off":
+	default:
+		bad("metrics.per_tag", "%q is not a level of detail: %s", c.Metrics.PerTag, hintPerTag)
+	}
 	return ps
 }
 
@@ -401,38 +522,86 @@ func msTime(ms int64) string {
 
 // KeyError is one problem with one configuration key. Its Error is a single
 // line: the full dotted key, what is wrong with the value, and which values
-// are accepted, followed by where the value came from when Load knows it.
+// are accepted, followed by where the value came from when Load knows it:
+// "(in ./config.yaml)", "(from LEAFD_STORE_DSN)" or "(built-in default)".
 type KeyError struct {
 	// Key is the full dotted key, e.g. "segment.preload_at", or
 	// "segment.seed_tags[1].step" for an entry of a list. A problem that
-	// involves several keys names them all, separated by commas.
+	// involves several keys names them all, separated by commas. An
+	// unknown environment variable is named as it is: "LEAFD_HTTPADDR".
 	Key string
 	// Message says what is wrong and what to use instead.
 	Message string
 	// Source is where the value came from: "config.yaml" (the file read),
 	// "LEAFD_SEGMENT_PRELOAD_AT" (an environment variable) or "" (a
-	// built-in default, or a Config built by hand).
+	// built-in default, several keys, or a Config built by hand).
 	Source string
 
-	// fromEnv is set when Source names an environment variable.
-	fromEnv bool
+	// where is the text Error puts in parentheses after the message: the
+	// origin of the value, or of each value of a problem about several
+	// keys. Empty for a Config built by hand.
+	where string
 	// related are further keys whose own problems make this one moot.
 	related []string
 }
 
-// Error returns "key: message", followed by the source when known.
+// Error returns "key: message", followed by where the value came from when
+// known.
 func (e *KeyError) Error() string {
-	switch {
-	case e.Source == "":
+	if e.where == "" {
 		return e.Key + ": " + e.Message
-	case e.fromEnv:
-		return e.Key + ": " + e.Message + " (from " + e.Source + ")"
-	default:
-		return e.Key + ": " + e.Message + " (in " + e.Source + ")"
 	}
+	return e.Key + ": " + e.Message + " (" + e.where + ")"
 }
 
 func (e *KeyError) also(keys ...string) *KeyError {
 	e.related = append(e.related, keys...)
 	return e
+}
+
+// origin is where the value of a key came from.
+type origin struct {
+	kind originKind
+	// name is the file or the environment variable.
+	name string
+}
+
+type originKind int
+
+const (
+	unknown     originKind = iota // a Config built by hand
+	fromDefault                   // the built-in default
+	fromFile                      // the configuration file, name
+	fromEnv                       // the environment variable name
+)
+
+// String returns the origin as Error shows it, in parentheses:
+// "in ./config.yaml", "from LEAFD_STORE_DSN", "built-in default", or "".
+func (o origin) String() string {
+	switch o.kind {
+	case fromDefault:
+		return "built-in default"
+	case fromFile:
+		return "in " + o.name
+	case fromEnv:
+		return "from " + o.name
+	}
+	return ""
+}
+
+// source is the KeyError.Source of the origin.
+func (o origin) source() string {
+	if o.kind == fromFile || o.kind == fromEnv {
+		return o.name
+	}
+	return ""
+}
+
+// setting names key the way to change it where its value came from: the
+// environment variable when the environment set it, the key otherwise.
+func setting(key string, o origin) string {
+	if o.kind == fromEnv {
+		return o.name
+	}
+	return key
 }

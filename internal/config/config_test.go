@@ -72,10 +72,11 @@ func problems(err error) []*config.KeyError {
 	return ps
 }
 
-// spec is the configuration of SPEC section 6, the shipped config.yaml.
+// spec is the configuration of docs/contract.md section 7, the shipped config.yaml.
 func spec() *config.Config {
 	return &config.Config{
-		HTTP:  config.HTTP{Addr: "127.0.0.1:8080", ShutdownTimeout: 10 * time.Second},
+		HTTP: config.HTTP{Addr: "127.0.0.1:8080", ShutdownTimeout: 10 * time.Second,
+			MaxConnections: 1024, TrustedProxies: []string{}},
 		Store: config.Store{Driver: "sqlite", DSN: "file:data/leafd.db", FallbackDSNs: []string{}, Migrate: true},
 		Segment: config.Segment{
 			Enabled: true, RefillMin: 15 * time.Minute, RefillMax: 30 * time.Minute, MaxStep: 1000000,
@@ -87,8 +88,9 @@ func spec() *config.Config {
 			TimeBits: 41, WorkerBits: 10, SequenceBits: 12,
 			MaxBackward: 5 * time.Millisecond, LeaseTTL: 30 * time.Second, RandomStart: false,
 		},
-		Admin: config.Admin{Token: ""},
-		Log:   config.Log{Level: "info", Format: "text"},
+		Admin:   config.Admin{Token: ""},
+		Log:     config.Log{Level: "info", Format: "text"},
+		Metrics: config.Metrics{PerTag: "basic"},
 	}
 }
 
@@ -194,17 +196,27 @@ func TestLoadEnv(t *testing.T) {
 			func(c *config.Config) bool { return !c.Snowflake.Enabled && c.Snowflake.RandomStart }},
 		{"Float", map[string]string{"LEAFD_SEGMENT_PRELOAD_AT": "0.25"},
 			func(c *config.Config) bool { return c.Segment.PreloadAt == 0.25 }},
-		{"Words", map[string]string{"LEAFD_STORE_DRIVER": "MySQL", "LEAFD_LOG_LEVEL": "WARN", "LEAFD_LOG_FORMAT": "json"},
+		{"Words", map[string]string{"LEAFD_STORE_DRIVER": "MySQL", "LEAFD_STORE_DSN": "u@tcp(db:3306)/leaf", "LEAFD_LOG_LEVEL": "WARN", "LEAFD_LOG_FORMAT": "json"},
 			func(c *config.Config) bool {
 				return c.Store.Driver == "mysql" && c.Log.Level == "warn" && c.Log.Format == "json"
 			}},
-		{"AdminToken", map[string]string{"LEAFD_ADMIN_TOKEN": "s3cret"},
-			func(c *config.Config) bool { return c.Admin.Token == "s3cret" }},
-		{"ProtectDashboard", map[string]string{"LEAFD_ADMIN_PROTECT_DASHBOARD": "true", "LEAFD_ADMIN_TOKEN": "t"},
+		{"AdminToken", map[string]string{"LEAFD_ADMIN_TOKEN": "s3cret-0123456789"},
+			func(c *config.Config) bool { return c.Admin.Token == "s3cret-0123456789" }},
+		// A Kubernetes secret mounted with a trailing newline: the token
+		// is what it holds, as the token a client presents is trimmed.
+		{"AdminTokenTrimmed", map[string]string{"LEAFD_ADMIN_TOKEN": " s3cret-0123456789\n"},
+			func(c *config.Config) bool { return c.Admin.Token == "s3cret-0123456789" }},
+		{"MaxConnections", map[string]string{"LEAFD_HTTP_MAX_CONNECTIONS": "50"},
+			func(c *config.Config) bool { return c.HTTP.MaxConnections == 50 }},
+		{"TrustedProxies", map[string]string{"LEAFD_HTTP_TRUSTED_PROXIES": "10.0.0.0/8  192.168.1.7 ::1"},
+			func(c *config.Config) bool {
+				return reflect.DeepEqual(c.HTTP.TrustedProxies, []string{"10.0.0.0/8", "192.168.1.7", "::1"})
+			}},
+		{"ProtectDashboard", map[string]string{"LEAFD_ADMIN_PROTECT_DASHBOARD": "true", "LEAFD_ADMIN_TOKEN": "t0123456789abcdef"},
 			func(c *config.Config) bool { return c.Admin.ProtectDashboard }},
 		{"EmptyMeansUnset", map[string]string{"LEAFD_HTTP_ADDR": ""},
 			func(c *config.Config) bool { return c.HTTP.Addr == "127.0.0.1:1" }},
-		{"FallbackDSNs", map[string]string{"LEAFD_STORE_DRIVER": "mysql", "LEAFD_STORE_FALLBACK_DSNS": " dsn2  dsn3\tdsn4 "},
+		{"FallbackDSNs", map[string]string{"LEAFD_STORE_DRIVER": "mysql", "LEAFD_STORE_DSN": "dsn1", "LEAFD_STORE_FALLBACK_DSNS": " dsn2  dsn3\tdsn4 "},
 			func(c *config.Config) bool {
 				return reflect.DeepEqual(c.Store.FallbackDSNs, []string{"dsn2", "dsn3", "dsn4"})
 			}},
@@ -216,6 +228,8 @@ func TestLoadEnv(t *testing.T) {
 			func(c *config.Config) bool { return c.Snowflake.WorkerID == config.WorkerID{ID: 1023} }},
 		{"WorkerIDAuto", map[string]string{"LEAFD_SNOWFLAKE_WORKER_ID": "AUTO"},
 			func(c *config.Config) bool { return c.Snowflake.WorkerID == config.WorkerID{Auto: true} }},
+		{"MetricsPerTag", map[string]string{"LEAFD_METRICS_PER_TAG": "Full"},
+			func(c *config.Config) bool { return c.Metrics.PerTag == "full" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -283,6 +297,10 @@ func TestLoadFileValues(t *testing.T) {
 			func(c *config.Config) bool { return c.Segment.PreloadAt == 0.999 }},
 		{"MaxBatchLimit", "segment: {max_batch: 1000000}",
 			func(c *config.Config) bool { return c.Segment.MaxBatch == 1000000 }},
+		{"MetricsPerTagOff", "metrics: {per_tag: off}",
+			func(c *config.Config) bool { return c.Metrics.PerTag == "off" }},
+		{"MetricsPerTagFull", "metrics: {per_tag: FULL}",
+			func(c *config.Config) bool { return c.Metrics.PerTag == "full" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -396,9 +414,22 @@ func TestLoadBadValue(t *testing.T) {
 		{"SeedTagEnvBadName", "", map[string]string{"LEAFD_SEGMENT_SEED_TAGS": "a/b:1"}, "segment.seed_tags[0].tag", "not valid"},
 		{"LogLevel", "log: {level: verbose}", nil, "log.level", "use debug, info, warn or error"},
 		{"LogFormat", "log: {format: xml}", nil, "log.format", "use text or json"},
+		{"MetricsPerTag", "metrics: {per_tag: some}", nil,
+			"metrics.per_tag", `"some" is not a level of detail: use full, basic or off`},
+		{"MetricsPerTagFromEnv", "", map[string]string{"LEAFD_METRICS_PER_TAG": "all"}, "metrics.per_tag", "use full, basic or off"},
+		{"MetricsPerTagEmpty", "metrics: {per_tag: \"\"}", nil, "metrics.per_tag", "use full, basic or off"},
+		{"MetricsPerTagNumber", "metrics: {per_tag: 5}", nil, "metrics.per_tag", "use full, basic or off"},
+		{"MetricsUnknownKey", "metrics: {per_tags: full}", nil, "metrics.per_tags", "did you mean metrics.per_tag?"},
 		{"HTTPAddrEmpty", "http: {addr: \"\"}", nil, "http.addr", "is empty: use host:port"},
 		{"HTTPAddrNoPort", "", map[string]string{"LEAFD_HTTP_ADDR": "8080"}, "http.addr", "use host:port"},
 		{"BoolText", "store: {migrate: maybe}", nil, "store.migrate", "use true or false"},
+		{"AdminTokenShort", "admin: {token: x}", nil, "admin.token", "is 1 characters, too short"},
+		{"AdminTokenShortEnv", "", map[string]string{"LEAFD_ADMIN_TOKEN": "e2e-token\n"}, "admin.token", "at least 16 characters"},
+		{"AdminTokenInnerSpace", "admin: {token: \"abcdefgh ijklmnopq\"}", nil, "admin.token", "holds whitespace inside"},
+		{"MaxConnectionsZero", "http: {max_connections: 0}", nil, "http.max_connections", "use a whole number from 1 to"},
+		{"MaxConnectionsText", "", map[string]string{"LEAFD_HTTP_MAX_CONNECTIONS": "many"}, "http.max_connections", "not a whole number"},
+		{"TrustedProxyBad", "http: {trusted_proxies: [10.0.0.1, proxy.local]}", nil,
+			"http.trusted_proxies[1]", "neither an IP address nor a CIDR range"},
 		{"StringGivenNumber", "admin: {token: 12345}", nil, "admin.token", "quote it"},
 		{"ProtectDashboardWithoutToken", "admin: {protect_dashboard: true}", nil, "admin.protect_dashboard", "needs admin.token"},
 		{"SectionNotMapping", "segment: 5", nil, "segment", "not a mapping"},
@@ -493,6 +524,7 @@ func TestValidate(t *testing.T) {
 		{"RefillWindow", func(c *config.Config) { c.Segment.RefillMax = c.Segment.RefillMin }, "segment.refill_min"},
 		{"SeedTag", func(c *config.Config) { c.Segment.SeedTags = []config.SeedTag{{Tag: "", Step: 1}} }, "segment.seed_tags[0].tag"},
 		{"SeedStepTooLarge", func(c *config.Config) { c.Segment.SeedTags = []config.SeedTag{{Tag: "a", Step: 1 << 31}} }, "segment.seed_tags[0].step"},
+		{"MetricsPerTag", func(c *config.Config) { c.Metrics.PerTag = "Full" }, "metrics.per_tag"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

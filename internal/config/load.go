@@ -40,16 +40,37 @@ func EnvName(key string) string {
 // pay:500" (tag:step pairs). An environment variable set to the empty
 // string counts as not set.
 //
+// A variable whose name starts with LEAFD_ (in any case) but is no key's is
+// refused like an unknown key in the file, unless it starts with a prefix
+// reserved for leafd's tests and tools: LEAFD_TEST_, LEAFD_E2E, LEAFD_BENCH_
+// or LEAFD_DASHBOARD_PNG.
+//
 // Load returns an error when the file cannot be read or is not YAML, and
 // otherwise every problem it finds at once, joined with errors.Join: each is
-// a *KeyError (an unknown key in the file, a value of the wrong kind, or a
-// value Validate refuses) and prints as one line.
-func Load(path string) (*Config, error) {
-	return load(path, time.Now())
+// a *KeyError (an unknown key in the file or variable in the environment, a
+// value of the wrong kind, a value Validate refuses, or a problem one of
+// checks finds) and prints as one line that ends with where the value came
+// from.
+func Load(path string, checks ...Check) (*Config, error) {
+	return load(path, time.Now(), checks)
 }
 
+// Check judges what the config package cannot, after the values have
+// decoded and been validated: cmd/leafd passes the store's DSN parser. It
+// returns a *KeyError with Key and Message for each problem; Load adds
+// where the value came from, and drops a problem about a key it has already
+// reported.
+type Check func(c *Config) []*KeyError
+
+// reservedEnvPrefixes start the LEAFD_ environment variables that are not
+// configuration keys but belong to leafd's tests and tools
+// (LEAFD_TEST_MYSQL_DSN, LEAFD_E2E_BIN, LEAFD_BENCH_LARGE,
+// LEAFD_DASHBOARD_PNG): Load leaves them alone. A new test or tool variable
+// takes one of them; docs/configuration.md lists them.
+var reservedEnvPrefixes = []string{"LEAFD_TEST_", "LEAFD_E2E", "LEAFD_BENCH_", "LEAFD_DASHBOARD_PNG"}
+
 // load is Load with the clock that judges snowflake.epoch.
-func load(path string, now time.Time) (*Config, error) {
+func load(path string, now time.Time, checks []Check) (*Config, error) {
 	file := path
 	if file == "" {
 		switch _, err := os.Stat(DefaultFile); {
@@ -84,15 +105,32 @@ func load(path string, now time.Time) (*Config, error) {
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()
 
-	source := func(key string) (string, bool) {
+	from := func(key string) origin {
+		key = baseKey(key)
 		if s, ok := os.LookupEnv(EnvName(key)); ok && s != "" {
-			return EnvName(key), true
+			return origin{fromEnv, EnvName(key)}
 		}
 		if file != "" && v.InConfig(key) {
-			return file, false
+			return origin{fromFile, file}
 		}
-		return "", false
+		return origin{kind: fromDefault}
 	}
+	// locate fills in where the value of p's key, or of each of its keys,
+	// came from.
+	locate := func(p *KeyError) {
+		keys := strings.Split(p.Key, ", ")
+		if len(keys) == 1 {
+			o := from(p.Key)
+			p.Source, p.where = o.source(), o.String()
+			return
+		}
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = k + " " + from(k).String()
+		}
+		p.where = strings.Join(parts, ", ")
+	}
+	ps = append(ps, checkEnv(os.Environ())...)
 
 	// failed holds the keys, list entries and sections already reported:
 	// what Validate says about them would only repeat it.
@@ -103,6 +141,13 @@ func load(path string, now time.Time) (*Config, error) {
 	}
 	for _, p := range ps {
 		fail(p.Key)
+	}
+	for _, f := range fields {
+		// viper reads a variable named after a section (LEAFD_SEGMENT,
+		// refused above) for each of the section's keys.
+		if section, _, _ := strings.Cut(f.key, "."); failed[EnvName(section)] {
+			fail(section)
+		}
 	}
 	for _, f := range fields {
 		if section, _, _ := strings.Cut(f.key, "."); failed[f.key] || failed[section] {
@@ -122,7 +167,7 @@ func load(path string, now time.Time) (*Config, error) {
 			if p.Key == "" {
 				p.Key = f.key
 			}
-			p.Source, p.fromEnv = source(f.key)
+			locate(p)
 			fail(p.Key)
 			ps = append(ps, p)
 		}
@@ -130,14 +175,30 @@ func load(path string, now time.Time) (*Config, error) {
 
 	// Validate what decoded, leaving out problems that only follow from a
 	// value already reported (it was left at its default).
-	for _, p := range c.validate(now) {
-		if failed[p.Key] || failed[entryKey(p.Key)] || failed[baseKey(p.Key)] || slices.ContainsFunc(p.related, func(k string) bool { return failed[k] }) {
-			continue
+	moot := func(p *KeyError) bool {
+		return failed[p.Key] || failed[entryKey(p.Key)] || failed[baseKey(p.Key)] ||
+			slices.ContainsFunc(p.related, func(k string) bool { return failed[k] })
+	}
+	var invalid []*KeyError
+	for _, p := range c.validate(now, from) {
+		if !moot(p) {
+			locate(p)
+			invalid = append(invalid, p)
 		}
-		if !strings.Contains(p.Key, ",") {
-			p.Source, p.fromEnv = source(baseKey(p.Key))
+	}
+	for _, p := range invalid {
+		fail(p.Key)
+	}
+	ps = append(ps, invalid...)
+	// The checks judge what passed: a value already reported is left out.
+	for _, check := range checks {
+		for _, p := range check(c) {
+			if !moot(p) {
+				locate(p)
+				fail(p.Key)
+				ps = append(ps, p)
+			}
 		}
-		ps = append(ps, p)
 	}
 	if len(ps) > 0 {
 		return nil, errors.Join(toErrors(ps)...)
@@ -187,7 +248,8 @@ func checkKeys(v *viper.Viper, keys []string, file string) []*KeyError {
 			return
 		}
 		reported[key] = true
-		ps = append(ps, &KeyError{Key: key, Message: fmt.Sprintf(format, args...), Source: file})
+		o := origin{fromFile, file}
+		ps = append(ps, &KeyError{Key: key, Message: fmt.Sprintf(format, args...), Source: o.source(), where: o.String()})
 	}
 	for _, key := range keys {
 		if f, ok := known[key]; ok {
@@ -216,6 +278,38 @@ func checkKeys(v *viper.Viper, keys []string, file string) []*KeyError {
 			continue
 		}
 		report(parts[0], "unknown key%s: the top-level keys are %s", suggest(parts[0], top, ""), strings.Join(top, ", "))
+	}
+	return ps
+}
+
+// checkEnv reports every variable of environ whose name starts with LEAFD_
+// (in any case) and is neither a key's nor reserved. A variable set to the
+// empty string counts as unset, here as for the keys.
+func checkEnv(environ []string) []*KeyError {
+	var names []string
+	known := make(map[string]bool)
+	for _, f := range fields() {
+		names = append(names, EnvName(f.key))
+		known[EnvName(f.key)] = true
+	}
+	var unknown []string
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		upper := strings.ToUpper(name)
+		if value == "" || known[name] || !strings.HasPrefix(upper, envPrefix) ||
+			slices.ContainsFunc(reservedEnvPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			continue
+		}
+		unknown = append(unknown, name)
+	}
+	sort.Strings(unknown)
+	ps := make([]*KeyError, 0, len(unknown))
+	for _, name := range unknown {
+		// Names are compared in upper case: leafd_http_addr is a typo too.
+		ps = append(ps, &KeyError{Key: name, Source: name, Message: fmt.Sprintf(
+			"unknown environment variable%s: leafd reads LEAFD_ plus a key in upper case with dots as underscores (LEAFD_STORE_DSN), "+
+				"and leaves alone the names that start with %s; rename or unset it",
+			suggest(strings.ToUpper(name), names, ""), strings.Join(reservedEnvPrefixes, ", "))})
 	}
 	return ps
 }
@@ -275,16 +369,18 @@ type field struct {
 	set func(c *Config, raw any) []*KeyError
 }
 
-// fields lists every key, in the order of SPEC section 6 (but for
+// fields lists every key, in the order of docs/contract.md section 7 (but for
 // snowflake.worker_id).
 func fields() []field {
 	return []field{
 		stringField("http.addr", hintAddr, false, func(c *Config) *string { return &c.HTTP.Addr }),
 		durationField("http.shutdown_timeout", func(c *Config) *time.Duration { return &c.HTTP.ShutdownTimeout }),
+		smallIntField("http.max_connections", hintMaxConnections(), func(c *Config) *int { return &c.HTTP.MaxConnections }),
+		listField("http.trusted_proxies", hintProxies, func(c *Config) *[]string { return &c.HTTP.TrustedProxies }),
 
 		lowerField("store.driver", hintDriver, func(c *Config) *string { return &c.Store.Driver }),
 		stringField("store.dsn", hintDSN, false, func(c *Config) *string { return &c.Store.DSN }),
-		listField("store.fallback_dsns", func(c *Config) *[]string { return &c.Store.FallbackDSNs }),
+		listField("store.fallback_dsns", hintFallbackDSNs, func(c *Config) *[]string { return &c.Store.FallbackDSNs }),
 		boolField("store.migrate", func(c *Config) *bool { return &c.Store.Migrate }),
 
 		boolField("segment.enabled", func(c *Config) *bool { return &c.Segment.Enabled }),
@@ -306,12 +402,15 @@ func fields() []field {
 		durationField("snowflake.max_backward", func(c *Config) *time.Duration { return &c.Snowflake.MaxBackward }),
 		durationField("snowflake.lease_ttl", func(c *Config) *time.Duration { return &c.Snowflake.LeaseTTL }),
 		boolField("snowflake.random_start", func(c *Config) *bool { return &c.Snowflake.RandomStart }),
+		boolField("snowflake.unprotected_fixed_id", func(c *Config) *bool { return &c.Snowflake.UnprotectedFixedID }),
 
-		stringField("admin.token", hintToken, true, func(c *Config) *string { return &c.Admin.Token }),
+		tokenField(),
 		boolField("admin.protect_dashboard", func(c *Config) *bool { return &c.Admin.ProtectDashboard }),
 
 		lowerField("log.level", hintLevel, func(c *Config) *string { return &c.Log.Level }),
 		lowerField("log.format", hintFormat, func(c *Config) *string { return &c.Log.Format }),
+
+		lowerField("metrics.per_tag", hintPerTag, func(c *Config) *string { return &c.Metrics.PerTag }),
 	}
 }
 
@@ -487,10 +586,25 @@ func floatField(key, hint string, p func(*Config) *float64) field {
 		}}
 }
 
+const hintFallbackDSNs = "use a list of data source names (space-separated in the environment)"
+
+// tokenField is admin.token: a string, trimmed, so that a secret mounted
+// from a file with a trailing newline is the token it holds.
+func tokenField() field {
+	f := stringField("admin.token", hintToken, true, func(c *Config) *string { return &c.Admin.Token })
+	set := f.set
+	f.set = func(c *Config, raw any) []*KeyError {
+		if s, ok := raw.(string); ok {
+			raw = strings.TrimSpace(s)
+		}
+		return set(c, raw)
+	}
+	return f
+}
+
 // listField is a list of strings: a YAML list in the file, space-separated
 // words in the environment.
-func listField(key string, p func(*Config) *[]string) field {
-	const hint = "use a list of data source names (space-separated in the environment)"
+func listField(key, hint string, p func(*Config) *[]string) field {
 	return field{key: key, hint: hint, nullOK: true,
 		get: func(c *Config) any { return slices.Clone(*p(c)) },
 		set: func(c *Config, raw any) []*KeyError {

@@ -69,11 +69,15 @@ func Run(t *testing.T, newDatabase func(t *testing.T) *Database) {
 		{"MaxIDBelowOne", testMaxIDBelowOne},
 		{"NearMaxInt64", testNearMaxInt64},
 		{"UnknownTag", testUnknownTag},
+		{"LookupTag", testLookupTag},
 		{"StepBelowOne", testStepBelowOne},
 		{"ConcurrentAllocate", testConcurrentAllocate},
 		{"Tags", testTags},
 		{"CreateTagInvalid", testCreateTagInvalid},
 		{"UpdateTag", testUpdateTag},
+		{"UpdateTagExactCase", testUpdateTagExactCase},
+		{"CreateTagCaseTwin", testCreateTagCaseTwin},
+		{"AllocatorExactCase", testAllocatorExactCase},
 		{"UpdateTimeRefreshed", testUpdateTimeRefreshed},
 		{"MigrateTwice", testMigrateTwice},
 		{"MigrateConcurrently", testMigrateConcurrently},
@@ -81,6 +85,11 @@ func Run(t *testing.T, newDatabase func(t *testing.T) *Database) {
 		{"MigrateWaitsForLock", testMigrateWaitsForLock},
 		{"Unreachable", testUnreachable},
 		{"RowLockedNoRange", testRowLockedNoRange},
+		{"RewoundByUpdate", testRewoundByUpdate},
+		{"RewoundByRecreate", testRewoundByRecreate},
+		{"RewoundConcurrently", testRewoundConcurrently},
+		{"HighWaterMarkOfLeafTable", testHighWaterMarkOfLeafTable},
+		{"HighWaterTableMissing", testHighWaterTableMissing},
 		{"ClaimLowestFirst", testClaimLowestFirst},
 		{"ClaimLiveLeaseNotTaken", testClaimLiveLeaseNotTaken},
 		{"ClaimExpiredLease", testClaimExpiredLease},
@@ -91,6 +100,10 @@ func Run(t *testing.T, newDatabase func(t *testing.T) *Database) {
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"ConcurrentClaimsScarce", testConcurrentClaimsScarce},
 		{"MigrateTwiceKeepsWorkers", testMigrateTwiceKeepsWorkers},
+		{"ClaimFixedWorker", testClaimFixedWorker},
+		{"ClaimFixedWorkerHeld", testClaimFixedWorkerHeld},
+		{"ClaimSkipsFixedWorker", testClaimSkipsFixedWorker},
+		{"ConcurrentFixedClaims", testConcurrentFixedClaims},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.test(t, &harness{t: t, db: newDatabase(t)})
@@ -250,6 +263,26 @@ func testUnknownTag(t *testing.T, h *harness) {
 	wantCode(t, "Allocate of a missing tag", err, leafd.EUnknownTag)
 	if msg := leafd.ErrorMessage(err); !strings.Contains(msg, "create it with POST /api/tags or leafd tag add") {
 		t.Fatalf("message %q does not say how to create the tag", msg)
+	}
+}
+
+// LookupTag finds one row by its exact name: a name that differs only in
+// letter case is another tag, even where the collation (MySQL's default)
+// compares them equal.
+func testLookupTag(t *testing.T, h *harness) {
+	s := h.migrated()
+	ctx := context.Background()
+	h.insert("order", 77, 500)
+	got, err := s.LookupTag(ctx, "order")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "order" || got.MaxID != 77 || got.Step != 500 || got.UpdateTime.IsZero() {
+		t.Fatalf("LookupTag(order) = %+v", got)
+	}
+	for _, name := range []string{"ORDER", "Order", "nope"} {
+		_, err := s.LookupTag(ctx, name)
+		wantCode(t, "LookupTag("+name+")", err, leafd.EUnknownTag)
 	}
 }
 
@@ -560,6 +593,8 @@ func testUnreachable(t *testing.T, h *harness) {
 	wantCode(t, "ListTags", err, leafd.EStoreUnavailable)
 	_, err = s.TagNames(ctx)
 	wantCode(t, "TagNames", err, leafd.EStoreUnavailable)
+	_, err = s.LookupTag(ctx, "t")
+	wantCode(t, "LookupTag", err, leafd.EStoreUnavailable)
 	_, err = s.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10})
 	wantCode(t, "CreateTag", err, leafd.EStoreUnavailable)
 	wantCode(t, "Migrate", s.Migrate(ctx), leafd.EStoreUnavailable)

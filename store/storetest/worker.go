@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -535,4 +536,202 @@ func testMigrateTwiceKeepsWorkers(t *testing.T, h *harness) {
 	noFreeWorker(t, s, snowflake.Claim{Owner: "c", Workers: 2, TTL: time.Hour, NowMs: released, WatermarkMs: released + 3000})
 	claim(t, s, snowflake.Claim{Owner: "c", Workers: 2, TTL: time.Hour, NowMs: released + 1, WatermarkMs: released + 3000},
 		snowflake.Lease{WorkerID: 1, Owner: "c", PrevWatermarkMs: released})
+}
+
+// claimFixed leases a fixed worker id and checks the lease against want.
+func claimFixed(t *testing.T, s snowflake.LeaseStore, c snowflake.FixedClaim, want snowflake.Lease) snowflake.Lease {
+	t.Helper()
+	l, err := s.ClaimFixedWorker(context.Background(), c)
+	if err != nil {
+		t.Fatalf("ClaimFixedWorker(%+v): %v (code %q)", c, err, leafd.ErrorCode(err))
+	}
+	if l != want {
+		t.Fatalf("ClaimFixedWorker(%+v) = %+v, want %+v", c, l, want)
+	}
+	return l
+}
+
+// fixedHeld checks that c is refused with a *snowflake.HeldError naming
+// owner, and returns it.
+func fixedHeld(t *testing.T, s snowflake.LeaseStore, c snowflake.FixedClaim, owner string) *snowflake.HeldError {
+	t.Helper()
+	l, err := s.ClaimFixedWorker(context.Background(), c)
+	var held *snowflake.HeldError
+	if !errors.As(err, &held) || !errors.Is(err, snowflake.ErrWorkerHeld) {
+		t.Fatalf("ClaimFixedWorker(%+v) = %+v, %v (code %q); want a *snowflake.HeldError", c, l, err, leafd.ErrorCode(err))
+	}
+	if held.WorkerID != c.WorkerID || held.Owner != owner || held.LeaseUntilMs < held.NowMs {
+		t.Fatalf("ClaimFixedWorker(%+v): %+v, want worker id %d held by %q with a live lease", c, held, c.WorkerID, owner)
+	}
+	return held
+}
+
+// fixedAhead checks that c is refused with a *snowflake.WatermarkAheadError
+// that reports watermark.
+func fixedAhead(t *testing.T, s snowflake.LeaseStore, c snowflake.FixedClaim, watermark int64) {
+	t.Helper()
+	l, err := s.ClaimFixedWorker(context.Background(), c)
+	var ahead *snowflake.WatermarkAheadError
+	if !errors.As(err, &ahead) || !errors.Is(err, snowflake.ErrWatermarkAhead) {
+		t.Fatalf("ClaimFixedWorker(%+v) = %+v, %v (code %q); want a *snowflake.WatermarkAheadError", c, l, err, leafd.ErrorCode(err))
+	}
+	if *ahead != (snowflake.WatermarkAheadError{WorkerID: c.WorkerID, WatermarkMs: watermark, NowMs: c.NowMs}) {
+		t.Fatalf("ClaimFixedWorker(%+v): %+v, want watermark %d", c, ahead, watermark)
+	}
+}
+
+func fixedClaim(id int64, owner string, nowMs int64) snowflake.FixedClaim {
+	return snowflake.FixedClaim{WorkerID: id, Owner: snowflake.FixedOwnerPrefix + owner, TTL: time.Hour,
+		NowMs: nowMs, WatermarkMs: nowMs + 3000}
+}
+
+// A fixed worker id is recorded in leaf_worker under a fixed owner, from
+// the database's clock, renewed like a lease and released with its
+// watermark, keeping the fixed prefix as its owner. A restart whose clock is
+// not past the watermark is refused; one past it gets the id back.
+func testClaimFixedWorker(t *testing.T, h *harness) {
+	s := h.migrated()
+	other := h.open()
+	ctx := context.Background()
+	now := nowMs()
+	before := h.dbNowMs(s)
+	c := snowflake.FixedClaim{WorkerID: 5, Owner: "fixed:a#1", TTL: 10 * time.Second, NowMs: now, WatermarkMs: now + 3000}
+	a := claimFixed(t, s, c, snowflake.Lease{WorkerID: 5, Owner: "fixed:a#1"})
+	h.wantRow(5, "fixed:a#1", -1, now+3000)
+	h.wantLeaseUntil(5, before, h.dbNowMs(s), 10*time.Second)
+	if n := h.workerCount(); n != 1 {
+		t.Fatalf("leaf_worker has %d rows after one fixed claim, want 1", n)
+	}
+	if err := s.RenewWorker(ctx, a, time.Hour, now+6000); err != nil {
+		t.Fatalf("RenewWorker(%+v): %v", a, err)
+	}
+	h.wantRow(5, "fixed:a#1", -1, now+6000)
+
+	released := now + 4000 // the last millisecond issued
+	if err := s.ReleaseWorker(ctx, a, released); err != nil {
+		t.Fatalf("ReleaseWorker(%+v): %v", a, err)
+	}
+	h.wantRow(5, snowflake.FixedOwnerPrefix, 0, released)
+	wantLeaseLost(t, "RenewWorker after ReleaseWorker", s.RenewWorker(ctx, a, time.Hour, released+1000))
+	wantLeaseLost(t, "RenewWorker by the bare fixed prefix",
+		s.RenewWorker(ctx, snowflake.Lease{WorkerID: 5, Owner: snowflake.FixedOwnerPrefix}, time.Hour, released+1000))
+
+	// A restart with its clock at or behind the watermark is refused and
+	// writes nothing.
+	fixedAhead(t, other, fixedClaim(5, "b#1", released), released)
+	fixedAhead(t, other, fixedClaim(5, "b#1", released-60_000), released)
+	h.wantRow(5, snowflake.FixedOwnerPrefix, 0, released)
+	// One past it gets the worker id, learning the watermark.
+	claimFixed(t, other, fixedClaim(5, "b#2", released+1), snowflake.Lease{WorkerID: 5, Owner: "fixed:b#2", PrevWatermarkMs: released})
+	h.wantRow(5, "fixed:b#2", -1, released+3001)
+
+	// An owner without the fixed prefix is refused before any SQL.
+	if _, err := s.ClaimFixedWorker(ctx, snowflake.FixedClaim{WorkerID: 6, Owner: "c", TTL: time.Hour, NowMs: now}); err == nil ||
+		errors.Is(err, snowflake.ErrWorkerHeld) {
+		t.Fatalf("ClaimFixedWorker with owner %q: %v, want a refusal of the owner", "c", err)
+	}
+}
+
+// A fixed worker id held by a live server, fixed or leasing, is refused
+// with its owner and the end of its lease, and the row is left alone; once
+// that lease has expired, the fixed server takes the id, learning its
+// watermark.
+func testClaimFixedWorkerHeld(t *testing.T, h *harness) {
+	s := h.migrated()
+	other := h.open()
+	now := nowMs()
+
+	// Held by a fixed server.
+	claimFixed(t, s, fixedClaim(3, "a#1", now), snowflake.Lease{WorkerID: 3, Owner: "fixed:a#1"})
+	row := h.worker(3)
+	held := fixedHeld(t, other, fixedClaim(3, "b#1", now+60_000), "fixed:a#1")
+	if held.LeaseUntilMs != row.leaseUntilMs {
+		t.Fatalf("HeldError %+v, want the row's lease_until_ms %d", held, row.leaseUntilMs)
+	}
+	if msg := held.Error(); !strings.Contains(msg, "fixed:a#1") || !strings.Contains(msg, "worker id 3") {
+		t.Fatalf("HeldError says %q: it must name the worker id and the owner", msg)
+	}
+	h.wantRow(3, "fixed:a#1", row.leaseUntilMs, now+3000)
+
+	// Held by a leasing server.
+	claim(t, s, snowflake.Claim{Owner: "auto-1", Workers: 2, TTL: time.Hour, NowMs: now, WatermarkMs: now + 5000},
+		snowflake.Lease{WorkerID: 0, Owner: "auto-1"})
+	fixedHeld(t, other, fixedClaim(0, "c#1", now+60_000), "auto-1")
+	h.wantRow(0, "auto-1", -1, now+5000)
+
+	// Expired (its server crashed): taken, with the old watermark.
+	h.expire(0)
+	fixedAhead(t, other, fixedClaim(0, "c#2", now+5000), now+5000)
+	claimFixed(t, other, fixedClaim(0, "c#3", now+5001), snowflake.Lease{WorkerID: 0, Owner: "fixed:c#3", PrevWatermarkMs: now + 5000})
+	h.wantRow(0, "fixed:c#3", -1, now+8001)
+	h.expire(3)
+	claimFixed(t, other, fixedClaim(3, "b#2", now+3001), snowflake.Lease{WorkerID: 3, Owner: "fixed:b#2", PrevWatermarkMs: now + 3000})
+}
+
+// A leasing server never takes a fixed worker id, live, released or
+// expired: it stays its fixed server's.
+func testClaimSkipsFixedWorker(t *testing.T, h *harness) {
+	s := h.migrated()
+	other := h.open()
+	ctx := context.Background()
+	now := nowMs()
+	f0 := claimFixed(t, s, fixedClaim(0, "a#1", now), snowflake.Lease{WorkerID: 0, Owner: "fixed:a#1"})
+	claimFixed(t, s, fixedClaim(2, "b#1", now), snowflake.Lease{WorkerID: 2, Owner: "fixed:b#1"})
+	late := now + 60_000 // past every watermark: only ownership stands in the way
+	claim(t, other, snowflake.Claim{Owner: "auto-1", Workers: 4, TTL: time.Hour, NowMs: late, WatermarkMs: late + 3000},
+		snowflake.Lease{WorkerID: 1, Owner: "auto-1"})
+	claim(t, other, snowflake.Claim{Owner: "auto-2", Workers: 4, TTL: time.Hour, NowMs: late, WatermarkMs: late + 3000},
+		snowflake.Lease{WorkerID: 3, Owner: "auto-2"})
+	noFreeWorker(t, other, snowflake.Claim{Owner: "auto-3", Workers: 4, TTL: time.Hour, NowMs: late, WatermarkMs: late + 3000})
+
+	// Released and expired fixed worker ids are not taken either.
+	if err := s.ReleaseWorker(ctx, f0, now+1000); err != nil {
+		t.Fatal(err)
+	}
+	h.expire(2)
+	noFreeWorker(t, other, snowflake.Claim{Owner: "auto-3", Workers: 4, TTL: time.Hour, NowMs: late, WatermarkMs: late + 3000})
+	h.wantRow(0, snowflake.FixedOwnerPrefix, 0, now+1000)
+	h.wantRow(2, "fixed:b#1", 0, now+3000)
+	// The next id up is.
+	claim(t, other, snowflake.Claim{Owner: "auto-3", Workers: 5, TTL: time.Hour, NowMs: late, WatermarkMs: late + 3000},
+		snowflake.Lease{WorkerID: 4, Owner: "auto-3"})
+}
+
+// Servers claiming one fixed worker id at once: one gets it, every other
+// is told who holds it.
+func testConcurrentFixedClaims(t *testing.T, h *harness) {
+	stores := h.openStores(8)
+	now := nowMs()
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		won    []string
+		others []error
+	)
+	start := make(chan struct{})
+	for i, s := range stores {
+		wg.Go(func() {
+			<-start
+			l, err := s.ClaimFixedWorker(context.Background(), fixedClaim(7, fmt.Sprintf("s%d#1", i), now))
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				won = append(won, l.Owner)
+			} else {
+				others = append(others, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(won) != 1 {
+		t.Fatalf("%d servers got fixed worker id 7 at once: %v (others: %v)", len(won), won, others)
+	}
+	for _, err := range others {
+		var held *snowflake.HeldError
+		if !errors.As(err, &held) || held.Owner != won[0] {
+			t.Fatalf("a refused claim: %v (code %q), want a *snowflake.HeldError naming %s", err, leafd.ErrorCode(err), won[0])
+		}
+	}
+	h.wantRow(7, won[0], -1, now+3000)
 }

@@ -1,0 +1,741 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"compress/gzip"
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// The scale the server must hold: 10,000 rows in leaf_alloc, 2,000 of them
+// in use.
+const (
+	scaleTags   = 10_000
+	scaleActive = 2_000
+	// scaleUnknown is how many requests for distinct tags that exist
+	// nowhere the server must answer with at most scaleUnknownQueries
+	// queries to the database in all.
+	scaleUnknown        = 3_000
+	scaleUnknownQueries = 20
+	// scaleMaxRSS bounds the server's resident memory at this scale.
+	scaleMaxRSS = 150 << 20
+)
+
+func scaleTag(i int) string { return fmt.Sprintf("scale%05d", i) }
+
+// A server over a MariaDB holding 10,000 tags, 2,000 of them in use:
+//   - while one tag's row is held by a long transaction and that tag runs
+//     dry, /readyz stays 200, the other tags keep serving, and the tag's
+//     trouble shows in /api/state;
+//   - a tag inserted by plain SQL is served within 3 seconds, long before
+//     the next tag_refresh;
+//   - 3,000 requests for distinct tags that exist nowhere cost at most 20
+//     queries (counted on the wire, between leafd and the database);
+//   - its resident memory stays under 150 MB.
+//
+// It also logs the size and time of /api/state and /metrics at this scale.
+// The last two bounds, and the times, are those of leafd built without
+// -race, started again on the same database: the race detector multiplies
+// memory, and slows requests so much that a look-up limit per second lets
+// more look-ups through the same requests.
+func TestScaleTenThousandTags(t *testing.T) {
+	dsn := testDSN(t, "mysql")
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	env := []string{"LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN=" + dsn}
+	if code, out := runLeafd(t, t.TempDir(), env, "migrate"); code != 0 {
+		t.Fatalf("leafd migrate: exit %d\n%s", code, out)
+	}
+	insertTags(t, raw, scaleTags)
+	// The tag that will be locked takes one-ID steps (the server grows
+	// them, ten times at most per load), so that it needs loads and runs
+	// dry soon after its row is locked.
+	locked := scaleTag(0)
+	if _, err := raw.Exec("UPDATE leaf_alloc SET step = 1 WHERE biz_tag = ?", locked); err != nil {
+		t.Fatal(err)
+	}
+
+	// leafd reaches the database through a proxy that counts the
+	// commands it sends: robust to other tests using the same server.
+	proxy := newCountingProxy(t, cfg.Addr)
+	viaProxy := cfg.Clone()
+	viaProxy.Addr = proxy.Addr()
+	started := time.Now()
+	// tag_refresh is long, so that nothing in this test is served
+	// through a refresh of the list.
+	p := startLeafd(t, "LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN="+viaProxy.FormatDSN(),
+		"LEAFD_SEGMENT_TAG_REFRESH=10m")
+	waitReady(t, p)
+	t.Logf("leafd ready %v after its start, with %d tags", time.Since(started).Round(time.Millisecond), scaleTags)
+
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
+	segment := segmentGetter(client, p.addr)
+	// 2,000 tags in use; the one to be locked a few times over, so that
+	// its steps stay tiny.
+	useTags(t, segment)
+	for range 3 {
+		if code, body := segment(locked); code != 200 {
+			t.Fatalf("GET /segment/%s = %d %s", locked, code, body)
+		}
+	}
+
+	t.Run("RowLocked", func(t *testing.T) { scaleRowLocked(t, p, raw, client, segment, locked) })
+
+	t.Run("InsertedBySQLServedWithin3s", func(t *testing.T) {
+		name := "scalenew"
+		if _, err := raw.Exec("INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, 1, 1000, 'by SQL')", name); err != nil {
+			t.Fatal(err)
+		}
+		inserted := time.Now()
+		code, body := 0, ""
+		for time.Since(inserted) < 5*time.Second {
+			if code, body = segment(name); code == 200 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		took := time.Since(inserted)
+		t.Logf("a tag inserted by SQL: GET /segment/%s = %d after %v", name, code, took.Round(time.Millisecond))
+		if code != 200 || took > 3*time.Second {
+			t.Errorf("a tag inserted by SQL was not served within 3s (tag_refresh is 10m): %d %s after %v", code, body, took)
+		}
+	})
+
+	// The bound on queries is asserted on the binary without -race below,
+	// as fast as production: the look-ups are limited per second, so a
+	// binary five times slower spreads the same requests over more of them.
+	t.Run("UnknownTags", func(t *testing.T) { askUnknownTags(t, proxy, segment) })
+
+	// Memory and response times of a binary built with -race mean nothing
+	// for production (the race detector multiplies memory several times):
+	// they are measured on a leafd built without it, brought to the same
+	// state.
+	if code := p.stop(t); code != 0 {
+		t.Errorf("leafd exited %d after SIGTERM", code)
+	}
+	t.Run("PlainBinary", func(t *testing.T) {
+		bin := plainLeafd(t)
+		saved := leafdBin
+		leafdBin = bin // the tests of this package run one at a time
+		defer func() { leafdBin = saved }()
+		started := time.Now()
+		p := startLeafd(t, "LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN="+viaProxy.FormatDSN(), "LEAFD_SEGMENT_TAG_REFRESH=10m")
+		waitReady(t, p)
+		t.Logf("leafd (no -race) ready %v after its start, with %d tags", time.Since(started).Round(time.Millisecond), scaleTags+1)
+		segment := segmentGetter(client, p.addr)
+		useTags(t, segment)
+		t.Run("UnknownTagsCostFewQueries", func(t *testing.T) {
+			if queries := askUnknownTags(t, proxy, segment); queries > scaleUnknownQueries {
+				t.Errorf("%d requests for distinct unknown tags cost %d queries, want at most %d", scaleUnknown, queries, scaleUnknownQueries)
+			}
+		})
+		for _, path := range []string{"/api/state", "/api/state?limit=50&sort=problems", "/metrics"} {
+			for _, gz := range []bool{false, true} {
+				var (
+					size  int
+					times []time.Duration
+					body  []byte
+				)
+				for range 3 {
+					var took time.Duration
+					size, took, body = timedGet(t, p.addr+path, gz)
+					times = append(times, took.Round(100*time.Microsecond))
+				}
+				note := ""
+				if strings.HasPrefix(path, "/api/state") && !gz {
+					note = fmt.Sprintf(", %d tags in it", len(stateTags(t, body)))
+				}
+				t.Logf("GET %s (gzip %v): %d bytes, read in %v%s", path, gz, size, times, note)
+			}
+		}
+		rss := vmRSS(t, p.cmd.Process.Pid)
+		t.Logf("leafd (no -race) VmRSS: %.1f MB with %d tags, %d in use", float64(rss)/(1<<20), scaleTags+1, scaleActive)
+		if rss > scaleMaxRSS {
+			t.Errorf("leafd uses %.1f MB of resident memory with %d tags, %d in use; want at most %d MB",
+				float64(rss)/(1<<20), scaleTags+1, scaleActive, scaleMaxRSS>>20)
+		}
+	})
+}
+
+// plainBinary is leafd built without -race, once per test process.
+var plainBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// plainLeafd returns the path of leafd built without -race: leafdBin when
+// that already is (LEAFD_TEST_NO_RACE_BINARY), otherwise a build of its own
+// beside it.
+func plainLeafd(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("LEAFD_TEST_NO_RACE_BINARY") != "" {
+		return leafdBin
+	}
+	plainBinary.once.Do(func() {
+		plainBinary.path = filepath.Join(filepath.Dir(leafdBin), "leafd-norace")
+		out, err := exec.Command("go", "build", "-o", plainBinary.path, ".").CombinedOutput()
+		if err != nil {
+			plainBinary.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if plainBinary.err != nil {
+		t.Fatal(plainBinary.err)
+	}
+	return plainBinary.path
+}
+
+// scaleRowLocked holds the row of locked in an open transaction, runs the
+// tag dry and watches the server for 15 seconds: longer than the 10-second
+// bound of one load attempt, after which the tag's failure is recorded.
+func scaleRowLocked(t *testing.T, p *process, raw *sql.DB, client *http.Client, segment func(string) (int, string), locked string) {
+	ctx := context.Background()
+	conn, err := raw.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			_ = tx.Rollback()
+		}
+	}
+	defer release()
+	var maxID int64
+	if err := tx.QueryRowContext(ctx, "SELECT max_id FROM leaf_alloc WHERE biz_tag = ? FOR UPDATE", locked).Scan(&maxID); err != nil {
+		t.Fatal(err)
+	}
+
+	// Run it dry: its buffered IDs go, then a request waits for the load
+	// stuck behind the lock and fails.
+	dry := false
+	for i := 0; i < 1000 && !dry; i++ {
+		code, _ := segment(locked)
+		dry = code != 200
+	}
+	if !dry {
+		t.Fatalf("tag %s still serves after 1,000 requests with its row locked", locked)
+	}
+	dryAt := time.Now()
+
+	const window = 15 * time.Second
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var readyz, readyzBad, served, servedBad, loaded atomic.Int64
+	var firstBad atomic.Value
+	wg.Add(2)
+	go func() { // /readyz, every 100ms
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			res, err := client.Get(p.addr + "/readyz")
+			readyz.Add(1)
+			if err != nil {
+				readyzBad.Add(1)
+				firstBad.CompareAndSwap(nil, "/readyz: "+err.Error())
+				continue
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != 200 {
+				readyzBad.Add(1)
+				firstBad.CompareAndSwap(nil, fmt.Sprintf("/readyz %v after the tag ran dry: %d %s",
+					time.Since(dryAt).Round(time.Millisecond), res.StatusCode, b))
+			}
+		}
+	}()
+	go func() {
+		// The other tags in use, round after round, served from their
+		// buffers; and every tenth request a tag never asked for before,
+		// whose first range must be loaded from other rows of the table
+		// while one row is locked.
+		defer wg.Done()
+		fresh := scaleActive
+		for i, n := 1, 0; ; i, n = i%(scaleActive-1)+1, n+1 {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			tag := scaleTag(i)
+			if n%10 == 0 && fresh < scaleTags {
+				tag = scaleTag(fresh)
+				fresh++
+				loaded.Add(1)
+			}
+			code, body := segment(tag)
+			served.Add(1)
+			if code != 200 {
+				servedBad.Add(1)
+				firstBad.CompareAndSwap(nil, fmt.Sprintf("GET /segment/%s = %d %s", tag, code, body))
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	// What /api/state shows of the tag, each kind the first time it is
+	// seen: a status (failing or waiting), and the error of its load.
+	shown := map[string]string{}
+	for time.Since(dryAt) < window && len(shown) < 2 {
+		time.Sleep(time.Second)
+		// ?q= narrows the answer where the server supports it; the tag is
+		// looked for by its exact name either way.
+		_, _, body := timedGet(t, p.addr+"/api/state?q="+locked, false)
+		after := time.Since(dryAt).Round(time.Millisecond)
+		for _, st := range stateTags(t, body) {
+			if st.Tag != locked {
+				continue
+			}
+			status := cmp.Or(st.Status, st.State)
+			if _, seen := shown["status"]; !seen && (status == "failing" || status == "waiting") {
+				shown["status"] = fmt.Sprintf("status %s %v after it ran dry", status, after)
+			}
+			if _, seen := shown["error"]; !seen && st.Error != "" {
+				shown["error"] = fmt.Sprintf("error %q %v after it ran dry", st.Error, after)
+			}
+		}
+	}
+	for time.Since(dryAt) < window {
+		time.Sleep(100 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	release()
+
+	t.Logf("row of %s locked, tag dry for %v: /readyz %d polls, %d not 200; other tags %d requests (%d of them first ones, loading a range), %d failed",
+		locked, time.Since(dryAt).Round(time.Millisecond), readyz.Load(), readyzBad.Load(), served.Load(), loaded.Load(), servedBad.Load())
+	if bad := firstBad.Load(); bad != nil {
+		t.Logf("first failure: %s", bad)
+	}
+	if readyzBad.Load() > 0 {
+		t.Errorf("/readyz answered other than 200 %d times of %d while one tag's row was locked", readyzBad.Load(), readyz.Load())
+	}
+	if servedBad.Load() > 0 || served.Load() == 0 {
+		t.Errorf("other tags: %d of %d requests failed while one tag's row was locked", servedBad.Load(), served.Load())
+	}
+	if len(shown) == 0 {
+		t.Errorf("/api/state never showed the trouble of %s (an error, or status failing or waiting) in %v", locked, window)
+	}
+	for _, kind := range []string{"status", "error"} {
+		if s, ok := shown[kind]; ok {
+			t.Logf("/api/state showed %s", s)
+		}
+	}
+
+	// Once the lock is gone the tag serves again.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, body := segment(locked)
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("tag %s not served 15s after its row was released: %d %s", locked, code, body)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// segmentGetter returns a function that asks the server at addr for one
+// ID of a tag and returns the status and body.
+func segmentGetter(client *http.Client, addr string) func(tag string) (int, string) {
+	return func(tag string) (int, string) {
+		res, err := client.Get(addr + "/segment/" + tag)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+}
+
+// useTags asks for the first ID of the tags in use, 16 at a time.
+func useTags(t *testing.T, segment func(string) (int, string)) {
+	t.Helper()
+	began := time.Now()
+	failures := parallel(16, scaleActive, func(i int) string {
+		if code, body := segment(scaleTag(i)); code != 200 {
+			return fmt.Sprintf("GET /segment/%s = %d %s", scaleTag(i), code, body)
+		}
+		return ""
+	})
+	if len(failures) > 0 {
+		t.Fatalf("%d of %d tags failed to serve, first: %s", len(failures), scaleActive, failures[0])
+	}
+	t.Logf("first IDs of %d tags in %v", scaleActive, time.Since(began).Round(time.Millisecond))
+}
+
+// askUnknownTags sends 3,000 requests for distinct tags that exist
+// nowhere, 16 at a time, once the server has stopped querying, and returns
+// how many queries the server sent the database meanwhile. None may answer
+// 200.
+func askUnknownTags(t *testing.T, proxy *countingProxy, segment func(string) (int, string)) int {
+	t.Helper()
+	proxy.waitQuiet(t, 500*time.Millisecond, 10*time.Second)
+	before := proxy.counts()
+	began := time.Now()
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	parallel(16, scaleUnknown, func(i int) string {
+		code, _ := segment(fmt.Sprintf("nosuch%05d", i))
+		mu.Lock()
+		statuses[code]++
+		mu.Unlock()
+		return ""
+	})
+	took := time.Since(began)
+	time.Sleep(300 * time.Millisecond) // look-ups still in flight land
+	after := proxy.counts()
+	queries := after.queries() - before.queries()
+	t.Logf("%d requests for unknown tags in %v: statuses %v; %d queries (commands sent: %s)",
+		scaleUnknown, took.Round(time.Millisecond), statuses, queries, after.minus(before))
+	if statuses[200] > 0 {
+		t.Errorf("%d requests for tags that exist nowhere answered 200", statuses[200])
+	}
+	return queries
+}
+
+// insertTags inserts n tags, scaleTag(0) to scaleTag(n-1), with a step of
+// 1,000, 1,000 rows a statement.
+func insertTags(t *testing.T, raw *sql.DB, n int) {
+	t.Helper()
+	const batch = 1000
+	for lo := 0; lo < n; lo += batch {
+		hi := min(lo+batch, n)
+		var q strings.Builder
+		q.WriteString("INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES ")
+		args := make([]any, 0, hi-lo)
+		for i := lo; i < hi; i++ {
+			if i > lo {
+				q.WriteByte(',')
+			}
+			q.WriteString("(?, 1, 1000, 'scale test')")
+			args = append(args, scaleTag(i))
+		}
+		if _, err := raw.Exec(q.String(), args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// parallel runs f(0) to f(n-1) on workers goroutines and returns the
+// non-empty strings f returned.
+func parallel(workers, n int, f func(i int) string) []string {
+	var (
+		mu   sync.Mutex
+		out  []string
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if s := f(i); s != "" {
+					mu.Lock()
+					out = append(out, s)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// timedGet fetches url and returns the size of the body as sent (gzipped
+// if gz and the server compresses), the time to read all of it, and the
+// body, decompressed.
+func timedGet(t *testing.T, url string, gz bool) (int, time.Duration, []byte) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gz {
+		req.Header.Set("Accept-Encoding", "gzip")
+	}
+	// A transport of its own, without transparent decompression, so that
+	// the size is what went over the wire.
+	tr := &http.Transport{DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	began := time.Now()
+	res, err := (&http.Client{Transport: tr, Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	took := time.Since(began)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != 200 {
+		t.Fatalf("GET %s = %d %s", url, res.StatusCode, body)
+	}
+	size := len(body)
+	if res.Header.Get("Content-Encoding") == "gzip" {
+		body = gunzip(t, body)
+	}
+	return size, took, body
+}
+
+// scaleTagState is what these tests read of a tag in /api/state. Status and
+// State cover either name of the tag's summary, where the server gives one.
+type scaleTagState struct {
+	Tag    string `json:"tag"`
+	Error  string `json:"error"`
+	Status string `json:"status"`
+	State  string `json:"state"`
+}
+
+func stateTags(t *testing.T, body []byte) []scaleTagState {
+	t.Helper()
+	var st struct {
+		Segment struct {
+			Tags []scaleTagState `json:"tags"`
+		} `json:"segment"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatalf("/api/state: %v", err)
+	}
+	return st.Segment.Tags
+}
+
+// vmRSS returns the resident memory of process pid, from /proc.
+func vmRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest) // "123456 kB"
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil || len(f) != 2 || f[1] != "kB" {
+				t.Fatalf("/proc/%d/status: %q", pid, line)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("/proc/%d/status has no VmRSS", pid)
+	return 0
+}
+
+// countingProxy forwards TCP connections to a MySQL server and counts the
+// commands clients send, by their command byte: the first byte of every
+// packet that begins a command (sequence number 0) once the handshake is
+// over. It understands the protocol without TLS or compression, which is
+// what the driver speaks unless told otherwise.
+type countingProxy struct {
+	target string
+	ln     net.Listener
+
+	mu    sync.Mutex
+	cmds  commandCounts
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// commandCounts counts commands by their byte (COM_QUERY is 0x03).
+type commandCounts map[byte]int
+
+// The MySQL commands that run a statement.
+const (
+	comQuery       = 0x03
+	comStmtExecute = 0x17
+)
+
+// queries counts the statements run: plain queries and executions of
+// prepared ones (their preparation and closing are not counted).
+func (c commandCounts) queries() int { return c[comQuery] + c[comStmtExecute] }
+
+// minus returns what c counted beyond old, as text for a log.
+func (c commandCounts) minus(old commandCounts) string {
+	names := map[byte]string{0x01: "QUIT", 0x02: "INIT_DB", comQuery: "QUERY", 0x0e: "PING",
+		0x16: "STMT_PREPARE", comStmtExecute: "STMT_EXECUTE", 0x19: "STMT_CLOSE", 0x1f: "RESET_CONNECTION"}
+	var parts []string
+	for cmd, n := range c {
+		if d := n - old[cmd]; d > 0 {
+			name := names[cmd]
+			if name == "" {
+				name = fmt.Sprintf("0x%02x", cmd)
+			}
+			parts = append(parts, fmt.Sprintf("%s %d", name, d))
+		}
+	}
+	sort.Strings(parts)
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func newCountingProxy(t *testing.T, target string) *countingProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &countingProxy{target: target, ln: ln, cmds: commandCounts{}, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *countingProxy) Addr() string { return p.ln.Addr().String() }
+
+// counts returns a copy of the counts so far.
+func (p *countingProxy) counts() commandCounts {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := make(commandCounts, len(p.cmds))
+	for k, v := range p.cmds {
+		c[k] = v
+	}
+	return c
+}
+
+// waitQuiet waits until no command has been sent for quiet, or fails the
+// test after at most.
+func (p *countingProxy) waitQuiet(t *testing.T, quiet, at time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(at)
+	last, since := p.counts(), time.Now()
+	for time.Since(since) < quiet {
+		if time.Now().After(deadline) {
+			t.Fatalf("leafd kept querying the database for %v: %s", at, p.counts().minus(last))
+		}
+		time.Sleep(50 * time.Millisecond)
+		if now := p.counts(); now.minus(last) != "none" {
+			last, since = now, time.Now()
+		}
+	}
+}
+
+func (p *countingProxy) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+func (p *countingProxy) track(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.conns[c] = struct{}{}
+}
+
+func (p *countingProxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		p.track(client)
+		p.track(server)
+		p.wg.Add(2)
+		go func() { // server to client, as is
+			defer p.wg.Done()
+			_, _ = io.Copy(client, server)
+			client.Close()
+		}()
+		go func() { // client to server, packet by packet
+			defer p.wg.Done()
+			p.forwardCommands(server, client)
+			server.Close()
+		}()
+	}
+}
+
+// forwardCommands copies packets from client to server, counting each
+// command. The handshake response and any authentication exchange carry
+// sequence numbers above 0; every command starts at 0.
+func (p *countingProxy) forwardCommands(server, client net.Conn) {
+	r := bufio.NewReader(client)
+	var head [4]byte
+	for {
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return
+		}
+		n := int(binary.LittleEndian.Uint32(append(head[:3:3], 0)))
+		payload := make([]byte, n)
+		if _, err := io.ReadFull(r, payload); err != nil {
+			return
+		}
+		if head[3] == 0 && n > 0 {
+			p.mu.Lock()
+			p.cmds[payload[0]]++
+			p.mu.Unlock()
+		}
+		if _, err := server.Write(append(head[:], payload...)); err != nil {
+			return
+		}
+	}
+}
+
+func gunzip(t *testing.T, b []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

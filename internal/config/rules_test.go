@@ -1,0 +1,352 @@
+package config_test
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/leafd/leafd/internal/config"
+)
+
+// loadWith loads the file (none when empty) from an empty directory with
+// env as the only LEAFD_ variables.
+func loadWith(t *testing.T, file string, env map[string]string, checks ...config.Check) (*config.Config, error, string) {
+	t.Helper()
+	cleanEnv(t)
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	path := ""
+	if file != "" {
+		path = writeFile(t, file+"\n")
+	}
+	c, err := config.Load(path, checks...)
+	return c, err, path
+}
+
+func TestLoadDSNMustFitDriver(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		env  map[string]string
+		want []string // parts of the one message, about store.dsn
+	}{
+		{"MySQLDSNWithDefaultDriver", "", map[string]string{"LEAFD_STORE_DSN": "root@tcp(127.0.0.1:3306)/leafd"},
+			[]string{`"root@tcp(127.0.0.1:3306)/leafd" is a MySQL DSN but store.driver is sqlite (built-in default)`,
+				"set store.driver to mysql", "(from LEAFD_STORE_DSN)"}},
+		{"MySQLDSNInFileWithSQLiteFromEnv", "store: {driver: mysql, dsn: \"u:pw@unix(/run/mysqld.sock)/leaf\"}",
+			map[string]string{"LEAFD_STORE_DRIVER": "sqlite"},
+			[]string{"is a MySQL DSN but store.driver is sqlite (from LEAFD_STORE_DRIVER)", "set LEAFD_STORE_DRIVER to mysql", "(in "}},
+		{"MySQLURLWithSQLite", "store: {dsn: \"mysql://u@db/leaf\"}", nil, []string{"is a MySQL DSN"}},
+		{"MySQLDefaultAddressWithSQLite", "store: {dsn: \"u@/leaf\"}", nil, []string{"is a MySQL DSN"}},
+		{"SQLiteDefaultDSNWithMySQLFromEnv", "", map[string]string{"LEAFD_STORE_DRIVER": "mysql"},
+			[]string{`"file:data/leafd.db" is a SQLite DSN but store.driver is mysql (from LEAFD_STORE_DRIVER)`,
+				"set store.dsn to a MySQL DSN such as user:password@tcp(host:3306)/leaf?parseTime=true, or LEAFD_STORE_DRIVER to sqlite",
+				"(built-in default)"}},
+		{"SQLiteFileDSNFromFileWithMySQL", "store: {driver: mysql, dsn: \"file:data/leafd.db\"}", nil,
+			[]string{"is a SQLite DSN but store.driver is mysql (in "}},
+		{"SQLitePathFromEnvWithMySQLInFile", "store: {driver: mysql}", map[string]string{"LEAFD_STORE_DSN": "/var/lib/leafd/ids.sqlite3"},
+			[]string{"is a SQLite DSN", "set LEAFD_STORE_DSN to a MySQL DSN", "(from LEAFD_STORE_DSN)"}},
+		{"MemoryWithMySQL", "store: {driver: mysql, dsn: \":memory:\"}", nil, []string{`":memory:" is a SQLite DSN`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err, _ := loadWith(t, tt.file, tt.env)
+			ps := problems(err)
+			if len(ps) != 1 || ps[0].Key != "store.dsn" {
+				t.Fatalf("Load: %v; want one problem with store.dsn", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q\ndoes not say %q", err, w)
+				}
+			}
+		})
+	}
+	t.Run("PasswordMasked", func(t *testing.T) {
+		_, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_DSN": "leafd:s3cr/et@tcp(db:3306)/leaf?parseTime=true"})
+		if err == nil || strings.Contains(err.Error(), "s3cr") || !strings.Contains(err.Error(), `"leafd:***@tcp(db:3306)/leaf?parseTime=true"`) {
+			t.Fatalf("Load: %v; want the DSN with its password masked", err)
+		}
+	})
+	t.Run("SQLiteFallback", func(t *testing.T) {
+		_, err, _ := loadWith(t, "store: {driver: mysql, dsn: \"u@tcp(a:3306)/leaf\", fallback_dsns: [\"u@tcp(b:3306)/leaf\", data/leafd.db]}", nil)
+		ps := problems(err)
+		if len(ps) != 1 || ps[0].Key != "store.fallback_dsns[1]" || !strings.Contains(ps[0].Message, "is a SQLite DSN") {
+			t.Fatalf("Load: %v; want store.fallback_dsns[1] refused", err)
+		}
+	})
+	t.Run("BadDriverIsNotAlsoAMismatch", func(t *testing.T) {
+		_, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_DRIVER": "postgres", "LEAFD_STORE_DSN": "u@tcp(a:3306)/leaf"})
+		if ps := problems(err); len(ps) != 1 || ps[0].Key != "store.driver" {
+			t.Fatalf("Load: %v; want only store.driver", err)
+		}
+	})
+	for _, ok := range []struct{ driver, dsn string }{
+		{"sqlite", "data/leafd.db"}, {"sqlite", "file:/tmp/x.db?_pragma=busy_timeout(1000)"}, {"sqlite", "leafd"},
+		{"mysql", "root@tcp(127.0.0.1:3306)/leafd"}, {"mysql", "leafd"},
+	} {
+		t.Run("Accepts/"+ok.driver+"/"+ok.dsn, func(t *testing.T) {
+			if _, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_DRIVER": ok.driver, "LEAFD_STORE_DSN": ok.dsn}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	t.Run("Validate", func(t *testing.T) {
+		c := config.Default()
+		c.Store.Driver = "mysql"
+		ps := problems(c.Validate())
+		if len(ps) != 1 || ps[0].Key != "store.dsn" || strings.Contains(ps[0].Error(), "(") && strings.Contains(ps[0].Error(), "default)") {
+			t.Fatalf("Validate: %v; want store.dsn, with no origin on a hand-built config", c.Validate())
+		}
+	})
+}
+
+func TestDSNKind(t *testing.T) {
+	tests := map[string]string{
+		"root@tcp(127.0.0.1:3306)/leafd":        "mysql",
+		"u:p@unix(/tmp/mysql.sock)/leaf":        "mysql",
+		"tcp(db:3306)/leaf":                     "mysql",
+		"u@/leaf":                               "mysql",
+		"MYSQL://u@db/leaf":                     "mysql",
+		"file:data/leafd.db":                    "sqlite",
+		"file:leafd?mode=rwc":                   "sqlite",
+		":memory:":                              "sqlite",
+		"data/leafd.db":                         "sqlite",
+		"/var/lib/leafd.SQLITE?_pragma=x":       "sqlite",
+		"leafd.db3":                             "sqlite",
+		"leafd":                                 "",
+		"":                                      "",
+		"not a dsn":                             "",
+		"user:pass@tcp(db:3306)/leaf?parseTime": "mysql",
+	}
+	for dsn, want := range tests {
+		if got := config.DSNKind(dsn); got != want {
+			t.Errorf("DSNKind(%q) = %q, want %q", dsn, got, want)
+		}
+	}
+}
+
+func TestMaskDSN(t *testing.T) {
+	tests := map[string]string{
+		"root:secret@tcp(db:3306)/leaf":         "root:***@tcp(db:3306)/leaf",
+		"root:p@ss:w/rd@tcp(db:3306)/leaf?x=1":  "root:***@tcp(db:3306)/leaf?x=1",
+		"root@tcp(db:3306)/leaf":                "root@tcp(db:3306)/leaf",
+		"root:@tcp(db:3306)/leaf":               "root:@tcp(db:3306)/leaf",
+		"mysql://u:secret@db:3306/leaf":         "mysql://u:***@db:3306/leaf",
+		"file:data/leafd.db":                    "file:data/leafd.db",
+		"u:pw@/leaf":                            "u:***@/leaf",
+		"leafd:secret@unix(/run/my.sock)/leafd": "leafd:***@unix(/run/my.sock)/leafd",
+	}
+	for dsn, want := range tests {
+		if got := config.MaskDSN(dsn); got != want {
+			t.Errorf("MaskDSN(%q) = %q, want %q", dsn, got, want)
+		}
+	}
+}
+
+func TestLoadUnknownEnv(t *testing.T) {
+	tests := []struct {
+		name, variable, suggestion string
+	}{
+		{"MissingUnderscore", "LEAFD_HTTPADDR", "did you mean LEAFD_HTTP_ADDR?"},
+		{"Misspelt", "LEAFD_SEGMENT_REFIL_MIN", "did you mean LEAFD_SEGMENT_REFILL_MIN?"},
+		{"LowerCase", "leafd_log_level", "did you mean LEAFD_LOG_LEVEL?"},
+		{"SectionName", "LEAFD_SEGMENT", ""},
+		{"NothingClose", "LEAFD_COLOUR", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err, _ := loadWith(t, "", map[string]string{tt.variable: "x"})
+			ps := problems(err)
+			if len(ps) != 1 || ps[0].Key != tt.variable || ps[0].Source != tt.variable {
+				t.Fatalf("Load: %v; want one problem named %s", err, tt.variable)
+			}
+			line := err.Error()
+			if !strings.HasPrefix(line, tt.variable+": unknown environment variable") ||
+				!strings.Contains(line, "LEAFD_TEST_, LEAFD_E2E, LEAFD_BENCH_") {
+				t.Fatalf("%q does not name the variable and the reserved prefixes", line)
+			}
+			if tt.suggestion != "" && !strings.Contains(line, tt.suggestion) {
+				t.Fatalf("%q does not say %q", line, tt.suggestion)
+			}
+			if tt.suggestion == "" && strings.Contains(line, "did you mean") {
+				t.Fatalf("%q suggests a name", line)
+			}
+		})
+	}
+	t.Run("Reserved", func(t *testing.T) {
+		env := map[string]string{"LEAFD_TEST_ANYTHING": "1", "LEAFD_E2E": "chaos", "LEAFD_E2E_BIN": "/x",
+			"LEAFD_BENCH_LARGE": "1", "LEAFD_DASHBOARD_PNG": "/tmp/x.png"}
+		if _, err, _ := loadWith(t, "", env); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("EmptyCountsAsUnset", func(t *testing.T) {
+		if _, err, _ := loadWith(t, "", map[string]string{"LEAFD_HTTPADDR": ""}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("AmongOtherProblems", func(t *testing.T) {
+		_, err, _ := loadWith(t, "log: {level: loud}", map[string]string{"LEAFD_HTTPADDR": ":1", "LEAFD_SEGMENT_MAX_STEP": "0"})
+		var keys []string
+		for _, p := range problems(err) {
+			keys = append(keys, p.Key)
+		}
+		slices.Sort(keys)
+		if !slices.Equal(keys, []string{"LEAFD_HTTPADDR", "log.level", "segment.max_step"}) {
+			t.Fatalf("problems %v in %v", keys, err)
+		}
+	})
+}
+
+// TestEveryLEAFDVariableOfTheRepository: each LEAFD_ name the repository's
+// code, scripts and deployment files use is a key's or reserved, so that
+// none of them stops a leafd that inherits it. (This package's own tests
+// and the process test of unknown variables name typos on purpose.)
+func TestEveryLEAFDVariableOfTheRepository(t *testing.T) {
+	cleanEnv(t)
+	root := "../.."
+	name := regexp.MustCompile(`LEAFD_[A-Z0-9_]+`)
+	found := make(map[string]string) // name → a file using it
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") && rel != "." || rel == "internal/config" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		base := d.Name()
+		ext := filepath.Ext(base)
+		if ext != ".go" && ext != ".sh" && ext != ".yml" && ext != ".yaml" && base != "Dockerfile" && base != "run" ||
+			base == "config_process_test.go" && filepath.Dir(rel) == "cmd/leafd" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, n := range name.FindAllString(string(b), -1) {
+			found[n] = rel
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) < 20 {
+		t.Fatalf("found only %d LEAFD_ names: not the repository?", len(found))
+	}
+	for n, file := range found {
+		err := func() error {
+			t.Setenv(n, "1")
+			defer os.Unsetenv(n)
+			_, err := config.Load("", func(*config.Config) []*config.KeyError { return nil })
+			return err
+		}()
+		for _, p := range problems(err) {
+			if p.Key == n {
+				t.Errorf("%s (in %s) is refused: %v", n, file, p)
+			}
+		}
+	}
+}
+
+func TestLoadSaysWhereEachValueCameFrom(t *testing.T) {
+	t.Run("SeveralKeys", func(t *testing.T) {
+		_, err, path := loadWith(t, "snowflake: {sequence_bits: 13}", map[string]string{"LEAFD_SNOWFLAKE_WORKER_BITS": "10"})
+		want := "(snowflake.time_bits built-in default, snowflake.worker_bits from LEAFD_SNOWFLAKE_WORKER_BITS, snowflake.sequence_bits in " + path + ")"
+		if err == nil || !strings.HasSuffix(err.Error(), want) {
+			t.Fatalf("Load: %v\nwant it to end with %s", err, want)
+		}
+	})
+	t.Run("SecondKeyOfAMessage", func(t *testing.T) {
+		_, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_FALLBACK_DSNS": "u@tcp(b:3306)/leaf"})
+		if err == nil || !strings.Contains(err.Error(), "is set but store.driver is sqlite (built-in default)") ||
+			!strings.HasSuffix(err.Error(), "(from LEAFD_STORE_FALLBACK_DSNS)") {
+			t.Fatalf("Load: %v", err)
+		}
+	})
+	t.Run("DefaultFile", func(t *testing.T) {
+		cleanEnv(t)
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte("segment: {max_batch: 0}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Chdir(dir)
+		_, err := config.Load("")
+		if ps := problems(err); len(ps) != 1 || ps[0].Source != "config.yaml" || !strings.HasSuffix(err.Error(), "(in config.yaml)") {
+			t.Fatalf("Load: %v", err)
+		}
+	})
+}
+
+func TestLoadChecks(t *testing.T) {
+	check := func(c *config.Config) []*config.KeyError {
+		var ps []*config.KeyError
+		if c.Store.DSN != "good" {
+			ps = append(ps, &config.KeyError{Key: "store.dsn", Message: "is not good"})
+		}
+		return append(ps, &config.KeyError{Key: "store.fallback_dsns[0]", Message: "is not good either"})
+	}
+	t.Run("ReportedWithTheOthers", func(t *testing.T) {
+		_, err, path := loadWith(t, "store: {driver: mysql, dsn: bad, fallback_dsns: [x]}\nlog: {level: loud}", nil, check)
+		got := err.Error()
+		for _, want := range []string{"log.level: ", "store.dsn: is not good (in " + path + ")", "store.fallback_dsns[0]: is not good either (in " + path + ")"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("%q\ndoes not say %q", got, want)
+			}
+		}
+	})
+	t.Run("NotAfterTheSameKeyFailed", func(t *testing.T) {
+		_, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_DRIVER": "mysql"}, check)
+		ps := problems(err)
+		if len(ps) != 2 || ps[0].Key != "store.dsn" || !strings.Contains(ps[0].Message, "SQLite DSN") {
+			t.Fatalf("Load: %v; want the mismatch, not the check's store.dsn", err)
+		}
+	})
+	t.Run("Passing", func(t *testing.T) {
+		pass := func(*config.Config) []*config.KeyError { return nil }
+		if _, err, _ := loadWith(t, "", nil, pass); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("FileErrorsAreNotKeyErrors", func(t *testing.T) {
+		_, err := config.Load(filepath.Join(t.TempDir(), "missing.yaml"), check)
+		if !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestWarnings(t *testing.T) {
+	c := config.Default()
+	if w := c.Warnings(); len(w) != 0 {
+		t.Fatalf("defaults warn: %v", w)
+	}
+	for _, seg := range []bool{true, false} {
+		c.Segment.Enabled, c.Snowflake.Enabled = seg, !seg
+		if w := c.Warnings(); len(w) != 0 {
+			t.Fatalf("one mode on warns: %v", w)
+		}
+	}
+	c.Segment.Enabled, c.Snowflake.Enabled = false, false
+	w := c.Warnings()
+	if len(w) != 1 || !strings.Contains(w[0], "segment.enabled and snowflake.enabled are both false") {
+		t.Fatalf("Warnings() = %q", w)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("both modes off is refused, want allowed: %v", err)
+	}
+}

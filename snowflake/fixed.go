@@ -1,0 +1,60 @@
+package snowflake
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// A fixed worker id (Settings.Fixed) is leased like any other, that one id
+// alone: the keeper calls claimFixed instead of claim, and renews and
+// releases the lease the same way.
+
+// claimFixed leases the fixed worker id. At the first claim, a worker id
+// held by another server, or recorded more than a lease ahead of the
+// clock, stops the generator for good (see Done); later, after the lease
+// was lost, the keeper keeps trying.
+func (g *Generator) claimFixed() bool {
+	ctx, cancel := g.storeCtx()
+	defer cancel()
+	sent, ms := time.Now(), g.set.Now().UnixMilli()
+	g.claims++
+	l, err := g.set.Leases.ClaimFixedWorker(ctx, FixedClaim{
+		WorkerID: g.set.WorkerID, Owner: FixedOwnerPrefix + g.set.Owner + "#" + strconv.FormatInt(g.claims, 10),
+		TTL: g.set.LeaseTTL, NowMs: ms, WatermarkMs: ms + g.ttlMs,
+	})
+	if err != nil {
+		g.mu.Lock()
+		first := g.leases == 0
+		g.mu.Unlock()
+		var (
+			held  *HeldError
+			ahead *WatermarkAheadError
+		)
+		switch {
+		case first && errors.As(err, &held):
+			g.stop(fmt.Errorf("snowflake.worker_id %d cannot be used: %w: another server runs with this worker id; "+
+				"give each server its own, or use auto (a server that crashed holds it until its lease ends)", g.set.WorkerID, err))
+			return false
+		case first && errors.As(err, &ahead) && ahead.WatermarkMs-ahead.NowMs > g.ttlMs:
+			g.stop(fmt.Errorf("snowflake.worker_id %d cannot be used: %w: this server's clock is behind; "+
+				"set it right, or use auto", g.set.WorkerID, err))
+			return false
+		}
+		g.fail(err, "snowflake: could not lease the fixed worker id", "worker_id", g.set.WorkerID)
+		return false
+	}
+	g.install(l, nil, sent, ms)
+	return true
+}
+
+// stop gives up for good: requests fail, and Done is closed.
+func (g *Generator) stop(err error) {
+	g.mu.Lock()
+	g.fatal, g.lastErr = err, err
+	g.broadcastLocked()
+	g.mu.Unlock()
+	g.log.Error("snowflake: "+err.Error(), "worker_id", g.set.WorkerID)
+	close(g.stopped)
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
+	"github.com/leafd/leafd/store"
 )
 
 // Store is what the dashboard, /api/state and /metrics need of the
@@ -43,7 +44,7 @@ type (
 	// storeAddresser is what a store spread over the addresses of a
 	// cluster (store.fallback_dsns) tells of the address it uses.
 	storeAddresser interface {
-		Address() leafd.StoreAddress
+		Address() store.Address
 	}
 )
 

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/leafd/leafd"
 )
 
 // retryFirstEvery is how often a store that has moved off the first address
@@ -308,10 +307,10 @@ func (f *failover) Close() error {
 }
 
 // state reports the address in use and the moves so far.
-func (f *failover) state() leafd.StoreAddress {
+func (f *failover) state() Address {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return leafd.StoreAddress{
+	return Address{
 		Name: f.addrs[f.cur].name, Index: f.cur, Count: len(f.addrs),
 		Switches: f.switches, LastSwitch: f.lastSwitch, LastSwitchReason: f.lastErr,
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
 
-	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/migrations"
 )
 
@@ -232,9 +231,9 @@ func mysqlConnector(dsn string) (clusterAddress, error) {
 // Address returns the database address in use and the switches between
 // the cluster's addresses so far. A store opened without fallbacks always
 // reports its one address with no switch.
-func (s *MySQL) Address() leafd.StoreAddress {
+func (s *MySQL) Address() Address {
 	if s.cluster == nil {
-		return leafd.StoreAddress{Name: s.addr, Count: 1}
+		return Address{Name: s.addr, Count: 1}
 	}
 	return s.cluster.state()
 }

@@ -1,10 +1,11 @@
-package leafd
+package store
 
 import "time"
 
-// StoreAddress describes the database address a MySQL store is using,
-// among those of its cluster (store.dsn first, then store.fallback_dsns).
-type StoreAddress struct {
+// Address describes the database address a store is using, among those
+// of its cluster (store.dsn first, then store.fallback_dsns). A store of
+// one address, or of a file, always reports that one with no switch.
+type Address struct {
 	// Name is the address in use, host:port (or the socket path).
 	Name string
 	// Index is its position in the list: 0 is store.dsn.

@@ -19,3 +19,7 @@ type Address struct {
 	LastSwitch       time.Time
 	LastSwitchReason string
 }
+
+// Address returns the SQLite file as the address in use: a file has no
+// other address to move to.
+func (s *SQLite) Address() Address { return Address{Name: s.path, Count: 1} }

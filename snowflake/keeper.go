@@ -1,0 +1,230 @@
+package snowflake
+
+import (
+	"context"
+	"errors"
+	mrand "math/rand/v2"
+	"strconv"
+	"time"
+)
+
+// The lease keeper is the one goroutine that talks to the LeaseStore: it
+// claims a worker id (keep, maintain, claim; claimFixed in fixed.go),
+// renews it and moves the watermark ahead of the clock (renew), and gives
+// it back at Close (release). It installs what it gets under g.mu, where
+// nextLocked reads it; requests ask it for work through signal.
+
+// signal wakes the lease keeper, if it is not awake already.
+func (g *Generator) signal() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// keep is the lease keeper: it claims a worker id, renews it, switches it
+// when the clock went back, and releases it at Close. It is the only
+// goroutine that talks to the LeaseStore.
+//
+// Requests wake it early when they need a lease, a renewal or a switch, but
+// never during the backoff after a failure: a database that is down must
+// not get one claim per request.
+func (g *Generator) keep() {
+	backoff := 50 * time.Millisecond
+	var notBefore time.Time
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-g.ctx.Done():
+			g.release()
+			return
+		case <-timer.C:
+		case <-g.wake:
+			if time.Now().Before(notBefore) {
+				continue // the timer still runs until notBefore
+			}
+		}
+		next, ok := g.maintain()
+		select {
+		case <-g.stopped:
+			return // nothing is held: there is nothing to release
+		default:
+		}
+		if ok {
+			backoff, g.failures = 50*time.Millisecond, 0
+		} else {
+			next = backoff/2 + mrand.N(backoff/2+1)
+			// At most a tenth of the lease, and a second: once the database
+			// or the clock is back, a waiting request should not time out.
+			backoff = min(2*backoff, max(g.set.LeaseTTL/10, 50*time.Millisecond), time.Second)
+		}
+		notBefore = time.Now().Add(next)
+		if ok {
+			notBefore = time.Time{}
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+// maintain does what the lease needs now and returns when to look again;
+// ok is false after a failure, when the keeper backs off instead.
+//
+// A lease that is due is renewed even while a switch is wanted, so that a
+// generator waiting for a free worker id keeps the one it has; a switch no
+// longer needed because the clock caught up is dropped.
+func (g *Generator) maintain() (next time.Duration, ok bool) {
+	g.mu.Lock()
+	if behind := g.lastMs - g.set.Now().UnixMilli(); g.lease != nil && behind > g.backMs && !g.fixed {
+		g.wantSwitch = true // even with no request to notice it
+	} else if behind <= g.backMs {
+		g.wantSwitch = false
+	}
+	lease, switching := g.lease, g.wantSwitch
+	renew := lease != nil && (g.wantRenew || !time.Now().Before(g.renewAt))
+	renewAt := g.renewAt
+	g.mu.Unlock()
+	if lease == nil && g.fixed {
+		return g.set.LeaseTTL / 3, g.claimFixed()
+	}
+	if lease == nil {
+		return g.set.LeaseTTL / 3, g.claim(nil)
+	}
+	if renew {
+		if !g.renew(*lease) {
+			return 0, false
+		}
+		renewAt = time.Now().Add(g.set.LeaseTTL / 3)
+	}
+	if switching {
+		return g.set.LeaseTTL / 3, g.claim(lease)
+	}
+	return time.Until(renewAt), true
+}
+
+// storeCtx bounds one store call, so that a hung connection leaves time
+// for several attempts within one lease.
+func (g *Generator) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(g.ctx, max(g.set.LeaseTTL/10, 500*time.Millisecond))
+}
+
+// claim leases a worker id whose watermark is behind the clock and makes
+// it current; old, if not nil, is released afterwards.
+func (g *Generator) claim(old *Lease) bool {
+	ctx, cancel := g.storeCtx()
+	defer cancel()
+	sent, ms := time.Now(), g.set.Now().UnixMilli()
+	g.claims++
+	l, err := g.set.Leases.ClaimWorker(ctx, Claim{
+		// Each claim has an owner of its own, so that releasing an old
+		// lease can never end a newer one on the same worker id.
+		Owner: g.set.Owner + "#" + strconv.FormatInt(g.claims, 10), Workers: g.layout.Workers(), TTL: g.set.LeaseTTL,
+		NowMs: ms, WatermarkMs: ms + g.ttlMs,
+	})
+	if err != nil {
+		g.fail(err, "snowflake: could not lease a worker id", "switching", old != nil)
+		return false
+	}
+	g.install(l, old, sent, ms)
+	return true
+}
+
+// install makes l, claimed at sent (monotonic) and ms (the clock), the
+// current lease; old, if not nil, is released afterwards.
+func (g *Generator) install(l Lease, old *Lease, sent time.Time, ms int64) {
+	g.mu.Lock()
+	oldLast := g.lastMs
+	g.lease, g.worker = &l, l.WorkerID
+	g.leases++
+	// Nothing at or before the previous watermark may be issued under this
+	// worker id: start past it, as if its sequence were used up. A first
+	// lease, or one after a lost lease, also starts past what this server
+	// issued before, so that its IDs keep rising; a switch away from a
+	// clock that went back cannot.
+	g.lastMs, g.seq = l.PrevWatermarkMs, g.seqMask
+	if old == nil {
+		g.lastMs = max(g.lastMs, oldLast)
+	}
+	g.limitMs = ms + g.ttlMs
+	g.until = sent.Add(g.set.LeaseTTL - g.set.LeaseTTL/10)
+	g.renewAt = sent.Add(g.set.LeaseTTL / 3)
+	g.wantSwitch, g.wantRenew, g.behind, g.lastErr = false, false, false, nil
+	g.broadcastLocked()
+	g.mu.Unlock()
+	g.log.Info("snowflake: leased worker id", "worker_id", l.WorkerID, "owner", l.Owner, "previous_watermark_ms", l.PrevWatermarkMs)
+	if old != nil {
+		g.releaseLease(*old, oldLast)
+	}
+}
+
+// renew extends the lease and moves the watermark one TTL ahead.
+func (g *Generator) renew(l Lease) bool {
+	ctx, cancel := g.storeCtx()
+	defer cancel()
+	sent, wm := time.Now(), g.set.Now().UnixMilli()+g.ttlMs
+	err := g.set.Leases.RenewWorker(ctx, l, g.set.LeaseTTL, wm)
+	if errors.Is(err, ErrLeaseLost) {
+		g.mu.Lock()
+		g.lease, g.worker, g.limitMs, g.until = nil, -1, 0, time.Time{}
+		g.lastErr = err
+		g.broadcastLocked()
+		g.mu.Unlock()
+		g.log.Error("snowflake: the worker id lease was taken over; stopped issuing under it", "worker_id", l.WorkerID)
+		return false
+	}
+	if err != nil {
+		g.fail(err, "snowflake: renewing the worker id lease failed", "worker_id", l.WorkerID)
+		return false
+	}
+	g.mu.Lock()
+	g.limitMs = max(g.limitMs, wm)
+	g.until = sent.Add(g.set.LeaseTTL - g.set.LeaseTTL/10)
+	g.renewAt = sent.Add(g.set.LeaseTTL / 3)
+	g.wantRenew, g.lastErr = false, nil
+	g.renewals++
+	g.broadcastLocked()
+	g.mu.Unlock()
+	return true
+}
+
+// fail records a failed store call; it logs the first of a run of failures
+// and every 20th after it.
+func (g *Generator) fail(err error, msg string, args ...any) {
+	g.mu.Lock()
+	g.lastErr = err
+	g.mu.Unlock()
+	g.failures++
+	if g.ctx.Err() == nil && (g.failures == 1 || g.failures%20 == 0) {
+		g.log.Warn(msg, append(args, "err", err, "failures", g.failures)...)
+	}
+}
+
+// release gives the lease back at Close.
+func (g *Generator) release() {
+	g.mu.Lock()
+	lease, last := g.lease, g.lastMs
+	g.lease, g.worker = nil, -1
+	g.mu.Unlock()
+	if lease != nil {
+		g.releaseLease(*lease, last)
+	}
+}
+
+// releaseLease ends l with the watermark last, the latest timestamp issued
+// under it. It runs after the generator stopped issuing under l.
+func (g *Generator) releaseLease(l Lease, last int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.ctx), 5*time.Second)
+	defer cancel()
+	if err := g.set.Leases.ReleaseWorker(ctx, l, last); err != nil {
+		// The lease then simply expires; its watermark stays ahead.
+		g.log.Warn("snowflake: releasing the worker id lease failed; it expires by itself", "worker_id", l.WorkerID, "err", err)
+		return
+	}
+	g.log.Info("snowflake: released worker id", "worker_id", l.WorkerID, "watermark_ms", last)
+}

@@ -76,6 +76,9 @@ type Settings struct {
 	Logger *slog.Logger
 }
 
+// ErrClosed is what Start returns once Close has been called.
+var ErrClosed = errors.New("snowflake: the generator is closed")
+
 // MaxOwnerLen is the longest Settings.Owner: the width of the owner column
 // of the lease table, less room for the claim number the generator adds.
 const MaxOwnerLen = 108
@@ -125,7 +128,7 @@ type Generator struct {
 	// good (see Done).
 	stopped chan struct{}
 	fatal   error
-	start   sync.Once
+	started bool // Start ran; under mu, as closed is
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -226,18 +229,27 @@ func (g *Generator) MaxBatch() int { return g.set.MaxBatch }
 // Start begins leasing a worker id, when the generator uses leases: it
 // claims one (its fixed one, with Settings.Fixed), renews it every third
 // of the TTL, and switches to another when the clock goes back too far
-// (never with a fixed worker id).
-func (g *Generator) Start() {
-	if !g.leaseful {
-		return
+// (never with a fixed worker id). Calling it again does nothing.
+//
+// Errors: ErrClosed after Close, when it starts nothing.
+func (g *Generator) Start() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		// The keeper would find its context cancelled, but might still
+		// claim a worker id first, and Close no longer waits for it.
+		return ErrClosed
 	}
-	g.start.Do(func() {
-		g.wg.Add(1)
-		go func() {
-			defer g.wg.Done()
-			g.keep()
-		}()
-	})
+	if !g.leaseful || g.started {
+		return nil
+	}
+	g.started = true
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.keep()
+	}()
+	return nil
 }
 
 // Done is closed when the generator has stopped issuing for good by
@@ -261,7 +273,8 @@ func (g *Generator) Err() error {
 
 // Close stops issuing, stops the lease keeper and releases the lease with
 // a watermark at the last timestamp issued, so that another server may
-// claim the worker id once its clock has passed that.
+// claim the worker id once its clock has passed that. Start then returns
+// ErrClosed.
 func (g *Generator) Close() error {
 	g.mu.Lock()
 	g.closed = true

@@ -2,6 +2,7 @@ package snowflake_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -155,6 +156,49 @@ func TestClosedGeneratorRefuses(t *testing.T) {
 	g.Close()
 	_, err := g.Next(context.Background())
 	wantCode(t, err, leafd.ESnowflakeUnavailable)
+}
+
+// Start after Close starts no lease keeper: one could claim a worker id
+// that nothing would release, with Close no longer waiting for it.
+func TestStartAfterClose(t *testing.T) {
+	t.Run("Fixed", func(t *testing.T) {
+		g, err := snowflake.New(snowflake.Settings{WorkerID: 1, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Close()
+		if err := g.Start(); !errors.Is(err, snowflake.ErrClosed) {
+			t.Fatalf("Start after Close = %v, want ErrClosed", err)
+		}
+	})
+	t.Run("Leased", func(t *testing.T) {
+		db := &leaseDB{driver: "sqlite", dsn: testdb.SQLite(t)}
+		s := db.store(t)
+		if err := s.Migrate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		leases := &faultyLeases{LeaseStore: s}
+		g, err := snowflake.New(snowflake.Settings{Leases: leases, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Close()
+		for range 20 {
+			if err := g.Start(); !errors.Is(err, snowflake.ErrClosed) {
+				t.Fatalf("Start after Close = %v, want ErrClosed", err)
+			}
+		}
+		g.Close() // waits for any keeper Start left running
+		if n := leases.claims.Load(); n != 0 {
+			t.Fatalf("%d claims after Close", n)
+		}
+	})
+	t.Run("Again", func(t *testing.T) {
+		g := newGenerator(t, snowflake.Settings{WorkerID: 1})
+		if err := g.Start(); err != nil {
+			t.Fatalf("a second Start = %v, want nil", err)
+		}
+	})
 }
 
 // Three generators leasing from one database get three distinct worker

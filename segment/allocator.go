@@ -456,7 +456,7 @@ func (a *Allocator) install(t *tag, alloc Allocation, ls loadStart) {
 	t.lastLoad, t.issuedAtLoad, t.starvedAtLoad = ls.at, ls.issued, ls.starved
 	t.step, t.tableStep = ls.step, alloc.TableStep
 	t.loads++
-	t.next = newBuffer(alloc, a.cfg.PreloadAt, a.cfg.Now())
+	t.next = newBuffer(alloc, a.cfg.PreloadAt)
 	if cur := t.cur.Load(); cur == nil || cur.exhausted() {
 		t.switchLocked(a.cfg.Now())
 	}

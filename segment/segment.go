@@ -1,9 +1,6 @@
 package segment
 
-import (
-	"sync/atomic"
-	"time"
-)
+import "sync/atomic"
 
 // Range is a run of consecutive IDs, [Start, End).
 type Range struct {
@@ -26,18 +23,14 @@ type buffer struct {
 	// preloadAt is the offset whose taking starts the load of the next range.
 	preloadAt int64
 	preloaded atomic.Bool
-	step      int64
-	loadedAt  time.Time
 }
 
-func newBuffer(a Allocation, preloadAt float64, loadedAt time.Time) *buffer {
+func newBuffer(a Allocation, preloadAt float64) *buffer {
 	size := a.End - a.Start
 	return &buffer{
 		start:     a.Start,
 		size:      size,
 		preloadAt: int64(float64(size) * preloadAt),
-		step:      size,
-		loadedAt:  loadedAt,
 	}
 }
 

@@ -54,8 +54,10 @@ type tag struct {
 	retired       int64 // IDs in buffers the tag has switched away from
 	loads         int64
 	loadErrors    int64
-	waits         atomic.Int64
-	errors        atomic.Int64 // failed requests; counted off the hot path
+	// waits counts requests that had to wait for a load, failedRequests
+	// requests that failed. Both are counted by requests without mu.
+	waits          atomic.Int64
+	failedRequests atomic.Int64
 }
 
 func newTag(name string) *tag {
@@ -111,7 +113,7 @@ func (t *tag) rewoundFirst(err error) bool {
 
 // failed counts a request for the tag that failed with err, and returns err.
 func (t *tag) failed(err error) error {
-	t.errors.Add(1)
+	t.failedRequests.Add(1)
 	return err
 }
 
@@ -181,7 +183,7 @@ func (t *tag) state(now time.Time) TagState {
 		Issued:     t.issuedLocked(),
 		Loads:      t.loads,
 		Waits:      t.waits.Load(),
-		Errors:     t.errors.Load(),
+		Errors:     t.failedRequests.Load(),
 		LoadErrors: t.loadErrors,
 		Err:        t.err,
 	}

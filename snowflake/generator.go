@@ -134,12 +134,28 @@ type Generator struct {
 	wg      sync.WaitGroup
 }
 
+// Errors of New besides those of Layout.Validate. Each names the setting
+// it is about (its configuration key where it has one); New wraps it with
+// the value given and what to use instead.
+var (
+	ErrInvalidWorkerID    = errors.New("snowflake.worker_id is out of range")
+	ErrInvalidLeaseTTL    = errors.New("snowflake.lease_ttl is too short")
+	ErrInvalidOwner       = errors.New("snowflake: the owner is too long")
+	ErrInvalidMaxBackward = errors.New("snowflake.max_backward is out of range")
+	ErrInvalidWaitTimeout = errors.New("snowflake: the wait timeout is negative")
+	ErrInvalidMaxBatch    = errors.New("snowflake: the largest batch is negative")
+)
+
 // New returns a Generator. With a fixed worker id it can issue at once;
 // with Leases it issues once Start has claimed a worker id.
 //
-// Errors: ErrInvalidBits, ErrEpochFuture or ErrLayoutExpired for a bad
-// layout; an error naming the setting for a worker id outside the layout or
-// a negative duration.
+// Errors, each wrapped with the value at fault (check them with errors.Is):
+// ErrInvalidBits, ErrEpochFuture or ErrLayoutExpired for a bad layout;
+// ErrInvalidWorkerID for a fixed worker id outside the layout;
+// ErrInvalidLeaseTTL for a LeaseTTL below 10ms; ErrInvalidOwner for an
+// Owner longer than MaxOwnerLen; ErrInvalidMaxBackward for a MaxBackward
+// outside 1ms..1s; ErrInvalidWaitTimeout or ErrInvalidMaxBatch for a
+// negative WaitTimeout or MaxBatch.
 func New(s Settings) (*Generator, error) {
 	realClock := s.Now == nil
 	if realClock {
@@ -172,16 +188,18 @@ func New(s Settings) (*Generator, error) {
 	}
 	switch {
 	case (s.Leases == nil || s.Fixed) && (s.WorkerID < 0 || s.WorkerID >= s.Layout.Workers()):
-		return nil, fmt.Errorf("snowflake.worker_id %d is out of range: use 0 to %d (snowflake.worker_bits %d)",
-			s.WorkerID, s.Layout.Workers()-1, s.Layout.WorkerBits)
+		return nil, fmt.Errorf("%w (got %d): use 0 to %d (snowflake.worker_bits %d)",
+			ErrInvalidWorkerID, s.WorkerID, s.Layout.Workers()-1, s.Layout.WorkerBits)
 	case s.LeaseTTL < 10*time.Millisecond:
-		return nil, fmt.Errorf("snowflake.lease_ttl %v is too short: use at least 10ms (1s in the configuration)", s.LeaseTTL)
+		return nil, fmt.Errorf("%w (got %v): use at least 10ms (1s in the configuration)", ErrInvalidLeaseTTL, s.LeaseTTL)
 	case len(s.Owner) > MaxOwnerLen:
-		return nil, fmt.Errorf("snowflake: owner %q is longer than %d bytes", s.Owner[:32]+"…", MaxOwnerLen)
+		return nil, fmt.Errorf("%w: %q is longer than %d bytes", ErrInvalidOwner, s.Owner[:32]+"…", MaxOwnerLen)
 	case s.MaxBackward < time.Millisecond || s.MaxBackward > time.Second:
-		return nil, fmt.Errorf("snowflake.max_backward %v is out of range: use 1ms to 1s", s.MaxBackward)
-	case s.WaitTimeout < 0 || s.MaxBatch < 1:
-		return nil, errors.New("snowflake: wait_timeout and max_batch must be positive")
+		return nil, fmt.Errorf("%w (got %v): use 1ms to 1s", ErrInvalidMaxBackward, s.MaxBackward)
+	case s.WaitTimeout < 0:
+		return nil, fmt.Errorf("%w (got %v): use a positive duration, or 0 for the default, 2s", ErrInvalidWaitTimeout, s.WaitTimeout)
+	case s.MaxBatch < 0:
+		return nil, fmt.Errorf("%w (got %d): use a positive count, or 0 for the default, 10,000", ErrInvalidMaxBatch, s.MaxBatch)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &Generator{

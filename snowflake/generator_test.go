@@ -136,17 +136,54 @@ func TestBatchLimits(t *testing.T) {
 }
 
 func TestNewRejectsBadSettings(t *testing.T) {
-	for name, s := range map[string]snowflake.Settings{
-		"WorkerIDTooLarge": {WorkerID: 1024},
-		"WorkerIDNegative": {WorkerID: -1},
-		"BadLayout":        {Layout: snowflake.Layout{TimeBits: 40, WorkerBits: 10, SequenceBits: 12}},
-		"OwnerTooLong":     {Owner: strings.Repeat("o", snowflake.MaxOwnerLen+1)},
+	now := time.Now().UnixMilli()
+	for _, c := range []struct {
+		name string
+		set  snowflake.Settings
+		want error
+		says string // what the message must name: the setting and what to use
+	}{
+		{"WorkerIDTooLarge", snowflake.Settings{WorkerID: 1024}, snowflake.ErrInvalidWorkerID, "snowflake.worker_id is out of range (got 1024): use 0 to 1023"},
+		{"WorkerIDNegative", snowflake.Settings{WorkerID: -1}, snowflake.ErrInvalidWorkerID, "use 0 to 1023"},
+		{"FixedWorkerIDOutsideLayout", snowflake.Settings{Layout: small, WorkerID: 1 << 18, Leases: &faultyLeases{}, Fixed: true},
+			snowflake.ErrInvalidWorkerID, "(snowflake.worker_bits 18)"},
+		{"BadLayout", snowflake.Settings{Layout: snowflake.Layout{TimeBits: 40, WorkerBits: 10, SequenceBits: 12}},
+			snowflake.ErrInvalidBits, "must add up to 63"},
+		{"EpochFuture", snowflake.Settings{Layout: snowflake.Layout{Epoch: now + 3_600_000, TimeBits: 41, WorkerBits: 10, SequenceBits: 12}},
+			snowflake.ErrEpochFuture, "snowflake.epoch"},
+		{"LayoutExpired", snowflake.Settings{Layout: snowflake.Layout{Epoch: snowflake.DefaultEpoch, TimeBits: 10, WorkerBits: 41, SequenceBits: 12}},
+			snowflake.ErrLayoutExpired, "snowflake.time_bits"},
+		{"LeaseTTLTooShort", snowflake.Settings{LeaseTTL: 5 * time.Millisecond}, snowflake.ErrInvalidLeaseTTL, "snowflake.lease_ttl is too short (got 5ms): use at least 10ms"},
+		{"LeaseTTLNegative", snowflake.Settings{LeaseTTL: -time.Second}, snowflake.ErrInvalidLeaseTTL, "use at least 10ms"},
+		{"OwnerTooLong", snowflake.Settings{Owner: strings.Repeat("o", snowflake.MaxOwnerLen+1)}, snowflake.ErrInvalidOwner, "longer than 108 bytes"},
+		{"MaxBackwardTooLong", snowflake.Settings{MaxBackward: 2 * time.Second}, snowflake.ErrInvalidMaxBackward, "snowflake.max_backward is out of range (got 2s): use 1ms to 1s"},
+		{"MaxBackwardTooShort", snowflake.Settings{MaxBackward: time.Microsecond}, snowflake.ErrInvalidMaxBackward, "use 1ms to 1s"},
+		{"WaitTimeoutNegative", snowflake.Settings{WaitTimeout: -time.Second}, snowflake.ErrInvalidWaitTimeout, "or 0 for the default, 2s"},
+		{"MaxBatchNegative", snowflake.Settings{MaxBatch: -1}, snowflake.ErrInvalidMaxBatch, "or 0 for the default, 10,000"},
 	} {
-		t.Run(name, func(t *testing.T) {
-			if _, err := snowflake.New(s); err == nil {
+		t.Run(c.name, func(t *testing.T) {
+			c.set.Logger = quiet
+			g, err := snowflake.New(c.set)
+			if err == nil {
+				g.Close()
 				t.Fatal("New accepted it")
 			}
+			if !errors.Is(err, c.want) {
+				t.Fatalf("New = %v, want errors.Is %v", err, c.want)
+			}
+			if !strings.Contains(err.Error(), c.says) {
+				t.Fatalf("New = %q, want it to say %q", err, c.says)
+			}
 		})
+	}
+	// A leased worker id needs no WorkerID: zero settings are the defaults.
+	for _, s := range []snowflake.Settings{{}, {Leases: &faultyLeases{}, WorkerID: 5000}} {
+		s.Logger = quiet
+		g, err := snowflake.New(s)
+		if err != nil {
+			t.Fatalf("New(%+v) = %v", s, err)
+		}
+		g.Close()
 	}
 }
 

@@ -12,12 +12,15 @@ import (
 	"io/fs"
 )
 
-//go:embed mysql/*.sql sqlite/*.sql
+//go:embed mysql/*.sql postgres/*.sql sqlite/*.sql
 var files embed.FS
 
 // MySQL holds the migrations for MySQL, MariaDB and engines that speak the
 // same SQL, rooted at their directory as goose expects.
 var MySQL = sub("mysql")
+
+// Postgres holds the migrations for PostgreSQL, rooted at their directory.
+var Postgres = sub("postgres")
 
 // SQLite holds the migrations for SQLite, rooted at their directory.
 var SQLite = sub("sqlite")

@@ -20,6 +20,12 @@ type Address struct {
 	LastSwitchReason string
 }
 
-// Address returns the SQLite file as the address in use: a file has no
-// other address to move to.
-func (s *SQLite) Address() Address { return Address{Name: s.path, Count: 1} }
+// Address returns the database address in use and the switches between
+// the cluster's addresses so far. A store opened without fallbacks always
+// reports its one address (a SQLite store its file) with no switch.
+func (s *db) Address() Address {
+	if s.cluster == nil {
+		return Address{Name: s.addr, Count: 1}
+	}
+	return s.cluster.state()
+}

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
 )
 
 // retryFirstEvery is how often a store that has moved off the first address
@@ -42,6 +41,32 @@ var (
 	errNotReady = errors.New("the Galera node is not ready (wsrep_ready is OFF): it is not synced or not in the primary component")
 )
 
+// openCluster parses the first DSN and the fallbacks of o with parse and
+// returns the connector a store opens its pool with: the first address's
+// own when there are no fallbacks (cluster nil), or a failover over all of
+// them that asks probe of every new connection. addr is the first
+// address's name.
+func openCluster(dsn string, o options, parse func(string) (clusterAddress, error),
+	probe func(context.Context, driver.QueryerContext) error) (c driver.Connector, cluster *failover, addr string, err error) {
+	first, err := parse(dsn)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if len(o.fallbacks) == 0 {
+		return first.c, nil, first.name, nil
+	}
+	addrs := []clusterAddress{first}
+	for i, dsn := range o.fallbacks {
+		a, err := parse(dsn)
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("fallback address %d: %w", i, err)
+		}
+		addrs = append(addrs, a)
+	}
+	cluster = newFailover(addrs, probe, o.log)
+	return cluster, cluster, first.name, nil
+}
+
 // clusterAddress is one address of a cluster: its connector and the name
 // it is logged and shown by (host:port, never the password).
 type clusterAddress struct {
@@ -49,7 +74,7 @@ type clusterAddress struct {
 	c    driver.Connector
 }
 
-// failover is a driver.Connector over the addresses of one MySQL cluster
+// failover is a driver.Connector over the addresses of one cluster
 // (store.dsn then store.fallback_dsns). Every new connection goes to the
 // address in use; when that one cannot be reached or refuses writes, the
 // others are tried in order and the first that works becomes the address
@@ -60,7 +85,10 @@ type clusterAddress struct {
 // they are next returned to the pool or taken from it, so that the pool
 // does not keep talking to a node it has left.
 type failover struct {
-	addrs      []clusterAddress
+	addrs []clusterAddress
+	// probe returns nil when the node of a new connection accepts writes:
+	// the engine's own question (probeMySQL, probePostgres).
+	probe      func(context.Context, driver.QueryerContext) error
 	log        *slog.Logger
 	retryFirst time.Duration
 
@@ -82,9 +110,10 @@ type failover struct {
 
 var _ driver.Connector = (*failover)(nil)
 
-func newFailover(addrs []clusterAddress, log *slog.Logger) *failover {
+func newFailover(addrs []clusterAddress, probe func(context.Context, driver.QueryerContext) error, log *slog.Logger) *failover {
 	f := &failover{
 		addrs:      addrs,
+		probe:      probe,
 		log:        log,
 		retryFirst: retryFirstEvery,
 		stop:       make(chan struct{}),
@@ -95,7 +124,8 @@ func newFailover(addrs []clusterAddress, log *slog.Logger) *failover {
 	return f
 }
 
-// Driver returns the driver of the first address: all of them are MySQL's.
+// Driver returns the driver of the first address: all of them are of one
+// engine.
 func (f *failover) Driver() driver.Driver { return f.addrs[0].c.Driver() }
 
 // Connect opens a connection to the address in use, or, when that fails,
@@ -129,21 +159,21 @@ func (f *failover) open(ctx context.Context, i int) (fullConn, error) {
 		return nil, err
 	}
 	conn, ok := c.(fullConn)
-	if !ok { // the MySQL driver's connections have every method fullConn asks
+	if !ok { // the drivers' connections have every method fullConn asks
 		c.Close()
 		return nil, fmt.Errorf("the driver's connection %T lacks methods leafd needs", c)
 	}
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	if err := probe(pctx, conn); err != nil {
+	if err := f.probe(pctx, conn); err != nil {
 		conn.Close()
 		return nil, err
 	}
 	return conn, nil
 }
 
-// probe returns nil when conn's node accepts writes.
-func probe(ctx context.Context, conn driver.QueryerContext) error {
+// probeMySQL returns nil when conn's MySQL or MariaDB node accepts writes.
+func probeMySQL(ctx context.Context, conn driver.QueryerContext) error {
 	readOnly, err := queryValue(ctx, conn, probeReadOnlySQL, 0)
 	if err != nil {
 		return err
@@ -316,8 +346,9 @@ func (f *failover) state() Address {
 	}
 }
 
-// fullConn is every method of the MySQL driver's connections that
-// database/sql uses.
+// fullConn is every method of the drivers' connections that database/sql
+// uses and both drivers have (pgx's connections are no driver.Validator;
+// IsValid asks when they are).
 type fullConn interface {
 	driver.Conn
 	driver.ConnBeginTx
@@ -326,7 +357,6 @@ type fullConn interface {
 	driver.QueryerContext
 	driver.Pinger
 	driver.SessionResetter
-	driver.Validator
 	driver.NamedValueChecker
 }
 
@@ -352,5 +382,11 @@ func (c *failoverConn) ResetSession(ctx context.Context) error {
 
 // IsValid runs when the connection goes back to the pool.
 func (c *failoverConn) IsValid() bool {
-	return !c.stale() && c.fullConn.IsValid()
+	if c.stale() {
+		return false
+	}
+	if v, ok := c.fullConn.(driver.Validator); ok {
+		return v.IsValid()
+	}
+	return true
 }

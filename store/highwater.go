@@ -29,7 +29,11 @@ import (
 // different tags inserting their first marks do not deadlock. On Galera
 // the mark's row is written by every load, so certification covers it as it
 // covers the leaf_alloc row. On SQLite the transaction holds the whole file,
-// so a plain read and an upsert suffice.
+// so a plain read and an upsert suffice. On PostgreSQL the row lock of
+// leaf_alloc serialises the loads of one tag; each statement of a READ
+// COMMITTED transaction reads the latest committed rows, and an upsert
+// takes no gap locks, so a read (locking the mark's row if there is one)
+// and an upsert suffice there too.
 const (
 	// ensureMarkMySQL creates a tag's mark at 0 unless it exists, and locks
 	// it either way (argument: tag).
@@ -40,9 +44,9 @@ const (
 	// raiseMarkMySQL records a new mark (arguments: max_id, tag). The
 	// caller has checked that it is above the one read.
 	raiseMarkMySQL = `UPDATE leafd_tag_highwater SET max_id = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?`
-	// raiseMarkSQLite records a new mark, creating the row if need be
-	// (arguments: tag, max_id).
-	raiseMarkSQLite = `INSERT INTO leafd_tag_highwater (biz_tag, max_id) VALUES (?, ?)
+	// upsertMarkSQL records a new mark, creating the row if need be
+	// (arguments: tag, max_id), in SQLite's and PostgreSQL's words.
+	upsertMarkSQL = `INSERT INTO leafd_tag_highwater (biz_tag, max_id) VALUES (?, ?)
 ON CONFLICT (biz_tag) DO UPDATE SET max_id = excluded.max_id, update_time = CURRENT_TIMESTAMP`
 )
 
@@ -52,16 +56,16 @@ ON CONFLICT (biz_tag) DO UPDATE SET max_id = excluded.max_id, update_time = CURR
 // writes nothing, when the range starts below the mark; the caller rolls
 // the transaction back, so the UPDATE of leaf_alloc is undone too.
 func (s *db) raiseMark(ctx context.Context, tx *sqlx.Tx, tag string, start, end int64) error {
-	mysql := s.driver == "mysql"
-	if mysql {
-		if _, err := tx.ExecContext(ctx, ensureMarkMySQL, tag); err != nil {
+	byUpdate := s.markByUpdate
+	if byUpdate {
+		if _, err := tx.ExecContext(ctx, s.q(ensureMarkMySQL), tag); err != nil {
 			return markErr(err)
 		}
 	}
 	var mark int64
-	err := tx.QueryRowContext(ctx, readMarkSQL+s.lockSuffix, tag).Scan(&mark)
+	err := tx.QueryRowContext(ctx, s.q(readMarkSQL+s.lockSuffix), tag).Scan(&mark)
 	switch {
-	case errors.Is(err, sql.ErrNoRows) && !mysql:
+	case errors.Is(err, sql.ErrNoRows) && !byUpdate:
 		mark = 0 // no mark yet: the tag's first load by leafd
 	case err != nil:
 		return markErr(err)
@@ -69,10 +73,10 @@ func (s *db) raiseMark(ctx context.Context, tx *sqlx.Tx, tag string, start, end 
 	if start < mark {
 		return rewoundError(tag, start, mark)
 	}
-	if mysql {
-		_, err = tx.ExecContext(ctx, raiseMarkMySQL, end, tag)
+	if byUpdate {
+		_, err = tx.ExecContext(ctx, s.q(raiseMarkMySQL), end, tag)
 	} else {
-		_, err = tx.ExecContext(ctx, raiseMarkSQLite, tag, end)
+		_, err = tx.ExecContext(ctx, s.q(upsertMarkSQL), tag, end)
 	}
 	if err != nil {
 		return markErr(err)
@@ -84,7 +88,7 @@ func (s *db) raiseMark(ctx context.Context, tx *sqlx.Tx, tag string, start, end 
 // and what a missing table most likely means.
 func markErr(err error) error {
 	msg := err.Error()
-	if strings.Contains(msg, "leafd_tag_highwater") && (strings.Contains(msg, "doesn't exist") || strings.Contains(msg, "no such table")) {
+	if strings.Contains(msg, "leafd_tag_highwater") && (strings.Contains(msg, "doesn't exist") || strings.Contains(msg, "no such table") || strings.Contains(msg, "does not exist")) {
 		return fmt.Errorf("the table leafd_tag_highwater is missing: run `leafd migrate` (or start with store.migrate: true): %w", err)
 	}
 	return fmt.Errorf("high-water mark (leafd_tag_highwater): %w", err)

@@ -23,9 +23,6 @@ import (
 // use. Its methods but Migrate are the same code as SQLite's.
 type MySQL struct {
 	db
-	// cluster walks store.fallback_dsns; nil with a single address.
-	cluster *failover
-	addr    string // the first address, host:port
 }
 
 // Pool settings for MySQL: enough connections for the allocator's loads and
@@ -54,28 +51,6 @@ const (
 	migrateLockSeconds = 60
 )
 
-// MySQLOption configures OpenMySQL.
-type MySQLOption func(*mysqlOptions)
-
-type mysqlOptions struct {
-	fallbacks []string
-	log       *slog.Logger
-}
-
-// WithFallbacks gives further addresses of the same cluster (store.fallback_dsns),
-// in the same DSN format as the first. New connections go to the first
-// address that can be reached and accepts writes, in list order starting
-// from the one in use; while that is not the first, the first is tried
-// again every minute. See Address.
-func WithFallbacks(dsns ...string) MySQLOption {
-	return func(o *mysqlOptions) { o.fallbacks = append(o.fallbacks, dsns...) }
-}
-
-// WithLogger sets the logger of address switches (default slog.Default()).
-func WithLogger(l *slog.Logger) MySQLOption {
-	return func(o *mysqlOptions) { o.log = l }
-}
-
 // OpenMySQL returns a store for the database dsn names, in the format of
 // github.com/go-sql-driver/mysql (user:password@tcp(host:3306)/dbname?param=value).
 // It does not connect: a database that is down does not stop a server from
@@ -86,31 +61,14 @@ func WithLogger(l *slog.Logger) MySQLOption {
 //
 // Errors: a DSN (the first or a fallback) is empty, does not parse, or
 // names no database.
-func OpenMySQL(dsn string, opts ...MySQLOption) (*MySQL, error) {
-	var o mysqlOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.log == nil {
-		o.log = slog.Default()
-	}
-	first, err := mysqlConnector(dsn)
+func OpenMySQL(dsn string, opts ...Option) (*MySQL, error) {
+	return openMySQL(dsn, newOptions(opts))
+}
+
+func openMySQL(dsn string, o options) (*MySQL, error) {
+	connector, cluster, addr, err := openCluster(dsn, o, mysqlConnector, probeMySQL)
 	if err != nil {
 		return nil, err
-	}
-	var connector driver.Connector = first.c
-	var cluster *failover
-	if len(o.fallbacks) > 0 {
-		addrs := []clusterAddress{first}
-		for i, dsn := range o.fallbacks {
-			a, err := mysqlConnector(dsn)
-			if err != nil {
-				return nil, fmt.Errorf("fallback address %d: %w", i, err)
-			}
-			addrs = append(addrs, a)
-		}
-		cluster = newFailover(addrs, o.log)
-		connector = cluster
 	}
 	sqlDB := sql.OpenDB(connector)
 	sqlDB.SetMaxOpenConns(mysqlMaxOpen)
@@ -123,9 +81,12 @@ func OpenMySQL(dsn string, opts ...MySQLOption) (*MySQL, error) {
 		classify: classifyMySQL,
 		// NOW(3) and UNIX_TIMESTAMP convert through the session time zone
 		// and back, so the result is Unix time whatever that zone is.
-		nowMsSQL:   "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
-		lockSuffix: " FOR UPDATE",
-	}, cluster: cluster, addr: first.name}
+		nowMsSQL:     "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
+		lockSuffix:   " FOR UPDATE",
+		markByUpdate: true,
+		cluster:      cluster,
+		addr:         addr,
+	}}
 	if cluster != nil {
 		s.unavailable = func(err error) {
 			var me *mysql.MySQLError
@@ -226,16 +187,6 @@ func mysqlConnector(dsn string) (clusterAddress, error) {
 		return clusterAddress{}, fmt.Errorf("the MySQL DSN is not valid: %w", err)
 	}
 	return clusterAddress{name: cfg.Addr, c: connector}, nil
-}
-
-// Address returns the database address in use and the switches between
-// the cluster's addresses so far. A store opened without fallbacks always
-// reports its one address with no switch.
-func (s *MySQL) Address() Address {
-	if s.cluster == nil {
-		return Address{Name: s.addr, Count: 1}
-	}
-	return s.cluster.state()
 }
 
 // Migrate applies the pending migrations of package migrations with goose.

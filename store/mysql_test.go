@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/internal/testdb"
@@ -39,7 +40,7 @@ func TestMySQL(t *testing.T) {
 		}
 		// The raw pool writes times in UTC too, as the stores read them.
 		cfg.Params = map[string]string{"time_zone": "'+00:00'"}
-		raw, err := sql.Open("mysql", cfg.FormatDSN())
+		raw, err := sqlx.Open("mysql", cfg.FormatDSN())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +50,7 @@ func TestMySQL(t *testing.T) {
 			OpenUnreachable: func() (storetest.Store, error) { return store.OpenMySQL(unreachableMySQL) },
 			Raw:             raw,
 			LeafTable:       leafTable,
-			HoldMigrateLock: func(t *testing.T) func() { return holdNamedLock(t, raw, "leafd_migrate") },
+			HoldMigrateLock: func(t *testing.T) func() { return holdNamedLock(t, raw.DB, "leafd_migrate") },
 		}
 	})
 }

@@ -104,6 +104,7 @@ func OpenSQLite(dsn string) (*SQLite, error) {
 			writers:  make(chan struct{}, 1),
 			retryFor: sqliteBusyBudget,
 			nowMsSQL: "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+			addr:     path,
 		},
 		path: path,
 	}, nil

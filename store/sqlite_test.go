@@ -1,10 +1,11 @@
 package store_test
 
 import (
-	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/leafd/leafd/internal/testdb"
 	"github.com/leafd/leafd/store"
@@ -30,7 +31,7 @@ func TestSQLite(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) *storetest.Database {
 		dsn := testdb.SQLite(t)
 		file := strings.TrimPrefix(dsn, "file:")
-		raw, err := sql.Open("sqlite", dsn+"?_pragma=busy_timeout(10000)")
+		raw, err := sqlx.Open("sqlite", dsn+"?_pragma=busy_timeout(10000)")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -119,13 +119,34 @@ type db struct {
 	// error twice does no harm. With it set, writeMovingOn tries a
 	// transaction once more at once, through the next address.
 	unavailable func(error)
+	// markByUpdate: the dialect raises a tag's high-water mark by making
+	// sure its row exists, locking it, and updating it (MySQL, where an
+	// upsert's gap locks would deadlock loads of different tags); without
+	// it, by one INSERT … ON CONFLICT (highwater.go).
+	markByUpdate bool
+	// cluster walks store.fallback_dsns; nil with a single address. addr
+	// is the first address's name (host:port, a socket, a file).
+	cluster *failover
+	addr    string
 	// beforeCommit, when set (by tests of this package only), runs between
 	// the SELECT and the COMMIT of Allocate.
 	beforeCommit func(context.Context, *sqlx.Tx) error
 }
 
-// Driver returns the name of the database/sql driver: "mysql" or "sqlite".
+// Driver returns the engine's name as store.driver spells it: "mysql",
+// "postgres" or "sqlite".
 func (s *db) Driver() string { return s.driver }
+
+// q returns query, written with '?' placeholders, in the placeholders of
+// the store's driver ($1, $2, … for PostgreSQL).
+func (s *db) q(query string) string { return s.x.Rebind(query) }
+
+// queryer is a pool or a transaction: what the helpers that run in either
+// take, placeholders rebound by its Rebind.
+type queryer interface {
+	sqlx.QueryerContext
+	Rebind(query string) string
+}
 
 // Close closes the connection pool. Calls in flight may fail afterwards.
 func (s *db) Close() error { return s.x.Close() }
@@ -174,7 +195,7 @@ func (s *db) allocate(ctx context.Context, tag string, step int64) (segment.Allo
 		return segment.Allocation{}, err
 	}
 	defer tx.Rollback() // a no-op once committed
-	res, err := tx.ExecContext(ctx, allocateSQL, step, tag, leafd.MaxID-step)
+	res, err := tx.ExecContext(ctx, s.q(allocateSQL), step, tag, leafd.MaxID-step)
 	if err != nil {
 		return segment.Allocation{}, err
 	}
@@ -184,7 +205,7 @@ func (s *db) allocate(ctx context.Context, tag string, step int64) (segment.Allo
 	}
 	if n == 0 {
 		var rows int
-		if err := tx.QueryRowContext(ctx, existsSQL, tag).Scan(&rows); err != nil {
+		if err := tx.QueryRowContext(ctx, s.q(existsSQL), tag).Scan(&rows); err != nil {
 			return segment.Allocation{}, err
 		}
 		if rows == 0 {
@@ -194,7 +215,7 @@ func (s *db) allocate(ctx context.Context, tag string, step int64) (segment.Allo
 			"tag %q is exhausted: a range of %d more IDs would pass the largest ID, %d", tag, step, leafd.MaxID)
 	}
 	var maxID, tableStep int64
-	if err := tx.QueryRowContext(ctx, readAllocSQL, tag).Scan(&maxID, &tableStep); err != nil {
+	if err := tx.QueryRowContext(ctx, s.q(readAllocSQL), tag).Scan(&maxID, &tableStep); err != nil {
 		return segment.Allocation{}, err
 	}
 	if maxID-step < 1 {
@@ -278,9 +299,9 @@ func (s *db) LookupTag(ctx context.Context, name string) (leafd.Tag, error) {
 // "") after its WHERE. It reports false when there is none: a row that the
 // "=" of MySQL's default collation finds, its name differing in letter
 // case, is another tag.
-func exactRow(ctx context.Context, q sqlx.QueryerContext, name, suffix string) (tagRow, bool, error) {
+func exactRow(ctx context.Context, q queryer, name, suffix string) (tagRow, bool, error) {
 	var rows []tagRow
-	if err := sqlx.SelectContext(ctx, q, &rows, tagColumns+` WHERE biz_tag = ?`+suffix, name); err != nil {
+	if err := sqlx.SelectContext(ctx, q, &rows, q.Rebind(tagColumns+` WHERE biz_tag = ?`+suffix), name); err != nil {
 		return tagRow{}, false, err
 	}
 	for _, r := range rows {
@@ -294,10 +315,10 @@ func exactRow(ctx context.Context, q sqlx.QueryerContext, name, suffix string) (
 // caseTwins returns the names of the rows that equal name but for letter
 // case, name itself included if it is there, sorted. name must be valid
 // (leafd.ValidateTag): ASCII.
-func caseTwins(ctx context.Context, q sqlx.QueryerContext, name string) ([]string, error) {
+func caseTwins(ctx context.Context, q queryer, name string) ([]string, error) {
 	query, args := caseTwinsQuery(name)
 	var names []string
-	if err := sqlx.SelectContext(ctx, q, &names, query, args...); err != nil {
+	if err := sqlx.SelectContext(ctx, q, &names, q.Rebind(query), args...); err != nil {
 		return nil, err
 	}
 	slices.Sort(names)
@@ -405,7 +426,7 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 		if len(same) > 0 {
 			return tagExists(t.Name, same)
 		}
-		if _, err := tx.ExecContext(ctx, insertSQL, t.Name, t.MaxID, t.Step, desc); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q(insertSQL), t.Name, t.MaxID, t.Step, desc); err != nil {
 			if s.class(err) != classDuplicate {
 				return err
 			}
@@ -413,14 +434,14 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 			// that folds more than case (ß and ss): asked again outside this
 			// transaction, whose snapshot does not show it.
 			tx.Rollback()
-			if err := s.x.SelectContext(ctx, &same, tagNamesSQL+` WHERE biz_tag = ?`, t.Name); err != nil {
+			if err := s.x.SelectContext(ctx, &same, s.q(tagNamesSQL+` WHERE biz_tag = ?`), t.Name); err != nil {
 				return err
 			}
 			slices.Sort(same)
 			return tagExists(t.Name, same)
 		}
 		var r tagRow
-		if err := tx.GetContext(ctx, &r, tagColumns+` WHERE biz_tag = ?`, t.Name); err != nil {
+		if err := tx.GetContext(ctx, &r, s.q(tagColumns+` WHERE biz_tag = ?`), t.Name); err != nil {
 			return err
 		}
 		if err := tx.Commit(); err != nil {
@@ -489,7 +510,7 @@ func (s *db) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old
 		if u.Description != nil {
 			desc = nullString(*u.Description)
 		}
-		if _, err := tx.ExecContext(ctx, updateTagSQL, step, desc, name); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q(updateTagSQL), step, desc, name); err != nil {
 			return err
 		}
 		after, ok, err := exactRow(ctx, tx, name, "")
@@ -535,7 +556,7 @@ func unknownTag(tag string) error { return leafd.UnknownTagError(tag) }
 // unknownTagNear is unknown_tag for name, naming the tag that differs from
 // it only in letter case if the table has one: PATCH /api/tags/ORDER where
 // "order" exists is a slip worth pointing out, on every engine.
-func unknownTagNear(ctx context.Context, q sqlx.QueryerContext, name string) error {
+func unknownTagNear(ctx context.Context, q queryer, name string) error {
 	same, err := caseTwins(ctx, q, name)
 	if err != nil {
 		return err
@@ -712,7 +733,7 @@ func (s *db) judge(err error) verdict {
 			"it is overloaded, waits for a lock, or cannot be reached: see its log and check the address in store.dsn"}
 	case errors.Is(err, sql.ErrConnDone), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return verdictLost
-	case errors.Is(err, errReadOnly):
+	case errors.Is(err, errReadOnly), errors.Is(err, errStandby), errors.Is(err, errReadOnlySelect):
 		// The failover's probe found every node it could reach refusing
 		// writes; not one of the driver's errors, so sorted here.
 		return verdictReadOnly

@@ -94,7 +94,7 @@ func (s *db) claimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 		return snowflake.Lease{}, err
 	}
 	var rows []workerRow
-	if err := tx.SelectContext(ctx, &rows, fmt.Sprintf(workerRowsSQL, s.nowMsSQL, s.lockSuffix), c.Workers); err != nil {
+	if err := tx.SelectContext(ctx, &rows, s.q(fmt.Sprintf(workerRowsSQL, s.nowMsSQL, s.lockSuffix)), c.Workers); err != nil {
 		return snowflake.Lease{}, err
 	}
 	chosen, found, held, ahead := int64(-1), (*workerRow)(nil), 0, 0
@@ -119,7 +119,7 @@ func (s *db) claimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 	}
 	if found != nil {
 		chosen = found.WorkerID
-		res, err := tx.ExecContext(ctx, claimUpdateSQL, c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs,
+		res, err := tx.ExecContext(ctx, s.q(claimUpdateSQL), c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs,
 			found.WorkerID, found.Owner, found.LeaseUntilMs, found.WatermarkMs)
 		if err != nil {
 			return snowflake.Lease{}, err
@@ -135,7 +135,7 @@ func (s *db) claimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 				snowflake.ErrNoFreeWorker, c.Workers, held, ahead, time.UnixMilli(c.NowMs).UTC().Format(time.RFC3339Nano))
 		}
 		chosen = next
-		if _, err := tx.ExecContext(ctx, claimInsertSQL, chosen, c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q(claimInsertSQL), chosen, c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs); err != nil {
 			if s.class(err) == classDuplicate {
 				return snowflake.Lease{}, errRetry{err}
 			}
@@ -191,12 +191,12 @@ func (s *db) claimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snow
 		return snowflake.Lease{}, err
 	}
 	var rows []workerRow
-	if err := tx.SelectContext(ctx, &rows, fmt.Sprintf(fixedRowSQL, s.nowMsSQL, s.lockSuffix), c.WorkerID); err != nil {
+	if err := tx.SelectContext(ctx, &rows, s.q(fmt.Sprintf(fixedRowSQL, s.nowMsSQL, s.lockSuffix)), c.WorkerID); err != nil {
 		return snowflake.Lease{}, err
 	}
 	prev := int64(0)
 	if len(rows) == 0 {
-		if _, err := tx.ExecContext(ctx, claimInsertSQL, c.WorkerID, c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q(claimInsertSQL), c.WorkerID, c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs); err != nil {
 			if s.class(err) == classDuplicate {
 				return snowflake.Lease{}, errRetry{err}
 			}
@@ -210,7 +210,7 @@ func (s *db) claimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snow
 		case r.WatermarkMs >= c.NowMs:
 			return snowflake.Lease{}, &snowflake.WatermarkAheadError{WorkerID: c.WorkerID, WatermarkMs: r.WatermarkMs, NowMs: c.NowMs}
 		}
-		res, err := tx.ExecContext(ctx, claimUpdateSQL, c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs,
+		res, err := tx.ExecContext(ctx, s.q(claimUpdateSQL), c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs,
 			r.WorkerID, r.Owner, r.LeaseUntilMs, r.WatermarkMs)
 		if err != nil {
 			return snowflake.Lease{}, err
@@ -254,7 +254,7 @@ func (s *db) updateWorker(ctx context.Context, op, query string, l snowflake.Lea
 	}
 	var n int64
 	err := s.writeMovingOn(ctx, func(ctx context.Context) error {
-		res, err := s.x.ExecContext(ctx, query, args...)
+		res, err := s.x.ExecContext(ctx, s.q(query), args...)
 		if err != nil {
 			return err
 		}

@@ -1,13 +1,18 @@
-// Package testdb gives tests real, empty databases: a fresh MySQL database
-// per test on a server found through the environment, and a fresh SQLite
-// file per test. Nothing is mocked: leafd's guarantees are about what real
-// databases do.
+// Package testdb gives tests real, empty databases: a fresh MySQL or
+// PostgreSQL database per test on a server found through the environment,
+// and a fresh SQLite file per test. Nothing is mocked: leafd's guarantees
+// are about what real databases do.
 //
 // Environment:
 //
-//	LEAFD_TEST_MYSQL_DSN=root@tcp(127.0.0.1:3306)/   the server, a DSN without a database name
+//	LEAFD_TEST_MYSQL_DSN=root@tcp(127.0.0.1:3306)/   the MySQL server, a DSN without a database name
 //	                                                 (default: that one, when it answers)
-//	LEAFD_TEST_REQUIRE_MYSQL=1                       fail, rather than skip, when no server answers
+//	LEAFD_TEST_REQUIRE_MYSQL=1                       fail, rather than skip, when no MySQL server answers
+//	LEAFD_TEST_POSTGRES_DSN=postgres://root@127.0.0.1:5432/postgres?sslmode=disable
+//	                                                 the PostgreSQL server, a DSN of a database that
+//	                                                 exists, where test databases are created
+//	                                                 (default: that one, when it answers)
+//	LEAFD_TEST_REQUIRE_POSTGRES=1                    fail, rather than skip, when no PostgreSQL server answers
 package testdb
 
 import (
@@ -16,13 +21,18 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // DefaultMySQLDSN is the server MySQL uses when LEAFD_TEST_MYSQL_DSN is not
@@ -110,4 +120,83 @@ func MySQL(tb testing.TB) string {
 func SQLite(tb testing.TB) string {
 	tb.Helper()
 	return "file:" + filepath.Join(tb.TempDir(), "leafd.db")
+}
+
+// DefaultPostgresDSN is the server Postgres uses when
+// LEAFD_TEST_POSTGRES_DSN is not set.
+const DefaultPostgresDSN = "postgres://root@127.0.0.1:5432/postgres?sslmode=disable"
+
+// pgServer is the PostgreSQL server of this test process, looked for once.
+var pgServer struct {
+	once sync.Once
+	cfg  *pgx.ConnConfig
+	db   *sql.DB // the server's admin database, to create and drop others
+	err  error   // why there is no server; nil when there is one
+}
+
+func findPostgres() {
+	dsn := os.Getenv("LEAFD_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		dsn = DefaultPostgresDSN
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		pgServer.err = fmt.Errorf("LEAFD_TEST_POSTGRES_DSN: %w", err)
+		return
+	}
+	cfg.ConnectTimeout = reachTimeout
+	db := stdlib.OpenDB(*cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), reachTimeout)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		pgServer.err = fmt.Errorf("no PostgreSQL at %s:%d (%v): set LEAFD_TEST_POSTGRES_DSN to a server's DSN, such as %s",
+			cfg.Host, cfg.Port, err, DefaultPostgresDSN)
+		return
+	}
+	pgServer.cfg, pgServer.db = cfg, db
+}
+
+// Postgres returns the DSN, a postgres:// URL, of a new, empty database
+// named leafd_test_<8 hex digits> that is dropped when the test ends. When
+// no server answers within 2 seconds it skips the test, or fails it if
+// LEAFD_TEST_REQUIRE_POSTGRES=1. The server is looked for once per test
+// process.
+func Postgres(tb testing.TB) string {
+	tb.Helper()
+	pgServer.once.Do(findPostgres)
+	if pgServer.err != nil {
+		if os.Getenv("LEAFD_TEST_REQUIRE_POSTGRES") == "1" {
+			tb.Fatalf("%v (LEAFD_TEST_REQUIRE_POSTGRES=1)", pgServer.err)
+		}
+		tb.Skip(pgServer.err)
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := "leafd_test_" + hex.EncodeToString(b[:])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := pgServer.db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		tb.Fatalf("create the test database %s: %v", name, err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		// FORCE ends the sessions of stores a test left open.
+		if _, err := pgServer.db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			tb.Errorf("drop the test database %s: %v", name, err)
+		}
+	})
+	u := url.URL{
+		Scheme:   "postgres",
+		Host:     net.JoinHostPort(pgServer.cfg.Host, strconv.Itoa(int(pgServer.cfg.Port))),
+		Path:     "/" + name,
+		RawQuery: "sslmode=disable",
+	}
+	if pgServer.cfg.Password != "" {
+		u.User = url.UserPassword(pgServer.cfg.User, pgServer.cfg.Password)
+	} else {
+		u.User = url.User(pgServer.cfg.User)
+	}
+	return u.String()
 }

@@ -2,12 +2,14 @@ package testdb_test
 
 import (
 	"database/sql"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
 	"github.com/leafd/leafd/internal/testdb"
@@ -82,5 +84,54 @@ func TestSQLite(t *testing.T) {
 	}
 	if testdb.SQLite(t) == dsn {
 		t.Fatal("two calls returned the same file")
+	}
+}
+
+// Each test gets its own empty PostgreSQL database, dropped when it ends.
+func TestPostgres(t *testing.T) {
+	var name string
+	t.Run("Fresh", func(t *testing.T) {
+		dsn := testdb.Postgres(t)
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name = strings.TrimPrefix(u.Path, "/")
+		if !regexp.MustCompile(`^leafd_test_[0-9a-f]{8}$`).MatchString(name) {
+			t.Fatalf("database name %q", name)
+		}
+		if other := testdb.Postgres(t); other == dsn {
+			t.Fatal("two calls returned the same database")
+		}
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var tables int
+		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'public'").Scan(&tables); err != nil {
+			t.Fatal(err)
+		}
+		if tables != 0 {
+			t.Fatalf("a fresh database has %d tables", tables)
+		}
+		if _, err := db.Exec("CREATE TABLE t (n INT)"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if name == "" {
+		return // skipped
+	}
+	admin, err := sql.Open("pgx", testdb.DefaultPostgresDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var n int
+	if err := admin.QueryRow("SELECT COUNT(*) FROM pg_database WHERE datname = $1", name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("database %s still exists after its test", name)
 	}
 }

@@ -15,7 +15,7 @@ import (
 func (h *harness) mark(tag string) int64 {
 	h.t.Helper()
 	var v int64
-	err := h.db.Raw.QueryRow("SELECT COALESCE(MAX(max_id), 0) FROM leafd_tag_highwater WHERE biz_tag = ?", tag).Scan(&v)
+	err := h.db.Raw.QueryRow(h.db.Raw.Rebind("SELECT COALESCE(MAX(max_id), 0) FROM leafd_tag_highwater WHERE biz_tag = ?"), tag).Scan(&v)
 	if err != nil {
 		h.t.Fatalf("read the high-water mark of %q: %v", tag, err)
 	}

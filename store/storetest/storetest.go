@@ -1,13 +1,12 @@
 // Package storetest is the one test suite of leafd's stores. Run executes
 // the same cases with the same assertions against any backend: store_test
-// runs it against SQLite always and against MySQL whenever a server is
-// reachable.
+// runs it against SQLite always, and against MySQL and PostgreSQL whenever
+// a server is reachable (CI requires both).
 package storetest
 
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,24 +15,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
-	"github.com/leafd/leafd/snowflake"
+	"github.com/leafd/leafd/store"
 )
 
-// Store is what the suite tests: the methods store.MySQL and store.SQLite
-// share.
-type Store interface {
-	segment.Store
-	snowflake.LeaseStore
-	Driver() string
-	Ping(ctx context.Context) error
-	Migrate(ctx context.Context) error
-	TagNames(ctx context.Context) ([]string, error)
-	CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error)
-	UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old, updated leafd.Tag, err error)
-	Close() error
-}
+// Store is what the suite tests: everything a store does.
+type Store = store.Store
 
 // Database is one fresh, empty database (no tables) of a backend.
 type Database struct {
@@ -46,8 +36,10 @@ type Database struct {
 	// suite closes it.
 	OpenUnreachable func() (Store, error)
 	// Raw is a plain connection pool on the database, outside any store,
-	// for setup and checks. The backend closes it.
-	Raw *sql.DB
+	// for setup and checks, opened with the driver name sqlx knows for the
+	// engine's placeholders ("mysql", "sqlite", "pgx"): the suite writes
+	// its queries with '?' and rebinds them. The backend closes it.
+	Raw *sqlx.DB
 	// HoldMigrateLock, when not nil, takes the lock that Migrate takes, as
 	// another server migrating would, and returns the function that
 	// releases it.
@@ -144,7 +136,7 @@ func (h *harness) migrated() Store {
 
 func (h *harness) exec(query string, args ...any) {
 	h.t.Helper()
-	if _, err := h.db.Raw.Exec(query, args...); err != nil {
+	if _, err := h.db.Raw.Exec(h.db.Raw.Rebind(query), args...); err != nil {
 		h.t.Fatalf("%s: %v", query, err)
 	}
 }
@@ -159,7 +151,7 @@ func (h *harness) insert(tag string, maxID, step int64) {
 func (h *harness) maxID(tag string) int64 {
 	h.t.Helper()
 	var v int64
-	if err := h.db.Raw.QueryRow("SELECT max_id FROM leaf_alloc WHERE biz_tag = ?", tag).Scan(&v); err != nil {
+	if err := h.db.Raw.QueryRow(h.db.Raw.Rebind("SELECT max_id FROM leaf_alloc WHERE biz_tag = ?"), tag).Scan(&v); err != nil {
 		h.t.Fatalf("read max_id of %q: %v", tag, err)
 	}
 	return v

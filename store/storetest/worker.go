@@ -19,8 +19,9 @@ import (
 
 // dbNowSQL reads the database's clock in Unix milliseconds, by driver.
 var dbNowSQL = map[string]string{
-	"mysql":  "SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
-	"sqlite": "SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+	"mysql":    "SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
+	"sqlite":   "SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+	"postgres": "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
 }
 
 // clockSlack is how far apart two readings of time that should agree may
@@ -39,7 +40,7 @@ type workerRow struct {
 func (h *harness) worker(id int64) workerRow {
 	h.t.Helper()
 	var r workerRow
-	err := h.db.Raw.QueryRow("SELECT owner, lease_until_ms, watermark_ms FROM leaf_worker WHERE worker_id = ?", id).
+	err := h.db.Raw.QueryRow(h.db.Raw.Rebind("SELECT owner, lease_until_ms, watermark_ms FROM leaf_worker WHERE worker_id = ?"), id).
 		Scan(&r.owner, &r.leaseUntilMs, &r.watermarkMs)
 	if err != nil {
 		h.t.Fatalf("read the row of worker id %d: %v", id, err)

@@ -1,0 +1,161 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/snowflake"
+)
+
+// Store is everything leafd asks of a database: the segment allocator's
+// and the snowflake lease keeper's interfaces, the admin API's tag
+// writes, and what the server reports and runs at start-up. Every engine
+// implements it with the same code (package doc); Open returns one.
+type Store interface {
+	segment.Store
+	snowflake.LeaseStore
+	// Driver is the engine's name as store.driver spells it.
+	Driver() string
+	// Address is the database address in use among its cluster's.
+	Address() Address
+	Ping(ctx context.Context) error
+	Migrate(ctx context.Context) error
+	TagNames(ctx context.Context) ([]string, error)
+	CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error)
+	UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old, updated leafd.Tag, err error)
+	Close() error
+}
+
+var (
+	_ Store = (*MySQL)(nil)
+	_ Store = (*SQLite)(nil)
+	_ Store = (*Postgres)(nil)
+)
+
+// Option configures Open (and OpenMySQL, OpenPostgres).
+type Option func(*options)
+
+type options struct {
+	fallbacks []string
+	log       *slog.Logger
+}
+
+func newOptions(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
+	return o
+}
+
+// WithFallbacks gives further addresses of the same cluster
+// (store.fallback_dsns), in the same DSN format as the first. New
+// connections go to the first address that can be reached and accepts
+// writes, in list order starting from the one in use; while that is not
+// the first, the first is tried again every minute. See Address. Engines
+// without addresses (SQLite) refuse it.
+func WithFallbacks(dsns ...string) Option {
+	return func(o *options) { o.fallbacks = append(o.fallbacks, dsns...) }
+}
+
+// WithLogger sets the logger of address switches (default slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.log = l }
+}
+
+// An engine is one value of store.driver: how to check a DSN and how to
+// open a store. Adding an engine means adding it here (package doc).
+type engine struct {
+	// example is a DSN of the engine's format, for messages.
+	example string
+	check   func(dsn string) error
+	open    func(dsn string, o options) (Store, error)
+	// fallbacks reports whether store.fallback_dsns means anything to it.
+	fallbacks bool
+}
+
+var engines = map[string]engine{
+	"mysql": {
+		example:   "user:password@tcp(host:3306)/dbname",
+		check:     CheckMySQLDSN,
+		open:      func(dsn string, o options) (Store, error) { return openMySQL(dsn, o) },
+		fallbacks: true,
+	},
+	"postgres": {
+		example:   "postgres://user:password@host:5432/dbname",
+		check:     CheckPostgresDSN,
+		open:      func(dsn string, o options) (Store, error) { return openPostgres(dsn, o) },
+		fallbacks: true,
+	},
+	"sqlite": {
+		example: "data/leafd.db",
+		check:   func(dsn string) error { _, _, err := parseSQLiteDSN(dsn); return err },
+		open: func(dsn string, o options) (Store, error) {
+			if len(o.fallbacks) > 0 {
+				return nil, errNoFallbacks("sqlite")
+			}
+			return OpenSQLite(dsn)
+		},
+	},
+}
+
+func errNoFallbacks(driver string) error {
+	return fmt.Errorf("store.fallback_dsns does not apply to %s: a file has no other address; leave it empty", driver)
+}
+
+// Drivers returns the names store.driver accepts, sorted.
+func Drivers() []string {
+	names := make([]string, 0, len(engines))
+	for name := range engines {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// SupportsFallbacks reports whether driver's stores can move between the
+// addresses of store.fallback_dsns.
+func SupportsFallbacks(driver string) bool { return engines[driver].fallbacks }
+
+// ExampleDSN returns a DSN in driver's format, for messages ("" for a
+// driver leafd does not know).
+func ExampleDSN(driver string) string { return engines[driver].example }
+
+// Open returns a store of the engine driver names ("mysql", "postgres",
+// "sqlite") for the database dsn names, in that engine's DSN format. It
+// does not connect: a server whose database is down still starts, and the
+// first method that needs the database reports it as store_unavailable.
+// The server, the command line and the tests all open stores here.
+//
+// Errors: an unknown driver; a DSN (the first or a fallback) that does not
+// parse or names no database; fallbacks given to an engine that has no
+// other addresses.
+func Open(driver, dsn string, opts ...Option) (Store, error) {
+	e, ok := engines[driver]
+	if !ok {
+		return nil, unknownDriver(driver)
+	}
+	return e.open(dsn, newOptions(opts))
+}
+
+// CheckDSN returns the error Open would return for dsn, without opening
+// anything: nil when driver is known and dsn parses and names a database.
+func CheckDSN(driver, dsn string) error {
+	e, ok := engines[driver]
+	if !ok {
+		return unknownDriver(driver)
+	}
+	return e.check(dsn)
+}
+
+func unknownDriver(driver string) error {
+	return fmt.Errorf("store.driver %q is not supported: use %s", driver, strings.Join(Drivers(), ", "))
+}

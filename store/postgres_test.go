@@ -1,0 +1,215 @@
+package store_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver of the raw pools
+	"github.com/jmoiron/sqlx"
+
+	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/store"
+	"github.com/leafd/leafd/store/storetest"
+)
+
+// pgLeafTable is leaf_alloc as a PostgreSQL port of Leaf creates it: Leaf's
+// columns, without leafd's collation and trigger.
+const pgLeafTable = `CREATE TABLE leaf_alloc (
+  biz_tag     VARCHAR(128) NOT NULL DEFAULT '',
+  max_id      BIGINT       NOT NULL DEFAULT 1,
+  step        INT          NOT NULL,
+  description VARCHAR(256) DEFAULT NULL,
+  update_time TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  PRIMARY KEY (biz_tag)
+)`
+
+// unreachablePostgres is an address where nothing listens, with a connect
+// timeout short enough for a test.
+const unreachablePostgres = "postgres://root@127.0.0.1:1/leafd?sslmode=disable&connect_timeout=1"
+
+func TestPostgres(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) *storetest.Database {
+		dsn := testdb.Postgres(t)
+		raw := openRawPostgres(t, dsn)
+		return &storetest.Database{
+			Open:            func() (storetest.Store, error) { return store.Open("postgres", dsn) },
+			OpenUnreachable: func() (storetest.Store, error) { return store.Open("postgres", unreachablePostgres) },
+			Raw:             raw,
+			LeafTable:       pgLeafTable,
+			HoldMigrateLock: func(t *testing.T) func() { return holdAdvisoryLock(t, raw) },
+		}
+	})
+}
+
+// openRawPostgres is a plain pool on dsn, in UTC as the stores read times.
+func openRawPostgres(t *testing.T, dsn string) *sqlx.DB {
+	t.Helper()
+	raw, err := sqlx.Open("pgx", dsn+"&timezone=UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	return raw
+}
+
+// holdAdvisoryLock takes leafd's migration lock on a connection of its own
+// and returns the function that releases it (once, however often called).
+func holdAdvisoryLock(t *testing.T, raw *sqlx.DB) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := raw.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", store.PostgresMigrateLock); err != nil {
+		t.Fatalf("pg_advisory_lock: %v", err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", store.PostgresMigrateLock); err != nil {
+				t.Errorf("pg_advisory_unlock: %v", err)
+			}
+			conn.Close()
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// migratedPostgres opens a store on a fresh, migrated database.
+func migratedPostgres(t *testing.T) (store.Store, string) {
+	t.Helper()
+	dsn := testdb.Postgres(t)
+	s, err := store.Open("postgres", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s, dsn
+}
+
+// A row locked by another transaction fails an allocation of that tag
+// within the lock_timeout leafd sets (5 s), with an error that names the
+// lock; the database still answers.
+func TestPostgresRowLockNamed(t *testing.T) {
+	s, dsn := migratedPostgres(t)
+	ctx := context.Background()
+	if _, err := s.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	raw := openRawPostgres(t, dsn)
+	tx, err := raw.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec("SELECT max_id FROM leaf_alloc WHERE biz_tag = 't' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = s.Allocate(actx, "t", 10)
+	took := time.Since(start)
+	if leafd.ErrorCode(err) != leafd.EStoreUnavailable || !strings.Contains(leafd.ErrorMessage(err), "locked by another transaction") {
+		t.Fatalf("Allocate of a locked row: %v; want store_unavailable naming the lock", err)
+	}
+	if took < 4*time.Second || took > 9*time.Second {
+		t.Fatalf("Allocate of a locked row failed after %v, want the 5 s lock_timeout", took)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping while a row is locked: %v", err)
+	}
+	tx.Rollback()
+	if _, err := s.Allocate(ctx, "t", 10); err != nil {
+		t.Fatalf("Allocate once the lock is gone: %v", err)
+	}
+}
+
+// A session that refuses writes (as a standby's do) is left for the next
+// address of store.fallback_dsns, and the store says where it is.
+func TestPostgresFallbackLeavesReadOnly(t *testing.T) {
+	_, dsn := migratedPostgres(t)
+	// The same database, through an address whose sessions are read-only.
+	readOnly := dsn + "&default_transaction_read_only=on"
+	s, err := store.Open("postgres", readOnly, store.WithFallbacks(dsn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
+		t.Fatalf("CreateTag with the first address read-only: %v", err)
+	}
+	a, err := s.Allocate(ctx, "t", 10)
+	if err != nil || a != (segment.Allocation{Start: 1, End: 11, TableStep: 10}) {
+		t.Fatalf("Allocate = %+v, %v", a, err)
+	}
+	addr := s.Address()
+	if addr.Index != 1 || addr.Count != 2 || addr.Switches < 1 || !strings.Contains(addr.LastSwitchReason, "read-only") {
+		t.Fatalf("Address = %+v, want the second of two, moved for read-only", addr)
+	}
+
+	// With no address that accepts writes, the error says so.
+	only, err := store.Open("postgres", readOnly, store.WithFallbacks(readOnly))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer only.Close()
+	_, err = only.Allocate(ctx, "t", 10)
+	if leafd.ErrorCode(err) != leafd.EStoreUnavailable || !strings.Contains(leafd.ErrorMessage(err), "refuses writes") {
+		t.Fatalf("Allocate with every address read-only: %v; want store_unavailable saying it refuses writes", err)
+	}
+}
+
+// A database that does not exist is named, with the statement that
+// creates it.
+func TestPostgresMissingDatabase(t *testing.T) {
+	dsn := testdb.Postgres(t)
+	missing := strings.Replace(dsn, "/leafd_test_", "/leafd_missing_", 1)
+	s, err := store.Open("postgres", missing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.Migrate(context.Background())
+	if leafd.ErrorCode(err) != leafd.EStoreUnavailable || !strings.Contains(leafd.ErrorMessage(err), "CREATE DATABASE leafd_missing_") {
+		t.Fatalf("Migrate of a missing database: %v; want store_unavailable with CREATE DATABASE", err)
+	}
+	if strings.Contains(err.Error(), "cannot be reached") {
+		t.Fatalf("the error blames the network: %v", err)
+	}
+}
+
+func TestOpenPostgresBadDSN(t *testing.T) {
+	for _, c := range []struct{ name, dsn, want string }{
+		{"Empty", "", "empty"},
+		{"NotADSN", "postgres://root@[::1/leafd", "does not parse"},
+		{"NoDatabase", "postgres://root@127.0.0.1:5432", "names no database"},
+		{"Password", "postgres://root:s3cret-pw@[::1/leafd", "does not parse"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("PGDATABASE", "")
+			err := store.CheckDSN("postgres", c.dsn)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("CheckDSN(%q) = %v, want it to say %q", c.dsn, err, c.want)
+			}
+			if strings.Contains(err.Error(), "s3cret-pw") {
+				t.Fatalf("the error shows the password: %v", err)
+			}
+			if s, err := store.Open("postgres", c.dsn); err == nil {
+				s.Close()
+				t.Fatalf("Open(%q) succeeded", c.dsn)
+			}
+		})
+	}
+}

@@ -2,10 +2,15 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+	"modernc.org/sqlite"
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
@@ -158,4 +163,23 @@ func CheckDSN(driver, dsn string) error {
 
 func unknownDriver(driver string) error {
 	return fmt.Errorf("store.driver %q is not supported: use %s", driver, strings.Join(Drivers(), ", "))
+}
+
+// MissingTable reports whether err is the database saying that a table
+// does not exist: a store that was never migrated.
+func MissingTable(err error) bool {
+	var me *mysql.MySQLError
+	var pe *pgconn.PgError
+	var se *sqlite.Error
+	switch {
+	case errors.As(err, &me):
+		return me.Number == 1146 // ER_NO_SUCH_TABLE
+	case errors.As(err, &pe):
+		return pe.Code == "42P01" // undefined_table
+	case errors.As(err, &se):
+		// SQLite has no code of its own for it (SQLITE_ERROR); its text
+		// is matched.
+		return strings.Contains(se.Error(), "no such table")
+	}
+	return false
 }

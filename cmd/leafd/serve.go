@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -18,24 +19,6 @@ import (
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
-)
-
-// Store is what the command needs of a database; store.MySQL and
-// store.SQLite implement it.
-type Store interface {
-	segment.Store
-	snowflake.LeaseStore
-	Driver() string
-	Ping(ctx context.Context) error
-	Migrate(ctx context.Context) error
-	CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error)
-	UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old, updated leafd.Tag, err error)
-	Close() error
-}
-
-var (
-	_ Store = (*store.MySQL)(nil)
-	_ Store = (*store.SQLite)(nil)
 )
 
 // setup loads the configuration and builds the logger. Every error it
@@ -48,20 +31,22 @@ func setup(path string, stderr io.Writer) (*config.Config, *slog.Logger, error) 
 	return cfg, newLogger(cfg.Log, stderr), nil
 }
 
-// checkDSNs is the store's judgement of the MySQL DSNs, made while the
-// configuration loads so that a DSN that does not parse is reported with
-// every other problem and with where it came from. (openStore checks them
-// again: it is also the check of a configuration built without Load.)
+// checkDSNs is the store's judgement of the DSNs of a database server,
+// made while the configuration loads so that a DSN that does not parse is
+// reported with every other problem and with where it came from. (Opening
+// the store checks them again: it is also the check of a configuration
+// built without Load.) SQLite's DSNs are judged by the configuration
+// itself.
 func checkDSNs(c *config.Config) []*config.KeyError {
-	if c.Store.Driver != "mysql" {
+	if c.Store.Driver == "sqlite" || !slices.Contains(store.Drivers(), c.Store.Driver) {
 		return nil
 	}
 	var ps []*config.KeyError
-	if err := store.CheckMySQLDSN(c.Store.DSN); err != nil {
+	if err := store.CheckDSN(c.Store.Driver, c.Store.DSN); err != nil {
 		ps = append(ps, &config.KeyError{Key: "store.dsn", Message: err.Error()})
 	}
 	for i, dsn := range c.Store.FallbackDSNs {
-		if err := store.CheckMySQLDSN(dsn); err != nil {
+		if err := store.CheckDSN(c.Store.Driver, dsn); err != nil {
 			ps = append(ps, &config.KeyError{Key: fmt.Sprintf("store.fallback_dsns[%d]", i), Message: err.Error()})
 		}
 	}
@@ -80,24 +65,17 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 
 // openStore opens the configured database without connecting to it: a DSN
 // that does not parse is an error, an unreachable database is not.
-func openStore(c config.Store, log *slog.Logger) (Store, error) {
-	var (
-		s   Store
-		err error
-	)
-	switch c.Driver {
-	case "mysql":
-		for i, dsn := range c.FallbackDSNs {
-			if err := store.CheckMySQLDSN(dsn); err != nil {
-				return nil, usageError{fmt.Errorf("store.fallback_dsns[%d]: %w", i, err)}
-			}
+func openStore(c config.Store, log *slog.Logger) (store.Store, error) {
+	for i, dsn := range c.FallbackDSNs {
+		if err := store.CheckDSN(c.Driver, dsn); err != nil {
+			return nil, usageError{fmt.Errorf("store.fallback_dsns[%d]: %w", i, err)}
 		}
-		s, err = store.OpenMySQL(c.DSN, store.WithFallbacks(c.FallbackDSNs...), store.WithLogger(log))
-	case "sqlite":
-		s, err = store.OpenSQLite(c.DSN)
-	default:
-		err = fmt.Errorf("store.driver %q is not supported: use mysql or sqlite", c.Driver)
 	}
+	var opts []store.Option
+	if len(c.FallbackDSNs) > 0 {
+		opts = append(opts, store.WithFallbacks(c.FallbackDSNs...))
+	}
+	s, err := store.Open(c.Driver, c.DSN, append(opts, store.WithLogger(log))...)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("store.dsn: %w", err)}
 	}
@@ -228,7 +206,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 // store.migrate is on), then the snowflake generator leases its worker id,
 // then the seed tags, then the allocator reads the tag list. A seed tag
 // that keeps failing does not keep snowflake mode from serving.
-func bootstrap(ctx context.Context, cfg *config.Config, db Store, alloc *segment.Allocator, gen *snowflake.Generator, log *slog.Logger) {
+func bootstrap(ctx context.Context, cfg *config.Config, db store.Store, alloc *segment.Allocator, gen *snowflake.Generator, log *slog.Logger) {
 	if cfg.Store.Migrate && !retry(ctx, log, "migrations", func() error { return db.Migrate(ctx) }) {
 		return
 	}
@@ -271,7 +249,7 @@ func retry(ctx context.Context, log *slog.Logger, what string, f func() error) b
 // ids leased from db when snowflake.worker_id is auto; a fixed one
 // otherwise, leased from db alone unless snowflake.unprotected_fixed_id is
 // true. It logs when the layout runs out.
-func newGenerator(c config.Snowflake, maxBatch int, db Store, log *slog.Logger) (*snowflake.Generator, error) {
+func newGenerator(c config.Snowflake, maxBatch int, db store.Store, log *slog.Logger) (*snowflake.Generator, error) {
 	set := snowflake.Settings{
 		Layout:      layoutOf(c),
 		WorkerID:    c.WorkerID.ID,
@@ -307,7 +285,7 @@ func layoutOf(c config.Snowflake) snowflake.Layout {
 }
 
 // seed creates the configured seed tags that do not exist yet.
-func seed(ctx context.Context, cfg *config.Config, db Store, log *slog.Logger) error {
+func seed(ctx context.Context, cfg *config.Config, db store.Store, log *slog.Logger) error {
 	for _, seed := range cfg.Segment.SeedTags {
 		_, err := db.CreateTag(ctx, leafd.Tag{Name: seed.Tag, Step: seed.Step, MaxID: 1, Description: "seed tag from the configuration"})
 		switch {
@@ -323,7 +301,7 @@ func seed(ctx context.Context, cfg *config.Config, db Store, log *slog.Logger) e
 
 // openConfigured loads the configuration and opens its store, for the
 // commands that work on the store without serving. The caller closes it.
-func openConfigured(configPath string, stderr io.Writer) (*config.Config, Store, error) {
+func openConfigured(configPath string, stderr io.Writer) (*config.Config, store.Store, error) {
 	cfg, log, err := setup(configPath, stderr)
 	if err != nil {
 		return nil, nil, err

@@ -8,15 +8,13 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/spf13/cobra"
-	"modernc.org/sqlite"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/store"
 )
 
 // storeTimeout bounds a command's work with the database, migrations
@@ -40,7 +38,7 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 		Short: "Create a tag (max_id 1 and step 1000 unless given)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(cmd.Context(), *configPath, stderr, true, func(ctx context.Context, db Store, maxStep int64) error {
+			return withStore(cmd.Context(), *configPath, stderr, true, func(ctx context.Context, db store.Store, maxStep int64) error {
 				t := leafd.Tag{Name: args[0], Step: step, MaxID: maxID, Description: description}
 				if err := checkNewTag(t, maxStep); err != nil {
 					return usageError{errors.New(leafd.ErrorMessage(err))}
@@ -66,9 +64,9 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 			// A list needs no DDL: it never migrates, so that a user
 			// without CREATE privileges can run it. A store not migrated
 			// yet has no tags.
-			return withStore(cmd.Context(), *configPath, stderr, false, func(ctx context.Context, db Store, _ int64) error {
+			return withStore(cmd.Context(), *configPath, stderr, false, func(ctx context.Context, db store.Store, _ int64) error {
 				tags, err := db.ListTags(ctx)
-				if missingTable(err) {
+				if store.MissingTable(err) {
 					fmt.Fprintln(stdout, "(no tags: the store has no leaf_alloc table yet; leafd migrate creates it, and leafd tag add NAME too when store.migrate is on)")
 					return nil
 				}
@@ -96,7 +94,7 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 		Short: "Change a tag's table step; servers use it from their next range load",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(cmd.Context(), *configPath, stderr, true, func(ctx context.Context, db Store, maxStep int64) error {
+			return withStore(cmd.Context(), *configPath, stderr, true, func(ctx context.Context, db store.Store, maxStep int64) error {
 				if err := leafd.ValidateTag(args[0]); err != nil {
 					return usageError{errors.New(leafd.ErrorMessage(err))}
 				}
@@ -138,7 +136,7 @@ func checkNewTag(t leafd.Tag, maxStep int64) error {
 // for and store.migrate is on, and runs f with segment.max_step as the
 // largest step allowed. A store error keeps its message: "tag exists", "not
 // defined", "nothing accepts connections there".
-func withStore(ctx context.Context, configPath string, stderr io.Writer, migrate bool, f func(context.Context, Store, int64) error) error {
+func withStore(ctx context.Context, configPath string, stderr io.Writer, migrate bool, f func(context.Context, store.Store, int64) error) error {
 	cfg, db, err := openConfigured(configPath, stderr)
 	if err != nil {
 		return err
@@ -168,19 +166,6 @@ func commandError(err error) error {
 		return fmt.Errorf("%s (%v)", le.Message, le.Err)
 	}
 	return errors.New(le.Message)
-}
-
-// missingTable reports whether err is the database saying that a table
-// does not exist: a store that was never migrated.
-func missingTable(err error) bool {
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number == 1146 // ER_NO_SUCH_TABLE
-	}
-	var se *sqlite.Error
-	// SQLite has no code of its own for it (SQLITE_ERROR); its text is
-	// matched.
-	return errors.As(err, &se) && strings.Contains(se.Error(), "no such table")
 }
 
 // version prints the module version and VCS revision the binary was built

@@ -257,12 +257,27 @@ const (
 // exampleMySQLDSN is the shape of a MySQL DSN, as messages suggest it.
 const exampleMySQLDSN = "user:password@tcp(host:3306)/leaf?parseTime=true"
 
+// examplePostgresDSN is the shape of a PostgreSQL DSN, as messages suggest
+// it.
+const examplePostgresDSN = "postgres://user:password@host:5432/leaf"
+
+// exampleDSNs holds, for every value of store.driver, the shape of its
+// DSN, as messages suggest it.
+var exampleDSNs = map[string]string{
+	"mysql":    exampleMySQLDSN,
+	"postgres": examplePostgresDSN,
+	"sqlite":   "file:data/leafd.db",
+}
+
+// engineNames are the engines' names as messages say them.
+var engineNames = map[string]string{"mysql": "MySQL", "postgres": "PostgreSQL", "sqlite": "SQLite"}
+
 // Hints: what each key accepts, appended to every message about it.
 const (
 	hintAddr     = "use host:port, such as 127.0.0.1:8080 or :8080"
 	hintDuration = "use a Go duration greater than 0, such as 10s, 15m or 500ms"
-	hintDriver   = "use mysql or sqlite"
-	hintDSN      = "use a data source name, such as file:data/leafd.db (sqlite) or " + exampleMySQLDSN + " (mysql)"
+	hintDriver   = "use mysql, postgres or sqlite"
+	hintDSN      = "use a data source name, such as file:data/leafd.db (sqlite), " + exampleMySQLDSN + " (mysql) or " + examplePostgresDSN + " (postgres)"
 	hintBool     = "use true or false"
 	hintMaxStep  = "use a whole number of at least 1"
 	hintPreload  = "use a fraction in (0, 1)"
@@ -373,37 +388,38 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 	}
 
 	// store
-	switch c.Store.Driver {
-	case "mysql", "sqlite":
-	default:
+	if _, ok := exampleDSNs[c.Store.Driver]; !ok {
 		bad("store.driver", "%q is not supported: %s", c.Store.Driver, hintDriver)
 	}
 	switch kind := DSNKind(c.Store.DSN); {
 	case c.Store.DSN == "":
 		bad("store.dsn", "is empty: %s", hintDSN)
-	case c.Store.Driver == "sqlite" && kind == "mysql":
-		// The SQLite driver would take it for a path and create a
-		// directory named root@tcp(127.0.0.1:3306).
-		bad("store.dsn", "%q is a MySQL DSN but %s: set %s to mysql, or %s to a SQLite DSN such as %s",
-			MaskDSN(c.Store.DSN), other("store.driver", c.Store.Driver), setting("store.driver", from("store.driver")),
-			setting("store.dsn", from("store.dsn")), Default().Store.DSN).also("store.driver")
-	case c.Store.Driver == "mysql" && kind == "sqlite":
-		bad("store.dsn", "%q is a SQLite DSN but %s: set %s to a MySQL DSN such as %s, or %s to sqlite",
-			MaskDSN(c.Store.DSN), other("store.driver", c.Store.Driver), setting("store.dsn", from("store.dsn")),
-			exampleMySQLDSN, setting("store.driver", from("store.driver"))).also("store.driver")
+	case kind != "" && kind != c.Store.Driver && exampleDSNs[c.Store.Driver] != "":
+		// The SQLite driver would take a MySQL DSN for a path and create
+		// a directory named root@tcp(127.0.0.1:3306); the others' own
+		// complaints do not say what is wrong.
+		fixDriver := fmt.Sprintf("%s to %s", setting("store.driver", from("store.driver")), kind)
+		fixDSN := fmt.Sprintf("%s to a %s DSN such as %s", setting("store.dsn", from("store.dsn")),
+			engineNames[c.Store.Driver], exampleDSNs[c.Store.Driver])
+		if kind == "sqlite" { // most likely the default DSN, left as it was
+			fixDriver, fixDSN = fixDSN, fixDriver
+		}
+		bad("store.dsn", "%q is a %s DSN but %s: set %s, or %s",
+			MaskDSN(c.Store.DSN), engineNames[kind], other("store.driver", c.Store.Driver), fixDriver, fixDSN).also("store.driver")
 	}
 	for i, dsn := range c.Store.FallbackDSNs {
 		key := fmt.Sprintf("store.fallback_dsns[%d]", i)
-		switch {
+		switch kind := DSNKind(dsn); {
 		case dsn == "":
 			bad(key, "is empty: %s, or remove it", hintDSN)
-		case c.Store.Driver == "mysql" && DSNKind(dsn) == "sqlite":
-			bad(key, "%q is a SQLite DSN: a fallback is another address of the same MySQL cluster, such as %s", MaskDSN(dsn), exampleMySQLDSN).
+		case kind != "" && kind != c.Store.Driver && c.Store.Driver != "sqlite" && exampleDSNs[c.Store.Driver] != "":
+			bad(key, "%q is a %s DSN: a fallback is another address of the same %s cluster, such as %s",
+				MaskDSN(dsn), engineNames[kind], engineNames[c.Store.Driver], exampleDSNs[c.Store.Driver]).
 				also("store.fallback_dsns")
 		}
 	}
 	if c.Store.Driver == "sqlite" && len(c.Store.FallbackDSNs) > 0 {
-		bad("store.fallback_dsns", "is set but %s: fallback addresses are for a mysql cluster; remove them or use store.driver mysql",
+		bad("store.fallback_dsns", "is set but %s: fallback addresses are for a mysql or postgres cluster; remove them or change store.driver",
 			other("store.driver", "sqlite")).also("store.driver")
 	}
 

@@ -359,9 +359,9 @@ func TestLoadBadValue(t *testing.T) {
 		{"PreloadAtOne", "segment: {preload_at: 1}", nil, "segment.preload_at", "fraction in (0, 1)"},
 		{"PreloadAtZero", "segment: {preload_at: 0}", nil, "segment.preload_at", "fraction in (0, 1)"},
 		{"PreloadAtText", "segment: {preload_at: half}", nil, "segment.preload_at", "fraction in (0, 1)"},
-		{"DriverUnsupported", "store: {driver: postgres}", nil,
-			"store.driver", `"postgres" is not supported: use mysql or sqlite`},
-		{"DriverFromEnv", "", map[string]string{"LEAFD_STORE_DRIVER": "postgres"}, "store.driver", "use mysql or sqlite"},
+		{"DriverUnsupported", "store: {driver: oracle}", nil,
+			"store.driver", `"oracle" is not supported: use mysql, postgres or sqlite`},
+		{"DriverFromEnv", "", map[string]string{"LEAFD_STORE_DRIVER": "oracle"}, "store.driver", "use mysql, postgres or sqlite"},
 		{"DSNEmpty", "store: {dsn: \"\"}", nil, "store.dsn", "is empty"},
 		{"DSNNull", "store: {dsn: }", nil, "store.dsn", "has no value"},
 		{"FallbackWithSQLite", "store: {fallback_dsns: [a]}", nil, "store.fallback_dsns", "store.driver is sqlite"},
@@ -474,7 +474,7 @@ func TestLoadBadValue(t *testing.T) {
 func TestLoadReportsEveryProblem(t *testing.T) {
 	cleanEnv(t)
 	t.Setenv("LEAFD_LOG_LEVEL", "loud")
-	path := writeFile(t, "stor: {}\nsegment:\n  refil_min: 1m\n  preload_at: 2\n  max_batch: 0\nstore:\n  driver: postgres\n")
+	path := writeFile(t, "stor: {}\nsegment:\n  refil_min: 1m\n  preload_at: 2\n  max_batch: 0\nstore:\n  driver: oracle\n")
 	_, err := config.Load(path)
 	var keys []string
 	for _, p := range problems(err) {

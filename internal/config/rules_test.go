@@ -55,6 +55,12 @@ func TestLoadDSNMustFitDriver(t *testing.T) {
 		{"SQLitePathFromEnvWithMySQLInFile", "store: {driver: mysql}", map[string]string{"LEAFD_STORE_DSN": "/var/lib/leafd/ids.sqlite3"},
 			[]string{"is a SQLite DSN", "set LEAFD_STORE_DSN to a MySQL DSN", "(from LEAFD_STORE_DSN)"}},
 		{"MemoryWithMySQL", "store: {driver: mysql, dsn: \":memory:\"}", nil, []string{`":memory:" is a SQLite DSN`}},
+		{"PostgresURLWithMySQL", "store: {driver: mysql, dsn: \"postgres://u:pw@db/leaf\"}", nil,
+			[]string{`"postgres://u:***@db/leaf" is a PostgreSQL DSN but store.driver is mysql`, "set store.driver to postgres"}},
+		{"MySQLDSNWithPostgres", "", map[string]string{"LEAFD_STORE_DRIVER": "postgres", "LEAFD_STORE_DSN": "u@tcp(a:3306)/leaf"},
+			[]string{"is a MySQL DSN but store.driver is postgres", "set LEAFD_STORE_DRIVER to mysql", "a PostgreSQL DSN such as postgres://"}},
+		{"SQLiteDefaultWithPostgres", "", map[string]string{"LEAFD_STORE_DRIVER": "postgres"},
+			[]string{"is a SQLite DSN", "set store.dsn to a PostgreSQL DSN such as postgres://user:password@host:5432/leaf, or LEAFD_STORE_DRIVER to sqlite"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,7 +90,7 @@ func TestLoadDSNMustFitDriver(t *testing.T) {
 		}
 	})
 	t.Run("BadDriverIsNotAlsoAMismatch", func(t *testing.T) {
-		_, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_DRIVER": "postgres", "LEAFD_STORE_DSN": "u@tcp(a:3306)/leaf"})
+		_, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_DRIVER": "oracle", "LEAFD_STORE_DSN": "u@tcp(a:3306)/leaf"})
 		if ps := problems(err); len(ps) != 1 || ps[0].Key != "store.driver" {
 			t.Fatalf("Load: %v; want only store.driver", err)
 		}
@@ -92,6 +98,7 @@ func TestLoadDSNMustFitDriver(t *testing.T) {
 	for _, ok := range []struct{ driver, dsn string }{
 		{"sqlite", "data/leafd.db"}, {"sqlite", "file:/tmp/x.db?_pragma=busy_timeout(1000)"}, {"sqlite", "leafd"},
 		{"mysql", "root@tcp(127.0.0.1:3306)/leafd"}, {"mysql", "leafd"},
+		{"postgres", "postgres://root@127.0.0.1:5432/leafd"}, {"postgres", "host=/run/postgresql dbname=leafd"},
 	} {
 		t.Run("Accepts/"+ok.driver+"/"+ok.dsn, func(t *testing.T) {
 			if _, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_DRIVER": ok.driver, "LEAFD_STORE_DSN": ok.dsn}); err != nil {
@@ -126,6 +133,10 @@ func TestDSNKind(t *testing.T) {
 		"":                                      "",
 		"not a dsn":                             "",
 		"user:pass@tcp(db:3306)/leaf?parseTime": "mysql",
+		"postgres://u:p@db:5432/leaf":           "postgres",
+		"postgresql://db/leaf?sslmode=require":  "postgres",
+		"host=db dbname=leaf user=u":            "postgres",
+		"dbname=leaf":                           "postgres",
 	}
 	for dsn, want := range tests {
 		if got := config.DSNKind(dsn); got != want {
@@ -144,6 +155,11 @@ func TestMaskDSN(t *testing.T) {
 		"file:data/leafd.db":                    "file:data/leafd.db",
 		"u:pw@/leaf":                            "u:***@/leaf",
 		"leafd:secret@unix(/run/my.sock)/leafd": "leafd:***@unix(/run/my.sock)/leafd",
+		"postgres://u:secret@db:5432/leaf":      "postgres://u:***@db:5432/leaf",
+		"postgres://u@db/leaf?sslmode=disable":  "postgres://u@db/leaf?sslmode=disable",
+		"host=db password=secret dbname=leaf":   "host=db password=*** dbname=leaf",
+		"host=db password='a b\\'c' dbname=x":   "host=db password=*** dbname=x",
+		"dbname=leaf password=secret":           "dbname=leaf password=***",
 	}
 	for dsn, want := range tests {
 		if got := config.MaskDSN(dsn); got != want {

@@ -2,12 +2,14 @@ package segment_test
 
 import (
 	"context"
-	"database/sql"
 	"io"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver of the raw pools
+	"github.com/jmoiron/sqlx"
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/internal/testdb"
@@ -19,36 +21,21 @@ import (
 // several servers) share.
 type database struct {
 	driver, dsn string
-	raw         *sql.DB
-}
-
-// testStore is what these tests use of store.MySQL and store.SQLite.
-type testStore interface {
-	segment.Store
-	CreateTag(context.Context, leafd.Tag) (leafd.Tag, error)
-	Migrate(context.Context) error
-	Close() error
+	// raw is a plain pool on the database, outside any store; exec and
+	// addTag rebind their '?' placeholders to the driver's.
+	raw *sqlx.DB
 }
 
 // store opens a new, independent store on the database: its own pool, as a
 // separate server would have.
-func (d *database) store(tb testing.TB) testStore {
+func (d *database) store(tb testing.TB) store.Store {
 	tb.Helper()
 	return openStore(tb, d.driver, d.dsn)
 }
 
-func openStore(tb testing.TB, driver, dsn string) testStore {
+func openStore(tb testing.TB, driver, dsn string) store.Store {
 	tb.Helper()
-	var (
-		s   testStore
-		err error
-	)
-	switch driver {
-	case "sqlite":
-		s, err = store.OpenSQLite(dsn)
-	case "mysql":
-		s, err = store.OpenMySQL(dsn)
-	}
+	s, err := store.Open(driver, dsn)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -58,7 +45,7 @@ func openStore(tb testing.TB, driver, dsn string) testStore {
 
 func (d *database) exec(tb testing.TB, query string, args ...any) {
 	tb.Helper()
-	if _, err := d.raw.Exec(query, args...); err != nil {
+	if _, err := d.raw.Exec(d.raw.Rebind(query), args...); err != nil {
 		tb.Fatalf("%s: %v", query, err)
 	}
 }
@@ -69,32 +56,41 @@ func (d *database) addTag(tb testing.TB, name string, maxID, step int64) {
 	d.exec(tb, "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, 'test')", name, maxID, step)
 }
 
-// forEachDatabase runs f against a fresh migrated SQLite file and, when a
-// MySQL server is reachable, a fresh MySQL database.
+// drivers are the engines every test here runs on: SQLite always, MySQL
+// and PostgreSQL when a server is reachable (CI requires both).
+var drivers = []string{"sqlite", "mysql", "postgres"}
+
+// forEachDatabase runs f against a fresh migrated database of every
+// driver.
 func forEachDatabase(t *testing.T, f func(t *testing.T, db *database)) {
-	for _, driver := range []string{"sqlite", "mysql"} {
+	for _, driver := range drivers {
 		t.Run(driver, func(t *testing.T) { f(t, newDatabase(t, driver)) })
 	}
 }
 
-// newDatabase makes a fresh, migrated database of driver ("sqlite", or
-// "mysql", which skips the test when no server is reachable).
+// newDatabase makes a fresh, migrated database of driver; for a server
+// that is not reachable it skips the test (testdb).
 func newDatabase(tb testing.TB, driver string) *database {
 	tb.Helper()
-	var dsn, rawDSN string
+	var dsn, rawDriver, rawDSN string
 	switch driver {
 	case "sqlite":
 		dsn = testdb.SQLite(tb)
-		rawDSN = dsn + "?_pragma=busy_timeout(10000)"
+		rawDriver, rawDSN = "sqlite", dsn+"?_pragma=busy_timeout(10000)"
 	case "mysql":
 		dsn = testdb.MySQL(tb)
-		rawDSN = dsn
+		rawDriver, rawDSN = "mysql", dsn
+	case "postgres":
+		dsn = testdb.Postgres(tb)
+		rawDriver, rawDSN = "pgx", dsn
+	default:
+		tb.Fatalf("no test database for driver %q", driver)
 	}
 	s := openStore(tb, driver, dsn)
 	if err := s.Migrate(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
-	raw, err := sql.Open(driver, rawDSN)
+	raw, err := sqlx.Open(rawDriver, rawDSN)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/store"
 )
 
 // The cost of many tags: memory per tag, the periodic re-read of the tag
@@ -174,10 +175,10 @@ func waitBothBuffers(tb testing.TB, a *segment.Allocator, names []string) {
 
 // scaleDatabase opens a fresh, migrated database of driver holding n tags,
 // inserted by SQL in batches, and returns a store over it.
-func scaleDatabase(b *testing.B, driver string, n int) testStore {
+func scaleDatabase(b *testing.B, driver string, n int) store.Store {
 	b.Helper()
 	db := newDatabase(b, driver)
-	if err := insertScaleTags(db.raw, 0, n); err != nil {
+	if err := insertScaleTags(db.raw.DB, 0, n); err != nil {
 		b.Fatal(err)
 	}
 	return db.store(b)

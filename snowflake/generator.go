@@ -98,6 +98,9 @@ type Generator struct {
 	// realClock is set when Now is time.Now, whose readings then serve as
 	// the monotonic clock too.
 	realClock bool
+	// realSleep is set when Sleep is time.Sleep, which a request's context
+	// can then cut short.
+	realSleep bool
 
 	mu      sync.Mutex
 	worker  int64 // -1 while no lease is held
@@ -161,7 +164,8 @@ func New(s Settings) (*Generator, error) {
 	if realClock {
 		s.Now = time.Now
 	}
-	if s.Sleep == nil {
+	realSleep := s.Sleep == nil
+	if realSleep {
 		s.Sleep = time.Sleep
 	}
 	if s.Logger == nil {
@@ -212,6 +216,7 @@ func New(s Settings) (*Generator, error) {
 		leaseful:  s.Leases != nil,
 		fixed:     s.Leases != nil && s.Fixed,
 		realClock: realClock,
+		realSleep: realSleep,
 		worker:    -1,
 		changed:   make(chan struct{}),
 		wake:      make(chan struct{}, 1),
@@ -308,7 +313,11 @@ func (g *Generator) Close() error {
 // Errors (codes): snowflake_unavailable when no worker id is leased, the
 // lease could not be renewed, the clock is behind the last timestamp issued
 // by more than MaxBackward and no other worker id can be had within
-// WaitTimeout, the generator is closed, or it has stopped for good (Done).
+// WaitTimeout, the generator is closed, or it has stopped for good (Done);
+// snowflake_unavailable too when ctx ends while Next waits (for the next
+// millisecond, for the clock or for the lease), with ctx's error as its
+// cause, so that errors.Is(err, context.Canceled) or
+// context.DeadlineExceeded holds.
 func (g *Generator) Next(ctx context.Context) (ID, error) {
 	g.mu.Lock()
 	id, w, err := g.nextLocked()
@@ -361,18 +370,12 @@ func (g *Generator) NextN(ctx context.Context, n int, dst []ID) ([]ID, error) {
 		g.mu.Unlock()
 		switch {
 		case w.spin != 0:
-			// The millisecond's sequence is used up. Spin, outside the lock,
-			// until the clock reaches the next one: a sleep would overshoot
-			// by far more than the rest of the millisecond.
-			for spins := 1; g.set.Now().UnixMilli() == w.spin; spins++ {
-				if spins%64 == 0 {
-					runtime.Gosched()
-				}
+			if !g.spin(ctx, w.spin) {
+				return dst, g.ended(ctx, "the IDs of this millisecond are used up")
 			}
 		case w.sleep > 0:
-			g.set.Sleep(w.sleep) // at most MaxBackward, itself at most a second
-			if ctx.Err() != nil {
-				return dst, g.unavailable(w.why + " (the request ended)")
+			if !g.sleep(ctx, w.sleep) {
+				return dst, g.ended(ctx, w.why)
 			}
 		default:
 			if deadline == nil {
@@ -383,7 +386,7 @@ func (g *Generator) NextN(ctx context.Context, n int, dst []ID) ([]ID, error) {
 			case <-deadline.C:
 				return dst, g.unavailable(w.why + fmt.Sprintf(" (waited %v)", g.set.WaitTimeout))
 			case <-ctx.Done():
-				return dst, g.unavailable(w.why + " (the request ended)")
+				return dst, g.ended(ctx, w.why)
 			}
 		}
 		g.mu.Lock()
@@ -394,7 +397,7 @@ func (g *Generator) NextN(ctx context.Context, n int, dst []ID) ([]ID, error) {
 
 // wait is what nextLocked asks its caller to do before trying again: spin
 // until the clock has left millisecond spin, sleep, or wait on ch for the
-// lease keeper.
+// lease keeper; why is what the request waits for.
 type wait struct {
 	spin  int64
 	sleep time.Duration
@@ -403,6 +406,43 @@ type wait struct {
 }
 
 func (w wait) zero() bool { return w.spin == 0 && w.sleep == 0 && w.ch == nil }
+
+// spin waits for the clock to leave millisecond ms, whose sequence is used
+// up. It spins rather than sleeps, since a sleep would overshoot by far
+// more than the rest of the millisecond, and reports false if ctx ends
+// first.
+func (g *Generator) spin(ctx context.Context, ms int64) bool {
+	for spins := 1; g.set.Now().UnixMilli() == ms; spins++ {
+		if spins%64 == 0 {
+			if ctx.Err() != nil {
+				return false
+			}
+			runtime.Gosched()
+		}
+	}
+	return true
+}
+
+// sleep waits d, at most MaxBackward, for a clock that went back to catch
+// up, and reports false if ctx ends first. An injected Sleep cannot be cut
+// short: ctx is then checked before and after it.
+func (g *Generator) sleep(ctx context.Context, d time.Duration) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if !g.realSleep {
+		g.set.Sleep(d)
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
 
 // nextLocked issues one ID, or says what to wait for, or fails. The caller
 // holds g.mu.
@@ -423,7 +463,7 @@ func (g *Generator) nextLocked() (ID, wait, error) {
 		if ms < g.lastMs {
 			behind := g.lastMs - ms
 			if behind <= g.backMs {
-				return 0, wait{sleep: time.Duration(behind) * time.Millisecond}, nil
+				return 0, wait{sleep: time.Duration(behind) * time.Millisecond, why: "the clock went back; waiting for it to catch up"}, nil
 			}
 			if !g.behind {
 				g.behind = true
@@ -503,6 +543,20 @@ func (g *Generator) unavailable(why string) error {
 
 func (g *Generator) unavailableLocked(why string) error {
 	return leafd.Wrap(leafd.ESnowflakeUnavailable, g.lastErr, "snowflake IDs cannot be issued now: "+why+"; retry later")
+}
+
+// ended is the error of a request whose ctx ended while it waited for why:
+// unavailable, as the segment allocator answers such a request, with ctx's
+// error as the cause (and the last lease failure, if any, after it).
+func (g *Generator) ended(ctx context.Context, why string) error {
+	g.mu.Lock()
+	last := g.lastErr
+	g.mu.Unlock()
+	cause := ctx.Err()
+	if last != nil {
+		cause = fmt.Errorf("%w; the last lease failure: %w", cause, last)
+	}
+	return leafd.Wrap(leafd.ESnowflakeUnavailable, cause, "snowflake IDs cannot be issued now: "+why+" (the request ended); retry later")
 }
 
 // Ready returns nil when the generator can issue IDs now, and a not_ready

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leafd/leafd"
@@ -115,6 +116,102 @@ func TestLargeRollbackFixedWorkerRefuses(t *testing.T) {
 	clock.Add(time.Second + time.Millisecond)
 	if after := mustNext(t, g); after <= before {
 		t.Fatalf("after the clock caught up: %d after %d", after, before)
+	}
+}
+
+// A request whose context ends while it waits (for the next millisecond,
+// for a clock that went back, for the lease) stops waiting then, with
+// snowflake_unavailable caused by ctx's error, and no ID.
+func TestWaitEndsWithContext(t *testing.T) {
+	t.Run("Sequence", func(t *testing.T) {
+		// A clock that stands still: the sequence of its millisecond is
+		// used up after 16 IDs, and the 17th would wait for ever. The
+		// request is cancelled once the wait has begun.
+		clock := newStepClock(0)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var reads atomic.Int64
+		now := func() time.Time {
+			if reads.Add(1) == 1000 {
+				cancel()
+			}
+			return clock.Now()
+		}
+		g := newGenerator(t, snowflake.Settings{Layout: small, WorkerID: 1, Now: now, Sleep: clock.Sleep})
+		done := make(chan error, 1)
+		go func() {
+			ids, err := g.NextN(ctx, 40, nil)
+			if ids != nil {
+				err = fmt.Errorf("%d IDs with the error %w", len(ids), err)
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			wantEnded(t, err, context.Canceled)
+		case <-time.After(10 * time.Second):
+			t.Fatal("NextN still waits for the next millisecond 10s after its request was cancelled")
+		}
+	})
+	t.Run("ClockBehindInjectedSleep", func(t *testing.T) {
+		clock := newStepClock(0)
+		g := newGenerator(t, snowflake.Settings{WorkerID: 1, Now: clock.Now, Sleep: clock.Sleep})
+		mustNext(t, g)
+		clock.Add(-3 * time.Millisecond)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := g.Next(ctx)
+		wantEnded(t, err, context.Canceled)
+		if len(clock.slept) != 0 {
+			t.Fatalf("slept %v for a request already cancelled", clock.slept)
+		}
+	})
+	// On synctest's fake time, where the wait's length is exact.
+	t.Run("ClockBehind", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			clock := newStepClock(0)
+			g := newGenerator(t, snowflake.Settings{Layout: bubbleLayout, WorkerID: 1, MaxBackward: time.Second, Now: clock.Now})
+			mustNext(t, g)
+			clock.Add(-900 * time.Millisecond) // waited out, by sleeping 900ms
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := g.Next(ctx)
+			wantEnded(t, err, context.DeadlineExceeded)
+			if waited := time.Since(start); waited != 10*time.Millisecond {
+				t.Fatalf("waited %v for the clock, want the request's 10ms", waited)
+			}
+		})
+	})
+	t.Run("Lease", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// Not started: no worker id is ever leased.
+			g, err := snowflake.New(snowflake.Settings{Layout: bubbleLayout, Leases: &faultyLeases{}, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err = g.Next(ctx)
+			wantEnded(t, err, context.DeadlineExceeded)
+			if waited := time.Since(start); waited != 10*time.Millisecond {
+				t.Fatalf("waited %v for a lease, want the request's 10ms (WaitTimeout is 2s)", waited)
+			}
+		})
+	})
+}
+
+// bubbleLayout has its epoch before 2000, when synctest's fake time begins.
+var bubbleLayout = snowflake.Layout{Epoch: time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), TimeBits: 41, WorkerBits: 10, SequenceBits: 12}
+
+// wantEnded checks that err is how a request whose context ended fails.
+func wantEnded(tb testing.TB, err, cause error) {
+	tb.Helper()
+	wantCode(tb, err, leafd.ESnowflakeUnavailable)
+	if !errors.Is(err, cause) || !strings.Contains(leafd.ErrorMessage(err), "(the request ended)") {
+		tb.Fatalf("error %v: want it caused by %v, saying the request ended", err, cause)
 	}
 }
 

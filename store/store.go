@@ -1,17 +1,3 @@
-// Package store keeps leafd's state in a SQL database: Meituan Leaf's
-// leaf_alloc table, in MySQL (and MariaDB, and engines that speak the same
-// SQL) or in an embedded SQLite file. It implements segment.Store.
-//
-// MySQL and SQLite share one implementation of everything but opening the
-// database and migrating it. Opening never connects: a server whose
-// database is down still starts, and every method reports a database it
-// cannot reach as a store_unavailable *leafd.Error. A transaction that the
-// database aborts so that it can be retried (a deadlock, a lock wait
-// timeout, a Galera or Group Replication certification conflict, a busy
-// SQLite file) is retried a few times with jittered backoff before that.
-//
-// A range is handed out only after its COMMIT returned success: whatever
-// fails before that, including the COMMIT itself, yields no range.
 package store
 
 import (

@@ -407,8 +407,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	if st, ok := c.s.seg.(segmentStater); ok {
-		tags := st.State()
+	if c.s.seg != nil {
+		tags := c.s.seg.State()
 		byStatus := make(map[segment.Status]int, len(segment.Statuses))
 		for _, t := range tags {
 			byStatus[t.Status]++
@@ -442,8 +442,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descTags, float64(byStatus[status]), string(status))
 		}
 	}
-	if st, ok := c.s.sf.(snowflakeStater); ok {
-		sf := st.State()
+	if c.s.sf != nil {
+		sf := c.s.sf.State()
 		counter(descIssued, sf.Issued, "snowflake", "")
 		counter(descBackward, sf.BackwardEvents)
 		counter(descRenewals, sf.Renewals)
@@ -458,8 +458,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.s.health != nil {
 		h := c.s.health.check(context.Background())
 		gauge(descStoreUp, boolFloat(h.ok), c.s.health.store.Driver())
-		if a, ok := c.s.health.store.(storeAddresser); ok {
-			addr := a.Address()
+		if addr, ok := c.s.health.address(); ok {
 			gauge(descStoreAddress, float64(addr.Index), addr.Name)
 			counter(descStoreSwitches, addr.Switches)
 		}

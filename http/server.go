@@ -21,6 +21,7 @@ import (
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
+	"github.com/leafd/leafd/store"
 )
 
 // Segment is what the HTTP layer needs of segment mode; *segment.Allocator
@@ -29,9 +30,14 @@ type Segment interface {
 	Next(ctx context.Context, tag string) (int64, error)
 	NextN(ctx context.Context, tag string, n int, dst []segment.Range) ([]segment.Range, error)
 	MaxBatch() int
+	// Ready returns nil while the mode can issue IDs, and a not_ready error
+	// saying why otherwise (/readyz).
 	Ready() error
 	// Upsert serves a tag created or changed through this server at once.
 	Upsert(tag string, tableStep int64)
+	// State and RefillWindow are what /api/state and /metrics show.
+	State() []segment.TagState
+	RefillWindow() (lo, hi time.Duration)
 }
 
 // Snowflake is what the HTTP layer needs of snowflake mode;
@@ -41,12 +47,26 @@ type Snowflake interface {
 	NextN(ctx context.Context, n int, dst []snowflake.ID) ([]snowflake.ID, error)
 	MaxBatch() int
 	Layout() snowflake.Layout
+	// Ready is Segment.Ready's twin.
 	Ready() error
+	// State is what /api/state and /metrics show.
+	State() snowflake.State
+}
+
+// Store is what the dashboard, /api/state and /metrics show of the
+// database: its driver's name, its health and the address it uses.
+type Store interface {
+	Driver() string
+	Ping(ctx context.Context) error
+	Address() store.Address
 }
 
 var (
 	_ Segment   = (*segment.Allocator)(nil)
 	_ Snowflake = (*snowflake.Generator)(nil)
+	_ Store     = (*store.MySQL)(nil)
+	_ Store     = (*store.SQLite)(nil)
+	_ Store     = (*store.Postgres)(nil)
 )
 
 // Config wires a Server.

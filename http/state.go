@@ -21,38 +21,6 @@ import (
 	"github.com/leafd/leafd/store"
 )
 
-// Store is what the dashboard, /api/state and /metrics need of the
-// database: its driver's name and a ping. store.MySQL and store.SQLite
-// implement it.
-type Store interface {
-	Driver() string
-	Ping(ctx context.Context) error
-}
-
-// segmentStater and snowflakeStater are what /api/state and /metrics read
-// of each mode. They are asked of Config.Segment and Config.Snowflake with a
-// type assertion, so that a Segment or Snowflake without them (a stub in a
-// test) still serves IDs; the real ones have them, checked here.
-type (
-	segmentStater interface {
-		State() []segment.TagState
-		RefillWindow() (lo, hi time.Duration)
-	}
-	snowflakeStater interface {
-		State() snowflake.State
-	}
-	// storeAddresser is what a store spread over the addresses of a
-	// cluster (store.fallback_dsns) tells of the address it uses.
-	storeAddresser interface {
-		Address() store.Address
-	}
-)
-
-var (
-	_ segmentStater   = (*segment.Allocator)(nil)
-	_ snowflakeStater = (*snowflake.Generator)(nil)
-)
-
 // Store health is pinged at most once per healthEvery however many
 // dashboards poll and scrapers scrape, each ping bounded by healthTimeout.
 const (
@@ -82,6 +50,18 @@ func newStoreHealth(s Store) *storeHealth {
 		return nil
 	}
 	return &storeHealth{store: s}
+}
+
+// address returns the address the store uses among its cluster's, and
+// whether /api/state and /metrics show it: they do for a database reached
+// over the network, not for a SQLite file, whose path is no address of a
+// cluster (docs/contract.md section 6 and docs/metrics.md give the
+// address of a MySQL store only) and is not for an open dashboard to show.
+func (h *storeHealth) address() (store.Address, bool) {
+	if h.store.Driver() == "sqlite" {
+		return store.Address{}, false
+	}
+	return h.store.Address(), true
 }
 
 // check returns the store's health, no older than healthEvery unless a
@@ -143,9 +123,9 @@ type (
 		OK        bool    `json:"ok"`
 		Error     string  `json:"error,omitempty"`
 		CheckedAt *string `json:"checked_at"`
-		// The address in use (MySQL only): its host:port, its index in
-		// store.dsn + store.fallback_dsns, how many there are, and the
-		// switches between them so far.
+		// The address in use (see storeHealth.address): its host:port,
+		// its index in store.dsn + store.fallback_dsns, how many there
+		// are, and the switches between them so far.
 		Address          string  `json:"address,omitempty"`
 		AddressIndex     *int    `json:"address_index,omitempty"`
 		Addresses        int     `json:"addresses,omitempty"`
@@ -233,31 +213,35 @@ func (s *Server) getState(c *gin.Context) {
 func (s *Server) state(ctx context.Context, q stateQuery) stateJSON {
 	out := stateJSON{Time: timeJSON(time.Now())}
 	if s.health != nil {
-		h := s.health.check(ctx)
-		out.Store = &storeJSON{Driver: s.health.store.Driver(), OK: h.ok, Error: redactAccount(h.err)}
-		if !h.at.IsZero() {
-			at := timeJSON(h.at)
-			out.Store.CheckedAt = &at
-		}
-		if a, ok := s.health.store.(storeAddresser); ok {
-			addr := a.Address()
-			out.Store.Address, out.Store.AddressIndex, out.Store.Addresses = addr.Name, &addr.Index, addr.Count
-			out.Store.Switches, out.Store.LastSwitchReason = &addr.Switches, redactAccount(addr.LastSwitchReason)
-			if !addr.LastSwitch.IsZero() {
-				at := timeJSON(addr.LastSwitch)
-				out.Store.LastSwitch = &at
-			}
-		}
+		out.Store = s.health.state(ctx)
 	}
-	if st, ok := s.seg.(segmentStater); ok {
-		lo, hi := st.RefillWindow()
-		out.Segment = q.segment(st.State())
+	if s.seg != nil {
+		lo, hi := s.seg.RefillWindow()
+		out.Segment = q.segment(s.seg.State())
 		out.Segment.RefillMinMs, out.Segment.RefillMaxMs = lo.Milliseconds(), hi.Milliseconds()
 	}
-	if st, ok := s.sf.(snowflakeStater); ok {
-		out.Snowflake = stateOfSnowflake(st.State())
+	if s.sf != nil {
+		out.Snowflake = stateOfSnowflake(s.sf.State())
 	}
 	return out
+}
+
+func (h *storeHealth) state(ctx context.Context) *storeJSON {
+	now := h.check(ctx)
+	j := &storeJSON{Driver: h.store.Driver(), OK: now.ok, Error: redactAccount(now.err)}
+	if !now.at.IsZero() {
+		at := timeJSON(now.at)
+		j.CheckedAt = &at
+	}
+	if addr, ok := h.address(); ok {
+		j.Address, j.AddressIndex, j.Addresses = addr.Name, &addr.Index, addr.Count
+		j.Switches, j.LastSwitchReason = &addr.Switches, redactAccount(addr.LastSwitchReason)
+		if !addr.LastSwitch.IsZero() {
+			at := timeJSON(addr.LastSwitch)
+			j.LastSwitch = &at
+		}
+	}
+	return j
 }
 
 func stateOfTag(t segment.TagState) stateTag {

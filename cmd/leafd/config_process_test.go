@@ -96,7 +96,7 @@ func TestBothModesOffWarns(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	found := false
-	for _, line := range strings.Split(p.logs(), "\n") {
+	for _, line := range strings.Split(p.Output(), "\n") {
 		var rec struct{ Level, Msg string }
 		if json.Unmarshal([]byte(line), &rec) == nil && rec.Level == "WARN" &&
 			strings.Contains(rec.Msg, "segment.enabled and snowflake.enabled are both false") {
@@ -104,13 +104,13 @@ func TestBothModesOffWarns(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Fatalf("no WARN naming segment.enabled and snowflake.enabled:\n%s", p.logs())
+		t.Fatalf("no WARN naming segment.enabled and snowflake.enabled:\n%s", p.Output())
 	}
 	t.Run("NotWhenOneIsOn", func(t *testing.T) {
 		p := startLeafd(t, "LEAFD_STORE_DSN=file:"+filepath.Join(t.TempDir(), "leafd.db"))
 		p.stop(t)
-		if strings.Contains(p.logs(), "both false") {
-			t.Fatalf("warned with segment mode on:\n%s", p.logs())
+		if strings.Contains(p.Output(), "both false") {
+			t.Fatalf("warned with segment mode on:\n%s", p.Output())
 		}
 	})
 }

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,20 +11,11 @@ import (
 	"time"
 )
 
-// runLeafdFor runs leafd until it exits, at most 60 s, and returns its
-// exit code and output.
+// runLeafdFor runs leafd (serve) until it exits, at most 60 s, and
+// returns its exit code and output.
 func runLeafdFor(t *testing.T, env ...string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, leafdBin)
-	cmd.Dir = t.TempDir()
-	cmd.Env = append(baseEnv(t), env...)
-	out, _ := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		t.Fatalf("leafd still ran after 60s; output:\n%s", out)
-	}
-	return cmd.ProcessState.ExitCode(), string(out)
+	return runLeafd(t, t.TempDir(), env)
 }
 
 // A server whose fixed worker id another live server holds, fixed or
@@ -70,7 +59,7 @@ func TestFixedWorkerIDProcesses(t *testing.T) {
 			// SIGTERM releases worker id 5, keeping it a fixed one's; the
 			// next server with it starts.
 			if code := fixed5.stop(t); code != 0 {
-				t.Fatalf("exit %d after SIGTERM\n%s", code, fixed5.logs())
+				t.Fatalf("exit %d after SIGTERM\n%s", code, fixed5.Output())
 			}
 			raw, err := sql.Open(driver, dsn)
 			if err != nil {
@@ -94,8 +83,8 @@ func TestFixedWorkerIDProcesses(t *testing.T) {
 			// The explicit escape: no record, no refusal, a loud warning.
 			unsafe := startLeafd(t, with("LEAFD_SNOWFLAKE_WORKER_ID=5", "LEAFD_SNOWFLAKE_UNPROTECTED_FIXED_ID=true")...)
 			waitReady(t, unsafe)
-			if !strings.Contains(unsafe.logs(), `"level":"WARN","msg":"UNSAFE: snowflake.unprotected_fixed_id is true`) {
-				t.Fatalf("no UNSAFE warning at start-up:\n%s", unsafe.logs())
+			if !strings.Contains(unsafe.Output(), `"level":"WARN","msg":"UNSAFE: snowflake.unprotected_fixed_id is true`) {
+				t.Fatalf("no UNSAFE warning at start-up:\n%s", unsafe.Output())
 			}
 		})
 	}

@@ -1,8 +1,7 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testenv"
 )
 
 // testDSN returns a fresh database of driver: an SQLite file, or a MySQL
@@ -29,46 +29,36 @@ func testDSN(t *testing.T, driver string) string {
 	return testdb.SQLite(t)
 }
 
-// leafdBin is the leafd binary built once for the tests of this package.
-var leafdBin string
+// built is the leafd binary built once for the tests of this package, with
+// -race unless LEAFD_TEST_NO_RACE_BINARY is set; leafdBin is its path (or
+// another binary's, for a test that swaps it).
+var (
+	built    = &testenv.Binary{Race: os.Getenv("LEAFD_TEST_NO_RACE_BINARY") == "", Output: os.Stderr}
+	leafdBin string
+)
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "leafd-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	leafdBin = filepath.Join(dir, "leafd")
-	build := exec.Command("go", "build", "-race", "-o", leafdBin, ".")
-	if os.Getenv("LEAFD_TEST_NO_RACE_BINARY") != "" {
-		build = exec.Command("go", "build", "-o", leafdBin, ".")
-	}
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
+	var err error
+	if leafdBin, err = built.Path(); err != nil {
 		fmt.Fprintln(os.Stderr, "building leafd:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	built.Remove()
+	plainBinary.Remove()
 	os.Exit(code)
 }
 
 // process is a running leafd.
 type process struct {
-	cmd  *exec.Cmd
-	addr string
-	done chan struct{}
-
-	mu  sync.Mutex
-	log strings.Builder
+	*testenv.Process
+	addr string // http://127.0.0.1:port
 }
 
-// baseEnv isolates a test process from the developer's environment and
-// from ./config.yaml.
+// baseEnv isolates a test process from the developer's environment, on a
+// free port and logging JSON; snowflake is off unless a test turns it on.
 func baseEnv(t *testing.T) []string {
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(),
-		"LEAFD_HTTP_ADDR=127.0.0.1:0", "LEAFD_LOG_FORMAT=json", "LEAFD_SNOWFLAKE_ENABLED=false"}
-	return env
+	return testenv.Env(t.TempDir(), "LEAFD_SNOWFLAKE_ENABLED=false")
 }
 
 // startLeafd starts leafd with env in a directory of its own and waits
@@ -79,68 +69,21 @@ func startLeafd(t *testing.T, env ...string) *process {
 }
 
 // startLeafdIn starts leafd in dir (where it finds config.yaml, if any).
+// It is killed when the test ends; its log is shown if the test failed.
 func startLeafdIn(t *testing.T, dir string, env ...string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(leafdBin), done: make(chan struct{})}
-	p.cmd.Dir = dir
-	p.cmd.Env = append(baseEnv(t), env...)
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.log.WriteString(line + "\n")
-			p.mu.Unlock()
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "leafd serving" {
-				addr <- rec.Addr
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-	}()
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("leafd log:\n%s", p.logs())
-		}
-	})
-	select {
-	case a := <-addr:
-		p.addr = "http://" + a
-	case <-p.done:
-		t.Fatalf("leafd exited at start: %v\n%s", p.cmd.ProcessState, p.logs())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("leafd did not listen within 30s\n%s", p.logs())
-	}
-	return p
-}
-
-func (p *process) logs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.String()
+	p := testenv.MustStart(t, testenv.Config{Path: leafdBin, Dir: dir, Env: append(baseEnv(t), env...)}, 30*time.Second)
+	return &process{Process: p, addr: p.URL()}
 }
 
 // stop sends SIGTERM and returns the exit code.
 func (p *process) stop(t *testing.T) int {
 	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("leafd did not stop within 20s of SIGTERM")
+	code, err := p.Stop(20 * time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return p.cmd.ProcessState.ExitCode()
+	return code
 }
 
 func get(t *testing.T, client *http.Client, url string) (int, string) {
@@ -157,18 +100,11 @@ func get(t *testing.T, client *http.Client, url string) (int, string) {
 	return res.StatusCode, string(b)
 }
 
+// waitReady waits until p's /readyz answers 200.
 func waitReady(t *testing.T, p *process) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, body := get(t, http.DefaultClient, p.addr+"/readyz")
-		if code == 200 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready after 30s: %d %s\n%s", code, body, p.logs())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := p.WaitReady(t.Context(), http.DefaultClient, 30*time.Second); err != nil {
+		t.Fatalf("%v\n%s", err, p.Output())
 	}
 }
 
@@ -253,7 +189,7 @@ func TestProcessesShareOneDatabase(t *testing.T) {
 			}
 			for i, p := range procs {
 				if code := p.stop(t); code != 0 {
-					t.Errorf("server %d exited %d after SIGTERM, want 0\n%s", i, code, p.logs())
+					t.Errorf("server %d exited %d after SIGTERM, want 0\n%s", i, code, p.Output())
 				}
 			}
 		})
@@ -276,14 +212,19 @@ func TestServeWithoutDatabase(t *testing.T) {
 	}
 }
 
-// runLeafd runs a leafd command to completion and returns its exit code
-// and output.
+// runLeafd runs a leafd command in dir to completion, at most 60 s, and
+// returns its exit code and output.
 func runLeafd(t *testing.T, dir string, env []string, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(leafdBin, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, leafdBin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(baseEnv(t), env...)
 	out, _ := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("leafd still ran after 60s; output:\n%s", out)
+	}
 	return cmd.ProcessState.ExitCode(), string(out)
 }
 
@@ -417,8 +358,10 @@ func TestRestartNeverReissues(t *testing.T) {
 						highest = id
 					}
 				}
-				_ = p.cmd.Process.Signal(stop)
-				<-p.done
+				if err := p.Signal(stop); err != nil {
+					t.Fatal(err)
+				}
+				p.Wait()
 			}
 		})
 	}

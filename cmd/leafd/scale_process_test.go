@@ -9,13 +9,12 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +24,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/leafd/leafd/internal/testenv"
 )
 
 // The scale the server must hold: 10,000 rows in leaf_alloc, 2,000 of them
@@ -115,12 +116,12 @@ func TestScaleTenThousandTags(t *testing.T) {
 		}
 		inserted := time.Now()
 		code, body := 0, ""
-		for time.Since(inserted) < 5*time.Second {
-			if code, body = segment(name); code == 200 {
-				break
+		_ = testenv.Eventually(t.Context(), 5*time.Second, 50*time.Millisecond, func() error {
+			if code, body = segment(name); code != 200 {
+				return fmt.Errorf("GET /segment/%s = %d %s", name, code, body)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 		took := time.Since(inserted)
 		t.Logf("a tag inserted by SQL: GET /segment/%s = %d after %v", name, code, took.Round(time.Millisecond))
 		if code != 200 || took > 3*time.Second {
@@ -175,7 +176,7 @@ func TestScaleTenThousandTags(t *testing.T) {
 				t.Logf("GET %s (gzip %v): %d bytes, read in %v%s", path, gz, size, times, note)
 			}
 		}
-		rss := vmRSS(t, p.cmd.Process.Pid)
+		rss := vmRSS(t, p.Pid())
 		t.Logf("leafd (no -race) VmRSS: %.1f MB with %d tags, %d in use", float64(rss)/(1<<20), scaleTags+1, scaleActive)
 		if rss > scaleMaxRSS {
 			t.Errorf("leafd uses %.1f MB of resident memory with %d tags, %d in use; want at most %d MB",
@@ -184,32 +185,22 @@ func TestScaleTenThousandTags(t *testing.T) {
 	})
 }
 
-// plainBinary is leafd built without -race, once per test process.
-var plainBinary struct {
-	once sync.Once
-	path string
-	err  error
-}
+// plainBinary is leafd built without -race, once per test process, when
+// a test asks for it.
+var plainBinary testenv.Binary
 
 // plainLeafd returns the path of leafd built without -race: leafdBin when
-// that already is (LEAFD_TEST_NO_RACE_BINARY), otherwise a build of its own
-// beside it.
+// that already is (LEAFD_TEST_NO_RACE_BINARY), otherwise a build of its own.
 func plainLeafd(t *testing.T) string {
 	t.Helper()
-	if os.Getenv("LEAFD_TEST_NO_RACE_BINARY") != "" {
+	if !built.Race {
 		return leafdBin
 	}
-	plainBinary.once.Do(func() {
-		plainBinary.path = filepath.Join(filepath.Dir(leafdBin), "leafd-norace")
-		out, err := exec.Command("go", "build", "-o", plainBinary.path, ".").CombinedOutput()
-		if err != nil {
-			plainBinary.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if plainBinary.err != nil {
-		t.Fatal(plainBinary.err)
+	path, err := plainBinary.Path()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return plainBinary.path
+	return path
 }
 
 // scaleRowLocked holds the row of locked in an open transaction, runs the
@@ -359,17 +350,13 @@ func scaleRowLocked(t *testing.T, p *process, raw *sql.DB, client *http.Client, 
 	}
 
 	// Once the lock is gone the tag serves again.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		code, body := segment(locked)
-		if code == 200 {
-			break
+	if err := testenv.Eventually(t.Context(), 15*time.Second, 100*time.Millisecond, func() error {
+		if code, body := segment(locked); code != 200 {
+			return fmt.Errorf("%d %s", code, body)
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("tag %s not served 15s after its row was released: %d %s", locked, code, body)
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Errorf("tag %s not served after its row was released: %v", locked, err)
 	}
 }
 
@@ -422,7 +409,7 @@ func askUnknownTags(t *testing.T, proxy *countingProxy, segment func(string) (in
 		return ""
 	})
 	took := time.Since(began)
-	time.Sleep(300 * time.Millisecond) // look-ups still in flight land
+	proxy.waitQuiet(t, 300*time.Millisecond, 10*time.Second) // look-ups still in flight land
 	after := proxy.counts()
 	queries := after.queries() - before.queries()
 	t.Logf("%d requests for unknown tags in %v: statuses %v; %d queries (commands sent: %s)",
@@ -644,16 +631,18 @@ func (p *countingProxy) counts() commandCounts {
 // test after at most.
 func (p *countingProxy) waitQuiet(t *testing.T, quiet, at time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(at)
-	last, since := p.counts(), time.Now()
-	for time.Since(since) < quiet {
-		if time.Now().After(deadline) {
-			t.Fatalf("leafd kept querying the database for %v: %s", at, p.counts().minus(last))
-		}
-		time.Sleep(50 * time.Millisecond)
+	first := p.counts()
+	last, since := first, time.Now()
+	if err := testenv.Eventually(t.Context(), at, 50*time.Millisecond, func() error {
 		if now := p.counts(); now.minus(last) != "none" {
 			last, since = now, time.Now()
 		}
+		if time.Since(since) < quiet {
+			return errors.New("leafd is still querying the database")
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("%v (commands sent meanwhile: %s)", err, p.counts().minus(first))
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -98,8 +97,7 @@ func TestSnowflakeProcessesShareOneDatabase(t *testing.T) {
 
 			// kill -9 server 0 and start it again at once.
 			killed := workers[0]
-			_ = procs[0].cmd.Process.Signal(syscall.SIGKILL)
-			<-procs[0].done
+			procs[0].Kill()
 			procs[0] = startLeafd(t, env...)
 			waitReady(t, procs[0])
 			hammer()
@@ -111,10 +109,10 @@ func TestSnowflakeProcessesShareOneDatabase(t *testing.T) {
 			// watermark at the last timestamp issued, not ahead.
 			last := workers[1]
 			if code := procs[1].stop(t); code != 0 {
-				t.Fatalf("exit %d after SIGTERM\n%s", code, procs[1].logs())
+				t.Fatalf("exit %d after SIGTERM\n%s", code, procs[1].Output())
 			}
 			released := false
-			for _, line := range strings.Split(procs[1].logs(), "\n") {
+			for _, line := range strings.Split(procs[1].Output(), "\n") {
 				var rec struct {
 					Msg      string
 					WorkerID int64 `json:"worker_id"`
@@ -124,7 +122,7 @@ func TestSnowflakeProcessesShareOneDatabase(t *testing.T) {
 				}
 			}
 			if !released {
-				t.Fatalf("no release of worker id %d logged at SIGTERM\n%s", last, procs[1].logs())
+				t.Fatalf("no release of worker id %d logged at SIGTERM\n%s", last, procs[1].Output())
 			}
 			raw, err := sql.Open(driver, dsn)
 			if err != nil {

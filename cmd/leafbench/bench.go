@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+
+	"github.com/leafd/leafd/internal/testenv"
 )
 
 // servers are the running servers of a run.
@@ -33,7 +35,7 @@ func (s *servers) pid(sc scenario) int {
 func (s *servers) alive() error {
 	for _, p := range s.procs {
 		if p.Exited() {
-			return fmt.Errorf("%s exited during the run (%v); its last output:\n%s", p.name, p.cmd.ProcessState, p.log)
+			return fmt.Errorf("%s exited during the run (%v); its last output:\n%s", p.Name(), p.State(), p.lastOutput())
 		}
 	}
 	return nil
@@ -72,7 +74,7 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 			return nil, err
 		}
 		srv.procs = append(srv.procs, p)
-		srv.baseline, srv.baselinePID = p.url, p.cmd.Process.Pid
+		srv.baseline, srv.baselinePID = p.url, p.Pid()
 	}
 	if needLeafd {
 		if err := startTarget(ctx, o, dir, client, &srv, &rep.Settings, stderr); err != nil {
@@ -128,7 +130,7 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 // and settings.
 func startTarget(ctx context.Context, o *options, dir string, client *http.Client, srv *servers, settings *Settings, stderr io.Writer) error {
 	if o.target != "" {
-		if err := waitReady(ctx, client, o.target, nil); err != nil {
+		if err := testenv.WaitReady(ctx, client, o.target, readyTimeout, nil); err != nil {
 			return fmt.Errorf("-target: %w; is leafd running there?", err)
 		}
 		srv.leafd = o.target
@@ -145,7 +147,7 @@ func startTarget(ctx context.Context, o *options, dir string, client *http.Clien
 		return err
 	}
 	srv.procs = append(srv.procs, p)
-	srv.leafd, srv.leafdPID = p.url, p.cmd.Process.Pid
+	srv.leafd, srv.leafdPID = p.url, p.Pid()
 	how := bin
 	if built {
 		how = "leafd built from this repository"

@@ -6,11 +6,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leafd/leafd/internal/testenv"
 )
 
 // TestMain lets the test binary stand in for leafbench when the harness
@@ -32,9 +33,8 @@ func TestQuickRun(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "leafd")
-	build := exec.Command("go", "build", "-o", bin, "github.com/leafd/leafd/cmd/leafd")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/leafd: %v\n%s", err, out)
+	if err := testenv.Build(t.Context(), bin, testenv.BuildOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	jsonPath, mdPath := filepath.Join(dir, "report.json"), filepath.Join(dir, "report.md")
 

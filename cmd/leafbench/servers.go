@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,9 +13,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/leafd/leafd/internal/testenv"
 )
 
 // Bounds of start-up and shutdown. A server that does not listen, or does
@@ -32,56 +31,32 @@ const (
 
 // process is a server leafbench started: leafd or the baseline.
 type process struct {
-	name string
-	url  string // http://127.0.0.1:port
-	cmd  *exec.Cmd
-	stop context.CancelFunc // sends SIGTERM; Wait kills after stopGrace
-	done chan struct{}      // closed when the process has exited
-	log  *tail
+	*testenv.Process
+	url string // http://127.0.0.1:port
 }
 
-// start runs cmd as the named server. hook is called with every line the
-// process writes (stdout and stderr) and may report its address on addrc.
-// It waits until the process has reported its address, exited or taken
-// startTimeout, then until /readyz answers 200.
-func start(ctx context.Context, name string, cmd *exec.Cmd, stop context.CancelFunc, client *http.Client, hook func(line string, addrc chan<- string)) (*process, error) {
-	p := &process{name: name, cmd: cmd, stop: stop, done: make(chan struct{}), log: &tail{}}
-	addrc := make(chan string, 1)
-	w := &lineWriter{line: func(l string) {
-		p.log.add(l)
-		hook(l, addrc)
-	}}
-	cmd.Stdout, cmd.Stderr = w, w
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = stopGrace
-	setParentDeathSignal(cmd)
-	if err := cmd.Start(); err != nil {
-		stop()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
+// start runs the named server that c describes, keeping the last
+// tailLines lines of its output, and waits until it has reported its
+// address (c.Serving), exited or taken startTimeout, then until /readyz
+// answers 200. The server gets SIGTERM if leafbench dies without stopping
+// it.
+func start(ctx context.Context, name string, c testenv.Config, client *http.Client) (*process, error) {
+	c.Name, c.Tail, c.DieWithParent = name, tailLines, true
+	tp, err := testenv.Start(c)
+	if err != nil {
+		return nil, err
 	}
-	go func() {
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-
-	timer := time.NewTimer(startTimeout)
-	defer timer.Stop()
-	select {
-	case addr := <-addrc:
-		p.url = "http://" + addr
-	case <-p.done:
-		stop()
-		return nil, fmt.Errorf("%s exited at start (%v); its last output:\n%s", name, cmd.ProcessState, p.log)
-	case <-timer.C:
+	p := &process{Process: tp}
+	if p.url, err = tp.WaitServing(ctx, startTimeout); err != nil {
 		p.Stop()
-		return nil, fmt.Errorf("%s did not report a listening address within %v; its last output:\n%s", name, startTimeout, p.log)
-	case <-ctx.Done():
-		p.Stop()
-		return nil, ctx.Err()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w; its last output:\n%s", err, p.lastOutput())
 	}
-	if err := waitReady(ctx, client, p.url, p.done); err != nil {
+	if err := testenv.WaitReady(ctx, client, p.url, readyTimeout, p.Done()); err != nil {
 		p.Stop()
-		return nil, fmt.Errorf("%s: %w; its last output:\n%s", name, err, p.log)
+		return nil, fmt.Errorf("%s: %w; its last output:\n%s", name, err, p.lastOutput())
 	}
 	return p, nil
 }
@@ -89,50 +64,16 @@ func start(ctx context.Context, name string, cmd *exec.Cmd, stop context.CancelF
 // Stop sends SIGTERM and waits for the process to exit; it is killed after
 // stopGrace. Stop may be called more than once.
 func (p *process) Stop() {
-	p.stop()
-	<-p.done
+	_, _ = p.Process.Stop(stopGrace)
 }
 
-// Exited reports whether the process has ended.
-func (p *process) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
+// lastOutput returns the last lines of the process's output, indented.
+func (p *process) lastOutput() string {
+	out := p.Output()
+	if out == "" {
+		return "  (nothing)"
 	}
-}
-
-// waitReady polls base/readyz until it answers 200, for at most
-// readyTimeout. exited, when not nil, ends the wait early.
-func waitReady(ctx context.Context, client *http.Client, base string, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	last := "no answer"
-	for attempt := 0; attempt < 10_000; attempt++ {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
-		if err != nil {
-			return err
-		}
-		if resp, err := client.Do(req); err != nil {
-			last = err.Error()
-		} else {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = fmt.Sprintf("%s %s", resp.Status, bytes.TrimSpace(body))
-		}
-		select {
-		case <-exited:
-			return errors.New("the server exited before it was ready")
-		case <-ctx.Done():
-			return fmt.Errorf("%s/readyz did not answer 200 within %v (last: %s)", base, readyTimeout, last)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("%s/readyz never answered 200 (last: %s)", base, last)
+	return "  " + strings.ReplaceAll(out, "\n", "\n  ")
 }
 
 // leafdSettings are the LEAFD_* variables of the leafd that leafbench
@@ -168,24 +109,14 @@ const (
 // variable, plus leafdSettings; its working directory is dir, so that no
 // config.yaml is read.
 func startLeafd(ctx context.Context, bin, dir, tag string, client *http.Client) (*process, error) {
-	pctx, stop := context.WithCancel(context.Background()) // not ctx: Stop decides when
-	cmd := exec.CommandContext(pctx, bin, "serve")
-	cmd.Dir = dir
+	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "LEAFD_") {
-			cmd.Env = append(cmd.Env, kv)
+			env = append(env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, leafdSettings(dir, tag)...)
-	return start(ctx, "leafd", cmd, stop, client, func(line string, addrc chan<- string) {
-		var rec struct{ Msg, Addr string }
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "leafd serving" && rec.Addr != "" {
-			select {
-			case addrc <- rec.Addr:
-			default:
-			}
-		}
-	})
+	env = append(env, leafdSettings(dir, tag)...)
+	return start(ctx, "leafd", testenv.Config{Path: bin, Args: []string{"serve"}, Dir: dir, Env: env}, client)
 }
 
 // startBaseline starts leafbench itself again as the baseline server
@@ -197,22 +128,16 @@ func startBaseline(ctx context.Context, client *http.Client) (*process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("finding leafbench's own binary to start the baseline: %w", err)
 	}
-	pctx, stop := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(pctx, exe, baselineCommand, "-addr", "127.0.0.1:0")
-	// The write end stays open in leafbench until Wait closes it, or until
-	// leafbench dies and the kernel does.
-	if _, err := cmd.StdinPipe(); err != nil {
-		stop()
-		return nil, err
-	}
-	return start(ctx, "baseline", cmd, stop, client, func(line string, addrc chan<- string) {
-		if addr, ok := strings.CutPrefix(line, listeningPrefix); ok {
-			select {
-			case addrc <- strings.TrimSpace(addr):
-			default:
-			}
-		}
-	})
+	return start(ctx, "baseline", testenv.Config{
+		Path: exe, Args: []string{baselineCommand, "-addr", "127.0.0.1:0"},
+		// The write end stays open in leafbench until the baseline exits,
+		// or until leafbench dies and the kernel closes it.
+		HoldStdin: true,
+		Serving: func(line string) (string, bool) {
+			addr, ok := strings.CutPrefix(line, listeningPrefix)
+			return strings.TrimSpace(addr), ok
+		},
+	}, client)
 }
 
 // findLeafd returns the leafd binary to benchmark: path when given; else,
@@ -244,16 +169,12 @@ func findLeafd(ctx context.Context, path, dir string, stderr io.Writer) (bin str
 
 // buildLeafd builds root/cmd/leafd into dir.
 func buildLeafd(ctx context.Context, root, dir string, stderr io.Writer) (bin string, built bool, err error) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
+	if _, err := exec.LookPath("go"); err != nil {
 		return "", false, errors.New("no go to build leafd with: install Go, or pass -leafd PATH")
 	}
 	bin = filepath.Join(dir, "leafd")
 	fmt.Fprintf(stderr, "leafbench: building %s/cmd/leafd into %s\n", root, dir)
-	build := exec.CommandContext(ctx, gobin, "build", "-o", bin, "./cmd/leafd")
-	build.Dir = root
-	build.Stdout, build.Stderr = stderr, stderr
-	if err := build.Run(); err != nil {
+	if err := testenv.Build(ctx, bin, testenv.BuildOptions{Dir: root, Output: stderr}); err != nil {
 		return "", false, fmt.Errorf("go build ./cmd/leafd in %s: %w", root, err)
 	}
 	return bin, true, nil
@@ -343,55 +264,3 @@ func loopbackOnly(_, address string, _ syscall.RawConn) error {
 // tailLines is how many lines of a server's output are kept, to show when
 // it fails.
 const tailLines = 40
-
-// tail keeps the last tailLines lines written to it.
-type tail struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (t *tail) add(line string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.lines) == tailLines {
-		t.lines = append(t.lines[:0], t.lines[1:]...)
-	}
-	t.lines = append(t.lines, line)
-}
-
-// String returns the lines kept, indented.
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.lines) == 0 {
-		return "  (nothing)"
-	}
-	return "  " + strings.Join(t.lines, "\n  ")
-}
-
-// lineWriter calls line for every complete line written to it. Lines
-// longer than 64 KiB are cut.
-type lineWriter struct {
-	mu   sync.Mutex
-	buf  []byte
-	line func(string)
-}
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
-		}
-		w.line(string(w.buf[:i]))
-		w.buf = w.buf[i+1:]
-	}
-	if len(w.buf) > 64<<10 {
-		w.line(string(w.buf))
-		w.buf = w.buf[:0]
-	}
-	return len(p), nil
-}

@@ -138,7 +138,7 @@ func (p *process) usage() (usage, error) {
 	if u.goroutines == 0 || u.heapGoal == 0 {
 		return u, fmt.Errorf("/metrics has no go_goroutines or go_memstats_next_gc_bytes")
 	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
 	if err != nil {
 		return u, err
 	}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -10,14 +9,12 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +22,7 @@ import (
 
 	"github.com/leafd/leafd/internal/faultproxy"
 	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testenv"
 )
 
 // cluster is one scenario's world: a fresh database, leafd servers that
@@ -74,21 +72,15 @@ type server struct {
 
 // process is one run of leafd.
 type process struct {
-	seq     int // index in cluster.procs
-	srv     *server
-	cmd     *exec.Cmd
-	addr    string // http://127.0.0.1:port
-	started time.Time
-	done    chan struct{}
+	*testenv.Process
+	seq  int // index in cluster.procs
+	srv  *server
+	addr string // http://127.0.0.1:port
 
 	mu      sync.Mutex
-	head    []string // the first lines of its log
-	tail    []string // the last lines, a ring
-	tailAt  int
 	races   int
 	panics  int
 	workers []int64 // worker ids it leased, in order
-	ended   time.Time
 	// killed is set before SIGKILL, stopped before SIGTERM: the requests
 	// they cut are judged apart.
 	killed, stopped bool
@@ -215,8 +207,8 @@ func (c *cluster) note(format string, args ...any) {
 }
 
 func (c *cluster) serverEnv(s *server) []string {
-	env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + c.t.TempDir(), "LEAFD_STORE_DSN=" + s.dsn}, c.env...)
-	return append(env, s.env...)
+	env := append([]string{"LEAFD_STORE_DSN=" + s.dsn}, c.env...)
+	return testenv.Env(c.t.TempDir(), append(env, s.env...)...)
 }
 
 // start runs a new leafd process in s and makes it the one clients use
@@ -235,67 +227,39 @@ func (s *server) start() error {
 	return nil
 }
 
-// launch starts a process and waits until it listens.
+// launch starts a process and waits until it listens. Its whole log goes
+// to a file in the scenario's logDir; the process keeps its head and tail.
 func (s *server) launch() (*process, error) {
 	c := s.c
-	p := &process{srv: s, cmd: exec.Command(leafdBin), done: make(chan struct{})}
-	p.cmd.Dir = c.t.TempDir()
-	p.cmd.Env = c.serverEnv(s)
-	// A pipe of our own rather than StderrPipe, whose read end Wait closes
-	// before every line has been read.
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	p.cmd.Stderr, p.cmd.Stdout = pw, io.Discard
+	p := &process{srv: s}
+	cfg := testenv.Config{Path: leafdBin, Dir: c.t.TempDir(), Env: c.serverEnv(s), Line: p.scan, Head: 100, Tail: 200}
 	c.mu.Lock()
 	if c.finished {
 		c.mu.Unlock()
-		pr.Close()
-		pw.Close()
 		return nil, errors.New("the scenario is over")
 	}
-	p.started = time.Now()
-	err = p.cmd.Start()
-	pw.Close()
-	if err != nil {
-		c.mu.Unlock()
-		pr.Close()
-		return nil, err
-	}
 	p.seq = len(c.procs)
-	c.procs = append(c.procs, p)
-	c.mu.Unlock()
 	logFile, err := os.Create(filepath.Join(c.logDir, fmt.Sprintf("server%d-process%d.log", s.idx, p.seq)))
 	if err != nil {
-		pr.Close()
+		c.mu.Unlock()
 		return nil, err
 	}
-	addr := make(chan string, 1)
-	logDone := make(chan struct{})
-	go func() {
-		defer close(logDone)
-		defer pr.Close()
-		defer logFile.Close()
-		p.readLog(io.TeeReader(pr, logFile), addr)
-	}()
-	go func() {
-		_ = p.cmd.Wait()
-		p.mu.Lock()
-		p.ended = time.Now()
-		p.mu.Unlock()
-		<-logDone
-		close(p.done)
-	}()
-	select {
-	case a := <-addr:
-		p.addr = "http://" + a
-		return p, nil
-	case <-p.done:
-		return nil, fmt.Errorf("server %d: leafd exited at start: %v\n%s", s.idx, p.cmd.ProcessState, p.logs())
-	case <-time.After(30 * time.Second):
-		return nil, fmt.Errorf("server %d: leafd did not listen within 30s\n%s", s.idx, p.logs())
+	cfg.Log = logFile
+	if p.Process, err = testenv.Start(cfg); err != nil {
+		c.mu.Unlock()
+		logFile.Close()
+		return nil, err
 	}
+	c.procs = append(c.procs, p)
+	c.mu.Unlock()
+	go func() {
+		<-p.Done()
+		logFile.Close()
+	}()
+	if p.addr, err = p.WaitServing(context.Background(), 30*time.Second); err != nil {
+		return nil, fmt.Errorf("server %d: %w\n%s", s.idx, err, p.Output())
+	}
+	return p, nil
 }
 
 // current returns the process clients should use, nil while the server is
@@ -326,8 +290,7 @@ func (s *server) kill() {
 	p.mu.Lock()
 	p.killed = true
 	p.mu.Unlock()
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
+	p.Kill()
 }
 
 // stop sends SIGTERM to the current process and returns its exit code.
@@ -341,67 +304,31 @@ func (s *server) stop() int {
 	p.mu.Lock()
 	p.stopped = true
 	p.mu.Unlock()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		s.c.violate("server %d: leafd did not exit within 30s of SIGTERM", s.idx)
-		_ = p.cmd.Process.Kill()
-		<-p.done
+	code, err := p.Stop(30 * time.Second)
+	if err != nil {
+		s.c.violate("server %d: %v", s.idx, err)
 	}
-	return p.cmd.ProcessState.ExitCode()
+	return code
 }
 
-// readLog keeps the head and tail of the process's log, counts data races
-// and panics, notes the worker ids it leases, and sends the address it
-// serves on.
-func (p *process) readLog(r io.Reader, addr chan<- string) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		var rec struct {
-			Msg      string
-			Addr     string
-			WorkerID *int64 `json:"worker_id"`
-		}
-		isJSON := json.Unmarshal([]byte(line), &rec) == nil
-		p.mu.Lock()
-		if len(p.head) < 100 {
-			p.head = append(p.head, line)
-		} else if len(p.tail) < 200 {
-			p.tail = append(p.tail, line)
-		} else {
-			p.tail[p.tailAt] = line
-			p.tailAt = (p.tailAt + 1) % len(p.tail)
-		}
-		switch {
-		case strings.Contains(line, "WARNING: DATA RACE"):
-			p.races++
-		case !isJSON && (strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "fatal error:")):
-			p.panics++
-		case isJSON && rec.Msg == "snowflake: leased worker id" && rec.WorkerID != nil:
-			p.workers = append(p.workers, *rec.WorkerID)
-		}
-		p.mu.Unlock()
-		if isJSON && rec.Msg == "leafd serving" {
-			addr <- rec.Addr
-		}
+// scan counts data races and panics in a line of the process's log and
+// notes the worker ids it leases.
+func (p *process) scan(line string) {
+	var rec struct {
+		Msg      string
+		WorkerID *int64 `json:"worker_id"`
 	}
-	_, _ = io.Copy(io.Discard, r)
-}
-
-// logs returns the head and the tail of the log.
-func (p *process) logs() string {
+	isJSON := json.Unmarshal([]byte(line), &rec) == nil
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	lines := append([]string(nil), p.head...)
-	if len(p.tail) > 0 {
-		lines = append(lines, "…")
-		lines = append(lines, p.tail[p.tailAt:]...)
-		lines = append(lines, p.tail[:p.tailAt]...)
+	switch {
+	case strings.Contains(line, "WARNING: DATA RACE"):
+		p.races++
+	case !isJSON && (strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "fatal error:")):
+		p.panics++
+	case isJSON && rec.Msg == "snowflake: leased worker id" && rec.WorkerID != nil:
+		p.workers = append(p.workers, *rec.WorkerID)
 	}
-	return strings.Join(lines, "\n")
 }
 
 func (p *process) leased() []int64 {
@@ -410,14 +337,7 @@ func (p *process) leased() []int64 {
 	return append([]int64(nil), p.workers...)
 }
 
-func (p *process) alive() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
+func (p *process) alive() bool { return !p.Exited() }
 
 var probe = &http.Client{Timeout: 2 * time.Second}
 
@@ -434,20 +354,10 @@ func (p *process) get(path string) (int, string, error) {
 
 // waitReady polls /readyz until it answers 200.
 func (p *process) waitReady(within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		code, body, err := p.get("/readyz")
-		if code == 200 {
-			return nil
-		}
-		if !p.alive() {
-			return fmt.Errorf("server %d: leafd exited before it was ready: %v\n%s", p.srv.idx, p.cmd.ProcessState, p.logs())
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("server %d: not ready within %v: %d %s %v\n%s", p.srv.idx, within, code, body, err, p.logs())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := p.WaitReady(context.Background(), probe, within); err != nil {
+		return fmt.Errorf("server %d: %w\n%s", p.srv.idx, err, p.Output())
 	}
+	return nil
 }
 
 // metrics scrapes /metrics into series (name with labels) → value.
@@ -538,21 +448,19 @@ func (c *cluster) allReady(within time.Duration, tags []string, snowflake bool) 
 		if p == nil {
 			continue
 		}
-		for {
+		if err := testenv.Eventually(context.Background(), time.Until(deadline), 50*time.Millisecond, func() error {
 			st, err := p.state()
-			failing := ""
+			if err != nil {
+				return err
+			}
 			for _, tg := range st.Segment.Tags {
 				if tg.Error != "" {
-					failing = tg.Tag
+					return fmt.Errorf("tag %q still failing to load", tg.Tag)
 				}
 			}
-			if err == nil && failing == "" {
-				break
-			}
-			if time.Now().After(deadline) {
-				return time.Time{}, fmt.Errorf("server %d: tag %q still failing to load after %v (%v)", s.idx, failing, within, err)
-			}
-			time.Sleep(50 * time.Millisecond)
+			return nil
+		}); err != nil {
+			return time.Time{}, fmt.Errorf("server %d: %w (waited %v in all)", s.idx, err, within)
 		}
 		paths := []string{"/readyz"}
 		for _, tag := range tags {
@@ -562,18 +470,17 @@ func (c *cluster) allReady(within time.Duration, tags []string, snowflake bool) 
 			paths = append(paths, "/snowflake")
 		}
 		for _, path := range paths {
-			for {
+			if err := testenv.Eventually(context.Background(), time.Until(deadline), 50*time.Millisecond, func() error {
 				code, body, err := p.get(path)
-				if code == 200 {
-					if path != "/readyz" {
-						c.record(p, path, body) // IDs handed out are IDs to check
-					}
-					break
+				if code != 200 {
+					return fmt.Errorf("GET %s = %d %q %v", path, code, body, err)
 				}
-				if time.Now().After(deadline) {
-					return time.Time{}, fmt.Errorf("server %d: GET %s = %d %q %v after %v", s.idx, path, code, body, err, within)
+				if path != "/readyz" {
+					c.record(p, path, body) // IDs handed out are IDs to check
 				}
-				time.Sleep(50 * time.Millisecond)
+				return nil
+			}); err != nil {
+				return time.Time{}, fmt.Errorf("server %d: %w (waited %v in all)", s.idx, err, within)
 			}
 		}
 	}
@@ -623,14 +530,10 @@ func (c *cluster) finish() {
 		p.mu.Lock()
 		p.stopped = true
 		p.mu.Unlock()
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-			if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-				c.violate("server %d: exit %d after SIGTERM, want 0", s.idx, code)
-			}
-		case <-time.After(30 * time.Second):
-			c.violate("server %d: leafd did not exit within 30s of SIGTERM", s.idx)
+		if code, err := p.Stop(30 * time.Second); err != nil {
+			c.violate("server %d: %v", s.idx, err)
+		} else if code != 0 {
+			c.violate("server %d: exit %d after SIGTERM, want 0", s.idx, code)
 		}
 	}
 	maxIDs, err := c.maxIDs()
@@ -649,10 +552,7 @@ func (c *cluster) cleanup() {
 	procs := append([]*process(nil), c.procs...)
 	c.mu.Unlock()
 	for _, p := range procs {
-		if p.alive() {
-			_ = p.cmd.Process.Kill()
-		}
-		<-p.done
+		p.Kill()
 		p.mu.Lock()
 		races, panics := p.races, p.panics
 		p.mu.Unlock()
@@ -660,7 +560,7 @@ func (c *cluster) cleanup() {
 			c.violate("server %d (process %d): %d data races and %d panics in its log", p.srv.idx, p.seq, races, panics)
 		}
 		if c.t.Failed() {
-			c.t.Logf("server %d, process %d (pid %d) log, head and tail:\n%s", p.srv.idx, p.seq, p.cmd.Process.Pid, p.logs())
+			c.t.Logf("server %d, process %d (pid %d) log, head and tail:\n%s", p.srv.idx, p.seq, p.Pid(), p.Output())
 		}
 	}
 	if c.t.Failed() {

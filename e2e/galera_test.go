@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leafd/leafd/internal/galera"
+	"github.com/leafd/leafd/internal/testenv"
 )
 
 // The Galera scenarios (7a to 7c) run leafd on a real 3-node MariaDB
@@ -342,7 +344,7 @@ func TestGaleraNodeKilled(t *testing.T) {
 	// flow again) and the dead node's leafd moving to a fallback.
 	var evicted, failedOver time.Time
 	var st storeState
-	for deadline := time.Now().Add(30 * time.Second); evicted.IsZero() || failedOver.IsZero(); time.Sleep(20 * time.Millisecond) {
+	if err := testenv.Eventually(t.Context(), 30*time.Second, 20*time.Millisecond, func() error {
 		if evicted.IsZero() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			size, err := gc.Node((victim+1)%gc.Size()).Status(ctx, "wsrep_cluster_size")
@@ -357,13 +359,15 @@ func TestGaleraNodeKilled(t *testing.T) {
 				failedOver = time.Now()
 			}
 		}
-		if time.Now().After(deadline) {
-			if evicted.IsZero() {
-				t.Fatalf("the survivors did not evict node %d within 30s", victim)
-			}
-			c.violate("server %d did not move off its dead node within 30s: /api/state store = %v", victim, st)
-			break
+		if evicted.IsZero() || failedOver.IsZero() {
+			return errors.New("waiting")
 		}
+		return nil
+	}); err != nil {
+		if evicted.IsZero() {
+			t.Fatalf("the survivors did not evict node %d within 30s", victim)
+		}
+		c.violate("server %d did not move off its dead node within 30s: /api/state store = %v", victim, st)
 	}
 	recovered, err := c.allReady(30*time.Second, galeraTags, true)
 	if err != nil {
@@ -398,11 +402,13 @@ func TestGaleraNodeKilled(t *testing.T) {
 		// again every minute.
 		var back time.Time
 		var st storeState
-		for deadline := rejoined.Add(75 * time.Second); back.IsZero() && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		_ = testenv.Eventually(t.Context(), time.Until(rejoined.Add(75*time.Second)), 200*time.Millisecond, func() error {
 			if st, err = moved.storeState(); err == nil && st.Store.AddressIndex != nil && *st.Store.AddressIndex == 0 {
 				back = time.Now()
+				return nil
 			}
-		}
+			return errors.New("not back")
+		})
 		if back.IsZero() {
 			c.violate("server %d was not back on its first address within 75s of node %d rejoining: %v", victim, victim, st)
 		} else {

@@ -367,12 +367,10 @@ func (c *cluster) checkIDs(maxIDs map[string]int64) {
 		if !slices.Contains(p.leased(), sfWorker(s.id)) {
 			c.violate("snowflake ID %d from %s has worker id %d; its process leased %v", s.id, where(s), sfWorker(s.id), p.leased())
 		}
-		p.mu.Lock()
-		from, to := p.started.UnixMilli(), p.ended.UnixMilli()
-		if p.ended.IsZero() {
-			to = time.Now().UnixMilli()
+		from, to := p.Started().UnixMilli(), time.Now().UnixMilli()
+		if ended := p.Ended(); !ended.IsZero() {
+			to = ended.UnixMilli()
 		}
-		p.mu.Unlock()
 		if ms := sfUnixMs(s.id); ms < from || ms > to {
 			c.violate("snowflake ID %d from %s has time %s, outside its process's life %s..%s", s.id, where(s),
 				msTime(ms), msTime(from), msTime(to))

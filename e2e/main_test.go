@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leafd/leafd/internal/testenv"
 )
 
 // profile sizes a run: how many servers and clients, how long each phase
@@ -89,21 +90,11 @@ func run(m *testing.M) int {
 	// Asking for the suite and getting skips for want of a database would
 	// pass silently.
 	os.Setenv("LEAFD_TEST_REQUIRE_MYSQL", "1")
-	dir, err := os.MkdirTemp("", "leafd-e2e")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
 	if leafdBin = os.Getenv("LEAFD_E2E_BIN"); leafdBin == "" {
-		leafdBin = filepath.Join(dir, "leafd")
-		args := []string{"build", "-o", leafdBin}
-		if raceBinary() {
-			args = append(args, "-race")
-		}
-		build := exec.Command("go", append(args, "github.com/leafd/leafd/cmd/leafd")...)
-		build.Stdout, build.Stderr = os.Stdout, os.Stderr
-		if err := build.Run(); err != nil {
+		built := &testenv.Binary{Race: raceBinary(), Output: os.Stderr}
+		defer built.Remove()
+		var err error
+		if leafdBin, err = built.Path(); err != nil {
 			fmt.Fprintln(os.Stderr, "building leafd:", err)
 			return 1
 		}

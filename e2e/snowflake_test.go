@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leafd/leafd/internal/testenv"
 )
 
 // Clock moves are not injected here: Go reads the clock through the vDSO,
@@ -226,13 +229,15 @@ func leaseLost(t *testing.T, fault string) {
 	a.proxy.Up()
 	// The load keeps asking a: it must serve again, under another worker id.
 	var recovered time.Time
-	for deadline := time.Now().Add(15 * time.Second); recovered.IsZero(); {
-		if ok := c.outcomesOf(func(o *outcome) bool { return o.proc == pa && o.status == 200 && o.sent.After(healed) }); len(ok) > 0 {
-			recovered = ok[0].sent
-		} else if time.Now().After(deadline) {
-			t.Fatalf("server 0 did not serve again within 15s of the partition healing")
+	if err := testenv.Eventually(t.Context(), 15*time.Second, 50*time.Millisecond, func() error {
+		ok := c.outcomesOf(func(o *outcome) bool { return o.proc == pa && o.status == 200 && o.sent.After(healed) })
+		if len(ok) == 0 {
+			return errors.New("no 200 from server 0 since the partition healed")
 		}
-		time.Sleep(50 * time.Millisecond)
+		recovered = ok[0].sent
+		return nil
+	}); err != nil {
+		t.Fatalf("server 0 did not serve again within 15s of the partition healing: %v", err)
 	}
 	time.Sleep(prof.phase)
 	l.Stop()

@@ -83,22 +83,8 @@ func (s *Server) getLeafSnowflake(c *gin.Context) {
 	writeOK(c, contentTextPlain, strconv.AppendInt(b[:0], int64(id), 10))
 }
 
-// decodedID is the JSON of GET /snowflake/{id} and `leafd decode`.
-type decodedID struct {
-	ID       snowflake.ID `json:"id"`
-	Time     string       `json:"time"`
-	UnixMs   int64        `json:"unix_ms"`
-	WorkerID int64        `json:"worker_id"`
-	Sequence int64        `json:"sequence"`
-}
-
-// DecodeJSON returns the decoded form of id under layout, as GET
-// /snowflake/{id} answers it.
-func DecodeJSON(layout snowflake.Layout, id snowflake.ID) any {
-	p := layout.Decode(id)
-	return decodedID{ID: id, Time: p.Time.Format(rfc3339Milli), UnixMs: p.UnixMs, WorkerID: p.WorkerID, Sequence: p.Sequence}
-}
-
+// rfc3339Milli is RFC 3339 to the millisecond, as the JSON answers give
+// times.
 const rfc3339Milli = "2006-01-02T15:04:05.000Z07:00"
 
 // decodeSnowflake answers GET /snowflake/{id}.
@@ -107,12 +93,12 @@ func (s *Server) decodeSnowflake(c *gin.Context) {
 		s.writeError(c, snowflakeDisabled())
 		return
 	}
-	id, err := ParseID(c.Param("id"))
+	id, err := snowflake.ParseID(c.Param("id"))
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, DecodeJSON(s.sf.Layout(), id))
+	c.JSON(http.StatusOK, snowflake.DecodeJSON(s.sf.Layout(), id))
 }
 
 // decodeLeafSnowflake answers Leaf's GET /decodeSnowflakeId?snowflakeId=N
@@ -128,7 +114,7 @@ func (s *Server) decodeLeafSnowflake(c *gin.Context) {
 			"the query parameter snowflakeId is missing: ask GET /decodeSnowflakeId?snowflakeId=ID (ID a snowflake ID), or GET /snowflake/ID"))
 		return
 	}
-	id, err := ParseID(raw)
+	id, err := snowflake.ParseID(raw)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -139,16 +125,6 @@ func (s *Server) decodeLeafSnowflake(c *gin.Context) {
 		"sequenceId": strconv.FormatInt(p.Sequence, 10),
 		"workerId":   strconv.FormatInt(p.WorkerID, 10),
 	})
-}
-
-// ParseID reads a snowflake ID: a positive decimal integer that fits in 63
-// bits. It returns an invalid_id *leafd.Error otherwise.
-func ParseID(raw string) (snowflake.ID, error) {
-	n, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || n < 1 {
-		return 0, leafd.Errorf(leafd.EInvalidID, "id %q is not valid: use a positive decimal integer below 2^63", truncate(raw))
-	}
-	return snowflake.ID(n), nil
 }
 
 func snowflakeDisabled() error {

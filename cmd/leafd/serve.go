@@ -337,11 +337,11 @@ func decode(configPath, raw string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	id, err := leafhttp.ParseID(raw)
+	id, err := snowflake.ParseID(raw)
 	if err != nil {
 		return usageError{errors.New(leafd.ErrorMessage(err))}
 	}
-	b, err := json.Marshal(leafhttp.DecodeJSON(layoutOf(cfg.Snowflake), id))
+	b, err := json.Marshal(snowflake.DecodeJSON(layoutOf(cfg.Snowflake), id))
 	if err != nil {
 		return err
 	}

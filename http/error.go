@@ -52,17 +52,26 @@ type errorDetail struct {
 	Message string `json:"message"`
 }
 
-// writeError answers err in the JSON error model of the native routes.
-// Internal and unavailable errors are logged with their cause; client errors
-// are not.
+// notReadyBody is the shape of a 503 from /readyz (docs/contract.md section
+// 4), which probes read: the code is its status and the message its reason.
+// The fields are in the order the contract writes them.
+type notReadyBody struct {
+	Reason string `json:"reason"`
+	Status string `json:"status"`
+}
+
+// writeError answers err in the JSON error model of the native routes, or
+// in /readyz's shape for not_ready. Internal and unavailable errors are
+// logged with their cause; client errors are not.
 func (s *Server) writeError(c *gin.Context, err error) {
-	status := ErrorStatus(err)
+	status, code, msg := ErrorStatus(err), leafd.ErrorCode(err), leafd.ErrorMessage(err)
 	s.logError(c, err, status)
 	_ = c.Error(err) // counted by code in leafd_errors_total (metrics.go)
-	c.AbortWithStatusJSON(status, errorBody{Error: errorDetail{
-		Code:    leafd.ErrorCode(err),
-		Message: leafd.ErrorMessage(err),
-	}})
+	if code == leafd.ENotReady {
+		c.AbortWithStatusJSON(status, notReadyBody{Reason: msg, Status: code})
+		return
+	}
+	c.AbortWithStatusJSON(status, errorBody{Error: errorDetail{Code: code, Message: msg}})
 }
 
 // writeLeafError answers err as Meituan Leaf does on its compatible routes:
@@ -75,12 +84,17 @@ func (s *Server) writeLeafError(c *gin.Context, err error) {
 	_, _ = c.Writer.WriteString(leafd.ErrorCode(err) + ": " + leafd.ErrorMessage(err))
 }
 
+// logError logs a failed request. A client's mistake (4xx) is not logged,
+// nor is not_ready: it answers a probe, which asks every few seconds, and
+// its cause (a load or a lease renewal that fails) is logged where it
+// happens.
 func (s *Server) logError(c *gin.Context, err error, status int) {
-	if status < 500 {
+	code := leafd.ErrorCode(err)
+	if status < 500 || code == leafd.ENotReady {
 		return
 	}
 	level := slog.LevelWarn
-	if leafd.ErrorCode(err) == leafd.EInternal {
+	if code == leafd.EInternal {
 		level = slog.LevelError
 	}
 	s.log.Log(c.Request.Context(), level, "http: request failed",

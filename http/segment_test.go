@@ -180,9 +180,13 @@ func TestSegmentUnavailable(t *testing.T) {
 	if r.status != 503 || errorCode(t, r) != leafd.ESegmentUnavailable {
 		t.Fatalf("GET with the store closed = %d %q", r.status, r.body)
 	}
+	// The shape of docs/contract.md section 4, not the error model.
 	r = do(t, "GET", srv.URL+"/readyz")
-	if r.status != 503 || !strings.Contains(r.body, "not_ready") {
-		t.Fatalf("/readyz with a failing tag = %d %q", r.status, r.body)
+	var ready map[string]string
+	if err := json.Unmarshal([]byte(r.body), &ready); err != nil || r.status != 503 ||
+		!strings.HasPrefix(r.contentType, "application/json") || len(ready) != 2 ||
+		ready["status"] != "not_ready" || !strings.Contains(ready["reason"], `tag "order" has no IDs buffered`) {
+		t.Fatalf("/readyz with a failing tag = %d %s %q, want 503 {\"reason\":\"…\",\"status\":\"not_ready\"}", r.status, r.contentType, r.body)
 	}
 	if r := do(t, "GET", srv.URL+"/healthz"); r.status != 200 {
 		t.Fatalf("/healthz = %d", r.status)

@@ -295,7 +295,8 @@ func (s *Server) healthz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ok"})
 }
 
-// readyz answers 200 when every enabled mode can issue IDs.
+// readyz answers 200 when every enabled mode can issue IDs, and the
+// not_ready error of the first that cannot otherwise.
 func (s *Server) readyz(c *gin.Context) {
 	var modes []interface{ Ready() error }
 	if s.seg != nil {
@@ -306,7 +307,10 @@ func (s *Server) readyz(c *gin.Context) {
 	}
 	for _, m := range modes {
 		if err := m.Ready(); err != nil {
-			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not_ready", "reason": leafd.ErrorMessage(err)})
+			if leafd.ErrorCode(err) != leafd.ENotReady { // the contract knows no other answer
+				err = leafd.Wrap(leafd.ENotReady, err, leafd.ErrorMessage(err))
+			}
+			s.writeError(c, err)
 			return
 		}
 	}

@@ -14,7 +14,8 @@ import (
 // handling around an ID costs a hundred times the ID itself. These helpers
 // do what gin's c.Data, c.GetQuery and c.GetHeader do, without what the ID
 // routes do not need: canonicalising a header name already canonical,
-// boxing the body in a render.Render, parsing the query string into a map. BenchmarkSegmentRoute beside BenchmarkBareGin shows what is left.
+// boxing the body in a render.Render, parsing the query string into a map.
+// BenchmarkSegmentRoute beside BenchmarkBareGin shows what is left.
 
 // The Content-Type values, shared by every response. net/http only reads
 // them, and Header().Set or Add replace or copy the slice, never write into
@@ -30,6 +31,38 @@ func writeOK(c *gin.Context, ct []string, b []byte) {
 	c.Writer.Header()["Content-Type"] = ct
 	c.Writer.WriteHeader(http.StatusOK)
 	_, _ = c.Writer.Write(b)
+}
+
+// The batch routes keep their buffers in a sync.Pool (bufPool, idPool) for
+// the next batch. A pooled buffer is as large as the largest batch it
+// served, and stays until two garbage collections pass without a request
+// taking it: with segment.max_batch at a million, one such batch would
+// leave a buffer of 23 MB per concurrent request in the pool. So a buffer
+// is pooled only up to what a batch of pooledBatch IDs needs, the default
+// segment.max_batch (which bounds snowflake batches too): with the default
+// settings every batch reuses a pooled buffer, and a larger batch allocates
+// its own, which the garbage collector takes back. Each cap is twice the need,
+// since append grows a slice past what it holds (by up to a quarter, then
+// to a size class).
+const (
+	pooledBatch = 10_000
+	// maxPooledBytes: the widest answer of pooledBatch IDs is JSON with
+	// IDs of 19 digits, each written "…", (22 bytes): 220 KB.
+	maxPooledBytes = 512 << 10
+	// maxPooledRanges: a segment batch of pooledBatch IDs spans one range
+	// per step's worth of IDs, at most pooledBatch ranges (a step of 1).
+	maxPooledRanges = 2 * pooledBatch
+	// maxPooledIDs: a snowflake batch holds its IDs.
+	maxPooledIDs = 2 * pooledBatch
+)
+
+// poolable returns s to keep in a pool, or nil when it grew past max
+// elements, so that the pool does not keep it (see pooledBatch).
+func poolable[T any](s []T, max int) []T {
+	if cap(s) > max {
+		return nil
+	}
+	return s
 }
 
 // idQuery is what the ID routes read from the query string: count and

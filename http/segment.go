@@ -16,12 +16,21 @@ const (
 )
 
 // bufPool holds response buffers and range slices for batch answers, so
-// that a batch is written without an allocation per ID.
+// that a batch is written without an allocation per ID. Put them back with
+// release.
 var bufPool = sync.Pool{New: func() any { return new(batchBuf) }}
 
 type batchBuf struct {
 	b      []byte
 	ranges []segment.Range
+}
+
+// release returns buf to bufPool, dropping a slice that a batch larger
+// than pooledBatch grew (see pooledBatch).
+func (buf *batchBuf) release() {
+	buf.b = poolable(buf.b, maxPooledBytes)
+	buf.ranges = poolable(buf.ranges, maxPooledRanges)
+	bufPool.Put(buf)
 }
 
 // getSegment answers GET /segment/{tag}[?count=N][&format=json]. The query
@@ -49,7 +58,7 @@ func (s *Server) getSegment(c *gin.Context) {
 		}
 	}
 	buf := bufPool.Get().(*batchBuf)
-	defer bufPool.Put(buf)
+	defer buf.release()
 	if buf.ranges, err = s.seg.NextN(c.Request.Context(), tag, n, buf.ranges[:0]); err != nil {
 		s.writeError(c, err)
 		return

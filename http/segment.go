@@ -40,6 +40,11 @@ func (s *Server) getSegment(c *gin.Context) {
 		s.writeError(c, leafd.Errorf(leafd.EModeDisabled, "segment mode is switched off on this server (segment.enabled: false)"))
 		return
 	}
+	// The tag is validated here although segment validates it too: segment
+	// checks only a name it does not serve, and it serves every row of the
+	// table, a Leaf row that leafd refuses ("..", `a"b`) included, which
+	// the contract answers invalid_tag. The JSON below writes tag as it is,
+	// which only a valid one allows.
 	tag := c.Param("tag")
 	if err := leafd.ValidateTag(tag); err != nil {
 		s.writeError(c, err)
@@ -93,7 +98,7 @@ func (s *Server) getLeafSegment(c *gin.Context) {
 		return
 	}
 	tag := c.Param("tag")
-	if err := leafd.ValidateTag(tag); err != nil {
+	if err := leafd.ValidateTag(tag); err != nil { // as in getSegment
 		s.writeLeafError(c, err)
 		return
 	}

@@ -693,36 +693,40 @@ func TestBatchAscendingAcrossSwitch(t *testing.T) {
 
 // Requests cannot hurry the keeper past its backoff: with the database
 // down and many clients, the store sees a handful of claims, not one per
-// request.
+// request. The second of load runs on synctest's fake time: it takes no
+// real time, and the count does not depend on how busy the machine is.
 func TestKeeperBacksOffUnderLoad(t *testing.T) {
 	db := &leaseDB{driver: "sqlite", dsn: testdb.SQLite(t)}
 	s := db.store(t)
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	leases := &faultyLeases{LeaseStore: s}
-	leases.broken.Store(true)
-	g := newGenerator(t, snowflake.Settings{Leases: leases, LeaseTTL: 2 * time.Second, WaitTimeout: 5 * time.Millisecond})
-	var wg sync.WaitGroup
-	var requests atomic.Int64
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for end := time.Now().Add(time.Second); time.Now().Before(end); {
-				_, err := g.Next(context.Background())
-				wantCode(t, err, leafd.ESnowflakeUnavailable)
-				requests.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	// Backoff from 50 ms doubling up to 200 ms: about ten claims a second.
-	if n := leases.claims.Load(); n > 30 {
-		t.Fatalf("%d claims in 1 s for %d requests: requests defeat the backoff", n, requests.Load())
-	}
-	leases.broken.Store(false)
-	waitReady(t, g)
+	synctest.Test(t, func(t *testing.T) {
+		leases := &faultyLeases{LeaseStore: s}
+		leases.broken.Store(true)
+		g := newGenerator(t, snowflake.Settings{Layout: bubbleLayout, Leases: leases, LeaseTTL: 2 * time.Second,
+			WaitTimeout: 5 * time.Millisecond})
+		var wg sync.WaitGroup
+		var requests atomic.Int64
+		for range 32 {
+			wg.Go(func() {
+				for end := time.Now().Add(time.Second); time.Now().Before(end); {
+					_, err := g.Next(context.Background())
+					wantCode(t, err, leafd.ESnowflakeUnavailable)
+					requests.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		// Backoff from 50 ms doubling up to 200 ms: about ten claims a second.
+		if n := leases.claims.Load(); n > 30 {
+			t.Fatalf("%d claims in 1 s for %d requests: requests defeat the backoff", n, requests.Load())
+		}
+		// The database is back (a local SQLite file, which a synctest
+		// bubble may wait on): the keeper claims a worker id.
+		leases.broken.Store(false)
+		waitReady(t, g)
+	})
 }
 
 // Readiness probes alone, with no request, get a generator whose clock went

@@ -68,16 +68,14 @@ type Settings struct {
 	// Now returns the wall clock that timestamps come from; Sleep waits.
 	// Defaults time.Now and time.Sleep. Tests move time through them. The
 	// lease's own deadlines always run on the monotonic clock, so that a
-	// step of the wall clock can neither stretch nor cut a lease.
+	// step of the wall clock can neither stretch nor cut a lease. A
+	// request's context cuts the default Sleep short, not an injected one.
 	Now   func() time.Time
 	Sleep func(time.Duration)
 	// Logger receives lease changes and clock events. Default
 	// slog.Default().
 	Logger *slog.Logger
 }
-
-// ErrClosed is what Start returns once Close has been called.
-var ErrClosed = errors.New("snowflake: the generator is closed")
 
 // MaxOwnerLen is the longest Settings.Owner: the width of the owner column
 // of the lease table, less room for the claim number the generator adds.
@@ -148,6 +146,9 @@ var (
 	ErrInvalidWaitTimeout = errors.New("snowflake: the wait timeout is negative")
 	ErrInvalidMaxBatch    = errors.New("snowflake: the largest batch is negative")
 )
+
+// ErrClosed is what Start returns once Close has been called.
+var ErrClosed = errors.New("snowflake: the generator is closed")
 
 // New returns a Generator. With a fixed worker id it can issue at once;
 // with Leases it issues once Start has claimed a worker id.

@@ -287,11 +287,16 @@ func (a *Allocator) NextN(ctx context.Context, name string, n int, dst []Range) 
 				continue
 			}
 		}
-		ready, finalSeq, err := a.advance(t)
+		// The current buffer is used up: switch to the next, or wait for
+		// the load of one.
+		rf, err := t.ranOut(a.cfg.Now, a.policy)
 		if err != nil {
 			return dst, t.failed(err)
 		}
-		if ready == nil {
+		if rf.begun {
+			a.startLoad(t, rf.load)
+		}
+		if rf.ready == nil {
 			continue // the tag switched to its next buffer
 		}
 		if !waited {
@@ -302,8 +307,8 @@ func (a *Allocator) NextN(ctx context.Context, name string, n int, dst []Range) 
 			timer = time.NewTimer(a.cfg.WaitTimeout)
 		}
 		select {
-		case <-ready:
-			if err := t.finalSince(finalSeq); err != nil {
+		case <-rf.ready:
+			if err := t.finalSince(rf.finalSeq); err != nil {
 				return dst, t.failed(err)
 			}
 		case <-timer.C:
@@ -315,76 +320,19 @@ func (a *Allocator) NextN(ctx context.Context, name string, n int, dst []Range) 
 	return out, nil
 }
 
-// advance is the slow path, taken when the current buffer is exhausted or
-// absent. Under the tag's lock it switches to the next buffer if that is
-// ready and returns nil; otherwise it makes sure a load is in flight and
-// returns a channel that is closed when the load's outcome is known, with
-// the failure sequence to compare against afterwards.
-func (a *Allocator) advance(t *tag) (ready <-chan struct{}, finalSeq uint64, err error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.removed {
-		return nil, 0, unknownTag(t.name)
-	}
-	if b := t.cur.Load(); b != nil && !b.exhausted() {
-		return nil, 0, nil // another request switched buffers meanwhile
-	}
-	now := a.cfg.Now()
-	if t.next != nil {
-		t.switchLocked(now)
-		return nil, 0, nil
-	}
-	if t.starvedAt.IsZero() && t.cur.Load() != nil {
-		// Starved: the buffers ran out. (Before the first range the tag
-		// was never serving, and the first range's rate is not measured.)
-		t.starvedAt = now
-	}
-	a.startLoadLocked(t)
-	return t.changed, t.finalSeq, nil
-}
-
 // preload starts the load of b's successor, once per buffer.
 func (a *Allocator) preload(t *tag, b *buffer) {
-	if !b.preloaded.CompareAndSwap(false, true) {
-		return
-	}
-	t.mu.Lock()
-	if t.next == nil && t.cur.Load() == b {
-		a.startLoadLocked(t)
-	}
-	t.mu.Unlock()
-}
-
-// startLoadLocked starts a background load of the tag's next range unless
-// one is already in flight. The caller holds t.mu.
-func (a *Allocator) startLoadLocked(t *tag) {
-	if t.loading || t.removed {
-		return
-	}
-	now := a.cfg.Now()
-	issued, starved := t.issuedLocked(), t.starvedLocked(now)
-	// The rate since the last load began, leaving out the time the tag
-	// had nothing to serve: requests that waited were wanted all the same.
-	// Before the first load t.step is 0 and the policy answers the table step.
-	period := now.Sub(t.lastLoad)
-	if s := starved - t.starvedAtLoad; s > 0 {
-		// A tag starved all along is wanted faster than anything measured.
-		period = max(period-s, time.Millisecond)
-	}
-	step := a.policy.next(t.step, t.tableStep, issued-t.issuedAtLoad, period)
-	if a.goroutine(func() { a.load(t, loadStart{step: step, at: now, issued: issued, starved: starved}) }) {
-		t.loading, t.loadSince = true, time.Now()
+	if ls, ok := t.beginPreload(b, a.cfg.Now, a.policy); ok {
+		a.startLoad(t, ls)
 	}
 }
 
-// loadStart is what a load knew when it began: the step it asks for, and
-// the time, the IDs issued and the time starved so far, from which the next
-// load measures the rate.
-type loadStart struct {
-	step    int64
-	at      time.Time
-	issued  int64
-	starved time.Duration
+// startLoad runs a load that t began on a goroutine of its own; when the
+// allocator is closed and none can start, it tells t so.
+func (a *Allocator) startLoad(t *tag, ls loadStart) {
+	if !a.goroutine(func() { a.load(t, ls) }) {
+		t.loadNotStarted()
+	}
 }
 
 // load asks the store for a range of step IDs, retrying with backoff while
@@ -410,7 +358,9 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 			a.cfg.OnLoad(t.name, step, time.Since(began), err)
 		}
 		if err == nil {
-			a.install(t, alloc, ls)
+			if t.loaded(newBuffer(alloc, a.cfg.PreloadAt), alloc.TableStep, ls, a.cfg.Now) {
+				a.log.Info("segment: range load recovered", "tag", t.name, "start", alloc.Start)
+			}
 			return
 		}
 		final := a.ctx.Err() != nil || finalCode(err)
@@ -435,32 +385,6 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 		}
 		backoff = min(2*backoff, a.cfg.RetryMax)
 	}
-}
-
-// install makes a freshly loaded range the tag's next buffer, or its
-// current one when the current is absent or exhausted, and wakes waiters.
-func (a *Allocator) install(t *tag, alloc Allocation, ls loadStart) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.loading = false
-	if t.removed {
-		return // the tag was deleted while loading: the range is dropped
-	}
-	if t.err != nil {
-		a.log.Info("segment: range load recovered", "tag", t.name, "start", alloc.Start)
-	}
-	t.err = nil
-	if !t.lastLoad.IsZero() {
-		t.lastPeriod = ls.at.Sub(t.lastLoad)
-	}
-	t.lastLoad, t.issuedAtLoad, t.starvedAtLoad = ls.at, ls.issued, ls.starved
-	t.step, t.tableStep = ls.step, alloc.TableStep
-	t.loads++
-	t.next = newBuffer(alloc, a.cfg.PreloadAt)
-	if cur := t.cur.Load(); cur == nil || cur.exhausted() {
-		t.switchLocked(a.cfg.Now())
-	}
-	t.broadcastLocked()
 }
 
 // lookup finds a tag. Before the tag list was first read it waits for that,
@@ -496,11 +420,8 @@ func (a *Allocator) lookup(ctx context.Context, name string) (*tag, error) {
 func unknownTag(name string) error { return leafd.UnknownTagError(name) }
 
 func (a *Allocator) unavailable(t *tag, why string) error {
-	t.mu.Lock()
-	cause := t.err
-	t.mu.Unlock()
 	msg := fmt.Sprintf("tag %q has no IDs buffered and %s; retry later", t.name, why)
-	return leafd.Wrap(leafd.ESegmentUnavailable, cause, msg)
+	return leafd.Wrap(leafd.ESegmentUnavailable, t.lastErr(), msg)
 }
 
 // Refresh reads the tag list from the store now: new tags are served from
@@ -526,10 +447,11 @@ func (a *Allocator) Refresh(ctx context.Context) error {
 	for _, row := range rows {
 		t := old[row.Name]
 		if t == nil {
-			t = newTag(row.Name)
+			t = newTag(row.Name, row.Step, time.Time{})
 			added = append(added, row.Name)
+		} else {
+			t.setTableStep(row.Step)
 		}
-		t.setTableStep(row.Step)
 		m[row.Name] = t
 	}
 	for name, t := range old {
@@ -590,8 +512,7 @@ func (a *Allocator) adopt(name string, tableStep int64, update bool) *tag {
 		}
 		return t
 	}
-	t := newTag(name)
-	t.tableStep, t.adopted = tableStep, time.Now()
+	t := newTag(name, tableStep, time.Now())
 	m := make(map[string]*tag, len(old)+1)
 	for k, v := range old {
 		m[k] = v
@@ -691,13 +612,7 @@ func (a *Allocator) ping(p pinger) error {
 // table, does not count: no server could serve it.
 func (a *Allocator) dryTag() string {
 	for _, t := range *a.tags.Load() {
-		t.mu.Lock()
-		cur := t.cur.Load()
-		empty := t.next == nil && (cur == nil || cur.exhausted())
-		failing := t.err != nil && !finalCode(t.err)
-		hung := t.loading && time.Since(t.loadSince) > a.cfg.WaitTimeout
-		t.mu.Unlock()
-		if empty && (failing || hung) {
+		if t.dry(a.cfg.WaitTimeout) {
 			return t.name
 		}
 	}

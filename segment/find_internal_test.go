@@ -138,9 +138,7 @@ func TestReadyPingsAtMostOnceASecond(t *testing.T) {
 	s := &pingStore{memStore: memStore{rows: map[string]leafd.Tag{"t": {Name: "t", MaxID: 1, Step: 10}}}}
 	a := newMemAllocator(t, s)
 	tg := (*a.tags.Load())["t"]
-	tg.mu.Lock()
-	tg.err = leafd.Errorf(leafd.EStoreUnavailable, "injected") // asked for, dry, failing
-	tg.mu.Unlock()
+	tg.loadFailed(leafd.Errorf(leafd.EStoreUnavailable, "injected"), false) // asked for, dry, failing
 	for range 100 {
 		if err := a.Ready(); err != nil {
 			t.Fatalf("Ready with the store answering its ping: %v", err)

@@ -13,7 +13,10 @@ import (
 // tag is the double buffer of one business tag.
 //
 // cur is read without a lock on the hot path. Everything else, and every
-// change of cur, is guarded by mu.
+// change of cur, is guarded by mu. The tag makes its own state changes, in
+// the methods below; the allocator calls them and never takes mu itself.
+// None of them calls back into the allocator, so mu is never held while
+// the allocator takes a lock (refreshMu is taken before it, never after).
 type tag struct {
 	name string
 	cur  atomic.Pointer[buffer]
@@ -60,8 +63,10 @@ type tag struct {
 	failedRequests atomic.Int64
 }
 
-func newTag(name string) *tag {
-	return &tag{name: name, changed: make(chan struct{})}
+// newTag returns a tag whose table step is tableStep. adopted is when
+// Upsert or a lookup made it served; zero for a tag read with the list.
+func newTag(name string, tableStep int64, adopted time.Time) *tag {
+	return &tag{name: name, tableStep: tableStep, adopted: adopted, changed: make(chan struct{})}
 }
 
 func (t *tag) setTableStep(step int64) {
@@ -78,6 +83,133 @@ func (t *tag) remove() {
 	t.cur.Store(nil)
 	t.next = nil
 	t.broadcastLocked()
+}
+
+// refill is what a request that found the tag's current buffer used up is
+// to do next, as ranOut decided it.
+type refill struct {
+	// ready is nil when the tag switched to its next buffer: take again.
+	// Otherwise it is closed once the outcome of the load in flight is
+	// known, and finalSeq is the tag's count of final failures as of then,
+	// for finalSince.
+	ready    <-chan struct{}
+	finalSeq uint64
+	// load is the load this request began, when begun: the caller starts
+	// it (Allocator.startLoad).
+	load  loadStart
+	begun bool
+}
+
+// loadStart is what a load knew when it began: the step it asks for, and
+// the time, the IDs issued and the time starved so far, from which the next
+// load measures the rate.
+type loadStart struct {
+	step    int64
+	at      time.Time
+	issued  int64
+	starved time.Duration
+}
+
+// ranOut is the slow path of a request, taken when the current buffer is
+// exhausted or absent. It switches to the next buffer if that is ready;
+// otherwise it marks the tag starved and begins a load unless one is in
+// flight. now is read under mu, so that times recorded by concurrent
+// switches and loads stay in order. Errors: unknown_tag when the tag was
+// removed.
+func (t *tag) ranOut(now func() time.Time, p stepPolicy) (refill, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.removed {
+		return refill{}, unknownTag(t.name)
+	}
+	if b := t.cur.Load(); b != nil && !b.exhausted() {
+		return refill{}, nil // another request switched buffers meanwhile
+	}
+	at := now()
+	if t.next != nil {
+		t.switchLocked(at)
+		return refill{}, nil
+	}
+	if t.starvedAt.IsZero() && t.cur.Load() != nil {
+		// Starved: the buffers ran out. (Before the first range the tag
+		// was never serving, and the first range's rate is not measured.)
+		t.starvedAt = at
+	}
+	r := refill{ready: t.changed, finalSeq: t.finalSeq}
+	r.load, r.begun = t.beginLoadLocked(at, p)
+	return r, nil
+}
+
+// beginPreload begins the load of b's successor, once per buffer, unless
+// the tag has moved on from b or has its next range already. When it
+// reports true the caller starts the load (Allocator.startLoad).
+func (t *tag) beginPreload(b *buffer, now func() time.Time, p stepPolicy) (loadStart, bool) {
+	if !b.preloaded.CompareAndSwap(false, true) {
+		return loadStart{}, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.next != nil || t.cur.Load() != b {
+		return loadStart{}, false
+	}
+	return t.beginLoadLocked(now(), p)
+}
+
+// beginLoadLocked marks a load of the next range in flight and returns what
+// it starts from, with the step p chooses; it reports false, and begins
+// nothing, when a load is in flight already or the tag is removed. The
+// caller holds t.mu.
+func (t *tag) beginLoadLocked(now time.Time, p stepPolicy) (loadStart, bool) {
+	if t.loading || t.removed {
+		return loadStart{}, false
+	}
+	issued, starved := t.issuedLocked(), t.starvedLocked(now)
+	// The rate since the last load began, leaving out the time the tag
+	// had nothing to serve: requests that waited were wanted all the same.
+	// Before the first load t.step is 0 and the policy answers the table step.
+	period := now.Sub(t.lastLoad)
+	if s := starved - t.starvedAtLoad; s > 0 {
+		// A tag starved all along is wanted faster than anything measured.
+		period = max(period-s, time.Millisecond)
+	}
+	step := p.next(t.step, t.tableStep, issued-t.issuedAtLoad, period)
+	t.loading, t.loadSince = true, time.Now()
+	return loadStart{step: step, at: now, issued: issued, starved: starved}, true
+}
+
+// loadNotStarted undoes beginLoadLocked for a load that could not start:
+// the allocator is closed.
+func (t *tag) loadNotStarted() {
+	t.mu.Lock()
+	t.loading = false
+	t.mu.Unlock()
+}
+
+// loaded ends the load begun as ls: b, the range it brought, becomes the
+// next buffer, or the current one when the current is absent or exhausted,
+// and waiters are woken. A tag removed meanwhile drops b. tableStep is the
+// table step read with the range. It reports whether the tag recovered: its
+// previous attempt had failed.
+func (t *tag) loaded(b *buffer, tableStep int64, ls loadStart, now func() time.Time) (recovered bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.loading = false
+	if t.removed {
+		return false
+	}
+	recovered, t.err = t.err != nil, nil
+	if !t.lastLoad.IsZero() {
+		t.lastPeriod = ls.at.Sub(t.lastLoad)
+	}
+	t.lastLoad, t.issuedAtLoad, t.starvedAtLoad = ls.at, ls.issued, ls.starved
+	t.step, t.tableStep = ls.step, tableStep
+	t.loads++
+	t.next = b
+	if cur := t.cur.Load(); cur == nil || cur.exhausted() {
+		t.switchLocked(now())
+	}
+	t.broadcastLocked()
+	return recovered
 }
 
 // loadFailed records a failed load attempt. A final failure ends the load
@@ -129,6 +261,25 @@ func (t *tag) finalSince(seq uint64) error {
 		return leafd.Wrap(leafd.ESegmentUnavailable, t.finalErr, "tag \""+t.name+"\": the server is shutting down")
 	}
 	return t.finalErr
+}
+
+// lastErr returns the last load failure, nil after a success.
+func (t *tag) lastErr() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err
+}
+
+// dry reports whether the tag has no IDs buffered while its load fails for
+// a reason that may pass, or has been in flight for longer than hung.
+func (t *tag) dry(hung time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := t.cur.Load()
+	empty := t.next == nil && (cur == nil || cur.exhausted())
+	failing := t.err != nil && !finalCode(t.err)
+	stuck := t.loading && time.Since(t.loadSince) > hung
+	return empty && (failing || stuck)
 }
 
 // switchLocked makes next the current buffer, as of now, which ends a

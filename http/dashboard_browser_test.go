@@ -318,10 +318,24 @@ const rowsJS = `[...document.querySelectorAll('#rows tr[data-tag]')].map(r => ({
 
 type rowView struct{ Tag, State, Error string }
 
-// openCard clicks the row of tag and waits for its card.
+// openCard clicks the row of tag and waits for its card. The table is
+// drawn anew at each poll, so the row found may be gone before the click
+// reaches it ("Could not find node with given id", and no click was made):
+// then the row is found again, a few times.
 func (b *browser) openCard(t *testing.T, ctx context.Context, tag string) cardView {
 	t.Helper()
-	b.do(t, ctx, "click the row of "+tag, chromedp.Click(fmt.Sprintf(`#rows tr[data-tag=%q]`, tag)))
+	click := chromedp.Click(fmt.Sprintf(`#rows tr[data-tag=%q]`, tag))
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := chromedp.Do(cctx, click)
+		cancel()
+		if err == nil {
+			break
+		}
+		if attempt == 5 || !strings.Contains(err.Error(), "Could not find node") {
+			t.Fatalf("click the row of %s: %v\nconsole: %q", tag, err, b.consoleErrors())
+		}
+	}
 	waitFor(t, ctx, "the card of "+tag, fmt.Sprintf(`document.querySelector('#detail [data-tag=%q] .range')?.textContent !== ''`, tag))
 	return eval[cardView](t, ctx, cardJS)
 }

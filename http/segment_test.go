@@ -21,8 +21,15 @@ import (
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // newServer serves segment mode over a real SQLite store holding the given
-// tags (name → max_id; step 10).
+// tags (name → max_id; step 10). A request waits up to 10 s for a range: on
+// a busy machine a load can take longer than any short timeout.
 func newServer(tb testing.TB, tags map[string]int64) (*httptest.Server, *store.SQLite) {
+	tb.Helper()
+	return newServerWait(tb, tags, 10*time.Second)
+}
+
+// newServerWait is newServer whose requests wait up to wait for a range.
+func newServerWait(tb testing.TB, tags map[string]int64, wait time.Duration) (*httptest.Server, *store.SQLite) {
 	tb.Helper()
 	s, err := store.OpenSQLite(testdb.SQLite(tb))
 	if err != nil {
@@ -39,7 +46,7 @@ func newServer(tb testing.TB, tags map[string]int64) (*httptest.Server, *store.S
 		}
 	}
 	a, err := segment.New(s, segment.Config{
-		MaxStep: 10, MaxBatch: 100, WaitTimeout: 100 * time.Millisecond,
+		MaxStep: 10, MaxBatch: 100, WaitTimeout: wait,
 		RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond, Logger: quiet,
 	})
 	if err != nil {
@@ -174,7 +181,7 @@ func TestSegmentErrors(t *testing.T) {
 // With the database gone and nothing buffered, the client gets 503
 // segment_unavailable after wait_timeout, and /readyz turns 503.
 func TestSegmentUnavailable(t *testing.T) {
-	srv, s := newServer(t, map[string]int64{"order": 1})
+	srv, s := newServerWait(t, map[string]int64{"order": 1}, 100*time.Millisecond)
 	s.Close() // the store is gone before the tag was ever loaded
 	r := do(t, "GET", srv.URL+"/segment/order")
 	if r.status != 503 || errorCode(t, r) != leafd.ESegmentUnavailable {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, to read a PostgreSQL scenario's max_ids
 
 	"github.com/leafd/leafd/internal/faultproxy"
 	"github.com/leafd/leafd/internal/testdb"
@@ -32,6 +33,7 @@ type cluster struct {
 	t        *testing.T
 	scenario string
 	dsn      string   // the database, directly
+	driver   string   // store.driver
 	env      []string // LEAFD_* settings shared by every server
 	servers  []*server
 	ledger   ledger
@@ -101,6 +103,9 @@ type clusterOptions struct {
 	// directly, with no proxy, and faults are the database's own.
 	database string
 	store    func(i int) (dsn string, env []string)
+	// driver is store.driver: "mysql" (the default) or "postgres". A
+	// PostgreSQL scenario gives its database and store.
+	driver string
 }
 
 // newCluster makes a fresh database and one proxy per server (or takes the
@@ -114,13 +119,22 @@ func newCluster(t *testing.T, scenario string, o clusterOptions) *cluster {
 	if o.waitTimeout == 0 {
 		o.waitTimeout = time.Second
 	}
+	if o.driver == "" {
+		o.driver = "mysql"
+	}
+	if o.driver != "mysql" && (o.database == "" || o.store == nil) {
+		t.Fatalf("a %s scenario gives its database and store", o.driver)
+	}
 	dsn := o.database
 	if dsn == "" {
 		dsn = testdb.MySQL(t)
 	}
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
+	var cfg *mysql.Config // the database's address, for the proxies
+	if o.store == nil {
+		var err error
+		if cfg, err = mysql.ParseDSN(dsn); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// margin: process scheduling on a small, loaded machine, more with the
 	// race detector.
@@ -129,9 +143,9 @@ func newCluster(t *testing.T, scenario string, o clusterOptions) *cluster {
 		margin = 3 * time.Second
 	}
 	c := &cluster{
-		t: t, scenario: scenario, dsn: dsn,
+		t: t, scenario: scenario, dsn: dsn, driver: o.driver,
 		env: append([]string{
-			"LEAFD_HTTP_ADDR=127.0.0.1:0", "LEAFD_LOG_FORMAT=json", "LEAFD_STORE_DRIVER=mysql",
+			"LEAFD_HTTP_ADDR=127.0.0.1:0", "LEAFD_LOG_FORMAT=json", "LEAFD_STORE_DRIVER=" + o.driver,
 			"LEAFD_SEGMENT_WAIT_TIMEOUT=" + o.waitTimeout.String(),
 			"LEAFD_SEGMENT_TAG_REFRESH=1s", "LEAFD_HTTP_SHUTDOWN_TIMEOUT=10s",
 		}, o.env...),
@@ -156,6 +170,7 @@ func newCluster(t *testing.T, scenario string, o clusterOptions) *cluster {
 		s.dsn = sc.FormatDSN()
 		c.servers = append(c.servers, s)
 	}
+	var err error
 	c.logDir, err = os.MkdirTemp("", "leafd-e2e-logs-")
 	if err != nil {
 		t.Fatal(err)
@@ -489,7 +504,11 @@ func (c *cluster) allReady(within time.Duration, tags []string, snowflake bool) 
 
 // maxIDs reads the final max_id of every tag.
 func (c *cluster) maxIDs() (map[string]int64, error) {
-	db, err := sql.Open("mysql", c.dsn)
+	sqlDriver := c.driver
+	if sqlDriver == "postgres" {
+		sqlDriver = "pgx"
+	}
+	db, err := sql.Open(sqlDriver, c.dsn)
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,11 @@
 //	LEAFD_TEST_REQUIRE_GALERA=1    fail, rather than skip, the Galera scenarios (7a-7c)
 //	                               when galera-4 and rsync are not installed
 //
+// Scenario 8 runs three servers over a PostgreSQL server of its own
+// (internal/pgserver, Debian's postgresql package; required once the suite
+// is on), kills one with kill -9, and crashes and restarts the database
+// itself under load.
+//
 // The Galera scenarios start a real 3-node MariaDB Galera cluster on
 // loopback (internal/galera), shared by them, and run one leafd per node with
 // the other nodes as store.fallback_dsns: steady load with cross-node

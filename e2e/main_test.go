@@ -90,6 +90,7 @@ func run(m *testing.M) int {
 	// Asking for the suite and getting skips for want of a database would
 	// pass silently.
 	os.Setenv("LEAFD_TEST_REQUIRE_MYSQL", "1")
+	os.Setenv("LEAFD_TEST_REQUIRE_POSTGRES", "1")
 	if leafdBin = os.Getenv("LEAFD_E2E_BIN"); leafdBin == "" {
 		built := &testenv.Binary{Race: raceBinary(), Output: os.Stderr}
 		defer built.Remove()

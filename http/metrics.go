@@ -315,9 +315,9 @@ var (
 	descStoreUp = prometheus.NewDesc("leafd_store_up",
 		"1 when the store answered its last ping (pinged at most once a second), else 0.", []string{"driver"}, nil)
 	descStoreAddress = prometheus.NewDesc("leafd_store_address_index",
-		"Which database address is in use: 0 is store.dsn, 1 and up store.fallback_dsns (MySQL only).", []string{"address"}, nil)
+		"Which database address is in use: 0 is store.dsn, 1 and up store.fallback_dsns (MySQL and PostgreSQL only).", []string{"address"}, nil)
 	descStoreSwitches = prometheus.NewDesc("leafd_store_address_switches_total",
-		"Moves from one database address of the cluster to another (MySQL only).", nil, nil)
+		"Moves from one database address of the cluster to another (MySQL and PostgreSQL only).", nil, nil)
 )
 
 // stateCollector reads the Server's state when /metrics is scraped.

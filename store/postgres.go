@@ -48,7 +48,9 @@ const (
 // "leafd_mg" read as a big-endian integer. goose takes no lock of its own
 // unless asked.
 const (
-	pgMigrateLock        int64 = 0x6c656166645f6d67
+	pgMigrateLock int64 = 0x6c656166645f6d67
+	// pgClaimLock ("leafd_wk") serialises worker id claims (db.claimLockSQL).
+	pgClaimLock          int64 = 0x6c656166645f776b
 	pgMigrateLockTimeout       = 60 * time.Second
 	pgMigrateLockPoll          = 100 * time.Millisecond
 )
@@ -84,8 +86,10 @@ func openPostgres(dsn string, o options) (*Postgres, error) {
 		// transaction began.
 		nowMsSQL:   "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
 		lockSuffix: " FOR UPDATE",
-		cluster:    cluster,
-		addr:       addr,
+		// Released at COMMIT or ROLLBACK.
+		claimLockSQL: fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", pgClaimLock),
+		cluster:      cluster,
+		addr:         addr,
 	}}
 	if cluster != nil {
 		s.unavailable = func(err error) {

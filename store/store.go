@@ -110,6 +110,13 @@ type db struct {
 	// upsert's gap locks would deadlock loads of different tags); without
 	// it, by one INSERT … ON CONFLICT (highwater.go).
 	markByUpdate bool
+	// claimLockSQL, when set, is run first in a worker id's claim to
+	// serialise the claims of all servers: PostgreSQL takes no gap locks,
+	// so claims that both find worker id n free would otherwise both
+	// insert it, and all but one retry, again and again while many
+	// servers start at once. (MySQL's locking read of the range takes
+	// gap locks that serialise them; SQLite's transaction holds the file.)
+	claimLockSQL string
 	// cluster walks store.fallback_dsns; nil with a single address. addr
 	// is the first address's name (host:port, a socket, a file).
 	cluster *failover

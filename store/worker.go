@@ -89,6 +89,11 @@ func (s *db) claimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 		return snowflake.Lease{}, err
 	}
 	defer tx.Rollback()
+	if s.claimLockSQL != "" {
+		if _, err := tx.ExecContext(ctx, s.claimLockSQL); err != nil {
+			return snowflake.Lease{}, err
+		}
+	}
 	var now int64
 	if err := tx.GetContext(ctx, &now, fmt.Sprintf(dbNowSQL, s.nowMsSQL)); err != nil {
 		return snowflake.Lease{}, err
@@ -186,6 +191,11 @@ func (s *db) claimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snow
 		return snowflake.Lease{}, err
 	}
 	defer tx.Rollback()
+	if s.claimLockSQL != "" {
+		if _, err := tx.ExecContext(ctx, s.claimLockSQL); err != nil {
+			return snowflake.Lease{}, err
+		}
+	}
 	var now int64
 	if err := tx.GetContext(ctx, &now, fmt.Sprintf(dbNowSQL, s.nowMsSQL)); err != nil {
 		return snowflake.Lease{}, err

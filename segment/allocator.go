@@ -221,24 +221,12 @@ func (a *Allocator) RefillWindow() (lo, hi time.Duration) {
 // next range would pass 2^63-1; tag_rewound when it would start at or below
 // an ID already issued (the store's high-water mark, or this allocator's).
 func (a *Allocator) Next(ctx context.Context, name string) (int64, error) {
-	if t := (*a.tags.Load())[name]; t != nil {
-		// One ID from the current buffer, spelled out: this is the hot path,
-		// and a function call would be a third of its cost. Handle.Next
-		// has the same lines.
-		if b := t.cur.Load(); b != nil {
-			if off := b.used.Add(1) - 1; off < b.size {
-				if off == b.preloadAt {
-					// Exactly one caller takes this offset (or a batch
-					// spanning it, in NextN): the load of the next range
-					// starts once, without an atomic read on every other
-					// call. Should that caller be descheduled before it
-					// starts the load, the load starts late, when the
-					// buffer runs out: waits, never a duplicate.
-					a.preload(t, b)
-				}
-				return b.start + off, nil
-			}
+	t := (*a.tags.Load())[name]
+	if id, ok, preload := t.takeOne(); ok {
+		if preload != nil {
+			a.preload(t, preload)
 		}
+		return id, nil
 	}
 	return a.nextSlow(ctx, name)
 }

@@ -39,16 +39,12 @@ func (h *Handle) Tag() string { return h.name }
 
 // Next returns the next ID of h's tag. Its errors are Allocator.Next's.
 func (h *Handle) Next(ctx context.Context) (int64, error) {
-	if t := h.t.Load(); t != nil {
-		// The hot path of Allocator.Next, without the lookup.
-		if b := t.cur.Load(); b != nil {
-			if off := b.used.Add(1) - 1; off < b.size {
-				if off == b.preloadAt {
-					h.a.preload(t, b)
-				}
-				return b.start + off, nil
-			}
+	t := h.t.Load()
+	if id, ok, preload := t.takeOne(); ok {
+		if preload != nil {
+			h.a.preload(t, preload)
 		}
+		return id, nil
 	}
 	id, err := h.a.nextSlow(ctx, h.name)
 	h.follow()

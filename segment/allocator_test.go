@@ -36,6 +36,11 @@ func TestNoDuplicatesAcrossAllocators(t *testing.T) {
 			stores[i] = record(db.store(t))
 			cfg := fastConfig()
 			cfg.MaxStep = 200 // keep ranges small: many loads, many switches
+			// The test is about duplicates, not latency: on a machine
+			// loaded by the race detector and other tests, four pools
+			// taking turns at one SQLite file may need more than the
+			// usual 2s to load a range while requests wait.
+			cfg.WaitTimeout = time.Minute
 			allocs[i] = newAllocator(t, stores[i], cfg)
 			handles[i] = map[string]*segment.Handle{}
 			for name := range tags {

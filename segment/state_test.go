@@ -96,7 +96,9 @@ func TestStateFollowsBuffers(t *testing.T) {
 		var loads loadLog
 		cfg := fastConfig()
 		cfg.MaxStep = 10 // the step stays 10, whatever the rate
-		cfg.WaitTimeout = 100 * time.Millisecond
+		// Requests wait for the gate as long as a loaded machine needs;
+		// the one meant to fail has a short deadline of its own.
+		cfg.WaitTimeout = time.Minute
 		cfg.OnLoad = loads.observe
 		a := newAllocator(t, gs, cfg)
 		ctx := context.Background()
@@ -160,7 +162,9 @@ func TestStateFollowsBuffers(t *testing.T) {
 			gs.mu.Lock()
 			gs.down = true
 			gs.mu.Unlock()
-			_, err := a.NextN(ctx, "order", 30, nil) // more than both buffers hold
+			short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			_, err := a.NextN(short, "order", 30, nil) // more than both buffers hold
 			if leafd.ErrorCode(err) != leafd.ESegmentUnavailable {
 				t.Fatalf("with the store down: %v", err)
 			}

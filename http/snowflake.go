@@ -39,7 +39,11 @@ func (s *Server) getSnowflake(c *gin.Context) {
 		}
 	}
 	buf := idPool.Get().(*idBuf)
-	defer idPool.Put(buf)
+	defer func() {
+		// Not kept grown past what a pooled batch needs (fast.go).
+		buf.b, buf.ids = poolable(buf.b, maxPooledBytes), poolable(buf.ids, maxPooledIDs)
+		idPool.Put(buf)
+	}()
 	if buf.ids, err = s.sf.NextN(c.Request.Context(), n, buf.ids[:0]); err != nil {
 		s.writeError(c, err)
 		return

@@ -211,7 +211,12 @@ func bootstrap(ctx context.Context, cfg *config.Config, db store.Store, alloc *s
 		return
 	}
 	if gen != nil {
-		gen.Start()
+		// Start fails only on a generator already closed: the server is
+		// shutting down.
+		if err := gen.Start(); err != nil {
+			log.Info("snowflake: not started", "err", err)
+			return
+		}
 	}
 	if !retry(ctx, log, "seed tags", func() error { return seed(ctx, cfg, db, log) }) {
 		return

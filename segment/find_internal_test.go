@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leafd/leafd"
@@ -108,45 +109,63 @@ func TestLookupSharedUntilAdopted(t *testing.T) {
 }
 
 // The request that starts a lookup waits no longer than its own deadline,
-// and the lookup goes on for the others.
+// and the lookup goes on for the others. It runs on synctest's fake clock:
+// the store's half-second lookup takes no real time, and how long the
+// request waited is exact, however loaded the machine.
 func TestLookupOwnerKeepsItsDeadline(t *testing.T) {
-	s := &memStore{rows: map[string]leafd.Tag{}, delay: 500 * time.Millisecond}
-	a := newMemAllocator(t, s)
-	s.mu.Lock()
-	s.rows["new"] = leafd.Tag{Name: "new", MaxID: 1, Step: 10} // created after the list was read
-	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err := a.Next(ctx, "new")
-	if leafd.ErrorCode(err) != leafd.ESegmentUnavailable {
-		t.Fatalf("a request whose deadline passed during the lookup: %v, want segment_unavailable", err)
-	}
-	if d := time.Since(start); d > 400*time.Millisecond {
-		t.Fatalf("the request waited %v, its deadline was 50ms", d)
-	}
-	if id, err := a.Next(context.Background(), "new"); err != nil || id != 1 {
-		t.Fatalf("the next request: %d, %v; want 1", id, err)
-	}
-	if n := s.lookups.Load(); n != 1 {
-		t.Fatalf("lookups = %d, want 1: the second request shares the first's", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		s := &memStore{rows: map[string]leafd.Tag{}, delay: 500 * time.Millisecond}
+		a := newMemAllocator(t, s)
+		s.mu.Lock()
+		s.rows["new"] = leafd.Tag{Name: "new", MaxID: 1, Step: 10} // created after the list was read
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := a.Next(ctx, "new")
+		if leafd.ErrorCode(err) != leafd.ESegmentUnavailable {
+			t.Fatalf("a request whose deadline passed during the lookup: %v, want segment_unavailable", err)
+		}
+		if d := time.Since(start); d != 50*time.Millisecond {
+			t.Fatalf("the request waited %v, its deadline was 50ms", d)
+		}
+		if id, err := a.Next(context.Background(), "new"); err != nil || id != 1 {
+			t.Fatalf("the next request: %d, %v; want 1", id, err)
+		}
+		if d := time.Since(start); d != s.delay {
+			t.Fatalf("the next request was answered %v after the first began, want %v: when the one lookup ended", d, s.delay)
+		}
+		if n := s.lookups.Load(); n != 1 {
+			t.Fatalf("lookups = %d, want 1: the second request shares the first's", n)
+		}
+	})
 }
 
-// Ready pings the store at most once a second however often it is asked.
+// Ready pings the store at most once a second however often it is asked,
+// and again once that second has passed (on synctest's fake clock, so that
+// a stalled machine cannot make the first hundred calls span a second).
 func TestReadyPingsAtMostOnceASecond(t *testing.T) {
-	s := &pingStore{memStore: memStore{rows: map[string]leafd.Tag{"t": {Name: "t", MaxID: 1, Step: 10}}}}
-	a := newMemAllocator(t, s)
-	tg := (*a.tags.Load())["t"]
-	tg.loadFailed(leafd.Errorf(leafd.EStoreUnavailable, "injected"), false) // asked for, dry, failing
-	for range 100 {
-		if err := a.Ready(); err != nil {
-			t.Fatalf("Ready with the store answering its ping: %v", err)
+	synctest.Test(t, func(t *testing.T) {
+		s := &pingStore{memStore: memStore{rows: map[string]leafd.Tag{"t": {Name: "t", MaxID: 1, Step: 10}}}}
+		a := newMemAllocator(t, s)
+		tg := (*a.tags.Load())["t"]
+		tg.loadFailed(leafd.Errorf(leafd.EStoreUnavailable, "injected"), false) // asked for, dry, failing
+		for range 100 {
+			if err := a.Ready(); err != nil {
+				t.Fatalf("Ready with the store answering its ping: %v", err)
+			}
 		}
-	}
-	if n := s.pings.Load(); n != 1 {
-		t.Fatalf("100 calls of Ready made %d pings, want 1", n)
-	}
+		if n := s.pings.Load(); n != 1 {
+			t.Fatalf("100 calls of Ready made %d pings, want 1", n)
+		}
+		time.Sleep(time.Second)
+		if err := a.Ready(); err != nil {
+			t.Fatalf("Ready a second later: %v", err)
+		}
+		if n := s.pings.Load(); n != 2 {
+			t.Fatalf("Ready a second after the first ping made %d pings in all, want 2", n)
+		}
+	})
 }
 
 type pingStore struct {

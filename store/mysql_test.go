@@ -66,6 +66,20 @@ func TestMySQLRowLockNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	raw, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	testRowLockNamed(t, s, raw)
+}
+
+// testRowLockNamed migrates s, creates a tag, locks its row through raw
+// and checks that Allocate fails after about 5 s with store_unavailable
+// naming the lock, that the database still answers, and that the tag
+// serves once the lock is gone.
+func testRowLockNamed(t *testing.T, s store.Store, raw *sql.DB) {
+	t.Helper()
 	ctx := context.Background()
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
@@ -73,11 +87,6 @@ func TestMySQLRowLockNamed(t *testing.T) {
 	if _, err := s.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
 	tx, err := raw.Begin()
 	if err != nil {
 		t.Fatal(err)
@@ -95,10 +104,14 @@ func TestMySQLRowLockNamed(t *testing.T) {
 		t.Fatalf("Allocate of a locked row: %v; want store_unavailable naming the lock", err)
 	}
 	if took < 4*time.Second || took > 9*time.Second {
-		t.Fatalf("Allocate of a locked row failed after %v, want the 5 s lock wait timeout", took)
+		t.Fatalf("Allocate of a locked row failed after %v, want the 5 s lock wait", took)
 	}
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("Ping while a row is locked: %v", err)
+	}
+	tx.Rollback()
+	if _, err := s.Allocate(ctx, "t", 10); err != nil {
+		t.Fatalf("Allocate once the lock is gone: %v", err)
 	}
 }
 

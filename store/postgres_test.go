@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver of the raw pools
 	"github.com/jmoiron/sqlx"
@@ -101,38 +100,13 @@ func migratedPostgres(t *testing.T) (store.Store, string) {
 // within the lock_timeout leafd sets (5 s), with an error that names the
 // lock; the database still answers.
 func TestPostgresRowLockNamed(t *testing.T) {
-	s, dsn := migratedPostgres(t)
-	ctx := context.Background()
-	if _, err := s.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
-		t.Fatal(err)
-	}
-	raw := openRawPostgres(t, dsn)
-	tx, err := raw.Begin()
+	dsn := testdb.Postgres(t)
+	s, err := store.Open("postgres", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback()
-	if _, err := tx.Exec("SELECT max_id FROM leaf_alloc WHERE biz_tag = 't' FOR UPDATE"); err != nil {
-		t.Fatal(err)
-	}
-	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	start := time.Now()
-	_, err = s.Allocate(actx, "t", 10)
-	took := time.Since(start)
-	if leafd.ErrorCode(err) != leafd.EStoreUnavailable || !strings.Contains(leafd.ErrorMessage(err), "locked by another transaction") {
-		t.Fatalf("Allocate of a locked row: %v; want store_unavailable naming the lock", err)
-	}
-	if took < 4*time.Second || took > 9*time.Second {
-		t.Fatalf("Allocate of a locked row failed after %v, want the 5 s lock_timeout", took)
-	}
-	if err := s.Ping(ctx); err != nil {
-		t.Fatalf("Ping while a row is locked: %v", err)
-	}
-	tx.Rollback()
-	if _, err := s.Allocate(ctx, "t", 10); err != nil {
-		t.Fatalf("Allocate once the lock is gone: %v", err)
-	}
+	defer s.Close()
+	testRowLockNamed(t, s, openRawPostgres(t, dsn).DB)
 }
 
 // A session that refuses writes (as a standby's do) is left for the next

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/leafd/leafd/snowflake"
 )
 
@@ -83,25 +85,40 @@ func (s *db) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 	return lease, nil
 }
 
+// beginClaim begins a claim's transaction: it takes the claim lock where
+// the dialect has one (claimLockSQL), reads the database's clock, and reads
+// and locks the worker rows of query (workerRowsSQL or fixedRowSQL, with
+// its argument). The caller rolls tx back unless it commits.
+func (s *db) beginClaim(ctx context.Context, query string, arg int64) (tx *sqlx.Tx, nowMs int64, rows []workerRow, err error) {
+	tx, err = s.x.BeginTxx(ctx, nil)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	if s.claimLockSQL != "" {
+		if _, err = tx.ExecContext(ctx, s.claimLockSQL); err != nil {
+			return nil, 0, nil, err
+		}
+	}
+	if err = tx.GetContext(ctx, &nowMs, fmt.Sprintf(dbNowSQL, s.nowMsSQL)); err != nil {
+		return nil, 0, nil, err
+	}
+	if err = tx.SelectContext(ctx, &rows, s.q(fmt.Sprintf(query, s.nowMsSQL, s.lockSuffix)), arg); err != nil {
+		return nil, 0, nil, err
+	}
+	return tx, nowMs, rows, nil
+}
+
 func (s *db) claimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Lease, error) {
-	tx, err := s.x.BeginTxx(ctx, nil)
+	tx, now, rows, err := s.beginClaim(ctx, workerRowsSQL, c.Workers)
 	if err != nil {
 		return snowflake.Lease{}, err
 	}
 	defer tx.Rollback()
-	if s.claimLockSQL != "" {
-		if _, err := tx.ExecContext(ctx, s.claimLockSQL); err != nil {
-			return snowflake.Lease{}, err
-		}
-	}
-	var now int64
-	if err := tx.GetContext(ctx, &now, fmt.Sprintf(dbNowSQL, s.nowMsSQL)); err != nil {
-		return snowflake.Lease{}, err
-	}
-	var rows []workerRow
-	if err := tx.SelectContext(ctx, &rows, s.q(fmt.Sprintf(workerRowsSQL, s.nowMsSQL, s.lockSuffix)), c.Workers); err != nil {
-		return snowflake.Lease{}, err
-	}
 	chosen, found, held, ahead := int64(-1), (*workerRow)(nil), 0, 0
 	next := int64(0) // the lowest worker id not seen yet
 	for i := range rows {
@@ -186,24 +203,11 @@ func (s *db) ClaimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snow
 }
 
 func (s *db) claimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snowflake.Lease, error) {
-	tx, err := s.x.BeginTxx(ctx, nil)
+	tx, now, rows, err := s.beginClaim(ctx, fixedRowSQL, c.WorkerID)
 	if err != nil {
 		return snowflake.Lease{}, err
 	}
 	defer tx.Rollback()
-	if s.claimLockSQL != "" {
-		if _, err := tx.ExecContext(ctx, s.claimLockSQL); err != nil {
-			return snowflake.Lease{}, err
-		}
-	}
-	var now int64
-	if err := tx.GetContext(ctx, &now, fmt.Sprintf(dbNowSQL, s.nowMsSQL)); err != nil {
-		return snowflake.Lease{}, err
-	}
-	var rows []workerRow
-	if err := tx.SelectContext(ctx, &rows, s.q(fmt.Sprintf(fixedRowSQL, s.nowMsSQL, s.lockSuffix)), c.WorkerID); err != nil {
-		return snowflake.Lease{}, err
-	}
 	prev := int64(0)
 	if len(rows) == 0 {
 		if _, err := tx.ExecContext(ctx, s.q(claimInsertSQL), c.WorkerID, c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs); err != nil {

@@ -79,41 +79,28 @@ func WithLogger(l *slog.Logger) Option {
 // An engine is one value of store.driver: how to check a DSN and how to
 // open a store. Adding an engine means adding it here (package doc).
 type engine struct {
-	// example is a DSN of the engine's format, for messages.
-	example string
-	check   func(dsn string) error
-	open    func(dsn string, o options) (Store, error)
-	// fallbacks reports whether store.fallback_dsns means anything to it.
-	fallbacks bool
+	check func(dsn string) error
+	open  func(dsn string, o options) (Store, error)
 }
 
 var engines = map[string]engine{
 	"mysql": {
-		example:   "user:password@tcp(host:3306)/dbname",
-		check:     CheckMySQLDSN,
-		open:      func(dsn string, o options) (Store, error) { return openMySQL(dsn, o) },
-		fallbacks: true,
+		check: CheckMySQLDSN,
+		open:  func(dsn string, o options) (Store, error) { return openMySQL(dsn, o) },
 	},
 	"postgres": {
-		example:   "postgres://user:password@host:5432/dbname",
-		check:     CheckPostgresDSN,
-		open:      func(dsn string, o options) (Store, error) { return openPostgres(dsn, o) },
-		fallbacks: true,
+		check: CheckPostgresDSN,
+		open:  func(dsn string, o options) (Store, error) { return openPostgres(dsn, o) },
 	},
 	"sqlite": {
-		example: "data/leafd.db",
-		check:   func(dsn string) error { _, _, err := parseSQLiteDSN(dsn); return err },
+		check: func(dsn string) error { _, _, err := parseSQLiteDSN(dsn); return err },
 		open: func(dsn string, o options) (Store, error) {
 			if len(o.fallbacks) > 0 {
-				return nil, errNoFallbacks("sqlite")
+				return nil, errors.New("store.fallback_dsns does not apply to sqlite: a file has no other address; leave it empty")
 			}
 			return OpenSQLite(dsn)
 		},
 	},
-}
-
-func errNoFallbacks(driver string) error {
-	return fmt.Errorf("store.fallback_dsns does not apply to %s: a file has no other address; leave it empty", driver)
 }
 
 // Drivers returns the names store.driver accepts, sorted.
@@ -125,14 +112,6 @@ func Drivers() []string {
 	slices.Sort(names)
 	return names
 }
-
-// SupportsFallbacks reports whether driver's stores can move between the
-// addresses of store.fallback_dsns.
-func SupportsFallbacks(driver string) bool { return engines[driver].fallbacks }
-
-// ExampleDSN returns a DSN in driver's format, for messages ("" for a
-// driver leafd does not know).
-func ExampleDSN(driver string) string { return engines[driver].example }
 
 // Open returns a store of the engine driver names ("mysql", "postgres",
 // "sqlite") for the database dsn names, in that engine's DSN format. It

@@ -84,6 +84,8 @@ func openMySQL(dsn string, o options) (*MySQL, error) {
 		nowMsSQL:     "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
 		lockSuffix:   " FOR UPDATE",
 		markByUpdate: true,
+		greatest:     "GREATEST",
+		shareSuffix:  " LOCK IN SHARE MODE",
 		cluster:      cluster,
 		addr:         addr,
 	}}

@@ -84,8 +84,10 @@ func openPostgres(dsn string, o options) (*Postgres, error) {
 		classify: classifyPostgres,
 		// clock_timestamp() is the time now; now() would be the time the
 		// transaction began.
-		nowMsSQL:   "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-		lockSuffix: " FOR UPDATE",
+		nowMsSQL:    "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+		lockSuffix:  " FOR UPDATE",
+		greatest:    "GREATEST",
+		shareSuffix: " FOR SHARE",
 		// Released at COMMIT or ROLLBACK.
 		claimLockSQL: fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", pgClaimLock),
 		cluster:      cluster,

@@ -105,6 +105,7 @@ func OpenSQLite(dsn string) (*SQLite, error) {
 			retryFor: sqliteBusyBudget,
 			nowMsSQL: "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
 			addr:     path,
+			greatest: "MAX",
 		},
 		path: path,
 	}, nil

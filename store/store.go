@@ -117,6 +117,12 @@ type db struct {
 	// servers start at once. (MySQL's locking read of the range takes
 	// gap locks that serialise them; SQLite's transaction holds the file.)
 	claimLockSQL string
+	// greatest is the dialect's function of the larger of two values
+	// (GREATEST; SQLite's two-argument MAX), and shareSuffix what makes a
+	// SELECT take a shared lock on the rows it reads ("" where a
+	// transaction holds the whole database): the sharded store's
+	// allocation (sharded.go).
+	greatest, shareSuffix string
 	// cluster walks store.fallback_dsns; nil with a single address. addr
 	// is the first address's name (host:port, a socket, a file).
 	cluster *failover

@@ -50,6 +50,11 @@ func checkDSNs(c *config.Config) []*config.KeyError {
 			ps = append(ps, &config.KeyError{Key: fmt.Sprintf("store.fallback_dsns[%d]", i), Message: err.Error()})
 		}
 	}
+	for i, dsn := range c.Store.Shards {
+		if err := store.CheckDSN(c.Store.Driver, dsn); err != nil {
+			ps = append(ps, &config.KeyError{Key: fmt.Sprintf("store.shards[%d]", i), Message: err.Error()})
+		}
+	}
 	return ps
 }
 
@@ -66,6 +71,13 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 // openStore opens the configured database without connecting to it: a DSN
 // that does not parse is an error, an unreachable database is not.
 func openStore(c config.Store, log *slog.Logger) (store.Store, error) {
+	if len(c.Shards) > 0 {
+		s, err := store.OpenSharded(c.Driver, c.Shards, store.ShardOptions{Slots: c.ShardSlots, Logger: log})
+		if err != nil {
+			return nil, usageError{err}
+		}
+		return s, nil
+	}
 	for i, dsn := range c.FallbackDSNs {
 		if err := store.CheckDSN(c.Driver, dsn); err != nil {
 			return nil, usageError{fmt.Errorf("store.fallback_dsns[%d]: %w", i, err)}
@@ -98,6 +110,9 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 		return err
 	}
 	defer db.Close()
+	if err := verifyShards(ctx, db); err != nil {
+		return err
+	}
 
 	metrics, err := leafhttp.NewMetricsWith(leafhttp.MetricsOptions{PerTag: leafhttp.PerTag(cfg.Metrics.PerTag)})
 	if err != nil {
@@ -306,6 +321,23 @@ func seed(ctx context.Context, cfg *config.Config, db store.Store, log *slog.Log
 
 // openConfigured loads the configuration and opens its store, for the
 // commands that work on the store without serving. The caller closes it.
+// verifyShards refuses to serve from databases that do not match
+// store.shards (another deployment, another order or slot count, a slot
+// active twice): serving could hand out IDs twice. Databases that do not
+// answer within the time are checked when they are first used.
+func verifyShards(ctx context.Context, db store.Store) error {
+	sh, ok := db.(*store.Sharded)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := sh.Verify(ctx); errors.Is(err, store.ErrShardMismatch) {
+		return err
+	}
+	return nil
+}
+
 func openConfigured(configPath string, stderr io.Writer) (*config.Config, store.Store, error) {
 	cfg, log, err := setup(configPath, stderr)
 	if err != nil {

@@ -55,7 +55,7 @@ type HTTP struct {
 
 // Store is the store section.
 type Store struct {
-	// Driver is "mysql" or "sqlite" (store.driver).
+	// Driver is "mysql", "postgres" or "sqlite" (store.driver).
 	Driver string
 	// DSN is the driver's data source name (store.dsn). Its syntax is the
 	// store package's business; config requires it to be non-empty and not
@@ -64,6 +64,13 @@ type Store struct {
 	// FallbackDSNs are further addresses of the same MySQL cluster, tried in
 	// order (store.fallback_dsns). Empty means none.
 	FallbackDSNs []string
+	// Shards are the DSNs of independent databases that share every tag's
+	// IDs (store.shards); empty means one database, DSN. With them, DSN is
+	// not used.
+	Shards []string
+	// ShardSlots is the slot count S used when sharding is initialised
+	// (store.shard_slots).
+	ShardSlots int
 	// Migrate applies the embedded migrations at start-up (store.migrate).
 	Migrate bool
 }
@@ -210,7 +217,7 @@ func Default() *Config {
 	return &Config{
 		HTTP: HTTP{Addr: "127.0.0.1:8080", ShutdownTimeout: 10 * time.Second,
 			MaxConnections: 1024, TrustedProxies: []string{}},
-		Store: Store{Driver: "sqlite", DSN: "file:data/leafd.db", FallbackDSNs: []string{}, Migrate: true},
+		Store: Store{Driver: "sqlite", DSN: "file:data/leafd.db", FallbackDSNs: []string{}, Shards: []string{}, ShardSlots: 16, Migrate: true},
 		Segment: Segment{
 			Enabled:     true,
 			RefillMin:   15 * time.Minute,
@@ -268,6 +275,9 @@ var exampleDSNs = map[string]string{
 	"postgres": examplePostgresDSN,
 	"sqlite":   "file:data/leafd.db",
 }
+
+// maxShardSlots bounds store.shard_slots (store.MaxShardSlots).
+const maxShardSlots = 1024
 
 // engineNames are the engines' names as messages say them.
 var engineNames = map[string]string{"mysql": "MySQL", "postgres": "PostgreSQL", "sqlite": "SQLite"}
@@ -417,6 +427,26 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 				MaskDSN(dsn), engineNames[kind], engineNames[c.Store.Driver], exampleDSNs[c.Store.Driver]).
 				also("store.fallback_dsns")
 		}
+	}
+	for i, dsn := range c.Store.Shards {
+		key := fmt.Sprintf("store.shards[%d]", i)
+		switch kind := DSNKind(dsn); {
+		case dsn == "":
+			bad(key, "is empty: %s, or remove it", hintDSN)
+		case kind != "" && kind != c.Store.Driver && exampleDSNs[c.Store.Driver] != "":
+			bad(key, "%q is a %s DSN but %s: every database of store.shards is of store.driver's kind, such as %s",
+				MaskDSN(dsn), engineNames[kind], other("store.driver", c.Store.Driver), exampleDSNs[c.Store.Driver]).also("store.shards")
+		}
+	}
+	switch n := len(c.Store.Shards); {
+	case n == 1:
+		bad("store.shards", "lists one database: list at least two independent databases, or leave it empty and use store.dsn")
+	case n > 1 && len(c.Store.FallbackDSNs) > 0:
+		bad("store.fallback_dsns", "is set with store.shards: each database of store.shards stands alone; remove store.fallback_dsns").also("store.shards")
+	}
+	if c.Store.ShardSlots < max(2, len(c.Store.Shards)) || c.Store.ShardSlots > maxShardSlots {
+		bad("store.shard_slots", "%d is out of range: use a whole number from %d (the number of databases of store.shards, at least 2) to %d",
+			c.Store.ShardSlots, max(2, len(c.Store.Shards)), maxShardSlots)
 	}
 	if c.Store.Driver == "sqlite" && len(c.Store.FallbackDSNs) > 0 {
 		bad("store.fallback_dsns", "is set but %s: fallback addresses are for a mysql or postgres cluster; remove them or change store.driver",

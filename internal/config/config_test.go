@@ -77,7 +77,7 @@ func spec() *config.Config {
 	return &config.Config{
 		HTTP: config.HTTP{Addr: "127.0.0.1:8080", ShutdownTimeout: 10 * time.Second,
 			MaxConnections: 1024, TrustedProxies: []string{}},
-		Store: config.Store{Driver: "sqlite", DSN: "file:data/leafd.db", FallbackDSNs: []string{}, Migrate: true},
+		Store: config.Store{Driver: "sqlite", DSN: "file:data/leafd.db", FallbackDSNs: []string{}, Shards: []string{}, ShardSlots: 16, Migrate: true},
 		Segment: config.Segment{
 			Enabled: true, RefillMin: 15 * time.Minute, RefillMax: 30 * time.Minute, MaxStep: 1000000,
 			PreloadAt: 0.1, TagRefresh: 60 * time.Second, WaitTimeout: 2 * time.Second, MaxBatch: 10000,

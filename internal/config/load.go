@@ -381,6 +381,8 @@ func fields() []field {
 		lowerField("store.driver", hintDriver, func(c *Config) *string { return &c.Store.Driver }),
 		stringField("store.dsn", hintDSN, false, func(c *Config) *string { return &c.Store.DSN }),
 		listField("store.fallback_dsns", hintFallbackDSNs, func(c *Config) *[]string { return &c.Store.FallbackDSNs }),
+		listField("store.shards", hintFallbackDSNs, func(c *Config) *[]string { return &c.Store.Shards }),
+		smallIntField("store.shard_slots", "use a whole number from 2 to 1024", func(c *Config) *int { return &c.Store.ShardSlots }),
 		boolField("store.migrate", func(c *Config) *bool { return &c.Store.Migrate }),
 
 		boolField("segment.enabled", func(c *Config) *bool { return &c.Segment.Enabled }),

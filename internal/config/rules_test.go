@@ -366,3 +366,35 @@ func TestWarnings(t *testing.T) {
 		t.Fatalf("both modes off is refused, want allowed: %v", err)
 	}
 }
+
+func TestLoadShards(t *testing.T) {
+	c, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_DRIVER": "mysql",
+		"LEAFD_STORE_DSN": "u@tcp(a:3306)/leaf", "LEAFD_STORE_SHARDS": "u@tcp(a:3306)/leaf u@tcp(b:3306)/leaf u@tcp(c:3306)/leaf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Store.Shards) != 3 || c.Store.ShardSlots != 16 {
+		t.Fatalf("store: %+v", c.Store)
+	}
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		key  string
+		want string
+	}{
+		{"One", map[string]string{"LEAFD_STORE_SHARDS": "a.db"}, "store.shards", "list at least two"},
+		{"WithFallbacks", map[string]string{"LEAFD_STORE_DRIVER": "mysql", "LEAFD_STORE_DSN": "u@tcp(a:3306)/l",
+			"LEAFD_STORE_SHARDS": "u@tcp(a:3306)/l u@tcp(b:3306)/l", "LEAFD_STORE_FALLBACK_DSNS": "u@tcp(c:3306)/l"}, "store.fallback_dsns", "each database of store.shards stands alone"},
+		{"SlotsBelowDatabases", map[string]string{"LEAFD_STORE_SHARDS": "a.db b.db c.db", "LEAFD_STORE_SHARD_SLOTS": "2"}, "store.shard_slots", "from 3"},
+		{"SlotsTooMany", map[string]string{"LEAFD_STORE_SHARD_SLOTS": "5000"}, "store.shard_slots", "to 1024"},
+		{"OtherKind", map[string]string{"LEAFD_STORE_SHARDS": "a.db u@tcp(b:3306)/l"}, "store.shards[1]", "is a MySQL DSN but store.driver is sqlite"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err, _ := loadWith(t, "", tt.env)
+			ps := problems(err)
+			if len(ps) == 0 || ps[0].Key != tt.key || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Load: %v; want %s saying %q", err, tt.key, tt.want)
+			}
+		})
+	}
+}

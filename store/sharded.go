@@ -1,0 +1,1220 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/snowflake"
+)
+
+// Sharding over independent databases (store.shards).
+//
+// One tag's IDs are split into S slots (store.shard_slots, chosen once when
+// sharding is initialised and recorded in every database): slot k hands out
+// only IDs that are k modulo S, so that no two slots can ever hand out the
+// same ID. Each slot's counters live in exactly one database at a time, in
+// leafd's own tables (migrations 00004): leafd_slot says which slots are
+// active in a database, leafd_slot_alloc holds each tag's next ID per slot.
+// Leaf's leaf_alloc keeps every tag's definition (step, description) in
+// every database, and its max_id is the tag's base: slots start above it,
+// so that a database that already served a tag continues above what it
+// handed out.
+//
+// A range load picks a slot on a database that answers (round robin over
+// the slots, per tag, so that slots advance evenly), and moves on to a slot
+// of another database at once when that one fails. The range is strided:
+// Start, Start+S, … below End. Within one server a tag's IDs still only
+// grow: the load raises a lagging slot's counter to just above the last ID
+// the server handed out for the tag (its floor) in the same UPDATE.
+//
+// A slot moves between databases in steps that are safe to interrupt at
+// any point (MoveSlot): the slot is never active in two databases, at worst
+// briefly active in none.
+
+// Slot states in leafd_slot.
+const (
+	slotActive  = "active"
+	slotLeaving = "leaving" // moving away: not served here, counters not yet copied out for sure
+	slotGone    = "gone"    // moved away
+)
+
+// States of a database's leafd_shard row.
+const (
+	shardInitialising = "initialising"
+	shardReady        = "ready"
+)
+
+// DefaultShardSlots is store.shard_slots' default.
+const DefaultShardSlots = 16
+
+// MaxShardSlots bounds store.shard_slots: a range of step IDs spans step*S.
+const MaxShardSlots = 1024
+
+// shardDownFor is how long a database that failed is passed over before it
+// is tried again.
+const shardDownFor = time.Second
+
+// ownersRefresh is how often the slot placement is read again.
+const ownersRefresh = 10 * time.Second
+
+// The sharded store's SQL. %[1]s is the dialect's greatest function.
+const (
+	shardMetaSQL     = `SELECT deployment, slots, db_index, db_count, state FROM leafd_shard WHERE id = 1`
+	shardInsertSQL   = `INSERT INTO leafd_shard (id, deployment, slots, db_index, db_count, state) VALUES (1, ?, ?, ?, ?, ?)`
+	shardStateSQL    = `UPDATE leafd_shard SET state = ?, db_count = ?, update_time = CURRENT_TIMESTAMP WHERE id = 1`
+	slotStatesSQL    = `SELECT slot, state FROM leafd_slot ORDER BY slot`
+	slotStateSQL     = `SELECT state FROM leafd_slot WHERE slot = ?`
+	slotInsertSQL    = `INSERT INTO leafd_slot (slot, state) VALUES (?, ?)`
+	slotSetStateSQL  = `UPDATE leafd_slot SET state = ?, update_time = CURRENT_TIMESTAMP WHERE slot = ?`
+	slotAllocSQL     = `UPDATE leafd_slot_alloc SET max_id = %[1]s(max_id, ?) + ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND slot = ? AND %[1]s(max_id, ?) <= ?`
+	slotReadSQL      = `SELECT max_id FROM leafd_slot_alloc WHERE biz_tag = ? AND slot = ?`
+	slotRowInsertSQL = `INSERT INTO leafd_slot_alloc (biz_tag, slot, max_id) VALUES (?, ?, ?)`
+	slotRowsSQL      = `SELECT biz_tag, max_id FROM leafd_slot_alloc WHERE slot = ?`
+	slotRaiseSQL     = `UPDATE leafd_slot_alloc SET max_id = %[1]s(max_id, ?), update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND slot = ?`
+	tagBaseSQL       = `SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ?`
+)
+
+// ShardOptions configure OpenSharded.
+type ShardOptions struct {
+	// Slots is S, used when sharding is initialised (DefaultShardSlots if
+	// 0); afterwards the databases' record must match it.
+	Slots int
+	// Logger logs databases that fail and come back (slog.Default()).
+	Logger *slog.Logger
+}
+
+// Sharded is a store over several independent databases of one engine.
+// Open it with OpenSharded. Its segment methods spread tags over the
+// databases' slots; snowflake worker id leases live in the first database.
+// It is safe for concurrent use.
+type Sharded struct {
+	driver string
+	slots  int64
+	dbs    []*shardDB
+	log    *slog.Logger
+
+	mu         sync.Mutex
+	deployment string           // learnt from the first database read
+	owner      []int            // slot → database index; -1 when no database serves it
+	ownersAt   time.Time        // when owner was read
+	floors     map[string]int64 // tag → the highest ID handed out for it by this store
+	cursor     map[string]int   // tag → the slot its next load tries first
+}
+
+var _ Store = (*Sharded)(nil)
+
+// shardDB is one database of a Sharded store.
+type shardDB struct {
+	Store     // the engine's store on it
+	d     *db // its shared implementation, for the sharding SQL
+	idx   int
+
+	downUntil time.Time // under Sharded.mu
+	// verified is set once the database's record was read and matched the
+	// others' (under Sharded.mu): only then are its slots used.
+	verified bool
+}
+
+// OpenSharded returns a store over the databases dsns name, in store.shards
+// order, all of engine driver. Like Open, it connects to none of them.
+//
+// Errors: an unknown driver, fewer than two databases (one database is
+// store.dsn), a slot count outside len(dsns)..MaxShardSlots, or a DSN that
+// does not parse.
+func OpenSharded(driver string, dsns []string, o ShardOptions) (*Sharded, error) {
+	if o.Slots == 0 {
+		o.Slots = DefaultShardSlots
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	switch {
+	case len(dsns) < 2:
+		return nil, fmt.Errorf("store.shards lists %d databases: list at least two, or use store.dsn for one", len(dsns))
+	case o.Slots < len(dsns) || o.Slots > MaxShardSlots:
+		return nil, fmt.Errorf("store.shard_slots is %d: use %d (the number of databases) to %d", o.Slots, len(dsns), MaxShardSlots)
+	}
+	s := &Sharded{driver: driver, slots: int64(o.Slots), log: o.Logger,
+		floors: map[string]int64{}, cursor: map[string]int{}}
+	for i, dsn := range dsns {
+		st, err := Open(driver, dsn)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("store.shards[%d]: %w", i, err)
+		}
+		s.dbs = append(s.dbs, &shardDB{Store: st, d: shared(st), idx: i})
+	}
+	return s, nil
+}
+
+// shared returns the implementation every engine's store embeds.
+func shared(s Store) *db {
+	switch s := s.(type) {
+	case *MySQL:
+		return &s.db
+	case *Postgres:
+		return &s.db
+	case *SQLite:
+		return &s.db
+	}
+	panic(fmt.Sprintf("store: %T is no engine of this package", s)) // Open returns only these
+}
+
+// Driver returns the engine of every database.
+func (s *Sharded) Driver() string { return s.driver }
+
+// Slots returns S as configured (the databases' record once verified).
+func (s *Sharded) Slots() int64 { return s.slots }
+
+// Address reports the first database's address, with the number of
+// databases as the count; the placement of slots is in Status.
+func (s *Sharded) Address() Address {
+	a := s.dbs[0].Address()
+	a.Count = len(s.dbs)
+	return a
+}
+
+// Close closes every database's pool.
+func (s *Sharded) Close() error {
+	var errs []error
+	for _, d := range s.dbs {
+		errs = append(errs, d.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Ping succeeds when any database answers: IDs can be served.
+func (s *Sharded) Ping(ctx context.Context) error {
+	var errs []error
+	for _, d := range s.dbs {
+		err := d.Ping(ctx)
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	return s.unavailable(errs)
+}
+
+// unavailable is the error of an operation that no database could serve:
+// the first database's error, which says what went wrong, with how many
+// failed.
+func (s *Sharded) unavailable(errs []error) error {
+	if len(errs) == 0 {
+		return leafd.Errorf(leafd.EStoreUnavailable, "no database of store.shards could serve the request")
+	}
+	var le *leafd.Error
+	if errors.As(errs[0], &le) && le.Code == leafd.EStoreUnavailable {
+		return leafd.Wrap(leafd.EStoreUnavailable, errors.Join(errs...),
+			fmt.Sprintf("none of the %d databases of store.shards could serve the request; the first: %s", len(s.dbs), le.Message))
+	}
+	return errors.Join(errs...)
+}
+
+// ---------------------------------------------------------------------------
+// Initialisation and verification
+
+// shardMeta is a database's leafd_shard row.
+type shardMeta struct {
+	Deployment string `db:"deployment"`
+	Slots      int64  `db:"slots"`
+	Index      int    `db:"db_index"`
+	Count      int    `db:"db_count"`
+	State      string `db:"state"`
+}
+
+// readMeta reads a database's record; ok is false when it has none.
+func (d *shardDB) readMeta(ctx context.Context) (m shardMeta, ok bool, err error) {
+	err = d.d.x.GetContext(ctx, &m, d.d.q(shardMetaSQL))
+	if errors.Is(err, sql.ErrNoRows) {
+		return shardMeta{}, false, nil
+	}
+	if err != nil {
+		return shardMeta{}, false, d.d.wrap(err, "read leafd_shard")
+	}
+	return m, true, nil
+}
+
+// ErrShardMismatch is wrapped by the error of a server whose store.shards
+// does not match what the databases record: starting would risk handing
+// out IDs twice, so the server must not start.
+var ErrShardMismatch = errors.New("store.shards does not match the databases")
+
+func mismatch(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrShardMismatch, fmt.Sprintf(format, args...))
+}
+
+// Verify checks every database that answers against store.shards: all of
+// one deployment, with this slot count, each at its place in the list and
+// knowing how many there are, and no slot active in two of them. It
+// returns an error wrapping ErrShardMismatch when they do not match, and
+// nil when sharding is not initialised yet (Migrate does that). Databases
+// that do not answer are left out: they are checked when they are next
+// used.
+func (s *Sharded) Verify(ctx context.Context) error {
+	metas, _, err := s.metas(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = s.check(metas)
+	if err != nil {
+		return err
+	}
+	_, err = s.readOwners(ctx)
+	return err
+}
+
+// metas reads every database's record; a database that does not answer
+// has a nil entry and its error in errs.
+func (s *Sharded) metas(ctx context.Context) ([]*shardMeta, []error, error) {
+	metas := make([]*shardMeta, len(s.dbs))
+	errs := make([]error, len(s.dbs))
+	reached := 0
+	for i, d := range s.dbs {
+		m, ok, err := d.readMeta(ctx)
+		switch {
+		case err != nil && MissingTable(err):
+			reached++ // not migrated yet: no record
+		case err != nil:
+			errs[i] = err
+			continue
+		case ok:
+			metas[i] = &m
+			reached++
+		default:
+			reached++
+		}
+	}
+	if reached == 0 {
+		return nil, errs, s.unavailable(slices.DeleteFunc(errs, func(e error) bool { return e == nil }))
+	}
+	return metas, errs, nil
+}
+
+// check judges the records read: it returns the deployment (empty when no
+// database is initialised) or a mismatch.
+func (s *Sharded) check(metas []*shardMeta) (string, error) {
+	var first *shardMeta
+	for i, m := range metas {
+		if m == nil {
+			continue
+		}
+		if first == nil {
+			first = m
+		}
+		switch {
+		case m.Deployment != first.Deployment:
+			return "", mismatch("store.shards[%d] belongs to another deployment (%s) than the databases before it (%s): "+
+				"it holds another leafd's slots; list the databases of one deployment", i, m.Deployment, first.Deployment)
+		case m.Slots != s.slots:
+			return "", mismatch("the databases record %d slots, store.shard_slots is %d: the slot count is fixed when sharding is initialised; set store.shard_slots to %d",
+				m.Slots, s.slots, m.Slots)
+		case m.Index != i:
+			return "", mismatch("store.shards[%d] is the database recorded as number %d of the deployment: keep store.shards in the order it was initialised in", i, m.Index)
+		case m.Count > len(s.dbs):
+			return "", mismatch("the databases record %d databases, store.shards lists %d: a database is missing from the list", m.Count, len(s.dbs))
+		}
+	}
+	if first == nil {
+		return "", nil
+	}
+	s.mu.Lock()
+	s.deployment = first.Deployment
+	s.mu.Unlock()
+	return first.Deployment, nil
+}
+
+// readOwners reads where every slot is active and remembers it. A slot
+// active in two databases is a mismatch.
+func (s *Sharded) readOwners(ctx context.Context) ([]int, error) {
+	owner := make([]int, s.slots)
+	for k := range owner {
+		owner[k] = -1
+	}
+	for _, d := range s.dbs {
+		if !s.verify(ctx, d) {
+			continue
+		}
+		var rows []struct {
+			Slot  int64  `db:"slot"`
+			State string `db:"state"`
+		}
+		if err := d.d.x.SelectContext(ctx, &rows, d.d.q(slotStatesSQL)); err != nil {
+			continue // not reachable: its slots are unknown
+		}
+		for _, r := range rows {
+			if r.State != slotActive || r.Slot < 0 || r.Slot >= s.slots {
+				continue
+			}
+			if o := owner[r.Slot]; o >= 0 {
+				return nil, mismatch("slot %d is active in store.shards[%d] and store.shards[%d]: it must be in one database only; "+
+					"finish the move that was interrupted with leafd shards move %d <database>", r.Slot, o, d.idx, r.Slot)
+			}
+			owner[r.Slot] = d.idx
+		}
+	}
+	s.mu.Lock()
+	// A database that did not answer keeps the slots it was known to hold.
+	for k, o := range owner {
+		if o < 0 && k < len(s.owner) && s.owner[k] >= 0 {
+			owner[k] = s.owner[k]
+		}
+	}
+	s.owner, s.ownersAt = owner, time.Now()
+	s.mu.Unlock()
+	return owner, nil
+}
+
+// verify reports whether d's record matches the deployment's, reading it
+// the first time d answers; a database whose record does not match is
+// never used, and logged.
+func (s *Sharded) verify(ctx context.Context, d *shardDB) bool {
+	s.mu.Lock()
+	ok, deployment := d.verified, s.deployment
+	s.mu.Unlock()
+	if ok {
+		return true
+	}
+	m, found, err := d.readMeta(ctx)
+	switch {
+	case err != nil || !found:
+		return false // not reachable, or not initialised
+	case deployment != "" && m.Deployment != deployment, m.Slots != s.slots, m.Index != d.idx:
+		s.log.Error("store: a database of store.shards does not match the others; it is not used",
+			"shard", d.idx, "deployment", m.Deployment, "slots", m.Slots, "index", m.Index, "want_deployment", deployment, "want_slots", s.slots)
+		return false
+	}
+	s.mu.Lock()
+	if s.deployment == "" {
+		s.deployment = m.Deployment
+	}
+	d.verified = s.deployment == m.Deployment
+	ok = d.verified
+	s.mu.Unlock()
+	return ok
+}
+
+// Migrate applies the migrations to every database that answers and then
+// initialises sharding if no database is initialised, or completes an
+// initialisation or an extension to more databases that was interrupted.
+// Initialisation places slot k in store.shards[k mod N] and copies every
+// tag's definition to every database, its max_id the largest any database
+// had. It needs every database to answer; otherwise databases that do not
+// answer are passed over.
+//
+// Errors: store_unavailable when no database answers or initialisation
+// cannot reach them all; an error wrapping ErrShardMismatch when the
+// databases do not match store.shards.
+func (s *Sharded) Migrate(ctx context.Context) error {
+	var down []error
+	for i, d := range s.dbs {
+		if err := d.Migrate(ctx); err != nil {
+			down = append(down, fmt.Errorf("store.shards[%d]: %w", i, err))
+			if leafd.ErrorCode(err) != leafd.EStoreUnavailable {
+				return err
+			}
+		}
+	}
+	if len(down) == len(s.dbs) {
+		return s.unavailable(down)
+	}
+	metas, errs, err := s.metas(ctx)
+	if err != nil {
+		return err
+	}
+	deployment, err := s.check(metas)
+	if err != nil {
+		return err
+	}
+	var first *shardMeta
+	missing := []int{}
+	for i, m := range metas {
+		switch {
+		case m != nil && first == nil:
+			first = m
+		case m == nil && errs[i] == nil:
+			missing = append(missing, i)
+		}
+	}
+	unreachable := slices.ContainsFunc(errs, func(e error) bool { return e != nil })
+	switch {
+	case first == nil || first.State == shardInitialising:
+		if unreachable {
+			return s.unavailable(slices.DeleteFunc(errs, func(e error) bool { return e == nil }))
+		}
+		if err := s.initialise(ctx, deployment); err != nil {
+			return err
+		}
+	case len(missing) > 0:
+		// An initialised deployment: a database without a record must be
+		// a new one, after those it records.
+		for _, i := range missing {
+			if i < first.Count {
+				return mismatch("store.shards[%d] has no record of the deployment although the deployment has %d databases: "+
+					"it is not the database that was there (a new or emptied one?); its slots' counters are lost with it. "+
+					"Restore that database, or see the runbook in docs/stores.md", i, first.Count)
+			}
+		}
+		if unreachable {
+			return s.unavailable(slices.DeleteFunc(errs, func(e error) bool { return e == nil }))
+		}
+		if err := s.extend(ctx, deployment, metas); err != nil {
+			return err
+		}
+	}
+	_, err = s.readOwners(ctx)
+	return err
+}
+
+func newDeployment() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// initialise writes every database's record (first as initialising, then
+// as ready once all have theirs), its active slots, and every tag's
+// definition. Each step can run again after a crash, and servers that
+// initialise at once agree: the first database is the arbiter, whose
+// record (deployment and database count) the others adopt or are refused
+// by, before any other database is written.
+func (s *Sharded) initialise(ctx context.Context, deployment string) error {
+	if deployment == "" {
+		deployment = newDeployment()
+	}
+	tags, err := s.allTags(ctx)
+	if err != nil {
+		return err
+	}
+	n := len(s.dbs)
+	for i, d := range s.dbs {
+		err := d.d.write(ctx, func(ctx context.Context) error {
+			tx, err := d.d.x.BeginTxx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			var have []shardMeta
+			if err := tx.SelectContext(ctx, &have, d.d.q(shardMetaSQL)); err != nil {
+				return err
+			}
+			switch {
+			case len(have) == 0:
+				if _, err := tx.ExecContext(ctx, d.d.q(shardInsertSQL), deployment, s.slots, i, n, shardInitialising); err != nil {
+					return duplicateRetries(d.d, err)
+				}
+			case i == 0:
+				deployment = have[0].Deployment // another server got here first
+				if have[0].Count != n || have[0].Slots != s.slots {
+					return mismatch("another server is initialising sharding with %d databases and %d slots; store.shards lists %d and store.shard_slots is %d",
+						have[0].Count, have[0].Slots, n, s.slots)
+				}
+			case have[0].Deployment != deployment:
+				return mismatch("store.shards[%d] belongs to another deployment (%s) than store.shards[0] (%s)", i, have[0].Deployment, deployment)
+			}
+			for k := int64(i); k < s.slots; k += int64(n) {
+				if err := ensureSlot(ctx, d.d, tx, k, slotActive); err != nil {
+					return duplicateRetries(d.d, err)
+				}
+			}
+			if err := copyTags(ctx, d.d, tx, tags); err != nil {
+				return duplicateRetries(d.d, err)
+			}
+			return tx.Commit()
+		})
+		if errors.Is(err, ErrShardMismatch) {
+			return err
+		}
+		if err != nil {
+			return d.d.wrap(err, fmt.Sprintf("initialise sharding in store.shards[%d]", i))
+		}
+	}
+	for i, d := range s.dbs {
+		if _, err := d.d.x.ExecContext(ctx, d.d.q(shardStateSQL), shardReady, n); err != nil {
+			return d.d.wrap(err, fmt.Sprintf("initialise sharding in store.shards[%d]", i))
+		}
+	}
+	s.log.Info("store: sharding initialised", "deployment", deployment, "databases", n, "slots", s.slots, "tags", len(tags))
+	return nil
+}
+
+// extend adds the databases at the end of store.shards that have no
+// record yet: each gets the record and every tag, and no slot (move slots
+// to it with MoveSlot); then every database records the new count.
+func (s *Sharded) extend(ctx context.Context, deployment string, metas []*shardMeta) error {
+	tags, err := s.allTags(ctx)
+	if err != nil {
+		return err
+	}
+	n := len(s.dbs)
+	for i, d := range s.dbs {
+		if metas[i] != nil {
+			continue
+		}
+		err := d.d.write(ctx, func(ctx context.Context) error {
+			tx, err := d.d.x.BeginTxx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			if _, err := tx.ExecContext(ctx, d.d.q(shardInsertSQL), deployment, s.slots, i, n, shardReady); err != nil {
+				return err
+			}
+			if err := copyTags(ctx, d.d, tx, tags); err != nil {
+				return err
+			}
+			return tx.Commit()
+		})
+		if err != nil {
+			return d.d.wrap(err, fmt.Sprintf("add store.shards[%d]", i))
+		}
+	}
+	for i, d := range s.dbs {
+		if _, err := d.d.x.ExecContext(ctx, d.d.q(shardStateSQL), shardReady, n); err != nil {
+			return d.d.wrap(err, fmt.Sprintf("record %d databases in store.shards[%d]", n, i))
+		}
+	}
+	s.log.Info("store: databases added to the shards; move slots to them with leafd shards move", "databases", n)
+	return nil
+}
+
+// duplicateRetries turns a duplicate key, hit when another server wrote
+// the same row at the same moment, into a retry of the transaction.
+func duplicateRetries(d *db, err error) error {
+	if d.class(err) == classDuplicate {
+		return errRetry{err}
+	}
+	return err
+}
+
+// ensureSlot makes slot k's row exist with state, unless it exists.
+func ensureSlot(ctx context.Context, d *db, tx *sqlx.Tx, k int64, state string) error {
+	var have []string
+	if err := tx.SelectContext(ctx, &have, d.q(slotStateSQL), k); err != nil {
+		return err
+	}
+	if len(have) > 0 {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, d.q(slotInsertSQL), k, state)
+	return err
+}
+
+// allTags returns every tag of every database, each with the largest
+// max_id any of them has. Every database must answer.
+func (s *Sharded) allTags(ctx context.Context) ([]leafd.Tag, error) {
+	byName := map[string]leafd.Tag{}
+	for i, d := range s.dbs {
+		tags, err := d.ListTags(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("store.shards[%d]: %w", i, err)
+		}
+		for _, t := range tags {
+			if have, ok := byName[t.Name]; !ok || t.MaxID > have.MaxID {
+				byName[t.Name] = t
+			}
+		}
+	}
+	out := make([]leafd.Tag, 0, len(byName))
+	for _, t := range byName {
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b leafd.Tag) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// copyTags gives the database every tag it lacks, and raises the max_id of
+// those it has to the largest known, in tx.
+func copyTags(ctx context.Context, d *db, tx *sqlx.Tx, tags []leafd.Tag) error {
+	for _, t := range tags {
+		r, ok, err := exactRow(ctx, tx, t.Name, "")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if _, err := tx.ExecContext(ctx, d.q(insertSQL), t.Name, t.MaxID, t.Step, nullString(t.Description)); err != nil {
+				return err
+			}
+			continue
+		}
+		if r.MaxID < t.MaxID {
+			if _, err := tx.ExecContext(ctx, d.q(`UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ?`), t.MaxID, t.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// Allocation
+
+// errSlotNotHere is an allocation from a slot that is not active in the
+// database asked: it moved.
+var errSlotNotHere = errors.New("the slot is not active in this database")
+
+// Allocate hands out a range of step IDs of tag from one slot: IDs that
+// are the slot modulo S, Start, Start+S, … below End, all above every ID
+// this store handed out for tag before. It tries the slots in turn, per tag
+// starting after the last one used, passing over databases that failed in
+// the last second, and moves on to another database at once when one
+// fails.
+//
+// Errors: unknown_tag when no database that answered has the tag (and all
+// answered); tag_exhausted when no slot can hold another range;
+// store_unavailable when no database could serve it.
+func (s *Sharded) Allocate(ctx context.Context, tag string, step int64) (segment.Allocation, error) {
+	if step < 1 {
+		return segment.Allocation{}, fmt.Errorf("store: allocate %q: step %d is below 1", tag, step)
+	}
+	owner, err := s.owners(ctx)
+	if err != nil {
+		return segment.Allocation{}, err
+	}
+	s.mu.Lock()
+	floor, first := s.floors[tag], s.cursor[tag]
+	s.mu.Unlock()
+
+	var errs []error
+	unknown, exhausted, answered, tried := 0, 0, 0, 0
+	repaired := false
+	for pass := range 2 { // the second pass, only if the first tried nothing, takes databases marked down too
+		if pass == 1 && tried > 0 {
+			break
+		}
+		for n := range int(s.slots) {
+			k := (first + n) % int(s.slots)
+			di := owner[k]
+			if di < 0 || (pass == 0 && s.isDown(di)) {
+				continue
+			}
+			tried++
+			a, err := s.allocSlot(ctx, s.dbs[di], int64(k), tag, step, floor)
+			if leafd.ErrorCode(err) == leafd.EUnknownTag && !repaired {
+				// The database missed the tag's creation (it was down):
+				// copied from one that has it, and the slot tried again.
+				repaired = true
+				if s.repairTag(ctx, di, tag) {
+					a, err = s.allocSlot(ctx, s.dbs[di], int64(k), tag, step, floor)
+				}
+			}
+			switch {
+			case err == nil:
+				s.mu.Lock()
+				s.floors[tag] = max(s.floors[tag], a.Last())
+				s.cursor[tag] = (k + 1) % int(s.slots)
+				s.mu.Unlock()
+				return a, nil
+			case errors.Is(err, errSlotNotHere):
+				owner, _ = s.readOwners(ctx)
+				continue
+			case leafd.ErrorCode(err) == leafd.EUnknownTag:
+				unknown++
+				answered++
+			case leafd.ErrorCode(err) == leafd.ETagExhausted:
+				exhausted++
+				answered++
+			case leafd.ErrorCode(err) == leafd.EStoreUnavailable:
+				s.markDown(di, err)
+			default:
+				answered++
+			}
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				return segment.Allocation{}, s.unavailable(errs)
+			}
+		}
+	}
+	switch {
+	case answered > 0 && unknown == answered:
+		return segment.Allocation{}, unknownTag(tag)
+	case answered > 0 && exhausted+unknown == answered:
+		return segment.Allocation{}, leafd.Errorf(leafd.ETagExhausted,
+			"tag %q is exhausted: no slot can hold a range of %d more IDs below the largest ID, %d", tag, step, leafd.MaxID)
+	}
+	return segment.Allocation{}, s.unavailable(errs)
+}
+
+// repairTag copies tag's definition to database i from another database
+// that has it, and reports whether it did.
+func (s *Sharded) repairTag(ctx context.Context, i int, tag string) bool {
+	for j, d := range s.dbs {
+		if j == i {
+			continue
+		}
+		t, err := d.LookupTag(ctx, tag)
+		if err != nil {
+			continue
+		}
+		_, err = s.dbs[i].CreateTag(ctx, t)
+		if err == nil || leafd.ErrorCode(err) == leafd.ETagExists {
+			s.log.Info("store: copied a tag to a database of store.shards that missed it", "tag", tag, "shard", i)
+			return true
+		}
+		return false
+	}
+	return false
+}
+
+// owners returns the slot placement, read again when it is older than
+// ownersRefresh.
+func (s *Sharded) owners(ctx context.Context) ([]int, error) {
+	s.mu.Lock()
+	owner, at := s.owner, s.ownersAt
+	s.mu.Unlock()
+	if owner != nil && time.Since(at) < ownersRefresh {
+		return owner, nil
+	}
+	owner, err := s.readOwners(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.ContainsFunc(owner, func(o int) bool { return o >= 0 }) {
+		return nil, leafd.Errorf(leafd.EStoreUnavailable,
+			"no slot of store.shards is active in a database that answered: run leafd migrate to initialise sharding, or see leafd shards status")
+	}
+	return owner, nil
+}
+
+func (s *Sharded) isDown(i int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Now().Before(s.dbs[i].downUntil)
+}
+
+func (s *Sharded) markDown(i int, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.dbs[i]
+	if time.Now().After(d.downUntil) {
+		s.log.Warn("store: a database of store.shards failed; its slots are passed over for a second", "shard", i, "err", err)
+	}
+	d.downUntil = time.Now().Add(shardDownFor)
+}
+
+// alignUp returns the smallest ID at or above v that is k modulo S.
+func alignUp(v, k, S int64) int64 {
+	return v + ((k-v%S)%S+S)%S
+}
+
+// allocSlot runs one range load of tag from slot k in database d: it
+// checks, under a shared lock, that the slot is active there (so that a
+// move waits for the loads in flight and none starts after it), creates
+// the tag's counter of the slot if it has none, and advances it by step*S
+// from at least the first of the slot's IDs above floor.
+func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string, step, floor int64) (segment.Allocation, error) {
+	S := s.slots
+	span := step * S
+	from := alignUp(max(floor+1, 1), k, S)
+	var a segment.Allocation
+	err := d.d.write(ctx, func(ctx context.Context) error {
+		tx, err := d.d.x.BeginTxx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		var state []string
+		if err := tx.SelectContext(ctx, &state, d.d.q(slotStateSQL+d.d.shareSuffix), k); err != nil {
+			return err
+		}
+		if len(state) == 0 || state[0] != slotActive {
+			return errSlotNotHere
+		}
+		var base []tagRow
+		if err := tx.SelectContext(ctx, &base, d.d.q(tagBaseSQL), tag); err != nil {
+			return err
+		}
+		i := slices.IndexFunc(base, func(r tagRow) bool { return r.Name == tag })
+		if i < 0 {
+			return unknownTag(tag)
+		}
+		res, err := tx.ExecContext(ctx, d.d.q(fmt.Sprintf(slotAllocSQL, d.d.greatest)), from, span, tag, k, from, leafd.MaxID-span)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			var have []int64
+			if err := tx.SelectContext(ctx, &have, d.d.q(slotReadSQL), tag, k); err != nil {
+				return err
+			}
+			if len(have) > 0 {
+				return leafd.Errorf(leafd.ETagExhausted, "tag %q: slot %d cannot hold a range of %d more IDs", tag, k, step)
+			}
+			// The slot's first range of the tag: its counter starts at the
+			// tag's base.
+			start := alignUp(max(base[i].MaxID, 1), k, S)
+			if _, err := tx.ExecContext(ctx, d.d.q(slotRowInsertSQL), tag, k, start); err != nil {
+				if d.d.class(err) == classDuplicate {
+					return errRetry{err} // created at the same moment by another server
+				}
+				return err
+			}
+			if res, err = tx.ExecContext(ctx, d.d.q(fmt.Sprintf(slotAllocSQL, d.d.greatest)), from, span, tag, k, from, leafd.MaxID-span); err != nil {
+				return err
+			}
+			if n, err = res.RowsAffected(); err != nil {
+				return err
+			}
+			if n == 0 {
+				return leafd.Errorf(leafd.ETagExhausted, "tag %q: slot %d cannot hold a range of %d more IDs", tag, k, step)
+			}
+		}
+		var end int64
+		if err := tx.GetContext(ctx, &end, d.d.q(slotReadSQL), tag, k); err != nil {
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		a = segment.Allocation{Start: end - span, End: end, Stride: S, TableStep: base[i].Step}
+		return nil
+	})
+	if errors.Is(err, errSlotNotHere) {
+		return segment.Allocation{}, err
+	}
+	if err != nil {
+		return segment.Allocation{}, d.d.wrap(err, fmt.Sprintf("allocate %q from slot %d", tag, k))
+	}
+	return a, nil
+}
+
+// ---------------------------------------------------------------------------
+// Tags: every database holds every tag's definition.
+
+// ListTags returns every tag of the databases that answer, each as the
+// first of them holds it. MaxID is the tag's base, not how far its slots
+// have gone.
+func (s *Sharded) ListTags(ctx context.Context) ([]leafd.Tag, error) {
+	var errs []error
+	byName := map[string]leafd.Tag{}
+	answered := false
+	for i, d := range s.dbs {
+		tags, err := d.ListTags(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("store.shards[%d]: %w", i, err))
+			continue
+		}
+		answered = true
+		for _, t := range tags {
+			if _, ok := byName[t.Name]; !ok {
+				byName[t.Name] = t
+			}
+		}
+	}
+	if !answered {
+		return nil, s.unavailable(errs)
+	}
+	out := make([]leafd.Tag, 0, len(byName))
+	for _, t := range byName {
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b leafd.Tag) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// TagNames returns the name of every tag of the databases that answer.
+func (s *Sharded) TagNames(ctx context.Context) ([]string, error) {
+	tags, err := s.ListTags(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(tags))
+	for i, t := range tags {
+		names[i] = t.Name
+	}
+	return names, nil
+}
+
+// LookupTag returns the tag from the first database that has it.
+//
+// Errors: unknown_tag when every database answered and none has it;
+// store_unavailable when none has it and some did not answer.
+func (s *Sharded) LookupTag(ctx context.Context, name string) (leafd.Tag, error) {
+	var errs []error
+	for _, d := range s.dbs {
+		t, err := d.LookupTag(ctx, name)
+		if err == nil {
+			return t, nil
+		}
+		if leafd.ErrorCode(err) != leafd.EUnknownTag {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		return leafd.Tag{}, unknownTag(name)
+	}
+	return leafd.Tag{}, s.unavailable(errs)
+}
+
+// CreateTag creates the tag in every database that answers. A database
+// that did not answer gets it at the next leafd migrate.
+//
+// Errors: those of the engine's CreateTag from the first database that
+// answered (tag_exists when it has the tag); store_unavailable when none
+// answered.
+func (s *Sharded) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
+	var (
+		errs    []error
+		created *leafd.Tag
+	)
+	for _, d := range s.dbs {
+		got, err := d.CreateTag(ctx, t)
+		switch {
+		case err == nil && created == nil:
+			created = &got
+		case err == nil:
+		case leafd.ErrorCode(err) == leafd.EStoreUnavailable:
+			errs = append(errs, err)
+		case created == nil:
+			return leafd.Tag{}, err // refused by the first that answered
+		}
+	}
+	if created == nil {
+		return leafd.Tag{}, s.unavailable(errs)
+	}
+	return *created, nil
+}
+
+// UpdateTag changes the tag in every database that answers, and returns
+// the first one's before and after.
+func (s *Sharded) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old, updated leafd.Tag, err error) {
+	var errs []error
+	done := false
+	for _, d := range s.dbs {
+		o, n, err := d.UpdateTag(ctx, name, u)
+		switch {
+		case err == nil && !done:
+			old, updated, done = o, n, true
+		case err == nil:
+		case leafd.ErrorCode(err) == leafd.EStoreUnavailable:
+			errs = append(errs, err)
+		case !done:
+			return leafd.Tag{}, leafd.Tag{}, err
+		}
+	}
+	if !done {
+		return leafd.Tag{}, leafd.Tag{}, s.unavailable(errs)
+	}
+	return old, updated, nil
+}
+
+// ---------------------------------------------------------------------------
+// Snowflake worker id leases live in the first database.
+
+// ClaimWorker claims a worker id in the first database.
+func (s *Sharded) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Lease, error) {
+	return s.dbs[0].ClaimWorker(ctx, c)
+}
+
+// ClaimFixedWorker claims a fixed worker id in the first database.
+func (s *Sharded) ClaimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snowflake.Lease, error) {
+	return s.dbs[0].ClaimFixedWorker(ctx, c)
+}
+
+// RenewWorker renews a lease in the first database.
+func (s *Sharded) RenewWorker(ctx context.Context, l snowflake.Lease, ttl time.Duration, watermarkMs int64) error {
+	return s.dbs[0].RenewWorker(ctx, l, ttl, watermarkMs)
+}
+
+// ReleaseWorker releases a lease in the first database.
+func (s *Sharded) ReleaseWorker(ctx context.Context, l snowflake.Lease, watermarkMs int64) error {
+	return s.dbs[0].ReleaseWorker(ctx, l, watermarkMs)
+}
+
+// ---------------------------------------------------------------------------
+// Moving a slot
+
+// MoveStep names the steps of MoveSlot, for tests that stop a move between
+// two of them.
+type MoveStep int
+
+// The steps of a move, in order.
+const (
+	// MoveLeaving: the slot is marked leaving in its database; no range is
+	// loaded from it any more there.
+	MoveLeaving MoveStep = iota + 1
+	// MoveActivated: its counters are in the target database and the slot
+	// is active there.
+	MoveActivated
+	// MoveGone: the source database marks it gone.
+	MoveGone
+)
+
+// MoveSlot moves slot k to store.shards[to]. The steps: mark the slot
+// leaving in the database where it is active or leaving (a shared lock
+// taken by every load of the slot makes this wait for loads in flight);
+// read its counters there; in one transaction of the target, raise the
+// target's counters to them and make the slot active; mark it gone in the
+// source. Interrupted at any point, the slot is active in at most one
+// database, and running MoveSlot again completes the move. after, when not
+// nil, runs after each step; an error from it stops the move there (tests
+// inject crashes so).
+//
+// Errors: a slot or database out of range; store_unavailable when a
+// database it needs does not answer; an error when no database holds the
+// slot.
+func (s *Sharded) MoveSlot(ctx context.Context, k int64, to int, after func(MoveStep) error) error {
+	if k < 0 || k >= s.slots {
+		return fmt.Errorf("slot %d does not exist: slots are 0 to %d", k, s.slots-1)
+	}
+	if to < 0 || to >= len(s.dbs) {
+		return fmt.Errorf("database %d does not exist: store.shards has %d (0 to %d)", to, len(s.dbs), len(s.dbs)-1)
+	}
+	if after == nil {
+		after = func(MoveStep) error { return nil }
+	}
+	// Find the source: where the slot is active or leaving, other than to.
+	src := -1
+	var srcState string
+	for i, d := range s.dbs {
+		var state []string
+		if err := d.d.x.SelectContext(ctx, &state, d.d.q(slotStateSQL), k); err != nil {
+			return d.d.wrap(err, fmt.Sprintf("read slot %d in store.shards[%d]", k, i))
+		}
+		if len(state) == 0 || state[0] == slotGone {
+			continue
+		}
+		if i == to && state[0] == slotActive {
+			if src < 0 {
+				srcState = slotActive
+			}
+			continue
+		}
+		src, srcState = i, state[0]
+	}
+	switch {
+	case src < 0 && srcState == slotActive:
+		return nil // already there
+	case src < 0:
+		return fmt.Errorf("slot %d is in no database of store.shards: see leafd shards status", k)
+	}
+	from := s.dbs[src]
+	if srcState == slotActive {
+		if _, err := from.d.x.ExecContext(ctx, from.d.q(slotSetStateSQL), slotLeaving, k); err != nil {
+			return from.d.wrap(err, fmt.Sprintf("mark slot %d leaving in store.shards[%d]", k, src))
+		}
+	}
+	if err := after(MoveLeaving); err != nil {
+		return err
+	}
+	var counters []struct {
+		Tag   string `db:"biz_tag"`
+		MaxID int64  `db:"max_id"`
+	}
+	if err := from.d.x.SelectContext(ctx, &counters, from.d.q(slotRowsSQL), k); err != nil {
+		return from.d.wrap(err, fmt.Sprintf("read slot %d's counters in store.shards[%d]", k, src))
+	}
+	dst := s.dbs[to]
+	err := dst.d.write(ctx, func(ctx context.Context) error {
+		tx, err := dst.d.x.BeginTxx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		for _, c := range counters {
+			res, err := tx.ExecContext(ctx, dst.d.q(fmt.Sprintf(slotRaiseSQL, dst.d.greatest)), c.MaxID, c.Tag, k)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
+				if _, err := tx.ExecContext(ctx, dst.d.q(slotRowInsertSQL), c.Tag, k, c.MaxID); err != nil {
+					return err
+				}
+			}
+		}
+		if err := ensureSlot(ctx, dst.d, tx, k, slotActive); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, dst.d.q(slotSetStateSQL), slotActive, k); err != nil {
+			return err
+		}
+		return tx.Commit()
+	})
+	if err != nil {
+		return dst.d.wrap(err, fmt.Sprintf("activate slot %d in store.shards[%d]", k, to))
+	}
+	if err := after(MoveActivated); err != nil {
+		return err
+	}
+	if _, err := from.d.x.ExecContext(ctx, from.d.q(slotSetStateSQL), slotGone, k); err != nil {
+		return from.d.wrap(err, fmt.Sprintf("mark slot %d gone in store.shards[%d]", k, src))
+	}
+	if err := after(MoveGone); err != nil {
+		return err
+	}
+	s.log.Info("store: slot moved", "slot", k, "from", src, "to", to, "tags", len(counters))
+	_, err = s.readOwners(ctx)
+	return err
+}
+
+// ---------------------------------------------------------------------------
+// Status
+
+// ShardStatus is one database of store.shards as Status sees it.
+type ShardStatus struct {
+	Index   int
+	Address string
+	// Err is why the database could not be read; the rest is then empty.
+	Err error
+	// Deployment, Slots and Count are its record (empty before
+	// initialisation).
+	Deployment  string
+	Slots       int64
+	Count       int
+	Active      []int64 // slots served here
+	Leaving     []int64 // slots of an interrupted move: served nowhere until it is run again
+	Initialised bool
+}
+
+// Status reads every database's record and slots.
+func (s *Sharded) Status(ctx context.Context) []ShardStatus {
+	out := make([]ShardStatus, len(s.dbs))
+	for i, d := range s.dbs {
+		st := ShardStatus{Index: i, Address: d.Address().Name}
+		m, ok, err := d.readMeta(ctx)
+		if err != nil {
+			st.Err = err
+			out[i] = st
+			continue
+		}
+		if ok {
+			st.Deployment, st.Slots, st.Count, st.Initialised = m.Deployment, m.Slots, m.Count, m.State == shardReady
+		}
+		var rows []struct {
+			Slot  int64  `db:"slot"`
+			State string `db:"state"`
+		}
+		if err := d.d.x.SelectContext(ctx, &rows, d.d.q(slotStatesSQL)); err != nil {
+			st.Err = d.d.wrap(err, "read leafd_slot")
+		}
+		for _, r := range rows {
+			switch r.State {
+			case slotActive:
+				st.Active = append(st.Active, r.Slot)
+			case slotLeaving:
+				st.Leaving = append(st.Leaving, r.Slot)
+			}
+		}
+		out[i] = st
+	}
+	return out
+}

@@ -1,0 +1,434 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/internal/faultproxy"
+	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/store"
+)
+
+// shardSlots is S in these tests.
+const shardSlots = 8
+
+// quiet drops the log of the stores under test.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// shardDSNs returns n fresh databases of driver (skipping the test when its
+// server does not answer).
+func shardDSNs(t *testing.T, driver string, n int) []string {
+	t.Helper()
+	var dsns []string
+	for range n {
+		switch driver {
+		case "sqlite":
+			dsns = append(dsns, testdb.SQLite(t))
+		case "mysql":
+			dsns = append(dsns, testdb.MySQL(t))
+		case "postgres":
+			dsns = append(dsns, testdb.Postgres(t))
+		}
+	}
+	return dsns
+}
+
+// openSharded opens a sharded store, as one server would, closed at the
+// end of the test.
+func openSharded(t *testing.T, driver string, dsns []string, slots int) *store.Sharded {
+	t.Helper()
+	s, err := store.OpenSharded(driver, dsns, store.ShardOptions{Slots: slots, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// forEachShardDriver runs f for every engine.
+func forEachShardDriver(t *testing.T, f func(t *testing.T, driver string)) {
+	for _, driver := range []string{"sqlite", "mysql", "postgres"} {
+		t.Run(driver, func(t *testing.T) { f(t, driver) })
+	}
+}
+
+// ids expands a strided range.
+func ids(a segment.Allocation) []int64 {
+	var out []int64
+	for id := a.Start; id < a.End; id += a.Stride {
+		out = append(out, id)
+	}
+	return out
+}
+
+// idLedger records every ID handed out and fails on the second sight of
+// one.
+type idLedger struct {
+	mu   sync.Mutex
+	seen map[int64]string
+}
+
+func (l *idLedger) add(t *testing.T, who string, a segment.Allocation) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen == nil {
+		l.seen = map[int64]string{}
+	}
+	for _, id := range ids(a) {
+		if by, ok := l.seen[id]; ok {
+			t.Errorf("ID %d handed out twice: to %s and to %s", id, by, who)
+			return
+		}
+		l.seen[id] = who
+	}
+}
+
+// Three servers initialise sharding at once over three databases, one of
+// which already holds a tag, and load ranges concurrently: no ID twice,
+// every range strided by S within one slot, each server's IDs of a tag
+// increasing, the old tag continued above its max_id.
+func TestShardedNoDuplicates(t *testing.T) {
+	forEachShardDriver(t, func(t *testing.T, driver string) {
+		dsns := shardDSNs(t, driver, 3)
+		ctx := context.Background()
+		plain, err := store.Open(driver, dsns[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer plain.Close()
+		if err := plain.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := plain.CreateTag(ctx, leafd.Tag{Name: "old", MaxID: 5000, Step: 10}); err != nil {
+			t.Fatal(err)
+		}
+
+		servers := make([]*store.Sharded, 3)
+		var wg sync.WaitGroup
+		errs := make([]error, len(servers))
+		for i := range servers {
+			servers[i] = openSharded(t, driver, dsns, shardSlots)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// As bootstrap does: again until it passes.
+				for range 20 {
+					if errs[i] = servers[i].Migrate(ctx); errs[i] == nil || errors.Is(errs[i], store.ErrShardMismatch) {
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("server %d: Migrate: %v", i, err)
+			}
+		}
+		if _, err := servers[1].CreateTag(ctx, leafd.Tag{Name: "t", Step: 7}); err != nil {
+			t.Fatal(err)
+		}
+
+		var ledger idLedger
+		for i, s := range servers {
+			for _, tag := range []string{"t", "old"} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					last := int64(0)
+					for n := range 40 {
+						a, err := s.Allocate(ctx, tag, int64(5+n%7))
+						if err != nil {
+							t.Errorf("server %d: Allocate(%s): %v", i, tag, err)
+							return
+						}
+						if a.Stride != shardSlots || (a.End-a.Start)%shardSlots != 0 || a.Count() != int64(5+n%7) {
+							t.Errorf("server %d: range %+v is not %d IDs strided by %d", i, a, 5+n%7, shardSlots)
+						}
+						if a.Start <= last {
+							t.Errorf("server %d: tag %s: range %+v starts at or below its last ID %d", i, tag, a, last)
+						}
+						if tag == "old" && a.Start < 5000 {
+							t.Errorf("server %d: tag old: range %+v below its max_id before sharding, 5000", i, a)
+						}
+						last = a.Last()
+						ledger.add(t, fmt.Sprintf("server %d", i), a)
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		// The slots advanced evenly: every slot served.
+		residues := map[int64]bool{}
+		for id := range ledger.seen {
+			residues[id%shardSlots] = true
+		}
+		if len(residues) != shardSlots {
+			t.Errorf("only %d of %d slots served", len(residues), shardSlots)
+		}
+		if err := servers[0].Verify(ctx); err != nil {
+			t.Fatalf("Verify after the load: %v", err)
+		}
+	})
+}
+
+// proxied returns dsn through a fault proxy of its own.
+func proxied(t *testing.T, driver, dsn string) (string, *faultproxy.Proxy) {
+	t.Helper()
+	switch driver {
+	case "mysql":
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := faultproxy.New(t, cfg.Addr)
+		cfg.Addr = p.Addr()
+		cfg.Timeout = 500e6
+		return cfg.FormatDSN(), p
+	case "postgres":
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := faultproxy.New(t, u.Host)
+		u.Host = p.Addr()
+		q := u.Query()
+		q.Set("connect_timeout", "1")
+		u.RawQuery = q.Encode()
+		return u.String(), p
+	}
+	t.Fatalf("no proxy for %s", driver)
+	return "", nil
+}
+
+// One database of three unreachable: every load is served by the others
+// at once, and the database is used again once it is back.
+func TestShardedDatabaseDown(t *testing.T) {
+	for _, driver := range []string{"mysql", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			dsns := shardDSNs(t, driver, 3)
+			var proxy *faultproxy.Proxy
+			dsns[1], proxy = proxied(t, driver, dsns[1])
+			s := openSharded(t, driver, dsns, shardSlots)
+			ctx := context.Background()
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
+				t.Fatal(err)
+			}
+			onDB1 := map[int64]bool{} // slots of store.shards[1]
+			for _, st := range s.Status(ctx) {
+				if st.Index == 1 {
+					for _, k := range st.Active {
+						onDB1[k] = true
+					}
+				}
+			}
+			if len(onDB1) == 0 {
+				t.Fatal("store.shards[1] has no slot")
+			}
+			var ledger idLedger
+			proxy.Down()
+			for n := range 60 {
+				a, err := s.Allocate(ctx, "t", 10)
+				if err != nil {
+					t.Fatalf("load %d with one database down: %v", n, err)
+				}
+				if onDB1[a.Start%shardSlots] {
+					t.Fatalf("load %d served by slot %d of the database that is down", n, a.Start%shardSlots)
+				}
+				ledger.add(t, "down", a)
+			}
+			proxy.Up()
+			// A database that failed is passed over for a second, then
+			// tried again.
+			back := false
+			for deadline := time.Now().Add(10 * time.Second); !back && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				a, err := s.Allocate(ctx, "t", 10)
+				if err != nil {
+					t.Fatalf("a load after the database came back: %v", err)
+				}
+				back = onDB1[a.Start%shardSlots]
+				ledger.add(t, "up", a)
+			}
+			if !back {
+				t.Fatal("the database that came back is not used again")
+			}
+		})
+	}
+}
+
+// A slot moved while servers load ranges, with the move stopped after each
+// of its steps and then run again: the slot is never active in two
+// databases, no ID is handed out twice, and the move completes.
+func TestShardedMoveSlot(t *testing.T) {
+	forEachShardDriver(t, func(t *testing.T, driver string) {
+		dsns := shardDSNs(t, driver, 3)
+		ctx := context.Background()
+		a, b := openSharded(t, driver, dsns, shardSlots), openSharded(t, driver, dsns, shardSlots)
+		if err := a.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
+			t.Fatal(err)
+		}
+		var ledger idLedger
+		load := func(s *store.Sharded, who string, n int) {
+			for range n {
+				al, err := s.Allocate(ctx, "t", 10)
+				if err != nil {
+					t.Fatalf("%s: Allocate: %v", who, err)
+				}
+				ledger.add(t, who, al)
+			}
+		}
+		load(a, "a", 3*shardSlots)
+		load(b, "b", 3*shardSlots)
+
+		const slot = 0 // in store.shards[0] after initialisation
+		crash := errors.New("crash injected")
+		for _, step := range []store.MoveStep{store.MoveLeaving, store.MoveActivated, store.MoveGone} {
+			to := 2
+			if step == store.MoveActivated {
+				to = 1
+			}
+			err := a.MoveSlot(ctx, slot, to, func(s store.MoveStep) error {
+				if s == step {
+					return crash
+				}
+				return nil
+			})
+			if !errors.Is(err, crash) {
+				t.Fatalf("move stopped after step %d: %v", step, err)
+			}
+			if err := b.Verify(ctx); err != nil {
+				t.Fatalf("after a move stopped at step %d: %v", step, err)
+			}
+			load(b, "b", 2*shardSlots) // the slot may be unavailable; the others serve
+			if err := a.MoveSlot(ctx, slot, to, nil); err != nil {
+				t.Fatalf("the move run again after step %d: %v", step, err)
+			}
+			active := 0
+			for _, st := range a.Status(ctx) {
+				for _, k := range st.Active {
+					if k == slot {
+						active++
+						if st.Index != to {
+							t.Fatalf("slot %d active in store.shards[%d], moved to %d", slot, st.Index, to)
+						}
+					}
+				}
+			}
+			if active != 1 {
+				t.Fatalf("slot %d active in %d databases", slot, active)
+			}
+			load(a, "a", 2*shardSlots)
+			load(b, "b", 2*shardSlots)
+		}
+		served := false
+		for id := range ledger.seen {
+			served = served || id%shardSlots == slot
+		}
+		if !served {
+			t.Fatal("the moved slot never served")
+		}
+	})
+}
+
+// A server whose store.shards does not match what the databases record
+// refuses, saying what is wrong; so does one whose database was emptied.
+func TestShardedMismatch(t *testing.T) {
+	dsns := shardDSNs(t, "sqlite", 3)
+	ctx := context.Background()
+	if err := openSharded(t, "sqlite", dsns, shardSlots).Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := shardDSNs(t, "sqlite", 2)
+	if err := openSharded(t, "sqlite", other, shardSlots).Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		dsns  []string
+		slots int
+		want  string
+	}{
+		{"Order", []string{dsns[1], dsns[0], dsns[2]}, shardSlots, "keep store.shards in the order"},
+		{"Slots", dsns, shardSlots * 2, "set store.shard_slots to 8"},
+		{"Missing", dsns[:2], shardSlots, "a database is missing from the list"},
+		{"OtherDeployment", []string{dsns[0], dsns[1], other[1]}, shardSlots, "belongs to another deployment"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := openSharded(t, "sqlite", c.dsns, c.slots)
+			for _, f := range []func(context.Context) error{s.Verify, s.Migrate} {
+				err := f(ctx)
+				if !errors.Is(err, store.ErrShardMismatch) || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("%v; want a mismatch saying %q", err, c.want)
+				}
+			}
+		})
+	}
+	t.Run("Emptied", func(t *testing.T) {
+		fresh := shardDSNs(t, "sqlite", 1)
+		s := openSharded(t, "sqlite", []string{dsns[0], fresh[0], dsns[2]}, shardSlots)
+		if err := s.Migrate(ctx); !errors.Is(err, store.ErrShardMismatch) || !strings.Contains(err.Error(), "not the database that was there") {
+			t.Fatalf("Migrate with an emptied database: %v", err)
+		}
+	})
+}
+
+// Sharding grows from two databases to three: the third gets every tag
+// and no slot until one is moved to it, and then serves.
+func TestShardedExtend(t *testing.T) {
+	dsns := shardDSNs(t, "sqlite", 3)
+	ctx := context.Background()
+	two := openSharded(t, "sqlite", dsns[:2], shardSlots)
+	if err := two.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := two.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var ledger idLedger
+	for range 10 {
+		a, err := two.Allocate(ctx, "t", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ledger.add(t, "two", a)
+	}
+	three := openSharded(t, "sqlite", dsns, shardSlots)
+	if err := three.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := three.Status(ctx)[2]; len(st.Active) != 0 || st.Count != 3 || !st.Initialised {
+		t.Fatalf("the added database: %+v", st)
+	}
+	if err := three.MoveSlot(ctx, 1, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := three.Status(ctx)[2]; len(st.Active) != 1 || st.Active[0] != 1 {
+		t.Fatalf("after the move: %+v", st)
+	}
+	for range 3 * shardSlots {
+		a, err := three.Allocate(ctx, "t", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ledger.add(t, "three", a)
+	}
+}

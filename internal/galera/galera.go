@@ -118,6 +118,10 @@ type Options struct {
 	ProviderOptions string
 	// Logf, when set, is told how the cluster is doing (t.Logf, say).
 	Logf func(format string, args ...any)
+	// Standalone starts independent MariaDB servers instead: no Galera
+	// (wsrep off), no replication, each with its own data. Kill and
+	// Restart work the same; a restarted server recovers by itself.
+	Standalone bool
 }
 
 // Cluster is a running Galera cluster. Its methods are safe for concurrent
@@ -221,6 +225,24 @@ func Start(ctx context.Context, dir string, o Options) (*Cluster, error) {
 		c.Stop()
 		return nil, err
 	}
+	if o.Standalone {
+		for _, n := range c.nodes {
+			if err := n.install(ctx); err != nil {
+				return fail(err)
+			}
+			if err := n.launch(); err != nil {
+				return fail(err)
+			}
+		}
+		for _, n := range c.nodes {
+			if err := n.waitServing(ctx); err != nil {
+				return fail(err)
+			}
+		}
+		o.Logf("galera: %d standalone servers serving in %v (SQL ports %s; dir %s)", o.Nodes, time.Since(began).Round(10*time.Millisecond),
+			c.sqlPorts(), dir)
+		return c, nil
+	}
 	if err := c.nodes[0].install(ctx); err != nil {
 		return fail(err)
 	}
@@ -320,6 +342,16 @@ func (c *Cluster) Restart(ctx context.Context, i int) error {
 		return fmt.Errorf("galera: node %d is running", i)
 	}
 	began := time.Now()
+	if c.opts.Standalone {
+		if err := n.launch(); err != nil {
+			return err
+		}
+		if err := n.waitServing(ctx); err != nil {
+			return err
+		}
+		c.opts.Logf("galera: standalone server %d serving again in %v", i, time.Since(began).Round(10*time.Millisecond))
+		return nil
+	}
 	how := "IST"
 	if err := n.recoverPosition(ctx); err != nil {
 		how = "SST"
@@ -534,7 +566,7 @@ func (n *Node) config() string {
 		provider += ";" + strings.Trim(c.opts.ProviderOptions, "; ")
 	}
 	d := n.dir
-	return fmt.Sprintf(`# Written by leafd's internal/galera for a test cluster on loopback.
+	base := fmt.Sprintf(`# Written by leafd's internal/galera for a test cluster on loopback.
 [mysqld]
 datadir=%[1]s/data
 socket=%[1]s/mysqld.sock
@@ -551,21 +583,25 @@ innodb_buffer_pool_size=48M
 innodb_log_file_size=16M
 innodb_flush_log_at_trx_commit=2
 performance_schema=OFF
-# What Galera requires.
-binlog_format=ROW
 default_storage_engine=InnoDB
+`, d, n.port)
+	if c.opts.Standalone {
+		return base
+	}
+	return base + fmt.Sprintf(`# What Galera requires.
+binlog_format=ROW
 innodb_autoinc_lock_mode=2
 wsrep_on=ON
-wsrep_provider=%[3]s
+wsrep_provider=%[1]s
 wsrep_cluster_name=leafd_test
-wsrep_cluster_address=gcomm://%[4]s
-wsrep_node_name=node%[5]d
-wsrep_node_address=127.0.0.1:%[6]d
-wsrep_node_incoming_address=127.0.0.1:%[2]d
+wsrep_cluster_address=gcomm://%[2]s
+wsrep_node_name=node%[3]d
+wsrep_node_address=127.0.0.1:%[4]d
+wsrep_node_incoming_address=127.0.0.1:%[5]d
 wsrep_sst_method=rsync
-wsrep_sst_receive_address=127.0.0.1:%[7]d
-wsrep_provider_options=%[8]s
-`, d, n.port, ProviderPath, strings.Join(peers, ","), n.idx, n.gcomm, n.sst, provider)
+wsrep_sst_receive_address=127.0.0.1:%[6]d
+wsrep_provider_options=%[7]s
+`, ProviderPath, strings.Join(peers, ","), n.idx, n.gcomm, n.port, n.sst, provider)
 }
 
 // install creates the system tables in the node's data directory, with a
@@ -695,6 +731,31 @@ func (n *Node) waitSynced(ctx context.Context, size int) error {
 		case <-ctx.Done():
 			return fmt.Errorf("galera: node %d not synced in a cluster of %d (last seen: %s): %w; the end of its log:\n%s",
 				n.idx, size, last, ctx.Err(), n.LogTail(40))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// waitServing polls a standalone server until it answers a query.
+func (n *Node) waitServing(ctx context.Context) error {
+	db, err := n.open()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for {
+		if gone, how := n.exited(); gone {
+			return fmt.Errorf("galera: server %d exited before it served (%s); the end of its log:\n%s", n.idx, how, n.LogTail(40))
+		}
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := db.PingContext(qctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("galera: server %d does not serve: %v: %w; the end of its log:\n%s", n.idx, err, ctx.Err(), n.LogTail(40))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

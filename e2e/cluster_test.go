@@ -34,6 +34,7 @@ type cluster struct {
 	scenario string
 	dsn      string   // the database, directly
 	driver   string   // store.driver
+	shards   []string // store.shards, if the servers use them
 	env      []string // LEAFD_* settings shared by every server
 	servers  []*server
 	ledger   ledger
@@ -106,6 +107,10 @@ type clusterOptions struct {
 	// driver is store.driver: "mysql" (the default) or "postgres". A
 	// PostgreSQL scenario gives its database and store.
 	driver string
+	// shards, when set, are the databases of store.shards (the servers'
+	// settings come from store): IDs are checked against their slots'
+	// counters instead of leaf_alloc.
+	shards []string
 }
 
 // newCluster makes a fresh database and one proxy per server (or takes the
@@ -143,7 +148,7 @@ func newCluster(t *testing.T, scenario string, o clusterOptions) *cluster {
 		margin = 3 * time.Second
 	}
 	c := &cluster{
-		t: t, scenario: scenario, dsn: dsn, driver: o.driver,
+		t: t, scenario: scenario, dsn: dsn, driver: o.driver, shards: o.shards,
 		env: append([]string{
 			"LEAFD_HTTP_ADDR=127.0.0.1:0", "LEAFD_LOG_FORMAT=json", "LEAFD_STORE_DRIVER=" + o.driver,
 			"LEAFD_SEGMENT_WAIT_TIMEOUT=" + o.waitTimeout.String(),
@@ -502,20 +507,45 @@ func (c *cluster) allReady(within time.Duration, tags []string, snowflake bool) 
 	return time.Now(), nil
 }
 
-// maxIDs reads the final max_id of every tag.
+// maxIDs reads the final max_id of every tag: the first ID no server was
+// handed.
 func (c *cluster) maxIDs() (map[string]int64, error) {
-	sqlDriver := c.driver
+	if c.shards != nil {
+		return c.shardMaxIDs()
+	}
+	return readMaxIDs(c.driver, c.dsn, "SELECT biz_tag, max_id FROM leaf_alloc")
+}
+
+// shardMaxIDs is maxIDs over store.shards: every slot's counter is the
+// next ID of its slot, so the largest of them bounds every ID handed out.
+func (c *cluster) shardMaxIDs() (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, dsn := range c.shards {
+		m, err := readMaxIDs(c.driver, dsn, "SELECT biz_tag, MAX(max_id) FROM leafd_slot_alloc GROUP BY biz_tag")
+		if err != nil {
+			return nil, err
+		}
+		for tag, v := range m {
+			out[tag] = max(out[tag], v)
+		}
+	}
+	return out, nil
+}
+
+// readMaxIDs runs query, which answers tag and max_id rows, on dsn.
+func readMaxIDs(driver, dsn, query string) (map[string]int64, error) {
+	sqlDriver := driver
 	if sqlDriver == "postgres" {
 		sqlDriver = "pgx"
 	}
-	db, err := sql.Open(sqlDriver, c.dsn)
+	db, err := sql.Open(sqlDriver, dsn)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rows, err := db.QueryContext(ctx, "SELECT biz_tag, max_id FROM leaf_alloc")
+	rows, err := db.QueryContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}

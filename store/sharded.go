@@ -1218,3 +1218,20 @@ func (s *Sharded) Status(ctx context.Context) []ShardStatus {
 	}
 	return out
 }
+
+// CheckNotShard returns an error wrapping ErrShardMismatch when s, a store
+// of one database, is pointed at a database of store.shards: serving from
+// leaf_alloc there would hand out again the IDs its slots hand out. A
+// database that does not answer, or has no sharding tables, passes.
+func CheckNotShard(ctx context.Context, s Store) error {
+	if _, ok := s.(*Sharded); ok {
+		return nil
+	}
+	d := &shardDB{Store: s, d: shared(s)}
+	m, ok, err := d.readMeta(ctx)
+	if err != nil || !ok {
+		return nil
+	}
+	return mismatch("the database is store.shards[%d] of a deployment of %d databases (%s): serving it alone would hand out its slots' IDs again; "+
+		"set store.shards to the deployment's databases", m.Index, m.Count, m.Deployment)
+}

@@ -432,3 +432,26 @@ func TestShardedExtend(t *testing.T) {
 		ledger.add(t, "three", a)
 	}
 }
+
+// A store of one database refuses a database of store.shards.
+func TestCheckNotShard(t *testing.T) {
+	dsns := shardDSNs(t, "sqlite", 2)
+	ctx := context.Background()
+	plain, err := store.Open("sqlite", dsns[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if err := plain.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.CheckNotShard(ctx, plain); err != nil {
+		t.Fatalf("a database that is no shard: %v", err)
+	}
+	if err := openSharded(t, "sqlite", dsns, shardSlots).Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.CheckNotShard(ctx, plain); !errors.Is(err, store.ErrShardMismatch) || !strings.Contains(err.Error(), "store.shards[1]") {
+		t.Fatalf("a database of store.shards served alone: %v", err)
+	}
+}

@@ -323,16 +323,17 @@ func seed(ctx context.Context, cfg *config.Config, db store.Store, log *slog.Log
 // commands that work on the store without serving. The caller closes it.
 // verifyShards refuses to serve from databases that do not match
 // store.shards (another deployment, another order or slot count, a slot
-// active twice): serving could hand out IDs twice. Databases that do not
-// answer within the time are checked when they are first used.
+// active twice), or from one database of store.shards alone: serving could
+// hand out IDs twice. Databases that do not answer within the time are
+// checked when they are first used (with store.shards) or not at all.
 func verifyShards(ctx context.Context, db store.Store) error {
-	sh, ok := db.(*store.Sharded)
-	if !ok {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := sh.Verify(ctx); errors.Is(err, store.ErrShardMismatch) {
+	check := func(ctx context.Context) error { return store.CheckNotShard(ctx, db) }
+	if sh, ok := db.(*store.Sharded); ok {
+		check = sh.Verify
+	}
+	if err := check(ctx); errors.Is(err, store.ErrShardMismatch) {
 		return err
 	}
 	return nil

@@ -244,7 +244,8 @@ func (a *Allocator) nextSlow(ctx context.Context, name string) (int64, error) {
 
 // NextN reserves n IDs of tag and appends them to dst as ascending,
 // non-overlapping ranges. The ranges may span both buffers, or more when n
-// exceeds the step. On error the IDs already reserved are dropped (never
+// exceeds the step. A range from a strided store (Allocation.Stride) comes
+// with its stride: its IDs are Start, Start+Stride, … below End. On error the IDs already reserved are dropped (never
 // issued) and dst is returned unchanged.
 //
 // Errors are those of Next, plus invalid_count when n is outside
@@ -266,10 +267,10 @@ func (a *Allocator) NextN(ctx context.Context, name string, n int, dst []Range) 
 	out, remaining, waited := dst, int64(n), false
 	for remaining > 0 {
 		if b := t.cur.Load(); b != nil {
-			if r, off := b.take(remaining); r.End != 0 {
+			if r, off, got := b.take(remaining); got != 0 {
 				out = append(out, r)
-				remaining -= r.Len()
-				if off+r.Len() > b.preloadAt && !b.preloaded.Load() {
+				remaining -= got
+				if off+got > b.preloadAt && !b.preloaded.Load() {
 					a.preload(t, b)
 				}
 				continue
@@ -616,12 +617,18 @@ func finalCode(err error) bool {
 	return false
 }
 
-// BufferState describes one buffer of a tag. End is exclusive; Next is the
-// ID the buffer would give next. A buffer that is neither Ready nor Loading
-// is empty: used up, or never loaded.
+// BufferState describes one buffer of a tag. Its IDs are Start,
+// Start+Stride, … below End (End is exclusive); Next is the ID the buffer
+// would give next, End once it is used up. A buffer that is neither Ready
+// nor Loading is empty: used up, or never loaded. It holds
+// (End-Start)/Stride IDs, of which (Next-Start)/Stride are used.
 type BufferState struct {
 	Start, End, Next int64
-	Ready            bool
+	// Stride is the distance between consecutive IDs: 1 for a contiguous
+	// range, more for a strided one (Allocation.Stride), 0 for a buffer
+	// never loaded.
+	Stride int64
+	Ready  bool
 	// Loading is set on the buffer the range in flight will fill.
 	Loading bool
 }
@@ -629,7 +636,8 @@ type BufferState struct {
 // TagState is a snapshot of one tag, as the dashboard shows it.
 type TagState struct {
 	Tag string
-	// Step is the step of the last range loaded; MinStep the table step.
+	// Step is the number of IDs of the last range loaded (for a strided
+	// range less than its width End-Start); MinStep the table step.
 	Step, MinStep int64
 	// Current is the index in Buffers of the buffer IDs come from.
 	Current int

@@ -1,29 +1,42 @@
 package segment
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/leafd/leafd"
 )
 
-// issuedMarks remembers, per tag name and for the allocator's life, the end
-// of the highest range the store handed it: belt and braces beside the
-// store's own high-water mark, so that a server never serves a range that
-// starts at or below an ID it already issued for the tag, even from a store
-// that keeps no mark. A name keeps its mark when the tag is deleted and
-// created again: that is the case it is for.
+// issuedMarks remembers, per tag name and for the allocator's life, the
+// highest ID of the highest range the store handed it: belt and braces
+// beside the store's own high-water mark, so that a server never serves a
+// range that starts at or below an ID it already issued for the tag, even
+// from a store that keeps no mark. A name keeps its mark when the tag is
+// deleted and created again: that is the case it is for.
+//
+// The mark is the last ID of a range, not its End: a strided range ends
+// Stride past its last ID, and a sharded store may hand out the next range
+// of the tag anywhere above that ID (in the same slot or another).
 type issuedMarks struct {
-	mu  sync.Mutex
-	end map[string]int64
+	mu sync.Mutex
+	// above holds, per tag, the lowest ID the next range may start at: the
+	// last ID of the highest range plus one.
+	above map[string]int64
 }
 
 // admit records a, a range of tag name just handed out by the store, and
-// returns nil; or, when a starts below the end of a range handed out before
-// (the tag was rewound), records nothing and returns tag_rewound.
+// returns nil; or, when a starts at or below the last ID of a range handed
+// out before (the tag was rewound), records nothing and returns
+// tag_rewound. A range that is malformed (a negative stride, no ID, or a
+// width that is not a multiple of its stride) is refused with an error
+// without a code: a store failure.
 func (m *issuedMarks) admit(name string, a Allocation) error {
+	if a.Stride < 0 || a.End <= a.Start || (a.End-a.Start)%a.stride() != 0 {
+		return fmt.Errorf("segment: the store handed out a malformed range of tag %q: start %d, end %d, stride %d", name, a.Start, a.End, a.Stride)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	top := m.end[name]
+	top := m.above[name]
 	if a.Start < top {
 		return leafd.Errorf(leafd.ETagRewound,
 			"tag %q was rewound: the store handed out [%d, %d), but this server already issued IDs of the tag up to %d — "+
@@ -31,9 +44,9 @@ func (m *issuedMarks) admit(name string, a Allocation) error {
 				"Raise it above them: UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = '%s'",
 			name, a.Start, a.End, top-1, top, name)
 	}
-	if m.end == nil {
-		m.end = map[string]int64{}
+	if m.above == nil {
+		m.above = map[string]int64{}
 	}
-	m.end[name] = a.End
+	m.above[name] = a.Last() + 1
 	return nil
 }

@@ -2,13 +2,23 @@ package segment
 
 import "sync/atomic"
 
-// Range is a run of consecutive IDs, [Start, End).
+// Range is a run of IDs: Start, Start+Stride, Start+2*Stride, … below End.
+// Stride 0 or 1 means consecutive IDs, [Start, End); a range from a strided
+// store (Allocation.Stride) has the same stride. End-Start is a multiple of
+// the stride.
 type Range struct {
 	Start, End int64
+	// Stride is the distance between consecutive IDs; 0 or 1 means 1.
+	Stride int64
 }
 
 // Len returns the number of IDs in r.
-func (r Range) Len() int64 { return r.End - r.Start }
+func (r Range) Len() int64 {
+	if r.Stride <= 1 {
+		return r.End - r.Start
+	}
+	return (r.End - r.Start) / r.Stride
+}
 
 // buffer is one range handed out by the store, served from memory.
 //
@@ -17,35 +27,52 @@ func (r Range) Len() int64 { return r.End - r.Start }
 // is exhausted it stays exhausted and no late caller can get an ID from it
 // after the tag has switched to the next one. Counting offsets from 0 rather
 // than IDs keeps the counter far from overflow whatever start is.
+//
+// The ID at offset off is start+off*stride; stride is at least 1, so that a
+// contiguous range costs one multiply by 1 on the hot path rather than a
+// branch.
 type buffer struct {
-	start, size int64
-	used        atomic.Int64
+	start, stride int64
+	// size is the number of IDs of the range, not its width End-Start.
+	size int64
+	used atomic.Int64
 	// preloadAt is the offset whose taking starts the load of the next range.
 	preloadAt int64
 	preloaded atomic.Bool
 }
 
 func newBuffer(a Allocation, preloadAt float64) *buffer {
-	size := a.End - a.Start
+	size := a.Count()
 	return &buffer{
 		start:     a.Start,
+		stride:    a.stride(),
 		size:      size,
 		preloadAt: int64(float64(size) * preloadAt),
 	}
 }
 
-// take reserves up to n IDs and returns them with the offset of the first.
-// An empty range means the buffer is exhausted.
-func (b *buffer) take(n int64) (r Range, off int64) {
+// id returns the ID at offset off.
+func (b *buffer) id(off int64) int64 { return b.start + off*b.stride }
+
+// take reserves up to n IDs and returns them, with the offset of the first
+// and how many they are. An empty range (got 0) means the buffer is
+// exhausted.
+func (b *buffer) take(n int64) (r Range, off, got int64) {
 	off = b.used.Add(n) - n
 	if off >= b.size {
-		return Range{}, off
+		return Range{}, off, 0
 	}
 	hi := min(off+n, b.size)
-	return Range{Start: b.start + off, End: b.start + hi}, off
+	return Range{Start: b.id(off), End: b.id(hi), Stride: b.stride}, off, hi - off
 }
 
 // taken returns how many of the buffer's IDs have been handed out.
 func (b *buffer) taken() int64 { return min(b.used.Load(), b.size) }
 
 func (b *buffer) exhausted() bool { return b.used.Load() >= b.size }
+
+// state returns b as a BufferState: Next is the ID it would give next, End
+// once it is used up.
+func (b *buffer) state() BufferState {
+	return BufferState{Start: b.start, End: b.id(b.size), Stride: b.stride, Next: b.id(b.taken()), Ready: !b.exhausted()}
+}

@@ -132,14 +132,14 @@ func TestStateFollowsBuffers(t *testing.T) {
 			}
 			eventually(t, func() bool { return tagState(t, a, "order").Loading }, "preload in flight")
 			s := tagState(t, a, "order")
-			want := segment.BufferState{Start: 1, End: 11, Next: 4, Ready: true}
+			want := segment.BufferState{Start: 1, End: 11, Next: 4, Stride: 1, Ready: true}
 			if s.Buffers[s.Current] != want || !s.Buffers[1-s.Current].Loading {
 				t.Fatalf("while preloading: %+v", s)
 			}
 			gs.open()
 			eventually(t, func() bool { return tagState(t, a, "order").Buffers[1-s.Current].Ready }, "next range ready")
 			s = tagState(t, a, "order")
-			if next := s.Buffers[1-s.Current]; next != (segment.BufferState{Start: 11, End: 21, Next: 11, Ready: true}) || s.Loading {
+			if next := s.Buffers[1-s.Current]; next != (segment.BufferState{Start: 11, End: 21, Next: 11, Stride: 1, Ready: true}) || s.Loading {
 				t.Fatalf("next buffer %+v, loading %v", next, s.Loading)
 			}
 			if s.Loads != 2 || s.Issued != 3 || s.Waits != 1 || s.Step != 10 || s.MinStep != 10 || s.LastLoad.IsZero() {

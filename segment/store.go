@@ -13,11 +13,15 @@ type Store interface {
 	// max_id by step (a row whose max_id is below 1 is first raised to 1)
 	// and the SELECT that reads the new max_id and the table step. It
 	// returns only after the COMMIT succeeded; the range it returns belongs
-	// to the caller alone.
+	// to the caller alone. step counts IDs: the range holds step IDs
+	// (Allocation.Count), whatever its stride.
 	//
 	// A store that keeps a high-water mark per tag (store.MySQL and
 	// store.SQLite do) refuses a range that starts below the end of the
-	// highest one it ever handed out for the tag.
+	// highest one it ever handed out for the tag. A strided store must hand
+	// a server each new range of a tag above every ID of the ranges it
+	// handed that server before for the tag: the allocator refuses one that
+	// starts at or below the last ID it already holds (tag_rewound).
 	//
 	// Errors: unknown_tag when no row has that tag; tag_exhausted when
 	// max_id + step would pass 2^63-1 (nothing is written); tag_rewound when
@@ -42,10 +46,28 @@ type Store interface {
 
 // Allocation is the answer of Store.Allocate.
 type Allocation struct {
-	// Start and End bound the range handed out: [Start, End), End is the new
-	// max_id and End-Start the step asked for.
+	// Start and End bound the range handed out: its IDs are Start,
+	// Start+Stride, Start+2*Stride, … below End. End-Start is a multiple of
+	// the stride, and Count() is the step asked for. For a contiguous range
+	// End is the new max_id.
 	Start, End int64
+	// Stride is the distance between consecutive IDs of the range: the IDs
+	// are Start, Start+Stride, … below End. 0 means 1 (contiguous, every
+	// store today); a sharded store whose slot k of S hands out only IDs
+	// ≡ k (mod S) answers S.
+	Stride int64
 	// TableStep is the step column as read in the same transaction: the
 	// smallest step the server may choose next.
 	TableStep int64
 }
+
+// stride returns the stride of a, 0 taken as 1.
+func (a Allocation) stride() int64 { return max(a.Stride, 1) }
+
+// Count returns the number of IDs of the range: (End-Start)/Stride, with a
+// Stride of 0 taken as 1.
+func (a Allocation) Count() int64 { return (a.End - a.Start) / a.stride() }
+
+// Last returns the highest ID of the range, End-Stride (a Stride of 0 taken
+// as 1). It is below Start when the range holds no ID.
+func (a Allocation) Last() int64 { return a.End - a.stride() }

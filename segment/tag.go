@@ -115,7 +115,7 @@ func (t *tag) takeOne() (id int64, ok bool, preload *buffer) {
 	if off == b.preloadAt {
 		preload = b
 	}
-	return b.start + off, true, preload
+	return b.start + off*b.stride, true, preload
 }
 
 // refill is what a request that found the tag's current buffer used up is
@@ -235,7 +235,10 @@ func (t *tag) loaded(b *buffer, tableStep int64, ls loadStart, now func() time.T
 		t.lastPeriod = ls.at.Sub(t.lastLoad)
 	}
 	t.lastLoad, t.issuedAtLoad, t.starvedAtLoad = ls.at, ls.issued, ls.starved
-	t.step, t.tableStep = ls.step, tableStep
+	// The policy measures ranges in IDs: the step of the next load follows
+	// the number of IDs this range holds, which for a strided range is not
+	// its width End-Start.
+	t.step, t.tableStep = b.size, tableStep
 	t.loads++
 	t.next = b
 	if cur := t.cur.Load(); cur == nil || cur.exhausted() {
@@ -372,10 +375,10 @@ func (t *tag) state(now time.Time) TagState {
 		Err:        t.err,
 	}
 	if b := t.cur.Load(); b != nil {
-		s.Buffers[t.pos] = BufferState{Start: b.start, End: b.start + b.size, Next: b.start + b.taken(), Ready: !b.exhausted()}
+		s.Buffers[t.pos] = b.state()
 	}
 	if b := t.next; b != nil {
-		s.Buffers[1-t.pos] = BufferState{Start: b.start, End: b.start + b.size, Next: b.start, Ready: true}
+		s.Buffers[1-t.pos] = b.state()
 	}
 	if t.loading {
 		// install fills the current slot only before the first range (cur

@@ -3,11 +3,13 @@ package http
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/segment"
 )
 
 // The ID routes answer many thousands of times a second, and the HTTP
@@ -153,6 +155,25 @@ func wantJSON(c *gin.Context, q idQuery) bool {
 		}
 	}
 	return false
+}
+
+// appendRange appends the IDs of r, each written as before, the digits,
+// after: a contiguous run by appendRun, a strided one (from a sharded
+// store) by formatting every ID afresh, since consecutive IDs then differ in
+// more than their last digit.
+func appendRange(b []byte, r segment.Range, before, after string) []byte {
+	if r.Stride <= 1 {
+		return appendRun(b, r.Start, r.End, before, after)
+	}
+	for id := r.Start; id < r.End; id += r.Stride {
+		b = append(b, before...)
+		b = strconv.AppendInt(b, id, 10)
+		b = append(b, after...)
+		if r.End-id <= r.Stride {
+			break // the last ID: id+Stride might pass 2^63-1
+		}
+	}
+	return b
 }
 
 // appendRun appends the decimal IDs start, start+1, ..., end-1, each

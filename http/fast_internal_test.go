@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/segment"
 )
 
 // appendRunReference is what appendRun must write: every ID formatted
@@ -62,6 +63,33 @@ func FuzzAppendRun(f *testing.F) {
 		}
 		checkRun(t, start, start+int64(n))
 	})
+}
+
+// A strided range (from a sharded store) is written ID by ID, the stride
+// apart, whatever its digits, up to the largest ID; a contiguous one, of
+// stride 0 or 1, as appendRun writes it.
+func TestAppendRange(t *testing.T) {
+	for _, r := range []segment.Range{
+		{Start: 3, End: 43, Stride: 4},
+		{Start: 97, End: 1097, Stride: 100},
+		{Start: 5, End: 9, Stride: 4},
+		{Start: math.MaxInt64 - 12, End: math.MaxInt64, Stride: 4},
+		{Start: math.MaxInt64 - 10, End: math.MaxInt64, Stride: 4}, // no ID at End-Stride: no overflow past it
+		{Start: 1, End: 26},
+		{Start: 95, End: 105, Stride: 1},
+	} {
+		for _, sep := range [][2]string{{"", "\n"}, {`"`, `",`}} {
+			var want []byte
+			for id := r.Start; id < r.End && id >= r.Start; id += max(r.Stride, 1) {
+				want = append(want, sep[0]...)
+				want = strconv.AppendInt(want, id, 10)
+				want = append(want, sep[1]...)
+			}
+			if got := appendRange([]byte("x"), r, sep[0], sep[1]); string(got) != "x"+string(want) {
+				t.Fatalf("appendRange(%+v, %q, %q):\ngot  %q\nwant %q", r, sep[0], sep[1], got, "x"+string(want))
+			}
+		}
+	}
 }
 
 func TestParseIDQuery(t *testing.T) {

@@ -388,6 +388,12 @@ func used(t segment.TagState) bool {
 		t.Waits != 0 || t.Errors != 0
 }
 
+// remaining returns how many IDs b has left: fewer than End-Next when its
+// range is strided.
+func remaining(b segment.BufferState) int64 {
+	return (b.End - b.Next) / max(b.Stride, 1)
+}
+
 // Describe sends every description, whether or not the mode is on.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descIssued, descLoads, descLoadErrors, descWaits, descTagErrors,
@@ -419,14 +425,14 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(descIssued, t.Issued, "segment", t.Tag)
 			counter(descTagErrors, t.Errors, t.Tag)
 			counter(descWaits, t.Waits, t.Tag)
-			gauge(descRemaining, float64(cur.End-cur.Next), t.Tag, "current")
+			gauge(descRemaining, float64(remaining(cur)), t.Tag, "current")
 			gauge(descFailing, boolFloat(t.Err != nil || t.Status == segment.StatusFailing), t.Tag)
 			if c.perTag != PerTagFull {
 				continue
 			}
 			counter(descLoads, t.Loads, t.Tag)
 			counter(descLoadErrors, t.LoadErrors, t.Tag)
-			gauge(descRemaining, float64(next.End-next.Next), t.Tag, "next")
+			gauge(descRemaining, float64(remaining(next)), t.Tag, "next")
 			gauge(descStep, float64(t.Step), t.Tag)
 			gauge(descTableStep, float64(t.MinStep), t.Tag)
 			gauge(descLoading, boolFloat(t.Loading), t.Tag)

@@ -74,7 +74,7 @@ func (s *Server) getSegment(c *gin.Context) {
 		b = append(b, tag...) // a valid tag needs no JSON escaping
 		b = append(b, `","ids":[`...)
 		for _, r := range buf.ranges {
-			b = appendRun(b, r.Start, r.End, `"`, `",`)
+			b = appendRange(b, r, `"`, `",`)
 		}
 		if b[len(b)-1] == ',' {
 			b = b[:len(b)-1]
@@ -83,7 +83,7 @@ func (s *Server) getSegment(c *gin.Context) {
 		writeOK(c, contentJSON, b)
 	} else {
 		for _, r := range buf.ranges {
-			b = appendRun(b, r.Start, r.End, "", "\n")
+			b = appendRange(b, r, "", "\n")
 		}
 		writeOK(c, contentTextPlain, b)
 	}

@@ -182,6 +182,9 @@ type (
 		Loading bool  `json:"loading"`
 		Size    int64 `json:"size"`
 		Used    int64 `json:"used"`
+		// Stride is the distance between consecutive IDs of a strided
+		// range (a sharded store); absent for a contiguous one.
+		Stride int64 `json:"stride,omitempty"`
 	}
 	snowflakeJSON struct {
 		// WorkerID is null while no worker id is held.
@@ -252,8 +255,14 @@ func stateOfTag(t segment.TagState) stateTag {
 		Issued:       t.Issued, Waits: t.Waits, Loads: t.Loads, Errors: t.Errors, LoadErrors: t.LoadErrors,
 	}
 	for i, b := range t.Buffers {
+		// size and used count IDs, which in a strided range are fewer
+		// than its width.
+		stride := max(b.Stride, 1)
 		j.Buffers[i] = stateBuffer{Start: b.Start, End: b.End, Next: b.Next, Ready: b.Ready, Loading: b.Loading,
-			Size: b.End - b.Start, Used: b.Next - b.Start}
+			Size: (b.End - b.Start) / stride, Used: (b.Next - b.Start) / stride}
+		if stride > 1 {
+			j.Buffers[i].Stride = stride
+		}
 	}
 	if !t.LastLoad.IsZero() {
 		at := timeJSON(t.LastLoad)

@@ -28,7 +28,9 @@
 // Scenario 8 runs three servers over a PostgreSQL server of its own
 // (internal/pgserver, Debian's postgresql package; required once the suite
 // is on), kills one with kill -9, and crashes and restarts the database
-// itself under load.
+// itself under load. Scenario 9 runs three servers with store.shards over
+// three independent MariaDB servers of its own (internal/galera,
+// standalone), kills one database and moves a slot under load.
 //
 // The Galera scenarios start a real 3-node MariaDB Galera cluster on
 // loopback (internal/galera), shared by them, and run one leafd per node with

@@ -18,6 +18,19 @@ type Address struct {
 	Switches         int64
 	LastSwitch       time.Time
 	LastSwitchReason string
+	// Shards, for a store over store.shards, is each database as the store
+	// last saw it; nil otherwise.
+	Shards []ShardAddress
+}
+
+// ShardAddress is one database of store.shards: where it is, whether the
+// store currently passes it over after a failure, and the slots it serves
+// as last read (refreshed every 10 seconds and after every move).
+type ShardAddress struct {
+	Index int
+	Name  string
+	Down  bool
+	Slots []int64
 }
 
 // Address returns the database address in use and the switches between

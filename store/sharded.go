@@ -180,10 +180,23 @@ func (s *Sharded) Driver() string { return s.driver }
 func (s *Sharded) Slots() int64 { return s.slots }
 
 // Address reports the first database's address, with the number of
-// databases as the count; the placement of slots is in Status.
+// databases as the count, and every database's health and slots as the
+// store last saw them (no query: Status reads the databases).
 func (s *Sharded) Address() Address {
 	a := s.dbs[0].Address()
 	a.Count = len(s.dbs)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for _, d := range s.dbs {
+		sa := ShardAddress{Index: d.idx, Name: d.Address().Name, Down: now.Before(d.downUntil), Slots: []int64{}}
+		for k, o := range s.owner {
+			if o == d.idx {
+				sa.Slots = append(sa.Slots, int64(k))
+			}
+		}
+		a.Shards = append(a.Shards, sa)
+	}
 	return a
 }
 

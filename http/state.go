@@ -132,6 +132,15 @@ type (
 		Switches         *int64  `json:"switches,omitempty"`
 		LastSwitch       *string `json:"last_switch,omitempty"`
 		LastSwitchReason string  `json:"last_switch_reason,omitempty"`
+		// Shards is each database of store.shards, with the slots it
+		// serves, when the store has them.
+		Shards []shardJSON `json:"shards,omitempty"`
+	}
+	shardJSON struct {
+		Index   int     `json:"index"`
+		Address string  `json:"address"`
+		Up      bool    `json:"up"`
+		Slots   []int64 `json:"slots"`
 	}
 	segmentJSON struct {
 		Tags []stateTag `json:"tags"`
@@ -242,6 +251,9 @@ func (h *storeHealth) state(ctx context.Context) *storeJSON {
 		if !addr.LastSwitch.IsZero() {
 			at := timeJSON(addr.LastSwitch)
 			j.LastSwitch = &at
+		}
+		for _, sh := range addr.Shards {
+			j.Shards = append(j.Shards, shardJSON{Index: sh.Index, Address: sh.Name, Up: !sh.Down, Slots: sh.Slots})
 		}
 	}
 	return j

@@ -160,6 +160,12 @@ type apiState struct {
 		Switches         *int64  `json:"switches"`
 		LastSwitch       *string `json:"last_switch"`
 		LastSwitchReason string  `json:"last_switch_reason"`
+		Shards           []struct {
+			Index   int     `json:"index"`
+			Address string  `json:"address"`
+			Up      bool    `json:"up"`
+			Slots   []int64 `json:"slots"`
+		} `json:"shards"`
 	} `json:"store"`
 	Segment *struct {
 		Tags        []apiTag       `json:"tags"`
@@ -210,6 +216,7 @@ type apiBuffer struct {
 	Loading bool  `json:"loading"`
 	Size    int64 `json:"size"`
 	Used    int64 `json:"used"`
+	Stride  int64 `json:"stride"`
 }
 
 func getState(tb testing.TB, url string) (apiState, string) {
@@ -868,5 +875,35 @@ func TestStateHidesDatabaseAccount(t *testing.T) {
 	}
 	if strings.Contains(body, "leafd_no_such_user") || strings.Contains(body, "wrong-password") {
 		t.Fatalf("/api/state names the database account: %s", body)
+	}
+}
+
+// With store.shards, /api/state lists every database with its slots, and
+// a tag's buffers show their stride.
+func TestStateShards(t *testing.T) {
+	t.Parallel()
+	dsns := []string{testdb.MySQL(t), testdb.MySQL(t)}
+	s, err := store.OpenSharded("mysql", dsns, store.ShardOptions{Slots: 4, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	d := newDashServer(t, s, segment.Config{WaitTimeout: 5 * time.Second}, leafd.Tag{Name: "order", MaxID: 1, Step: 10})
+	r := do(t, "GET", d.url+"/segment/order?count=3")
+	if r.status != 200 {
+		t.Fatalf("GET: %d %s", r.status, r.body)
+	}
+	st, body := getState(t, d.url)
+	if len(st.Store.Shards) != 2 || st.Store.Addresses != 2 {
+		t.Fatalf("store: %s", body)
+	}
+	for i, sh := range st.Store.Shards {
+		if sh.Index != i || !sh.Up || len(sh.Slots) != 2 || sh.Slots[0] != int64(i) || sh.Address == "" {
+			t.Fatalf("shard %d: %+v in %s", i, sh, body)
+		}
+	}
+	o := st.tag(t, "order")
+	if b := o.Buffers[o.Current]; b.Stride != 4 || b.Used != 3 || b.Size != 10 {
+		t.Fatalf("current buffer %+v, want stride 4, 3 of 10 used: %s", b, body)
 	}
 }

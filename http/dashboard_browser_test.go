@@ -20,7 +20,9 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/internal/testdb"
 	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/store"
 )
 
 // The browser tests load the dashboard of a live server in headless
@@ -517,6 +519,29 @@ func TestDashboardInBrowser(t *testing.T) {
 		screenshot(t, ctx, filepath.Join(artifacts, "dashboard-store-down.png"))
 	})
 
+	t.Run("Shards", func(t *testing.T) {
+		sh, err := store.OpenSharded("mysql", []string{testdb.MySQL(t), testdb.MySQL(t)}, store.ShardOptions{Slots: 4, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sh.Close() })
+		d := newDashServer(t, sh, segment.Config{WaitTimeout: 5 * time.Second}, leafd.Tag{Name: "order", MaxID: 1, Step: 10})
+		if r := do(t, "GET", d.url+"/segment/order"); r.status != 200 {
+			t.Fatalf("GET: %d %s", r.status, r.body)
+		}
+		tab, cancel := chromedp.NewContext(ctx)
+		defer cancel()
+		b.listen(tab)
+		b.do(t, tab, "open a sharded dashboard", chromedp.Navigate(d.url+"/dashboard?poll=250"))
+		waitFor(t, tab, "the shards in the store chip", `document.getElementById('store-text').textContent.includes('shard')`)
+		if chip := eval[string](t, tab, `document.getElementById('store-text').textContent`); chip != "mysql · healthy · 2 of 2 shard databases up" {
+			t.Errorf("store chip %q", chip)
+		}
+		if title := eval[string](t, tab, `document.getElementById('store-chip').title`); !strings.Contains(title, "#0 ") || !strings.Contains(title, "slots 0,2") ||
+			!strings.Contains(title, "#1 ") || !strings.Contains(title, "slots 1,3") {
+			t.Errorf("store chip's title %q does not list the databases and their slots", title)
+		}
+	})
 	t.Run("NoTags", func(t *testing.T) {
 		empty := newDashServer(t, openSQLite(t), segment.Config{})
 		tab, cancel := chromedp.NewContext(ctx)

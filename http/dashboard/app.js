@@ -133,7 +133,16 @@
     if (!store) return;
     chip.dataset.ok = String(store.ok);
     let text = `${store.driver} · ${store.ok ? 'healthy' : 'unreachable'}`;
-    if (store.address) {
+    if (store.shards) {
+      // store.shards: how many databases serve, and each one's slots in
+      // the chip's tooltip.
+      const up = store.shards.filter((s) => s.up).length;
+      text += ` · ${up} of ${store.shards.length} shard databases up`;
+      chip.dataset.fallback = String(up < store.shards.length);
+      $('store-text').textContent = text;
+      chip.title = store.shards.map((s) =>
+        `#${s.index} ${s.address} ${s.up ? 'up' : 'passed over'}: slots ${s.slots.join(',') || 'none'}`).join('\n');
+    } else if (store.address) {
       // A MySQL store: which address of store.dsn + store.fallback_dsns it
       // uses, and how often it moved between them.
       text += ` · ${store.address}`;
@@ -146,9 +155,11 @@
         text += ` · ${store.switches} switch${store.switches === 1 ? '' : 'es'}, last${ago}`;
       }
     }
-    $('store-text').textContent = text;
-    chip.title = store.last_switch_reason ? 'last switch: ' + store.last_switch_reason : '';
-    chip.dataset.fallback = String(!!store.address_index);
+    if (!store.shards) {
+      $('store-text').textContent = text;
+      chip.title = store.last_switch_reason ? 'last switch: ' + store.last_switch_reason : '';
+      chip.dataset.fallback = String(!!store.address_index);
+    }
     if (!store.ok) {
       const age = store.checked_at ? now - Date.parse(store.checked_at) : -1;
       const checked = age < 0 ? '' : age < 1000 ? ' (checked just now)' : ` (checked ${fmtDur(age)} ago)`;

@@ -541,6 +541,12 @@ func TestDashboardInBrowser(t *testing.T) {
 			!strings.Contains(title, "#1 ") || !strings.Contains(title, "slots 1,3") {
 			t.Errorf("store chip's title %q does not list the databases and their slots", title)
 		}
+		// The range of a strided buffer ends at its last ID: the first
+		// range of slot 0 of 4 is 4, 8, … 40.
+		card := b.openCard(t, tab, "order")
+		if cur := card.Buffers[0]; !strings.HasSuffix(cur.Range, "– 40") {
+			t.Errorf("the strided range reads %q, want it to end at 40", cur.Range)
+		}
 	})
 	t.Run("NoTags", func(t *testing.T) {
 		empty := newDashServer(t, openSQLite(t), segment.Config{})

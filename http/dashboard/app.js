@@ -21,7 +21,9 @@
 
   // ---- formatting ---------------------------------------------------------
   const fmtNum = (v) => (typeof v === 'bigint' ? v.toLocaleString('en-US') : nf.format(v));
-  const minus1 = (v) => (typeof v === 'bigint' ? v - 1n : v - 1);
+  // The last ID of a range that ends (exclusive) at v with IDs step apart
+  // (1, or S with store.shards); v may be a BigInt past 2^53.
+  const lastID = (v, step) => (typeof v === 'bigint' ? v - BigInt(step || 1) : v - (step || 1));
 
   function fmtDur(ms) {
     ms = Math.max(0, ms);
@@ -274,8 +276,8 @@
       row.dataset.low = String(current && b.ready && frac > 0.9 && lowNext);
       const range = row.querySelector('.range');
       if (b.size > 0) {
-        range.textContent = `${fmtNum(b.start)} – ${fmtNum(minus1(b.end))}`;
-        range.title = `[${b.start}, ${b.end}): ${fmtNum(b.size)} IDs`;
+        range.textContent = `${fmtNum(b.start)} – ${fmtNum(lastID(b.end, b.stride))}`;
+        range.title = `[${b.start}, ${b.end}): ${fmtNum(b.size)} IDs` + (b.stride > 1 ? `, every ${b.stride}th` : '');
       } else {
         range.textContent = state === 'loading' ? 'range on its way' : 'no range';
         range.title = '';

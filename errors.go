@@ -30,12 +30,21 @@ const (
 	ESegmentUnavailable   = "segment_unavailable"
 	ESnowflakeUnavailable = "snowflake_unavailable"
 	ETagExhausted         = "tag_exhausted"
-	ETagRewound           = "tag_rewound" // a range below IDs already issued: max_id lowered, or the tag deleted and created again
+	ETagRewound           = "tag_rewound"         // a range below IDs already issued: max_id lowered, or the tag deleted and created again
+	EOpaqueKeyMismatch    = "opaque_key_mismatch" // an opaque tag created with another segment.opaque_key than this server's, or none
 	EStoreUnavailable     = "store_unavailable"
 	ENotReady             = "not_ready"
 	// EInternal is every error that carries no code of its own. Its message
 	// is never shown to a client.
 	EInternal = "internal"
+)
+
+// Error codes of the access tokens of the ID routes (segment.require_token,
+// snowflake.require_token) and of their admin routes, /api/tokens.
+const (
+	ETokenRequired = "token_required" // an ID route that needs a token, asked without one
+	ETokenRefused  = "token_refused"  // a token that is unknown, revoked, or not allowed for the tag
+	EUnknownToken  = "unknown_token"  // DELETE /api/tokens/{id} of an id that no token has
 )
 
 // Error is an error with a code from the list above and a message meant for

@@ -18,6 +18,14 @@ type Tag struct {
 	Step        int64
 	Description string
 	UpdateTime  time.Time
+	// Format is "sequential" (the default; "" reads as it) or "opaque":
+	// each counter value is mapped through a keyed bijection to the ID
+	// handed out. Digits is an opaque tag's domain in decimal digits (0:
+	// IDs below 2^53), and KeyFingerprint the fingerprint of the key it was
+	// created with. These live in leafd's own table, not in leaf_alloc.
+	Format         string
+	Digits         int
+	KeyFingerprint string
 }
 
 // UnknownTagError is the unknown_tag error for a tag the store was found

@@ -19,12 +19,14 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/segment"
 )
 
 // Tags is what the admin routes need of the store; store.MySQL and
 // store.SQLite implement it.
 type Tags interface {
 	ListTags(ctx context.Context) ([]leafd.Tag, error)
+	LookupTag(ctx context.Context, name string) (leafd.Tag, error)
 	CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error)
 	UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old, updated leafd.Tag, err error)
 }
@@ -88,11 +90,17 @@ type tagJSON struct {
 	Step        int64  `json:"step"`
 	Description string `json:"description"`
 	UpdateTime  string `json:"update_time"`
+	Format      string `json:"format"`
+	Digits      int    `json:"digits,omitempty"`
 }
 
 func toJSON(t leafd.Tag) tagJSON {
+	format := t.Format
+	if format == "" {
+		format = segment.FormatSequential
+	}
 	return tagJSON{Tag: t.Name, MaxID: strconv.FormatInt(t.MaxID, 10), Step: t.Step,
-		Description: t.Description, UpdateTime: t.UpdateTime.UTC().Format(time.RFC3339)}
+		Description: t.Description, UpdateTime: t.UpdateTime.UTC().Format(time.RFC3339), Format: format, Digits: t.Digits}
 }
 
 // listTags answers GET /api/tags.
@@ -115,6 +123,8 @@ type CreateTagRequest struct {
 	Step        *int64   `json:"step"`
 	MaxID       *Integer `json:"max_id"`
 	Description *string  `json:"description"`
+	Format      *string  `json:"format"`
+	Digits      *int     `json:"digits"`
 }
 
 // UpdateTagRequest is the body of PATCH /api/tags/{tag}. MaxID is there to
@@ -180,6 +190,24 @@ func ParseCreateTag(body io.Reader, maxStep int64) (leafd.Tag, error) {
 		if err := leafd.ValidateDescription(t.Description); err != nil {
 			return leafd.Tag{}, err
 		}
+	}
+	if req.Format != nil {
+		switch *req.Format {
+		case segment.FormatSequential:
+		case segment.FormatOpaque:
+			t.Format = segment.FormatOpaque
+		default:
+			return leafd.Tag{}, leafd.Errorf(leafd.EInvalidBody, "format %q is not known: use sequential (the default) or opaque", *req.Format)
+		}
+	}
+	if req.Digits != nil {
+		if t.Format != segment.FormatOpaque {
+			return leafd.Tag{}, leafd.Errorf(leafd.EInvalidBody, `digits apply to an opaque tag only: add "format":"opaque" or leave digits out`)
+		}
+		if err := segment.ValidateDigits(*req.Digits); err != nil {
+			return leafd.Tag{}, err
+		}
+		t.Digits = *req.Digits
 	}
 	return t, nil
 }
@@ -359,13 +387,20 @@ func (s *Server) createTag(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	if t.Format == segment.FormatOpaque {
+		if s.opaqueKey == nil {
+			s.writeError(c, leafd.Errorf(leafd.EInvalidBody, "this server has no segment.opaque_key: set it (the same on every server) to create opaque tags"))
+			return
+		}
+		t.KeyFingerprint = segment.KeyFingerprint(s.opaqueKey, t.Name)
+	}
 	created, err := s.tags.CreateTag(c.Request.Context(), t)
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
 	if s.seg != nil {
-		s.seg.Upsert(created.Name, created.Step)
+		s.seg.Upsert(created)
 	}
 	s.log.Info("admin: tag created", append([]any{"tag", created.Name, "step", created.Step, "max_id", created.MaxID,
 		"description", created.Description}, caller(c)...)...)
@@ -395,9 +430,38 @@ func (s *Server) updateTag(c *gin.Context) {
 		return
 	}
 	if s.seg != nil {
-		s.seg.Upsert(updated.Name, updated.Step)
+		s.seg.Upsert(updated)
 	}
 	s.log.Info("admin: tag changed", append([]any{"tag", name, "old_step", old.Step, "step", updated.Step,
 		"old_description", old.Description, "description", updated.Description}, caller(c)...)...)
 	c.JSON(http.StatusOK, toJSON(updated))
+}
+
+// decodeJSONOpaque is the answer of GET /api/tags/{tag}/decode/{id}.
+type decodeOpaqueJSON struct {
+	Tag      string `json:"tag"`
+	ID       string `json:"id"`
+	Position string `json:"position"`
+}
+
+// decodeOpaque answers GET /api/tags/{tag}/decode/{id}: the counter value
+// (position, 1 for the tag's first ID) an opaque tag's ID was mapped from,
+// for support.
+func (s *Server) decodeOpaque(c *gin.Context) {
+	name := c.Param("tag")
+	if err := leafd.ValidateTag(name); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	t, err := s.tags.LookupTag(c.Request.Context(), name)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	pos, err := segment.DecodeOpaque(s.opaqueKey, t, c.Param("id"))
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, decodeOpaqueJSON{Tag: name, ID: c.Param("id"), Position: strconv.FormatInt(pos, 10)})
 }

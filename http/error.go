@@ -30,9 +30,13 @@ var statuses = map[string]int{
 	leafd.ESnowflakeUnavailable: http.StatusServiceUnavailable,
 	leafd.ETagExhausted:         http.StatusServiceUnavailable,
 	leafd.ETagRewound:           http.StatusServiceUnavailable,
+	leafd.EOpaqueKeyMismatch:    http.StatusServiceUnavailable,
 	leafd.EStoreUnavailable:     http.StatusServiceUnavailable,
 	leafd.ENotReady:             http.StatusServiceUnavailable,
 	leafd.EInternal:             http.StatusInternalServerError,
+	leafd.ETokenRequired:        http.StatusUnauthorized,
+	leafd.ETokenRefused:         http.StatusForbidden,
+	leafd.EUnknownToken:         http.StatusNotFound,
 }
 
 // ErrorStatus returns the HTTP status of err's code.

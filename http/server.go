@@ -34,7 +34,7 @@ type Segment interface {
 	// saying why otherwise (/readyz).
 	Ready() error
 	// Upsert serves a tag created or changed through this server at once.
-	Upsert(tag string, tableStep int64)
+	Upsert(t leafd.Tag)
 	// State and RefillWindow are what /api/state and /metrics show.
 	State() []segment.TagState
 	RefillWindow() (lo, hi time.Duration)
@@ -94,6 +94,19 @@ type Config struct {
 	// MaxStep bounds the table step set through the admin routes
 	// (segment.max_step). Default 1,000,000.
 	MaxStep int64
+	// Tokens keeps the access tokens of the ID routes and serves
+	// /api/tokens; nil answers those routes admin_disabled.
+	Tokens Tokens
+	// SegmentRequireToken and SnowflakeRequireToken make the mode's ID
+	// routes need an access token (segment.require_token,
+	// snowflake.require_token); they need Tokens.
+	SegmentRequireToken, SnowflakeRequireToken bool
+	// TokenRefresh is how often the tokens are read again from Tokens;
+	// 0 means DefaultTokenRefresh (2 s).
+	TokenRefresh time.Duration
+	// OpaqueKey is segment.opaque_key: with it, POST /api/tags creates
+	// opaque tags and GET /api/tags/{tag}/decode/{id} maps their IDs back.
+	OpaqueKey []byte
 	// MaxConnections caps the connections served at once
 	// (http.max_connections); past it, new connections wait to be accepted.
 	// 0 means DefaultMaxConnections.
@@ -125,12 +138,18 @@ type Server struct {
 	// adminToken is the SHA-256 of the admin token, nil when there is none.
 	adminToken []byte
 	maxStep    int64
+	opaqueKey  []byte
 	log        *slog.Logger
 	health     *storeHealth // the store's ping, cached; nil without a store
 	metrics    *Metrics
 	engine     *gin.Engine
 	http       *http.Server
 	maxConns   int
+	// tokenStore serves /api/tokens; tok checks the ID routes' tokens,
+	// nil while no mode requires them (tokens.go).
+	tokenStore            Tokens
+	tok                   *tokenKeeper
+	segRequire, sfRequire bool
 }
 
 // New returns a Server with every route registered.
@@ -140,7 +159,7 @@ func New(cfg Config) *Server {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	s.tags, s.maxStep = cfg.Tags, cfg.MaxStep
+	s.tags, s.maxStep, s.opaqueKey = cfg.Tags, cfg.MaxStep, cfg.OpaqueKey
 	if s.maxStep == 0 {
 		s.maxStep = defaultMaxStep
 	}
@@ -165,6 +184,10 @@ func New(cfg Config) *Server {
 		s.metrics = NewMetrics()
 	}
 	s.metrics.watch(s)
+	s.tokenStore, s.segRequire, s.sfRequire = cfg.Tokens, cfg.SegmentRequireToken, cfg.SnowflakeRequireToken
+	if cfg.Tokens != nil && (s.segRequire || s.sfRequire) {
+		s.tok = newTokenKeeper(cfg.Tokens, cfg.TokenRefresh, s.log, s.metrics)
+	}
 	e.Use(s.metrics.countRequests, s.recover, securityHeaders)
 	e.NoRoute(func(c *gin.Context) {
 		s.writeError(c, leafd.Errorf(leafd.ENotFound, "no route %s %s; see the API in the README", c.Request.Method, c.Request.URL.Path))
@@ -182,11 +205,11 @@ func New(cfg Config) *Server {
 	}
 	get(e, "/healthz", s.healthz)
 	get(e, "/readyz", s.readyz)
-	get(e, "/segment/:tag", s.getSegment)
-	get(e, "/api/segment/get/:tag", s.getLeafSegment)
-	get(e, "/snowflake", s.getSnowflake)
+	get(e, "/segment/:tag", s.guard(false, false, s.getSegment)...)
+	get(e, "/api/segment/get/:tag", s.guard(false, true, s.getLeafSegment)...)
+	get(e, "/snowflake", s.guard(true, false, s.getSnowflake)...)
 	get(e, "/snowflake/:id", s.decodeSnowflake)
-	get(e, "/api/snowflake/get/:key", s.getLeafSnowflake)
+	get(e, "/api/snowflake/get/:key", s.guard(true, true, s.getLeafSnowflake)...)
 	get(e, "/decodeSnowflakeId", s.decodeLeafSnowflake)
 	// The dashboard, the state it shows and the metrics (which name every
 	// tag), in groups built here so that one middleware in front guards
@@ -205,6 +228,11 @@ func New(cfg Config) *Server {
 	get(admin, "", s.listTags)
 	admin.POST("", s.createTag)
 	admin.PATCH("/:tag", s.updateTag)
+	tokens := e.Group("/api/tokens", s.requireAdmin)
+	get(tokens, "", s.listTokens)
+	tokens.POST("", s.createToken)
+	tokens.DELETE("/:id", s.revokeToken)
+	get(admin, "/:tag/decode/:id", s.decodeOpaque)
 	s.engine = e
 	s.maxConns = cfg.MaxConnections
 	if s.maxConns <= 0 {
@@ -271,7 +299,10 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // Shutdown stops accepting connections and waits for in-flight requests
 // until ctx ends.
-func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
+func (s *Server) Shutdown(ctx context.Context) error {
+	defer s.Close()
+	return s.http.Shutdown(ctx)
+}
 
 // recover turns a panic in a handler into a 500 internal error, so that no
 // panic ever reaches a client as a dropped connection.

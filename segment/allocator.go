@@ -50,6 +50,9 @@ type Config struct {
 	// that hangs (a row lock held, packets silently dropped) is retried like
 	// one that fails. Default 10s.
 	LoadTimeout time.Duration
+	// OpaqueKey is segment.opaque_key, the master key of opaque tags (see
+	// opaque.go); nil refuses every opaque tag.
+	OpaqueKey []byte
 	// MissLookups bounds how many lookups per second, over all names, the
 	// allocator makes in the store for tags that are not in the list it
 	// last read (a tag created elsewhere since). Default 5.
@@ -226,6 +229,9 @@ func (a *Allocator) Next(ctx context.Context, name string) (int64, error) {
 		if preload != nil {
 			a.preload(t, preload)
 		}
+		if t.opaque != nil {
+			return t.opaque.id(t.name, id)
+		}
 		return id, nil
 	}
 	return a.nextSlow(ctx, name)
@@ -306,6 +312,13 @@ func (a *Allocator) NextN(ctx context.Context, name string, n int, dst []Range) 
 			return dst, t.failed(a.unavailable(t, "the request ended while waiting for a range"))
 		}
 	}
+	if t.opaque != nil {
+		// One range per ID, mapped: an opaque batch is not ascending.
+		out, err = t.opaque.mapRanges(t.name, dst, out[len(dst):])
+		if err != nil {
+			return dst, t.failed(err)
+		}
+	}
 	return out, nil
 }
 
@@ -330,6 +343,11 @@ func (a *Allocator) startLoad(t *tag, ls loadStart) {
 func (a *Allocator) load(t *tag, ls loadStart) {
 	step := ls.step
 	backoff := a.cfg.RetryMin
+	if t.opaque != nil && t.opaque.err != nil {
+		// Refused on this server: no range is taken for it.
+		t.loadFailed(t.opaque.err, true)
+		return
+	}
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(a.ctx, a.cfg.LoadTimeout)
 		began := time.Now()
@@ -435,16 +453,22 @@ func (a *Allocator) Refresh(ctx context.Context) error {
 	var added, deleted []string
 	for _, row := range rows {
 		t := old[row.Name]
-		if t == nil {
-			t = newTag(row.Name, row.Step, time.Time{})
+		switch {
+		case t == nil:
+			t = a.newTag(row, time.Time{})
 			added = append(added, row.Name)
-		} else {
+		case t.spec != specOf(row):
+			// Its format changed (created again as another format): served
+			// anew, its buffers dropped.
+			t.remove()
+			t = a.newTag(row, time.Time{})
+		default:
 			t.setTableStep(row.Step)
 		}
 		m[row.Name] = t
 	}
 	for name, t := range old {
-		if m[name] == nil && t.adopted.After(asked) {
+		if m[name] == nil && t.adopted.After(asked) && !t.isRemoved() {
 			m[name] = t // created through this server after the list was read
 		} else if m[name] == nil {
 			t.remove()
@@ -477,31 +501,35 @@ func (a *Allocator) logTags(msg string, names []string) {
 	}
 }
 
-// Upsert makes the allocator serve tag name at once, with tableStep as the
-// table step it last read, without waiting for the next refresh: the server
+// Upsert makes the allocator serve tag t at once, with its step as the
+// table step it last read (and its format), without waiting for the next refresh: the server
 // through which a tag is created or changed serves the change at once.
 // Other servers serve a new tag at its first request (see find) and see a
 // changed step at their next refresh.
-func (a *Allocator) Upsert(name string, tableStep int64) {
-	a.finder.forget(name)
-	a.adopt(name, tableStep, true)
+func (a *Allocator) Upsert(t leafd.Tag) {
+	a.finder.forget(t.Name)
+	a.adopt(t, true)
 }
 
-// adopt serves tag name, with tableStep as the table step last read, from
-// now on, and returns it. A tag that is served already keeps its table step
+// adopt serves the tag of row, with its step as the table step last read,
+// from now on, and returns it. A tag served under another format is
+// replaced. A tag that is served already keeps its table step
 // unless update is set. A tag adopted after a Refresh read its list is kept
 // by that Refresh.
-func (a *Allocator) adopt(name string, tableStep int64, update bool) *tag {
+func (a *Allocator) adopt(row leafd.Tag, update bool) *tag {
 	a.refreshMu.Lock()
 	defer a.refreshMu.Unlock()
+	name, tableStep := row.Name, row.Step
 	old := *a.tags.Load()
-	if t := old[name]; t != nil {
+	if t := old[name]; t != nil && t.spec == specOf(row) {
 		if update {
 			t.setTableStep(tableStep)
 		}
 		return t
+	} else if t != nil {
+		t.remove()
 	}
-	t := newTag(name, tableStep, time.Now())
+	t := a.newTag(row, time.Now())
 	m := make(map[string]*tag, len(old)+1)
 	for k, v := range old {
 		m[k] = v
@@ -509,6 +537,14 @@ func (a *Allocator) adopt(name string, tableStep int64, update bool) *tag {
 	m[name] = t
 	a.tags.Store(&m)
 	a.log.Info("segment: serving new tag", "tag", name, "step", tableStep)
+	return t
+}
+
+// newTag returns a tag of row, mapping its IDs when it is opaque.
+func (a *Allocator) newTag(row leafd.Tag, adopted time.Time) *tag {
+	t := newTag(row.Name, row.Step, adopted)
+	t.spec = specOf(row)
+	t.opaque = newOpaque(row.Name, t.spec, a.cfg.OpaqueKey)
 	return t
 }
 
@@ -611,7 +647,7 @@ func (a *Allocator) dryTag() string {
 // finalCode reports whether err ends a load for good: retrying cannot help.
 func finalCode(err error) bool {
 	switch leafd.ErrorCode(err) {
-	case leafd.EUnknownTag, leafd.ETagExhausted, leafd.ETagRewound:
+	case leafd.EUnknownTag, leafd.ETagExhausted, leafd.ETagRewound, leafd.EOpaqueKeyMismatch:
 		return true
 	}
 	return false

@@ -471,7 +471,7 @@ func TestUpsertServesAtOnce(t *testing.T) {
 		if _, err := s.CreateTag(ctx, tagRow("new", 10)); err != nil {
 			t.Fatal(err)
 		}
-		a.Upsert("new", 10)
+		a.Upsert(leafd.Tag{Name: "new", Step: 10})
 		if id, err := a.Next(ctx, "new"); err != nil || id != 1 {
 			t.Fatalf("after Upsert: %d, %v; want 1", id, err)
 		}
@@ -481,7 +481,7 @@ func TestUpsertServesAtOnce(t *testing.T) {
 		if st, ok := a.TagState("new"); !ok || st.MinStep != 10 {
 			t.Fatalf("after a refresh: %+v, %v", st, ok)
 		}
-		a.Upsert("new", 500)
+		a.Upsert(leafd.Tag{Name: "new", Step: 500})
 		if st, _ := a.TagState("new"); st.MinStep != 500 {
 			t.Fatalf("table step after Upsert = %d, want 500", st.MinStep)
 		}

@@ -113,7 +113,7 @@ func (a *Allocator) lookUp(name string, c *findCall) {
 	absent := false
 	switch {
 	case err == nil:
-		c.t = a.adopt(row.Name, row.Step, false)
+		c.t = a.adopt(row, false)
 	case leafd.ErrorCode(err) == leafd.EUnknownTag:
 		c.err, absent = unknownTag(name), true
 	default:

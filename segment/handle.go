@@ -44,6 +44,9 @@ func (h *Handle) Next(ctx context.Context) (int64, error) {
 		if preload != nil {
 			h.a.preload(t, preload)
 		}
+		if t.opaque != nil {
+			return t.opaque.id(t.name, id)
+		}
 		return id, nil
 	}
 	id, err := h.a.nextSlow(ctx, h.name)

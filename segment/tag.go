@@ -24,6 +24,12 @@ type tag struct {
 	// tag read with the list); it is set before the tag is published and
 	// never changes.
 	adopted time.Time
+	// spec is what the tag's row says of its format, and opaque, for an
+	// opaque tag, how its counters map to IDs (or why this server refuses
+	// it). Both are set before the tag is published and never change: a
+	// tag whose format changes is replaced.
+	spec   opaqueSpec
+	opaque *opaque
 
 	mu      sync.Mutex
 	next    *buffer
@@ -73,6 +79,13 @@ func (t *tag) setTableStep(step int64) {
 	t.mu.Lock()
 	t.tableStep = step
 	t.mu.Unlock()
+}
+
+// isRemoved reports whether the tag was removed.
+func (t *tag) isRemoved() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.removed
 }
 
 // remove stops serving the tag: buffered IDs are dropped and waiters woken.

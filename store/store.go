@@ -263,6 +263,9 @@ func (s *db) ListTags(ctx context.Context) ([]leafd.Tag, error) {
 	for i, r := range rows {
 		tags[i] = r.tag()
 	}
+	if err := s.withFormats(ctx, s.x, tags, ""); err != nil {
+		return nil, s.wrap(err, "list tag formats")
+	}
 	slices.SortFunc(tags, func(a, b leafd.Tag) int { return strings.Compare(a.Name, b.Name) })
 	return tags, nil
 }
@@ -291,7 +294,11 @@ func (s *db) LookupTag(ctx context.Context, name string) (leafd.Tag, error) {
 	if !ok {
 		return leafd.Tag{}, unknownTag(name)
 	}
-	return r.tag(), nil
+	t := []leafd.Tag{r.tag()}
+	if err := s.withFormats(ctx, s.x, t, name); err != nil {
+		return leafd.Tag{}, s.wrap(err, fmt.Sprintf("look up the format of tag %q", name))
+	}
+	return t[0], nil
 }
 
 // exactRow reads the row named exactly name, with suffix (" FOR UPDATE" or
@@ -409,6 +416,9 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 	if err := leafd.ValidateDescription(t.Description); err != nil {
 		return leafd.Tag{}, err
 	}
+	if err := validateFormat(t); err != nil {
+		return leafd.Tag{}, err
+	}
 	t.MaxID = max(t.MaxID, 1)
 	desc := nullString(t.Description)
 	var stored leafd.Tag
@@ -439,6 +449,9 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 			slices.Sort(same)
 			return tagExists(t.Name, same)
 		}
+		if err := s.insertFormat(ctx, tx, t); err != nil {
+			return err
+		}
 		var r tagRow
 		if err := tx.GetContext(ctx, &r, s.q(tagColumns+` WHERE biz_tag = ?`), t.Name); err != nil {
 			return err
@@ -447,6 +460,9 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 			return err
 		}
 		stored = r.tag()
+		if t.Format == formatOpaque {
+			stored.Format, stored.Digits, stored.KeyFingerprint = t.Format, t.Digits, t.KeyFingerprint
+		}
 		return nil
 	})
 	if err != nil {
@@ -519,10 +535,14 @@ func (s *db) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old
 		if !ok {
 			return fmt.Errorf("the row of %q is gone after its UPDATE", name)
 		}
+		both := []leafd.Tag{before.tag(), after.tag()}
+		if err := s.withFormats(ctx, tx, both, name); err != nil {
+			return err
+		}
 		if err := tx.Commit(); err != nil {
 			return err
 		}
-		old, updated = before.tag(), after.tag()
+		old, updated = both[0], both[1]
 		return nil
 	})
 	if err != nil {

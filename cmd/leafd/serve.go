@@ -130,6 +130,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 			MaxBatch:    cfg.Segment.MaxBatch,
 			Logger:      log,
 			OnLoad:      metrics.ObserveLoad,
+			OpaqueKey:   opaqueKey(cfg),
 		})
 		if err != nil {
 			return usageError{err}
@@ -158,9 +159,10 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 		sfHandler = gen
 	}
 	srv := leafhttp.New(leafhttp.Config{
-		Segment: segHandler, Snowflake: sfHandler, Tags: db, MaxStep: cfg.Segment.MaxStep,
+		Segment: segHandler, Snowflake: sfHandler, Tags: db, MaxStep: cfg.Segment.MaxStep, OpaqueKey: opaqueKey(cfg),
 		Store: db, Metrics: metrics,
 		AdminToken: cfg.Admin.Token, ProtectDashboard: cfg.Admin.ProtectDashboard, Logger: log,
+		Tokens: db, SegmentRequireToken: cfg.Segment.RequireToken, SnowflakeRequireToken: cfg.Snowflake.RequireToken,
 		MaxConnections: cfg.HTTP.MaxConnections, TrustedProxies: cfg.HTTP.TrustedProxies,
 	})
 
@@ -385,4 +387,14 @@ func decode(configPath, raw string, stdout, stderr io.Writer) error {
 	}
 	_, err = fmt.Fprintf(stdout, "%s\n", b)
 	return err
+}
+
+// opaqueKey is segment.opaque_key decoded (validated by config); nil when
+// it is not set.
+func opaqueKey(cfg *config.Config) []byte {
+	key, err := segment.ParseOpaqueKey(cfg.Segment.OpaqueKey)
+	if err != nil {
+		return nil // config refused it already
+	}
+	return key
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/internal/config"
+	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store"
 )
 
@@ -32,22 +34,31 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 	var (
 		step, maxID int64
 		description string
+		format      string
+		digits      int
 	)
 	add := &cobra.Command{
 		Use:   "add NAME",
 		Short: "Create a tag (max_id 1 and step 1000 unless given)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(cmd.Context(), *configPath, stderr, true, func(ctx context.Context, db store.Store, maxStep int64) error {
+			return withStore(cmd.Context(), *configPath, stderr, true, func(ctx context.Context, db store.Store, cfg *config.Config) error {
 				t := leafd.Tag{Name: args[0], Step: step, MaxID: maxID, Description: description}
-				if err := checkNewTag(t, maxStep); err != nil {
+				if err := checkNewTag(t, cfg.Segment.MaxStep); err != nil {
 					return usageError{errors.New(leafd.ErrorMessage(err))}
+				}
+				if err := opaqueTag(&t, format, digits, cmd.Flags().Changed("digits"), opaqueKey(cfg)); err != nil {
+					return err
 				}
 				created, err := db.CreateTag(ctx, t)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(stdout, "created tag %s: max_id %d, step %d\n", created.Name, created.MaxID, created.Step)
+				fmt.Fprintf(stdout, "created tag %s: max_id %d, step %d", created.Name, created.MaxID, created.Step)
+				if created.Format == segment.FormatOpaque {
+					fmt.Fprintf(stdout, ", opaque (IDs up to %d)", segment.OpaqueDomain(created.Digits))
+				}
+				fmt.Fprintln(stdout)
 				return nil
 			})
 		},
@@ -55,6 +66,8 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 	add.Flags().Int64Var(&step, "step", 1000, "the table step: the smallest range a server takes")
 	add.Flags().Int64Var(&maxID, "max-id", 1, "the first ID to hand out")
 	add.Flags().StringVar(&description, "description", "", "what the IDs are for")
+	add.Flags().StringVar(&format, "format", segment.FormatSequential, "sequential, or opaque: IDs that reveal no volume (needs segment.opaque_key)")
+	add.Flags().IntVar(&digits, "digits", 0, "an opaque tag's IDs as numbers of at most this many decimal digits (6 to 18; default: below 2^53)")
 
 	list := &cobra.Command{
 		Use:   "list",
@@ -64,7 +77,7 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 			// A list needs no DDL: it never migrates, so that a user
 			// without CREATE privileges can run it. A store not migrated
 			// yet has no tags.
-			return withStore(cmd.Context(), *configPath, stderr, false, func(ctx context.Context, db store.Store, _ int64) error {
+			return withStore(cmd.Context(), *configPath, stderr, false, func(ctx context.Context, db store.Store, _ *config.Config) error {
 				tags, err := db.ListTags(ctx)
 				if store.MissingTable(err) {
 					fmt.Fprintln(stdout, "(no tags: the store has no leaf_alloc table yet; leafd migrate creates it, and leafd tag add NAME too when store.migrate is on)")
@@ -94,7 +107,8 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 		Short: "Change a tag's table step; servers use it from their next range load",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(cmd.Context(), *configPath, stderr, true, func(ctx context.Context, db store.Store, maxStep int64) error {
+			return withStore(cmd.Context(), *configPath, stderr, true, func(ctx context.Context, db store.Store, cfg *config.Config) error {
+				maxStep := cfg.Segment.MaxStep
 				if err := leafd.ValidateTag(args[0]); err != nil {
 					return usageError{errors.New(leafd.ErrorMessage(err))}
 				}
@@ -133,10 +147,9 @@ func checkNewTag(t leafd.Tag, maxStep int64) error {
 }
 
 // withStore opens the configured store, migrates it when migrate is asked
-// for and store.migrate is on, and runs f with segment.max_step as the
-// largest step allowed. A store error keeps its message: "tag exists", "not
+// for and store.migrate is on, and runs f with the configuration. A store error keeps its message: "tag exists", "not
 // defined", "nothing accepts connections there".
-func withStore(ctx context.Context, configPath string, stderr io.Writer, migrate bool, f func(context.Context, store.Store, int64) error) error {
+func withStore(ctx context.Context, configPath string, stderr io.Writer, migrate bool, f func(context.Context, store.Store, *config.Config) error) error {
 	cfg, db, err := openConfigured(configPath, stderr)
 	if err != nil {
 		return err
@@ -149,7 +162,7 @@ func withStore(ctx context.Context, configPath string, stderr io.Writer, migrate
 			return fmt.Errorf("migrate: %w", commandError(err))
 		}
 	}
-	return commandError(f(ctx, db, cfg.Segment.MaxStep))
+	return commandError(f(ctx, db, cfg))
 }
 
 // commandError words a store error for the command line: the client
@@ -191,4 +204,53 @@ func version(stdout io.Writer) {
 		v += " " + rev
 	}
 	fmt.Fprintf(stdout, "leafd %s %s %s/%s\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// opaqueTag makes t opaque when format says so, with the key fingerprint of
+// key; digits, when given, sets its domain.
+func opaqueTag(t *leafd.Tag, format string, digits int, digitsGiven bool, key []byte) error {
+	switch format {
+	case segment.FormatSequential:
+		if digitsGiven {
+			return usageError{errors.New("--digits applies to an opaque tag only: add --format opaque")}
+		}
+		return nil
+	case segment.FormatOpaque:
+	default:
+		return usageError{fmt.Errorf("--format %q is not known: use sequential or opaque", format)}
+	}
+	if err := segment.ValidateDigits(digits); err != nil {
+		return usageError{errors.New(leafd.ErrorMessage(err))}
+	}
+	if key == nil {
+		return usageError{errors.New("an opaque tag needs segment.opaque_key (LEAFD_SEGMENT_OPAQUE_KEY), the same on every server")}
+	}
+	t.Format, t.Digits, t.KeyFingerprint = segment.FormatOpaque, digits, segment.KeyFingerprint(key, t.Name)
+	return nil
+}
+
+// newDecodeOpaqueCommand returns `leafd decode-opaque TAG ID`.
+func newDecodeOpaqueCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "decode-opaque TAG ID",
+		Short: "Print the position an ID of an opaque tag was mapped from (1 for its first ID), with the configured segment.opaque_key",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := leafd.ValidateTag(args[0]); err != nil {
+				return usageError{errors.New(leafd.ErrorMessage(err))}
+			}
+			return withStore(cmd.Context(), *configPath, stderr, false, func(ctx context.Context, db store.Store, cfg *config.Config) error {
+				t, err := db.LookupTag(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				pos, err := segment.DecodeOpaque(opaqueKey(cfg), t, args[1])
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(stdout, "%d\n", pos)
+				return err
+			})
+		},
+	}
 }

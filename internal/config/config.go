@@ -11,6 +11,7 @@
 package config
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -98,6 +99,12 @@ type Segment struct {
 	// SeedTags are created at start-up when absent and never altered
 	// (segment.seed_tags). The built-in default is none.
 	SeedTags []SeedTag
+	// OpaqueKey is the master key of opaque tags, hex (segment.opaque_key);
+	// empty means none. It is never logged.
+	OpaqueKey string
+	// RequireToken makes every segment ID route need an access token
+	// allowed for the tag (segment.require_token); off by default.
+	RequireToken bool
 }
 
 // SeedTag is one entry of segment.seed_tags.
@@ -134,6 +141,10 @@ type Snowflake struct {
 	// stops a second server with the same worker id, nor a restart with
 	// the clock set back. Only with a fixed worker id; off by default.
 	UnprotectedFixedID bool
+	// RequireToken makes the snowflake ID routes need an access token
+	// allowed for the name snowflake (snowflake.require_token); off by
+	// default.
+	RequireToken bool
 }
 
 // WorkerID is the value of snowflake.worker_id: either auto, a worker id
@@ -454,6 +465,13 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 	}
 
 	// segment
+	if k := c.Segment.OpaqueKey; k != "" {
+		if b, err := hex.DecodeString(k); err != nil {
+			bad("segment.opaque_key", "is not hex: use at least 32 hex digits (128 bits), such as the output of openssl rand -hex 32")
+		} else if len(b) < 16 {
+			bad("segment.opaque_key", "has %d bits: use at least 128 (32 hex digits), such as the output of openssl rand -hex 32", 8*len(b))
+		}
+	}
 	positive("segment.refill_min", c.Segment.RefillMin)
 	positive("segment.refill_max", c.Segment.RefillMax)
 	if c.Segment.RefillMin > 0 && c.Segment.RefillMax > 0 && c.Segment.RefillMin >= c.Segment.RefillMax {

@@ -394,6 +394,8 @@ func fields() []field {
 		durationField("segment.wait_timeout", func(c *Config) *time.Duration { return &c.Segment.WaitTimeout }),
 		smallIntField("segment.max_batch", hintMaxBatch(), func(c *Config) *int { return &c.Segment.MaxBatch }),
 		seedTagsField(),
+		stringField("segment.opaque_key", "use at least 32 hex digits (128 bits)", true, func(c *Config) *string { return &c.Segment.OpaqueKey }),
+		boolField("segment.require_token", func(c *Config) *bool { return &c.Segment.RequireToken }),
 
 		boolField("snowflake.enabled", func(c *Config) *bool { return &c.Snowflake.Enabled }),
 		intField("snowflake.epoch", hintEpoch(), func(c *Config) *int64 { return &c.Snowflake.Epoch }),
@@ -405,6 +407,7 @@ func fields() []field {
 		durationField("snowflake.lease_ttl", func(c *Config) *time.Duration { return &c.Snowflake.LeaseTTL }),
 		boolField("snowflake.random_start", func(c *Config) *bool { return &c.Snowflake.RandomStart }),
 		boolField("snowflake.unprotected_fixed_id", func(c *Config) *bool { return &c.Snowflake.UnprotectedFixedID }),
+		boolField("snowflake.require_token", func(c *Config) *bool { return &c.Snowflake.RequireToken }),
 
 		tokenField(),
 		boolField("admin.protect_dashboard", func(c *Config) *bool { return &c.Admin.ProtectDashboard }),

@@ -398,3 +398,16 @@ func TestLoadShards(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadOpaqueKey(t *testing.T) {
+	c, err, _ := loadWith(t, "", map[string]string{"LEAFD_SEGMENT_OPAQUE_KEY": "00112233445566778899aabbccddeeff"})
+	if err != nil || c.Segment.OpaqueKey != "00112233445566778899aabbccddeeff" {
+		t.Fatalf("Load: %v, %q", err, c.Segment.OpaqueKey)
+	}
+	for key, want := range map[string]string{"xyz-not-hex-at-all-but-long-enough": "is not hex", "0011223344556677": "has 64 bits"} {
+		_, err, _ := loadWith(t, "", map[string]string{"LEAFD_SEGMENT_OPAQUE_KEY": key})
+		if ps := problems(err); len(ps) != 1 || ps[0].Key != "segment.opaque_key" || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), key) {
+			t.Errorf("key %q: %v; want segment.opaque_key saying %q, without the key", key, err, want)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package http_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	leafhttp "github.com/leafd/leafd/http"
+	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/segment"
+)
+
+// opaqueServer is an admin server whose allocator and admin routes have
+// key as segment.opaque_key (nil: none).
+func opaqueServer(t *testing.T, dsn string, key []byte) string {
+	t.Helper()
+	s := openAdminStore(t, "sqlite", dsn)
+	a, err := segment.New(s, segment.Config{MaxStep: 100, WaitTimeout: 5 * time.Second, TagRefresh: time.Hour, Logger: quiet, OpaqueKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a.Start()
+	t.Cleanup(func() { a.Close() })
+	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{
+		Segment: a, Tags: s, AdminToken: token, MaxStep: 5000, Logger: quiet, OpaqueKey: key,
+	}).Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// An opaque tag made through the admin API serves IDs that are not its
+// counter, in every answer shape; the admin decode route maps them back to
+// their positions; a server with another key refuses the tag.
+func TestOpaqueTagOverHTTP(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	dsn := testdb.SQLite(t)
+	url := opaqueServer(t, dsn, key)
+
+	r := authed(t, "POST", url+"/api/tags", `{"tag":"user","step":10,"format":"opaque","digits":9}`)
+	if r.status != 201 || !strings.Contains(r.body, `"format":"opaque"`) || !strings.Contains(r.body, `"digits":9`) {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	r = send(t, "GET", url+"/segment/user?count=5&format=json", "")
+	var batch struct{ IDs []string }
+	if err := json.Unmarshal([]byte(r.body), &batch); r.status != 200 || err != nil || len(batch.IDs) != 5 {
+		t.Fatalf("batch: %d %s", r.status, r.body)
+	}
+	one := send(t, "GET", url+"/segment/user", "")
+	leaf := send(t, "GET", url+"/api/segment/get/user", "")
+	ids := append(batch.IDs, strings.TrimSpace(one.body), strings.TrimSpace(leaf.body))
+	seen := map[string]bool{}
+	for i, raw := range ids {
+		id, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || id < 1 || id > 999_999_999 || seen[raw] {
+			t.Fatalf("ID %d %q: not a distinct ID of 9 digits at most", i, raw)
+		}
+		seen[raw] = true
+		d := authed(t, "GET", url+"/api/tags/user/decode/"+raw, "")
+		var got struct{ Position string }
+		if err := json.Unmarshal([]byte(d.body), &got); d.status != 200 || err != nil || got.Position != strconv.Itoa(i+1) {
+			t.Fatalf("decode %s: %d %s, want position %d", raw, d.status, d.body, i+1)
+		}
+	}
+	if ids[0] == "1" && ids[1] == "2" {
+		t.Fatalf("the opaque IDs are the counter: %v", ids)
+	}
+
+	for _, c := range []struct{ body, want string }{
+		{`{"tag":"a","format":"secret"}`, "format"},
+		{`{"tag":"a","digits":9}`, "opaque tag only"},
+		{`{"tag":"a","format":"opaque","digits":3}`, "digits 3 is out of range"},
+	} {
+		if r := authed(t, "POST", url+"/api/tags", c.body); r.status != 400 || !strings.Contains(r.body, c.want) {
+			t.Errorf("POST %s: %d %s, want 400 saying %q", c.body, r.status, r.body, c.want)
+		}
+	}
+	if r := authed(t, "GET", url+"/api/tags/user/decode/0", ""); r.status != 400 || !strings.Contains(r.body, "invalid_id") {
+		t.Errorf("decode 0: %d %s", r.status, r.body)
+	}
+
+	// No key on this server: opaque tags cannot be created, and the one
+	// that exists is refused.
+	plain := opaqueServer(t, dsn, nil)
+	if r := authed(t, "POST", plain+"/api/tags", `{"tag":"other","format":"opaque"}`); r.status != 400 || !strings.Contains(r.body, "segment.opaque_key") {
+		t.Errorf("create without a key: %d %s", r.status, r.body)
+	}
+	other := opaqueServer(t, dsn, []byte("another key, sixteen bytes or more"))
+	for _, u := range []string{plain, other} {
+		if r := send(t, "GET", u+"/segment/user", ""); r.status != 503 || !strings.Contains(r.body, "opaque_key_mismatch") {
+			t.Errorf("a server with another key: %d %s, want 503 opaque_key_mismatch", r.status, r.body)
+		}
+	}
+}

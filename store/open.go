@@ -33,6 +33,10 @@ type Store interface {
 	TagNames(ctx context.Context) ([]string, error)
 	CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error)
 	UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old, updated leafd.Tag, err error)
+	// The access tokens of the ID routes (tokens.go).
+	CreateToken(ctx context.Context, tags []string, description string) (Token, string, error)
+	ListTokens(ctx context.Context) ([]Token, error)
+	RevokeToken(ctx context.Context, id string) error
 	Close() error
 }
 

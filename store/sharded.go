@@ -1052,6 +1052,24 @@ func (s *Sharded) ReleaseWorker(ctx context.Context, l snowflake.Lease, watermar
 }
 
 // ---------------------------------------------------------------------------
+// Access tokens live in the first database, as the worker id leases do.
+
+// CreateToken makes an access token in the first database.
+func (s *Sharded) CreateToken(ctx context.Context, tags []string, description string) (Token, string, error) {
+	return s.dbs[0].CreateToken(ctx, tags, description)
+}
+
+// ListTokens lists the access tokens of the first database.
+func (s *Sharded) ListTokens(ctx context.Context) ([]Token, error) {
+	return s.dbs[0].ListTokens(ctx)
+}
+
+// RevokeToken revokes an access token in the first database.
+func (s *Sharded) RevokeToken(ctx context.Context, id string) error {
+	return s.dbs[0].RevokeToken(ctx, id)
+}
+
+// ---------------------------------------------------------------------------
 // Moving a slot
 
 // MoveStep names the steps of MoveSlot, for tests that stop a move between

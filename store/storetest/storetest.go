@@ -96,6 +96,8 @@ func Run(t *testing.T, newDatabase func(t *testing.T) *Database) {
 		{"ClaimFixedWorkerHeld", testClaimFixedWorkerHeld},
 		{"ClaimSkipsFixedWorker", testClaimSkipsFixedWorker},
 		{"ConcurrentFixedClaims", testConcurrentFixedClaims},
+		{"Tokens", testTokens},
+		{"TokenInvalid", testTokenInvalid},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.test(t, &harness{t: t, db: newDatabase(t)})

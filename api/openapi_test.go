@@ -139,7 +139,12 @@ type options struct {
 	segmentOff   bool
 	snowflakeOff bool
 	unready      bool // the tag list never read, no worker id leased
+	opaque       bool // segment.opaque_key is testOpaqueKey
 }
+
+// testOpaqueKey is the segment.opaque_key of the servers with opaque set;
+// every server has the opaque tag "secret", created with it.
+var testOpaqueKey = []byte("0123456789abcdef0123456789abcdef")
 
 // newServer is a leafd HTTP server over SQLite with every mode on (unless
 // opts say otherwise): real allocators, the admin routes with a token, the
@@ -158,12 +163,21 @@ func newServer(t *testing.T, opts options) *leafhttp.Server {
 	if _, err := s.CreateTag(ctx, leafd.Tag{Name: "order", Step: 1000, MaxID: 1}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.CreateTag(ctx, leafd.Tag{Name: "secret", Step: 1000, MaxID: 1, Format: segment.FormatOpaque,
+		KeyFingerprint: segment.KeyFingerprint(testOpaqueKey, "secret")}); err != nil {
+		t.Fatal(err)
+	}
 	cfg := leafhttp.Config{Store: s, Tags: s, Logger: quiet, AdminToken: adminToken, ProtectDashboard: opts.protect}
+	var key []byte
+	if opts.opaque {
+		key = testOpaqueKey
+		cfg.OpaqueKey = key
+	}
 	if opts.noAdmin {
 		cfg.AdminToken = ""
 	}
 	if !opts.segmentOff {
-		a, err := segment.New(s, segment.Config{WaitTimeout: 100 * time.Millisecond, TagRefresh: time.Hour, Logger: quiet})
+		a, err := segment.New(s, segment.Config{WaitTimeout: 100 * time.Millisecond, TagRefresh: time.Hour, Logger: quiet, OpaqueKey: key})
 		if err != nil {
 			t.Fatal(err)
 		}

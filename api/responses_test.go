@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/leafd/leafd/segment"
 )
 
 // exchange is one request to a live server and the status it must get.
@@ -168,7 +170,7 @@ func TestResponsesMatchSpec(t *testing.T) {
 	v := newValidator(t, sp)
 	servers := map[string]string{}
 	for name, opts := range map[string]options{
-		"full":      {},
+		"full":      {opaque: true},
 		"noAdmin":   {noAdmin: true},
 		"protected": {protect: true},
 		"modesOff":  {segmentOff: true, snowflakeOff: true},
@@ -182,7 +184,20 @@ func TestResponsesMatchSpec(t *testing.T) {
 	bearer := []string{"Authorization", "Bearer " + adminToken}
 	basic := []string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("me:"+adminToken))}
 	jsonBody := []string{"Authorization", "Bearer " + adminToken, "Content-Type", "application/json"}
+	perm, err := segment.NewPerm(segment.TagKey(testOpaqueKey, "secret"), segment.OpaqueDomain(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secretID := strconv.FormatInt(perm.Map(1), 10)
 	exchanges := []exchange{
+		{server: "full", method: "POST", path: "/api/tags", header: jsonBody, body: `{"tag":"user","format":"opaque","digits":9}`, status: 201},
+		{server: "full", method: "GET", path: "/segment/secret", status: 200},
+		{server: "full", method: "GET", path: "/api/tags/secret/decode/" + secretID, header: bearer, status: 200},
+		{server: "full", method: "GET", path: "/api/tags/secret/decode/0", header: bearer, status: 400, code: "invalid_id"},
+		{server: "full", method: "GET", path: "/api/tags/secret/decode/" + secretID, status: 401, code: "unauthorized"},
+		{server: "noAdmin", method: "GET", path: "/api/tags/secret/decode/" + secretID, header: bearer, status: 403, code: "admin_disabled"},
+		{server: "full", method: "GET", path: "/api/tags/nope/decode/" + secretID, header: bearer, status: 404, code: "unknown_tag"},
+		{server: "protected", method: "GET", path: "/api/tags/secret/decode/" + secretID, header: bearer, status: 503, code: "opaque_key_mismatch"},
 		{server: "full", method: "GET", path: "/segment/order", status: 200},
 		{server: "full", method: "GET", path: "/segment/order?count=3&format=json", status: 200},
 		{server: "full", method: "GET", path: "/segment/order", header: []string{"Accept", "application/json"}, status: 200},
@@ -290,14 +305,15 @@ func TestResponsesMatchSpec(t *testing.T) {
 	// TestAdminStoreUnavailable in http/), and a tag at 2^63-1 (503
 	// tag_exhausted, TestSegmentErrors/Exhausted).
 	unseen := map[string]bool{
-		"GET /segment/{tag} 500":    true,
-		"GET /snowflake 500":        true,
-		"GET /api/tags 500":         true,
-		"POST /api/tags 500":        true,
-		"PATCH /api/tags/{tag} 500": true,
-		"GET /api/tags 503":         true,
-		"POST /api/tags 503":        true,
-		"PATCH /api/tags/{tag} 503": true,
+		"GET /segment/{tag} 500":              true,
+		"GET /snowflake 500":                  true,
+		"GET /api/tags 500":                   true,
+		"POST /api/tags 500":                  true,
+		"PATCH /api/tags/{tag} 500":           true,
+		"GET /api/tags 503":                   true,
+		"POST /api/tags 503":                  true,
+		"PATCH /api/tags/{tag} 503":           true,
+		"GET /api/tags/{tag}/decode/{id} 500": true,
 	}
 	for _, op := range sp.operations() {
 		method, path, _ := strings.Cut(op, " ")

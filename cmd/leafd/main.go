@@ -89,7 +89,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return migrate(cmd.Context(), configPath, stdout, stderr)
 		},
-	}, newTagCommand(&configPath, stdout, stderr), newShardsCommand(&configPath, stdout, stderr), newDecodeOpaqueCommand(&configPath, stdout, stderr), &cobra.Command{
+	}, newTagCommand(&configPath, stdout, stderr), newTokenCommand(&configPath, stdout, stderr), newShardsCommand(&configPath, stdout, stderr), newDecodeOpaqueCommand(&configPath, stdout, stderr), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of leafd",
 		Args:  cobra.NoArgs,

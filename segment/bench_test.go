@@ -136,3 +136,28 @@ func BenchmarkHandleNextParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkNextOpaque is BenchmarkNext for an opaque tag: the cost of the
+// keyed bijection beside the plain hot path.
+func BenchmarkNextOpaque(b *testing.B) {
+	s := openStore(b, "sqlite", testdb.SQLite(b))
+	ctx := context.Background()
+	if err := s.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	t := tagRow("bench", 1_000_000)
+	t.Format, t.KeyFingerprint = segment.FormatOpaque, segment.KeyFingerprint(testOpaqueKey, "bench")
+	if _, err := s.CreateTag(ctx, t); err != nil {
+		b.Fatal(err)
+	}
+	cfg := fastConfig()
+	cfg.MaxStep = 10_000_000
+	cfg.OpaqueKey = testOpaqueKey
+	a := newAllocator(b, s, cfg)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := a.Next(ctx, "bench"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -120,44 +120,49 @@ func NewPerm(key []byte, n int64) (*Perm, error) {
 func (p *Perm) Max() int64 { return int64(p.n) }
 
 // round is the Feistel round function: AES of the round and the half.
-func (p *Perm) round(i int, r uint64) uint64 {
-	var in, out [16]byte
-	in[0] = byte(i)
-	binary.BigEndian.PutUint64(in[8:], r)
-	p.block.Encrypt(out[:], in[:])
-	return binary.BigEndian.Uint64(out[:8]) & p.mask
+// buf is scratch space: a buffer handed to the cipher through its
+// interface escapes to the heap, so one is allocated per Map, not per
+// round.
+func (p *Perm) round(buf *[32]byte, i int, r uint64) uint64 {
+	*buf = [32]byte{}
+	buf[0] = byte(i)
+	binary.BigEndian.PutUint64(buf[8:16], r)
+	p.block.Encrypt(buf[16:], buf[:16])
+	return binary.BigEndian.Uint64(buf[16:24]) & p.mask
 }
 
-func (p *Perm) encipher(x uint64) uint64 {
+func (p *Perm) encipher(buf *[32]byte, x uint64) uint64 {
 	l, r := x>>p.half, x&p.mask
 	for i := range feistelRounds {
-		l, r = r, l^p.round(i, r)
+		l, r = r, l^p.round(buf, i, r)
 	}
 	return l<<p.half | r
 }
 
-func (p *Perm) decipher(x uint64) uint64 {
+func (p *Perm) decipher(buf *[32]byte, x uint64) uint64 {
 	l, r := x>>p.half, x&p.mask
 	for i := feistelRounds - 1; i >= 0; i-- {
-		l, r = r^p.round(i, l), l
+		l, r = r^p.round(buf, i, l), l
 	}
 	return l<<p.half | r
 }
 
 // Map returns the ID of counter value c, which must be in [1, N].
 func (p *Perm) Map(c int64) int64 {
-	x := p.encipher(uint64(c - 1))
+	buf := new([32]byte)
+	x := p.encipher(buf, uint64(c-1))
 	for x >= p.n { // cycle walking: at most a few steps, as 2^width < 4N
-		x = p.encipher(x)
+		x = p.encipher(buf, x)
 	}
 	return int64(x + 1)
 }
 
 // Unmap returns the counter value whose ID is id, which must be in [1, N].
 func (p *Perm) Unmap(id int64) int64 {
-	x := p.decipher(uint64(id - 1))
+	buf := new([32]byte)
+	x := p.decipher(buf, uint64(id-1))
 	for x >= p.n {
-		x = p.decipher(x)
+		x = p.decipher(buf, x)
 	}
 	return int64(x + 1)
 }

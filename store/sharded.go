@@ -669,6 +669,22 @@ func copyTags(ctx context.Context, d *db, tx *sqlx.Tx, tags []leafd.Tag) error {
 			}
 		}
 	}
+	// An opaque tag's format goes with it: served as sequential by a
+	// database that lacked it, its counters would come out unmapped.
+	for _, t := range tags {
+		if t.Format != formatOpaque {
+			continue
+		}
+		have := []leafd.Tag{{Name: t.Name}}
+		if err := d.withFormats(ctx, tx, have, t.Name); err != nil {
+			return err
+		}
+		if have[0].Format == "" {
+			if err := d.insertFormat(ctx, tx, t); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 

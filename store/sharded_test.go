@@ -455,3 +455,33 @@ func TestCheckNotShard(t *testing.T) {
 		t.Fatalf("a database of store.shards served alone: %v", err)
 	}
 }
+
+// An opaque tag of the database sharding starts from keeps its format in
+// every database, so that no database serves its counters unmapped.
+func TestShardedKeepsOpaqueFormat(t *testing.T) {
+	dsns := shardDSNs(t, "sqlite", 2)
+	ctx := context.Background()
+	plain, err := store.Open("sqlite", dsns[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if err := plain.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.CreateTag(ctx, leafd.Tag{Name: "user", Step: 10, Format: "opaque", Digits: 9, KeyFingerprint: "f00d"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := openSharded(t, "sqlite", dsns, shardSlots).Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second, err := store.Open("sqlite", dsns[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	got, err := second.LookupTag(ctx, "user")
+	if err != nil || got.Format != "opaque" || got.Digits != 9 || got.KeyFingerprint != "f00d" {
+		t.Fatalf("the tag in the second database: %+v, %v", got, err)
+	}
+}

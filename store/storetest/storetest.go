@@ -70,6 +70,7 @@ func Run(t *testing.T, newDatabase func(t *testing.T) *Database) {
 		{"UpdateTagExactCase", testUpdateTagExactCase},
 		{"CreateTagCaseTwin", testCreateTagCaseTwin},
 		{"AllocatorExactCase", testAllocatorExactCase},
+		{"TagFormat", testTagFormat},
 		{"UpdateTimeRefreshed", testUpdateTimeRefreshed},
 		{"MigrateTwice", testMigrateTwice},
 		{"MigrateConcurrently", testMigrateConcurrently},

@@ -9,6 +9,8 @@ import (
 	"go/parser"
 	"go/token"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
@@ -140,7 +142,12 @@ type options struct {
 	snowflakeOff bool
 	unready      bool // the tag list never read, no worker id leased
 	opaque       bool // segment.opaque_key is testOpaqueKey
+	tokens       bool // segment and snowflake require_token; testAccessToken allows "order"
 }
+
+// testAccessToken is the access token, allowing the tag "order" alone, of
+// the last server made with tokens set; testAccessTokenID its id.
+var testAccessToken, testAccessTokenID string
 
 // testOpaqueKey is the segment.opaque_key of the servers with opaque set;
 // every server has the opaque tag "secret", created with it.
@@ -167,7 +174,15 @@ func newServer(t *testing.T, opts options) *leafhttp.Server {
 		KeyFingerprint: segment.KeyFingerprint(testOpaqueKey, "secret")}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := leafhttp.Config{Store: s, Tags: s, Logger: quiet, AdminToken: adminToken, ProtectDashboard: opts.protect}
+	cfg := leafhttp.Config{Store: s, Tags: s, Tokens: s, Logger: quiet, AdminToken: adminToken, ProtectDashboard: opts.protect,
+		SegmentRequireToken: opts.tokens, SnowflakeRequireToken: opts.tokens}
+	if opts.tokens {
+		tok, text, err := s.CreateToken(ctx, []string{"order"}, "api test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		testAccessToken, testAccessTokenID = text, tok.ID
+	}
 	var key []byte
 	if opts.opaque {
 		key = testOpaqueKey
@@ -203,7 +218,23 @@ func newServer(t *testing.T, opts options) *leafhttp.Server {
 		t.Cleanup(func() { g.Close() })
 		cfg.Snowflake = g
 	}
-	return leafhttp.New(cfg)
+	srv := leafhttp.New(cfg)
+	t.Cleanup(srv.Close)
+	if opts.tokens { // the server reads its tokens in the background
+		for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest("GET", "/segment/order", nil)
+			req.Header.Set("Authorization", "Bearer "+testAccessToken)
+			srv.Handler().ServeHTTP(rec, req)
+			if rec.Code == http.StatusOK {
+				break
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("the server has not read its access tokens after 10 s: %d %s", rec.Code, rec.Body)
+			}
+		}
+	}
+	return srv
 }
 
 // TestRoutesDocumented: every route the server registers is in the spec,
@@ -387,9 +418,13 @@ func TestSpecCoherent(t *testing.T) {
 
 		sec := fmt.Sprint(o["security"])
 		switch {
-		case strings.HasPrefix(path, "/api/tags"):
+		case strings.HasPrefix(path, "/api/tags"), strings.HasPrefix(path, "/api/tokens"):
 			if sec != "[map[adminBearer:[]]]" {
 				t.Errorf("%s security %s, want adminBearer alone", op, sec)
+			}
+		case path == "/segment/{tag}" || path == "/api/segment/get/{tag}" || path == "/snowflake" || path == "/api/snowflake/get/{key}":
+			if sec != "[map[] map[accessToken:[]]]" { // segment.require_token, snowflake.require_token
+				t.Errorf("%s security %s, want none or accessToken", op, sec)
 			}
 		case path == "/" || path == "/dashboard" || path == "/api/state" || path == "/metrics":
 			if sec != "[map[] map[adminBearer:[]] map[dashboardBasic:[]]]" {

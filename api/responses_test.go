@@ -175,6 +175,7 @@ func TestResponsesMatchSpec(t *testing.T) {
 		"protected": {protect: true},
 		"modesOff":  {segmentOff: true, snowflakeOff: true},
 		"unready":   {unready: true},
+		"tokens":    {tokens: true},
 	} {
 		srv := httptest.NewServer(newServer(t, opts).Handler())
 		t.Cleanup(srv.Close)
@@ -262,6 +263,29 @@ func TestResponsesMatchSpec(t *testing.T) {
 		{server: "unready", method: "GET", path: "/segment/order", status: 503, code: "segment_unavailable"},
 		{server: "unready", method: "GET", path: "/snowflake", status: 503, code: "snowflake_unavailable"},
 		{server: "unready", method: "GET", path: "/api/state", status: 200},
+		{server: "full", method: "GET", path: "/api/tokens", header: bearer, status: 200},
+		{server: "full", method: "GET", path: "/api/tokens", status: 401, code: "unauthorized"},
+		{server: "full", method: "POST", path: "/api/tokens", header: jsonBody, body: `{"tags":["order","pay*"],"description":"billing"}`, status: 201},
+		{server: "full", method: "POST", path: "/api/tokens", header: jsonBody, body: `{"tags":["a*b"]}`, status: 400, code: "invalid_body"},
+		{server: "full", method: "POST", path: "/api/tokens", status: 401, code: "unauthorized"},
+		{server: "full", method: "POST", path: "/api/tokens", header: jsonBody, body: `{"tags":["a"],"description":"` + strings.Repeat("x", 70000) + `"}`, status: 413, code: "body_too_large"},
+		{server: "full", method: "POST", path: "/api/tokens", header: append([]string{"Content-Type", "text/plain"}, bearer...), body: `{"tags":["a"]}`, status: 415, code: "unsupported_media_type"},
+		{server: "full", method: "DELETE", path: "/api/tokens/nope", header: bearer, status: 404, code: "unknown_token"},
+		{server: "full", method: "DELETE", path: "/api/tokens/nope", status: 401, code: "unauthorized"},
+		{server: "noAdmin", method: "GET", path: "/api/tokens", header: bearer, status: 403, code: "admin_disabled"},
+		{server: "noAdmin", method: "POST", path: "/api/tokens", header: jsonBody, body: `{"tags":["a"]}`, status: 403, code: "admin_disabled"},
+		{server: "noAdmin", method: "DELETE", path: "/api/tokens/nope", header: bearer, status: 403, code: "admin_disabled"},
+		{server: "tokens", method: "GET", path: "/segment/order", status: 401, code: "token_required"},
+		{server: "tokens", method: "GET", path: "/segment/order", header: []string{"Authorization", "Bearer " + testAccessToken}, status: 200},
+		{server: "tokens", method: "GET", path: "/segment/secret", header: []string{"Authorization", "Bearer " + testAccessToken}, status: 403, code: "token_refused"},
+		{server: "tokens", method: "GET", path: "/api/segment/get/order", status: 401},
+		{server: "tokens", method: "GET", path: "/api/segment/get/order?token=" + testAccessToken, status: 200},
+		{server: "tokens", method: "GET", path: "/api/segment/get/secret?token=" + testAccessToken, status: 403},
+		{server: "tokens", method: "GET", path: "/snowflake", status: 401, code: "token_required"},
+		{server: "tokens", method: "GET", path: "/snowflake", header: []string{"Authorization", "Bearer " + testAccessToken}, status: 403, code: "token_refused"},
+		{server: "tokens", method: "GET", path: "/api/snowflake/get/x", status: 401},
+		{server: "tokens", method: "GET", path: "/api/snowflake/get/x?token=" + testAccessToken, status: 403},
+		{server: "tokens", method: "DELETE", path: "/api/tokens/" + testAccessTokenID, header: bearer, status: 204},
 	}
 
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -314,6 +338,12 @@ func TestResponsesMatchSpec(t *testing.T) {
 		"POST /api/tags 503":                  true,
 		"PATCH /api/tags/{tag} 503":           true,
 		"GET /api/tags/{tag}/decode/{id} 500": true,
+		"GET /api/tokens 500":                 true,
+		"POST /api/tokens 500":                true,
+		"DELETE /api/tokens/{id} 500":         true,
+		"GET /api/tokens 503":                 true,
+		"POST /api/tokens 503":                true,
+		"DELETE /api/tokens/{id} 503":         true,
 	}
 	for _, op := range sp.operations() {
 		method, path, _ := strings.Cut(op, " ")

@@ -286,14 +286,18 @@ func (s *Server) checkIDToken(c *gin.Context, snowflake, leaf bool) {
 		s.writeError(c, err)
 		return
 	}
+	code := leafd.ErrorCode(err)
+	if code != leafd.ETokenRequired && code != leafd.ETokenRefused {
+		s.writeLeafError(c, err) // 500, as every other error of these routes
+		return
+	}
 	// The Leaf route's text shape, with the refusal's own status: a
 	// client without a token must not read it as a server failure.
 	status := ErrorStatus(err)
-	s.logError(c, err, status)
 	_ = c.Error(err)
 	c.Header("Content-Type", textPlain)
 	c.AbortWithStatus(status)
-	_, _ = c.Writer.WriteString(leafd.ErrorCode(err) + ": " + leafd.ErrorMessage(err))
+	_, _ = c.Writer.WriteString(code + ": " + leafd.ErrorMessage(err))
 }
 
 // queryToken reads the token parameter of a Leaf route's query, given at

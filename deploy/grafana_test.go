@@ -41,6 +41,7 @@ type metricsStore interface {
 	segment.Store
 	snowflake.LeaseStore
 	leafhttp.Store
+	leafhttp.Tokens
 	Migrate(ctx context.Context) error
 	CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error)
 	Close() error
@@ -84,20 +85,42 @@ func exported(t *testing.T, s metricsStore) map[string]*dto.MetricFamily {
 			t.Fatalf("no worker id leased within 10s: %v", g.Ready())
 		}
 	}
-	h := leafhttp.New(leafhttp.Config{Segment: a, Snowflake: g, Store: s, Metrics: m, Logger: quiet}).Handler()
+	// Segment routes need a token, so that the refusal counter shows too.
+	_, token, err := s.CreateToken(ctx, []string{"*"}, "grafana test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := leafhttp.New(leafhttp.Config{Segment: a, Snowflake: g, Store: s, Metrics: m, Logger: quiet,
+		Tokens: s, SegmentRequireToken: true}).Handler()
 	get := func(path string, want int) string {
 		t.Helper()
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		r := httptest.NewRequest("GET", path, nil)
+		if strings.HasPrefix(path, "/segment/") && want != http.StatusUnauthorized || strings.HasPrefix(path, "/api/segment/") {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		h.ServeHTTP(w, r)
 		if w.Code != want {
 			t.Fatalf("GET %s = %d, want %d: %s", path, w.Code, want, w.Body)
 		}
 		return w.Body.String()
 	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/segment/order", nil)
+		r.Header.Set("Authorization", "Bearer "+token)
+		if h.ServeHTTP(w, r); w.Code == http.StatusOK {
+			break // the server has read the tokens
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tokens were not read within 10s: %d %s", w.Code, w.Body)
+		}
+	}
 	get("/segment/order?count=3", http.StatusOK)
 	get("/api/segment/get/order", http.StatusOK)
 	get("/snowflake?count=2", http.StatusOK)
 	get("/segment/nope", http.StatusNotFound) // unknown_tag
+	get("/segment/order", http.StatusUnauthorized) // no token: refused and counted
 	body := get("/metrics", http.StatusOK)
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(strings.NewReader(body))

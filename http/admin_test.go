@@ -62,15 +62,7 @@ func openAdminStore(tb testing.TB, driver, dsn string) adminStore {
 func newAdminServer(tb testing.TB, driver, dsn, adminToken string) *adminServer {
 	tb.Helper()
 	s := openAdminStore(tb, driver, dsn)
-	a, err := segment.New(s, segment.Config{MaxStep: 100, WaitTimeout: time.Second, TagRefresh: time.Hour, Logger: quiet})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := a.Refresh(context.Background()); err != nil {
-		tb.Fatal(err)
-	}
-	a.Start()
-	tb.Cleanup(func() { a.Close() })
+	a := startAllocator(tb, s, segment.Config{MaxStep: 100, WaitTimeout: time.Second, TagRefresh: time.Hour, Logger: quiet})
 	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{
 		Segment: a, Tags: s, AdminToken: adminToken, MaxStep: 5000, Logger: quiet,
 	}).Handler())

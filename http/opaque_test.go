@@ -1,7 +1,6 @@
 package http_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http/httptest"
 	"strconv"
@@ -19,15 +18,7 @@ import (
 func opaqueServer(t *testing.T, dsn string, key []byte) string {
 	t.Helper()
 	s := openAdminStore(t, "sqlite", dsn)
-	a, err := segment.New(s, segment.Config{MaxStep: 100, WaitTimeout: 5 * time.Second, TagRefresh: time.Hour, Logger: quiet, OpaqueKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	a.Start()
-	t.Cleanup(func() { a.Close() })
+	a := startAllocator(t, s, segment.Config{MaxStep: 100, WaitTimeout: 5 * time.Second, TagRefresh: time.Hour, Logger: quiet, OpaqueKey: key})
 	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{
 		Segment: a, Tags: s, AdminToken: token, MaxStep: 5000, Logger: quiet, OpaqueKey: key,
 	}).Handler())

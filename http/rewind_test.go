@@ -27,16 +27,8 @@ func TestRewoundTagRecreated(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver, dsn string) {
 		s := openAdminStore(t, driver, dsn)
 		m := leafhttp.NewMetrics()
-		a, err := segment.New(s, segment.Config{MaxStep: 100, WaitTimeout: time.Second, TagRefresh: time.Hour,
+		a := startAllocator(t, s, segment.Config{MaxStep: 100, WaitTimeout: time.Second, TagRefresh: time.Hour,
 			MissTTL: time.Millisecond, Logger: quiet, OnLoad: m.ObserveLoad})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.Refresh(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		a.Start()
-		t.Cleanup(func() { a.Close() })
 		hs := httptest.NewServer(leafhttp.New(leafhttp.Config{
 			Segment: a, Tags: s, AdminToken: token, MaxStep: 5000, Logger: quiet, Metrics: m,
 		}).Handler())

@@ -224,3 +224,19 @@ func TestModeDisabled(t *testing.T) {
 		t.Fatalf("/readyz with no mode on = %d", r.status)
 	}
 }
+
+// startAllocator starts an allocator over s with cfg, its tag list read,
+// closed when the test ends.
+func startAllocator(tb testing.TB, s segment.Store, cfg segment.Config) *segment.Allocator {
+	tb.Helper()
+	a, err := segment.New(s, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := a.Refresh(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	a.Start()
+	tb.Cleanup(func() { a.Close() })
+	return a
+}

@@ -57,15 +57,7 @@ func newTokenServer(t *testing.T, driver, dsn string, workerID int64, tokens lea
 	if tokens == nil {
 		tokens = s
 	}
-	a, err := segment.New(s, segment.Config{WaitTimeout: 5 * time.Second, TagRefresh: time.Hour, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	a.Start()
-	t.Cleanup(func() { a.Close() })
+	a := startAllocator(t, s, segment.Config{WaitTimeout: 5 * time.Second, TagRefresh: time.Hour, Logger: quiet})
 	g, err := snowflake.New(snowflake.Settings{WorkerID: workerID, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

@@ -178,6 +178,9 @@ type (
 		Loads        int64          `json:"loads"`
 		Errors       int64          `json:"errors"`
 		LoadErrors   int64          `json:"load_errors"`
+		// TokenRefusals counts the requests for the tag refused for their
+		// access token (segment.require_token), when there were any.
+		TokenRefusals int64 `json:"token_refusals,omitempty"`
 		// State is last so that the fields of docs/contract.md section 6 keep their
 		// order.
 		State segment.Status `json:"state"`
@@ -230,6 +233,11 @@ func (s *Server) state(ctx context.Context, q stateQuery) stateJSON {
 	if s.seg != nil {
 		lo, hi := s.seg.RefillWindow()
 		out.Segment = q.segment(s.seg.State())
+		if s.tok != nil {
+			for i := range out.Segment.Tags {
+				out.Segment.Tags[i].TokenRefusals = s.tok.refusalsOf(out.Segment.Tags[i].Tag)
+			}
+		}
 		out.Segment.RefillMinMs, out.Segment.RefillMaxMs = lo.Milliseconds(), hi.Milliseconds()
 	}
 	if s.sf != nil {

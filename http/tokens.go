@@ -114,6 +114,10 @@ type tokenKeeper struct {
 	perTag   PerTag
 	tagsMu   sync.Mutex
 	tags     map[string]struct{}
+	// byTag counts the refusals of each segment tag for /api/state and the
+	// dashboard, whatever metrics.per_tag says: at most maxRefusalTags
+	// names (under tagsMu), so that made-up tags cannot grow it.
+	byTag map[string]*atomic.Int64
 }
 
 // maxRefusalTags bounds the tag label of leafd_token_refusals_total.
@@ -125,7 +129,7 @@ func newTokenKeeper(st Tokens, refresh time.Duration, log *slog.Logger, m *Metri
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	k := &tokenKeeper{store: st, log: log, refresh: refresh, stop: stop, done: make(chan struct{}),
-		perTag: m.perTag, tags: map[string]struct{}{},
+		perTag: m.perTag, tags: map[string]struct{}{}, byTag: map[string]*atomic.Int64{},
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leafd_token_refusals_total",
 			Help: "ID requests refused for their access token, by mode (segment or snowflake), tag (metrics.per_tag; empty for snowflake or with off) and reason (missing or refused).",
@@ -138,6 +142,18 @@ func newTokenKeeper(st Tokens, refresh time.Duration, log *slog.Logger, m *Metri
 
 // refused counts one refusal. The token is never a label.
 func (k *tokenKeeper) refused(mode, tag, reason string) {
+	if mode == "segment" && tag != "" {
+		k.tagsMu.Lock()
+		c := k.byTag[tag]
+		if c == nil && len(k.byTag) < maxRefusalTags {
+			c = new(atomic.Int64)
+			k.byTag[tag] = c
+		}
+		k.tagsMu.Unlock()
+		if c != nil {
+			c.Add(1)
+		}
+	}
 	if k.perTag == PerTagOff {
 		tag = ""
 	}
@@ -153,6 +169,18 @@ func (k *tokenKeeper) refused(mode, tag, reason string) {
 		k.tagsMu.Unlock()
 	}
 	k.refusals.WithLabelValues(mode, tag, reason).Inc()
+}
+
+// refusalsOf returns how many requests for segment tag were refused for
+// their token.
+func (k *tokenKeeper) refusalsOf(tag string) int64 {
+	k.tagsMu.Lock()
+	c := k.byTag[tag]
+	k.tagsMu.Unlock()
+	if c == nil {
+		return 0
+	}
+	return c.Load()
 }
 
 func (k *tokenKeeper) run(ctx context.Context) {

@@ -187,6 +187,27 @@ func testTokens(t *testing.T, driver, dsn string) {
 		status, body = tokenDo(t, "GET", srv.url+"/api/segment/get/order?token="+order+"&token="+order, "", "", "")
 		wantStatus(t, "Leaf route, token twice", status, body, http.StatusInternalServerError, leafd.EInvalidQuery+": ")
 
+		// The refusals show per tag in /api/state, never the tokens.
+		status, body = tokenDo(t, "GET", srv.url+"/api/state", "", "", "")
+		var st struct {
+			Segment struct {
+				Tags []struct {
+					Tag           string `json:"tag"`
+					TokenRefusals int64  `json:"token_refusals"`
+				} `json:"tags"`
+			} `json:"segment"`
+		}
+		if err := json.Unmarshal([]byte(body), &st); status != http.StatusOK || err != nil {
+			t.Fatalf("GET /api/state: %d %v", status, err)
+		}
+		refusals := map[string]int64{}
+		for _, tag := range st.Segment.Tags {
+			refusals[tag.Tag] = tag.TokenRefusals
+		}
+		if refusals["order"] < 5 || refusals["other"] < 2 || refusals["payment"] != 0 || strings.Contains(body, order) {
+			t.Errorf("token refusals in /api/state: %v (want order >= 5, other >= 2, payment 0; no token text)", refusals)
+		}
+
 		// Snowflake: the name snowflake.
 		status, body = tokenDo(t, "GET", srv.url+"/snowflake", "", "", "")
 		wantStatus(t, "snowflake without a token", status, body, http.StatusUnauthorized, leafd.ETokenRequired)

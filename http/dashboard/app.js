@@ -329,8 +329,11 @@
     waits.textContent = fmtNum(t.waits);
     tone(waits, grew('waits:' + t.tag, now, t.waits) ? 'warn' : '');
     const errors = f('errors');
-    errors.textContent = fmtNum(t.errors) + (t.load_errors > 0 ? ` · ${fmtNum(t.load_errors)} loads` : '');
-    errors.title = `${t.errors} failed requests, ${t.load_errors} failed range loads`;
+    const refused = t.token_refusals || 0; // requests refused for their access token
+    errors.textContent = fmtNum(t.errors) + (t.load_errors > 0 ? ` · ${fmtNum(t.load_errors)} loads` : '') +
+      (refused > 0 ? ` · ${fmtNum(refused)} token refusals` : '');
+    errors.title = `${t.errors} failed requests, ${t.load_errors} failed range loads` +
+      (refused > 0 ? `, ${refused} requests refused for their access token` : '');
     const fresh = grew('errors:' + t.tag, now, t.errors + t.load_errors);
     tone(errors, fresh && t.errors > 0 ? 'bad' : fresh || t.errors > 0 ? 'warn' : '');
 

@@ -119,7 +119,7 @@ func exported(t *testing.T, s metricsStore) map[string]*dto.MetricFamily {
 	get("/segment/order?count=3", http.StatusOK)
 	get("/api/segment/get/order", http.StatusOK)
 	get("/snowflake?count=2", http.StatusOK)
-	get("/segment/nope", http.StatusNotFound) // unknown_tag
+	get("/segment/nope", http.StatusNotFound)      // unknown_tag
 	get("/segment/order", http.StatusUnauthorized) // no token: refused and counted
 	body := get("/metrics", http.StatusOK)
 	p := expfmt.NewTextParser(model.UTF8Validation)

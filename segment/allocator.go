@@ -251,8 +251,10 @@ func (a *Allocator) nextSlow(ctx context.Context, name string) (int64, error) {
 // NextN reserves n IDs of tag and appends them to dst as ascending,
 // non-overlapping ranges. The ranges may span both buffers, or more when n
 // exceeds the step. A range from a strided store (Allocation.Stride) comes
-// with its stride: its IDs are Start, Start+Stride, … below End. On error the IDs already reserved are dropped (never
-// issued) and dst is returned unchanged.
+// with its stride: its IDs are Start, Start+Stride, … below End. For an
+// opaque tag every ID comes as a range of its own, in no order. On error
+// the IDs already reserved are dropped (never issued) and dst is returned
+// unchanged.
 //
 // Errors are those of Next, plus invalid_count when n is outside
 // 1..MaxBatch.
@@ -502,8 +504,9 @@ func (a *Allocator) logTags(msg string, names []string) {
 }
 
 // Upsert makes the allocator serve tag t at once, with its step as the
-// table step it last read (and its format), without waiting for the next refresh: the server
-// through which a tag is created or changed serves the change at once.
+// table step it last read (and its format), without waiting for the next
+// refresh: the server through which a tag is created or changed serves the
+// change at once.
 // Other servers serve a new tag at its first request (see find) and see a
 // changed step at their next refresh.
 func (a *Allocator) Upsert(t leafd.Tag) {

@@ -7,6 +7,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/segment"
 )
 
 // A tag's format lives in leafd's table leafd_tag_format (migrations
@@ -16,13 +17,6 @@ import (
 const (
 	formatsSQL      = `SELECT biz_tag, format, digits, key_fingerprint FROM leafd_tag_format`
 	formatInsertSQL = `INSERT INTO leafd_tag_format (biz_tag, format, digits, key_fingerprint) VALUES (?, ?, ?, ?)`
-)
-
-// Formats and their limits, as package segment defines them (the store
-// does not import its mapping).
-const (
-	formatSequential = "sequential"
-	formatOpaque     = "opaque"
 )
 
 type formatRow struct {
@@ -35,14 +29,15 @@ type formatRow struct {
 // validateFormat checks the format fields of a tag to create.
 func validateFormat(t leafd.Tag) error {
 	switch t.Format {
-	case "", formatSequential:
+	case "", segment.FormatSequential:
 		if t.Digits != 0 || t.KeyFingerprint != "" {
 			return leafd.Errorf(leafd.EInvalidBody, "digits apply to an opaque tag only: add \"format\":\"opaque\" or leave digits out")
 		}
-	case formatOpaque:
+	case segment.FormatOpaque:
 		if t.KeyFingerprint == "" {
 			return fmt.Errorf("store: an opaque tag needs its key fingerprint")
 		}
+		return segment.ValidateDigits(t.Digits)
 	default:
 		return leafd.Errorf(leafd.EInvalidBody, "format %q is not known: use sequential or opaque", t.Format)
 	}
@@ -80,7 +75,7 @@ func (s *db) withFormats(ctx context.Context, q queryer, tags []leafd.Tag, one s
 
 // insertFormat records the format of a tag being created in tx.
 func (s *db) insertFormat(ctx context.Context, tx *sqlx.Tx, t leafd.Tag) error {
-	if t.Format != formatOpaque {
+	if t.Format != segment.FormatOpaque {
 		return nil
 	}
 	_, err := tx.ExecContext(ctx, s.q(formatInsertSQL), t.Name, t.Format, t.Digits, t.KeyFingerprint)

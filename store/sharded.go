@@ -672,7 +672,7 @@ func copyTags(ctx context.Context, d *db, tx *sqlx.Tx, tags []leafd.Tag) error {
 	// An opaque tag's format goes with it: served as sequential by a
 	// database that lacked it, its counters would come out unmapped.
 	for _, t := range tags {
-		if t.Format != formatOpaque {
+		if t.Format != segment.FormatOpaque {
 			continue
 		}
 		have := []leafd.Tag{{Name: t.Name}}

@@ -460,7 +460,7 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 			return err
 		}
 		stored = r.tag()
-		if t.Format == formatOpaque {
+		if t.Format == segment.FormatOpaque {
 			stored.Format, stored.Digits, stored.KeyFingerprint = t.Format, t.Digits, t.KeyFingerprint
 		}
 		return nil

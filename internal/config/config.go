@@ -11,7 +11,6 @@
 package config
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -23,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/segment"
 )
 
 // Config is the whole configuration of a leafd process. Build one with Load,
@@ -466,10 +466,8 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 
 	// segment
 	if k := c.Segment.OpaqueKey; k != "" {
-		if b, err := hex.DecodeString(k); err != nil {
-			bad("segment.opaque_key", "is not hex: use at least 32 hex digits (128 bits), such as the output of openssl rand -hex 32")
-		} else if len(b) < 16 {
-			bad("segment.opaque_key", "has %d bits: use at least 128 (32 hex digits), such as the output of openssl rand -hex 32", 8*len(b))
+		if _, err := segment.ParseOpaqueKey(k); err != nil {
+			bad("segment.opaque_key", "%s", err) // never the key itself
 		}
 	}
 	positive("segment.refill_min", c.Segment.RefillMin)

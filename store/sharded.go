@@ -296,19 +296,33 @@ func (s *Sharded) metas(ctx context.Context) ([]*shardMeta, []error, error) {
 	metas := make([]*shardMeta, len(s.dbs))
 	errs := make([]error, len(s.dbs))
 	reached := 0
-	for i, d := range s.dbs {
+	// A database that answers without a record is read again after all
+	// the others: an initialisation marks the databases ready only once
+	// each has its record, so if any showed ready, a record written by an
+	// initialisation that ran between two of these reads shows now; a
+	// database still without one was really emptied or replaced.
+	order := make([]int, 0, 2*len(s.dbs))
+	for i := range s.dbs {
+		order = append(order, i)
+	}
+	again := map[int]bool{}
+	for n := 0; n < len(order); n++ {
+		i := order[n]
+		d := s.dbs[i]
 		m, ok, err := d.readMeta(ctx)
-		switch {
-		case err != nil && MissingTable(err):
-			reached++ // not migrated yet: no record
-		case err != nil:
+		if err != nil && !MissingTable(err) { // a missing table: not migrated yet, no record
 			errs[i] = err
 			continue
-		case ok:
+		}
+		if !again[i] {
+			reached++
+		}
+		switch {
+		case err == nil && ok:
 			metas[i] = &m
-			reached++
-		default:
-			reached++
+		case !again[i]:
+			again[i] = true
+			order = append(order, i)
 		}
 	}
 	if reached == 0 {

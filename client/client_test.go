@@ -162,7 +162,11 @@ func TestBufferOneRefillInFlight(t *testing.T) {
 			ids[i], errs[i] = c.Next(ctx, "order")
 		})
 	}
-	waitFor(t, fmt.Sprintf("%d callers parked on the refill", callers), func() bool { return parked() == callers })
+	// Parked, and the refill's request arrived (the two need not happen in
+	// that order).
+	waitFor(t, fmt.Sprintf("%d callers parked on the refill", callers), func() bool {
+		return parked() == callers && srv.rec.requests.Load() >= 1
+	})
 	if n := srv.rec.requests.Load(); n != 1 {
 		t.Fatalf("%d parked callers made %d requests, want 1", callers, n)
 	}

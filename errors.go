@@ -15,6 +15,7 @@ import (
 const (
 	EInvalidTag           = "invalid_tag"
 	EInvalidCount         = "invalid_count"
+	EInvalidSize          = "invalid_size" // a range size that is not a whole number in 1..segment.max_range
 	EInvalidID            = "invalid_id"
 	EInvalidBody          = "invalid_body"
 	EInvalidQuery         = "invalid_query" // a query that does not parse, a repeated parameter, or a bad /api/state parameter
@@ -25,6 +26,7 @@ const (
 	EModeDisabled         = "mode_disabled"
 	EMethodNotAllowed     = "method_not_allowed"
 	ETagExists            = "tag_exists"
+	ERangeUnsupported     = "range_unsupported" // a range of a tag whose IDs are not consecutive: opaque, or in a sharded store
 	EBodyTooLarge         = "body_too_large"
 	EUnsupportedMediaType = "unsupported_media_type" // an admin body whose Content-Type is not application/json
 	ESegmentUnavailable   = "segment_unavailable"

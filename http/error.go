@@ -14,6 +14,7 @@ import (
 var statuses = map[string]int{
 	leafd.EInvalidTag:           http.StatusBadRequest,
 	leafd.EInvalidCount:         http.StatusBadRequest,
+	leafd.EInvalidSize:          http.StatusBadRequest,
 	leafd.EInvalidID:            http.StatusBadRequest,
 	leafd.EInvalidBody:          http.StatusBadRequest,
 	leafd.EInvalidQuery:         http.StatusBadRequest,
@@ -24,6 +25,7 @@ var statuses = map[string]int{
 	leafd.EModeDisabled:         http.StatusNotFound,
 	leafd.EMethodNotAllowed:     http.StatusMethodNotAllowed,
 	leafd.ETagExists:            http.StatusConflict,
+	leafd.ERangeUnsupported:     http.StatusConflict,
 	leafd.EBodyTooLarge:         http.StatusRequestEntityTooLarge,
 	leafd.EUnsupportedMediaType: http.StatusUnsupportedMediaType,
 	leafd.ESegmentUnavailable:   http.StatusServiceUnavailable,

@@ -42,6 +42,8 @@ type Config struct {
 	WaitTimeout time.Duration
 	// MaxBatch is the largest count NextN accepts. Default 10,000.
 	MaxBatch int
+	// MaxRange is the largest size Range accepts. Default 1,000,000.
+	MaxRange int64
 	// RetryMin and RetryMax bound the backoff between attempts when the
 	// store fails. Defaults 50ms and 1s: a request parks at most wait_timeout
 	// (2s), so a load must retry well within that once the store is back.
@@ -98,6 +100,9 @@ func (c *Config) setDefaults() error {
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 10_000
 	}
+	if c.MaxRange == 0 {
+		c.MaxRange = 1_000_000
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -113,6 +118,8 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("segment: preload fraction %v is outside [0, 1)", c.PreloadAt)
 	case c.MaxBatch < 1:
 		return fmt.Errorf("segment: max batch %d is below 1", c.MaxBatch)
+	case c.MaxRange < 1:
+		return fmt.Errorf("segment: max range %d is below 1", c.MaxRange)
 	case c.MissLookups < 1:
 		return fmt.Errorf("segment: miss lookups %d is below 1", c.MissLookups)
 	case c.TagRefresh < 0 || c.WaitTimeout < 0 || c.RetryMin <= 0 || c.RetryMax < c.RetryMin || c.LoadTimeout < 0 || c.MissTTL < 0:
@@ -209,6 +216,9 @@ func (a *Allocator) goroutine(f func()) bool {
 
 // MaxBatch returns the largest count NextN accepts.
 func (a *Allocator) MaxBatch() int { return a.cfg.MaxBatch }
+
+// MaxRange returns the largest size Range accepts.
+func (a *Allocator) MaxRange() int64 { return a.cfg.MaxRange }
 
 // RefillWindow returns how long one range should last, at least and at
 // most: the window the step is resized to stay inside.

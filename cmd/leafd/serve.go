@@ -128,6 +128,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 			TagRefresh:  cfg.Segment.TagRefresh,
 			WaitTimeout: cfg.Segment.WaitTimeout,
 			MaxBatch:    cfg.Segment.MaxBatch,
+			MaxRange:    cfg.Segment.MaxRange,
 			Logger:      log,
 			OnLoad:      metrics.ObserveLoad,
 			OpaqueKey:   opaqueKey(cfg),

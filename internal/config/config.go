@@ -29,6 +29,7 @@ import (
 // or start from Default and check it with Validate.
 type Config struct {
 	HTTP      HTTP
+	GRPC      GRPC
 	Store     Store
 	Segment   Segment
 	Snowflake Snowflake
@@ -52,6 +53,13 @@ type HTTP struct {
 	// whose X-Forwarded-For and X-Real-IP name the client
 	// (http.trusted_proxies). Empty, the default, trusts none.
 	TrustedProxies []string
+}
+
+// GRPC is the grpc section.
+type GRPC struct {
+	// Addr is the host:port the gRPC API listens on (grpc.addr); empty, the
+	// default, serves no gRPC.
+	Addr string
 }
 
 // Store is the store section.
@@ -96,6 +104,9 @@ type Segment struct {
 	WaitTimeout time.Duration
 	// MaxBatch is the largest count=N, 1..1,000,000 (segment.max_batch).
 	MaxBatch int
+	// MaxRange is the largest size of a range lease, 1..MaxRangeLimit
+	// (segment.max_range).
+	MaxRange int64
 	// SeedTags are created at start-up when absent and never altered
 	// (segment.seed_tags). The built-in default is none.
 	SeedTags []SeedTag
@@ -238,6 +249,7 @@ func Default() *Config {
 			TagRefresh:  60 * time.Second,
 			WaitTimeout: 2 * time.Second,
 			MaxBatch:    10_000,
+			MaxRange:    1_000_000,
 			SeedTags:    []SeedTag{},
 		},
 		Snowflake: Snowflake{
@@ -262,6 +274,8 @@ func Default() *Config {
 const (
 	// MaxBatchLimit is the largest segment.max_batch.
 	MaxBatchLimit = 1_000_000
+	// MaxRangeLimit is the largest segment.max_range.
+	MaxRangeLimit = 1_000_000_000
 	// MinTokenLen is the shortest admin.token accepted.
 	MinTokenLen = 16
 	// maxConnectionsLimit is the largest http.max_connections.
@@ -296,6 +310,7 @@ var engineNames = map[string]string{"mysql": "MySQL", "postgres": "PostgreSQL", 
 // Hints: what each key accepts, appended to every message about it.
 const (
 	hintAddr     = "use host:port, such as 127.0.0.1:8080 or :8080"
+	hintGRPCAddr = "use host:port, such as 127.0.0.1:9090 or :9090, or leave it empty to serve no gRPC"
 	hintDuration = "use a Go duration greater than 0, such as 10s, 15m or 500ms"
 	hintDriver   = "use mysql, postgres or sqlite"
 	hintDSN      = "use a data source name, such as file:data/leafd.db (sqlite), " + exampleMySQLDSN + " (mysql) or " + examplePostgresDSN + " (postgres)"
@@ -313,6 +328,8 @@ const (
 func hintMaxConnections() string {
 	return fmt.Sprintf("use a whole number from 1 to %d", maxConnectionsLimit)
 }
+
+func hintMaxRange() string { return fmt.Sprintf("use a whole number from 1 to %d", MaxRangeLimit) }
 
 func hintMaxBatch() string { return fmt.Sprintf("use a whole number from 1 to %d", MaxBatchLimit) }
 
@@ -396,6 +413,13 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 		bad("http.addr", "%q is not host:port: %s", c.HTTP.Addr, hintAddr)
 	}
 	positive("http.shutdown_timeout", c.HTTP.ShutdownTimeout)
+	if c.GRPC.Addr != "" {
+		if _, _, err := net.SplitHostPort(c.GRPC.Addr); err != nil {
+			bad("grpc.addr", "%q is not host:port: %s", c.GRPC.Addr, hintGRPCAddr)
+		} else if c.GRPC.Addr == c.HTTP.Addr {
+			bad("grpc.addr", "%q is http.addr as well: give the gRPC API a port of its own", c.GRPC.Addr)
+		}
+	}
 	if c.HTTP.MaxConnections < 1 || c.HTTP.MaxConnections > maxConnectionsLimit {
 		bad("http.max_connections", "%d is out of range: %s", c.HTTP.MaxConnections, hintMaxConnections())
 	}
@@ -484,6 +508,9 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 	}
 	positive("segment.tag_refresh", c.Segment.TagRefresh)
 	positive("segment.wait_timeout", c.Segment.WaitTimeout)
+	if c.Segment.MaxRange < 1 || c.Segment.MaxRange > MaxRangeLimit {
+		bad("segment.max_range", "%d is out of range: %s", c.Segment.MaxRange, hintMaxRange())
+	}
 	if c.Segment.MaxBatch < 1 || c.Segment.MaxBatch > MaxBatchLimit {
 		bad("segment.max_batch", "%d is out of range: %s", c.Segment.MaxBatch, hintMaxBatch())
 	}

@@ -80,7 +80,7 @@ func spec() *config.Config {
 		Store: config.Store{Driver: "sqlite", DSN: "file:data/leafd.db", FallbackDSNs: []string{}, Shards: []string{}, ShardSlots: 16, Migrate: true},
 		Segment: config.Segment{
 			Enabled: true, RefillMin: 15 * time.Minute, RefillMax: 30 * time.Minute, MaxStep: 1000000,
-			PreloadAt: 0.1, TagRefresh: 60 * time.Second, WaitTimeout: 2 * time.Second, MaxBatch: 10000,
+			PreloadAt: 0.1, TagRefresh: 60 * time.Second, WaitTimeout: 2 * time.Second, MaxBatch: 10000, MaxRange: 1000000,
 			SeedTags: []config.SeedTag{{Tag: "demo", Step: 1000}},
 		},
 		Snowflake: config.Snowflake{
@@ -392,6 +392,10 @@ func TestLoadBadValue(t *testing.T) {
 		{"MaxStepFraction", "segment: {max_step: 1.5}", nil, "segment.max_step", "not a whole number"},
 		{"MaxBatchZero", "segment: {max_batch: 0}", nil, "segment.max_batch", "from 1 to 1000000"},
 		{"MaxBatchTooLarge", "segment: {max_batch: 1000001}", nil, "segment.max_batch", "from 1 to 1000000"},
+		{"MaxRangeZero", "segment: {max_range: 0}", nil, "segment.max_range", "from 1 to 1000000000"},
+		{"MaxRangeTooLarge", "", map[string]string{"LEAFD_SEGMENT_MAX_RANGE": "1000000001"}, "segment.max_range", "from 1 to 1000000000"},
+		{"GRPCAddrNotHostPort", "grpc: {addr: nine}", nil, "grpc.addr", "not host:port"},
+		{"GRPCAddrSameAsHTTP", "", map[string]string{"LEAFD_GRPC_ADDR": "127.0.0.1:8080"}, "grpc.addr", "port of its own"},
 		{"BitsNot63", "snowflake: {sequence_bits: 13}", nil,
 			"snowflake.time_bits, snowflake.worker_bits, snowflake.sequence_bits", "add up to 63"},
 		{"BitsZero", "snowflake: {time_bits: 41, worker_bits: 22, sequence_bits: 0}", nil,

@@ -378,6 +378,8 @@ func fields() []field {
 		smallIntField("http.max_connections", hintMaxConnections(), func(c *Config) *int { return &c.HTTP.MaxConnections }),
 		listField("http.trusted_proxies", hintProxies, func(c *Config) *[]string { return &c.HTTP.TrustedProxies }),
 
+		stringField("grpc.addr", hintGRPCAddr, true, func(c *Config) *string { return &c.GRPC.Addr }),
+
 		lowerField("store.driver", hintDriver, func(c *Config) *string { return &c.Store.Driver }),
 		stringField("store.dsn", hintDSN, false, func(c *Config) *string { return &c.Store.DSN }),
 		listField("store.fallback_dsns", hintFallbackDSNs, func(c *Config) *[]string { return &c.Store.FallbackDSNs }),
@@ -393,6 +395,7 @@ func fields() []field {
 		durationField("segment.tag_refresh", func(c *Config) *time.Duration { return &c.Segment.TagRefresh }),
 		durationField("segment.wait_timeout", func(c *Config) *time.Duration { return &c.Segment.WaitTimeout }),
 		smallIntField("segment.max_batch", hintMaxBatch(), func(c *Config) *int { return &c.Segment.MaxBatch }),
+		intField("segment.max_range", hintMaxRange(), func(c *Config) *int64 { return &c.Segment.MaxRange }),
 		seedTagsField(),
 		stringField("segment.opaque_key", "use at least 32 hex digits (128 bits)", true, func(c *Config) *string { return &c.Segment.OpaqueKey }),
 		boolField("segment.require_token", func(c *Config) *bool { return &c.Segment.RequireToken }),

@@ -276,13 +276,9 @@ func (a *Allocator) NextN(ctx context.Context, name string, n int, dst []Range) 
 	if err != nil {
 		return dst, err
 	}
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	out, remaining, waited := dst, int64(n), false
+	var w refillWait
+	defer w.stop()
+	out, remaining := dst, int64(n)
 	for remaining > 0 {
 		if b := t.cur.Load(); b != nil {
 			if r, off, got := b.take(remaining); got != 0 {
@@ -296,32 +292,8 @@ func (a *Allocator) NextN(ctx context.Context, name string, n int, dst []Range) 
 		}
 		// The current buffer is used up: switch to the next, or wait for
 		// the load of one.
-		rf, err := t.ranOut(a.cfg.Now, a.policy)
-		if err != nil {
-			return dst, t.failed(err)
-		}
-		if rf.begun {
-			a.startLoad(t, rf.load)
-		}
-		if rf.ready == nil {
-			continue // the tag switched to its next buffer
-		}
-		if !waited {
-			waited = true
-			t.waits.Add(1)
-		}
-		if timer == nil {
-			timer = time.NewTimer(a.cfg.WaitTimeout)
-		}
-		select {
-		case <-rf.ready:
-			if err := t.finalSince(rf.finalSeq); err != nil {
-				return dst, t.failed(err)
-			}
-		case <-timer.C:
-			return dst, t.failed(a.unavailable(t, "no range could be loaded within "+a.cfg.WaitTimeout.String()))
-		case <-ctx.Done():
-			return dst, t.failed(a.unavailable(t, "the request ended while waiting for a range"))
+		if err := a.awaitRefill(ctx, t, &w); err != nil {
+			return dst, err
 		}
 	}
 	if t.opaque != nil {
@@ -361,18 +333,8 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 		return
 	}
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(a.ctx, a.cfg.LoadTimeout)
 		began := time.Now()
-		alloc, err := a.store.Allocate(ctx, t.name, step)
-		if err == nil {
-			err = a.issued.admit(t.name, alloc)
-		}
-		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && a.ctx.Err() == nil {
-			// Say what a timeout most likely means: "cannot be reached"
-			// alone sends the on-call engineer to the network.
-			err = fmt.Errorf("no answer within the load timeout of %v (a row lock held by a long transaction, or a database that hangs): %w", a.cfg.LoadTimeout, err)
-		}
-		cancel()
+		alloc, err := a.allocate(a.ctx, t, step)
 		if a.cfg.OnLoad != nil && a.ctx.Err() == nil {
 			a.cfg.OnLoad(t.name, step, time.Since(began), err)
 		}

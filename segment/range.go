@@ -2,16 +2,177 @@ package segment
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/leafd/leafd"
 )
 
+// Range leases: a caller takes a whole run of consecutive IDs at once and
+// hands them out itself, as Didi Tinyid's client does with its segments.
+//
+// A range no larger than a quarter of what a buffer may hold (the larger of
+// MaxStep and the buffer's own size) is carved out of the tag's current
+// buffer with one compare-and-swap, so that it costs no more than a batch.
+// When the current buffer has fewer IDs left than the range needs, the rest
+// of it is given up (those IDs are skipped, never issued) and the range is
+// carved from the next buffer; the tag remembers the size asked for, and its
+// later loads take steps of at least four times it, so that a tag served
+// mostly by ranges gives up little. A larger range is taken from the store
+// directly, in a transaction of its own, as a load is: it is used only once
+// its COMMIT succeeded, and it passes the same rewind check.
+
+// rangeShare is how many ranges of the largest size carved from buffers a
+// buffer holds at least: larger ranges are taken from the store directly.
+const rangeShare = 4
+
 // Range reserves size consecutive IDs of tag and returns them as one range
-// [Start, End) with Stride 1, which no one else will ever receive.
+// [Start, End) with Stride 1, which no one else will ever receive. IDs of
+// the range the caller does not use are simply skipped.
 //
 // Errors: invalid_size when size is outside 1..MaxRange; range_unsupported
-// for a tag whose IDs are not consecutive (opaque, or from a strided
-// store); otherwise those of Next.
+// for a tag whose IDs are not consecutive (an opaque tag, or a tag of a
+// strided store); otherwise those of Next.
 func (a *Allocator) Range(ctx context.Context, name string, size int64) (Range, error) {
-	return Range{}, leafd.Errorf(leafd.ERangeUnsupported, "not yet")
+	if size < 1 || size > a.cfg.MaxRange {
+		return Range{}, leafd.Errorf(leafd.EInvalidSize, "size %d is out of range: use 1 to %d", size, a.cfg.MaxRange)
+	}
+	t, err := a.lookup(ctx, name)
+	if err != nil {
+		return Range{}, err
+	}
+	if t.opaque != nil {
+		return Range{}, t.failed(leafd.Errorf(leafd.ERangeUnsupported,
+			"tag %q is opaque: its IDs are not consecutive, so it hands out no ranges; ask for IDs with GET /segment/%s?count=N", name, name))
+	}
+	var w refillWait
+	defer w.stop()
+	for {
+		if b := t.cur.Load(); b != nil {
+			if b.stride > 1 {
+				return Range{}, t.failed(stridedRange(name, b.stride))
+			}
+			if size*rangeShare > max(a.cfg.MaxStep, b.size) {
+				return a.rangeDirect(ctx, t, size)
+			}
+			if r, off, ok := b.carve(size); ok {
+				if off+size > b.preloadAt && !b.preloaded.Load() {
+					a.preload(t, b)
+				}
+				return r, nil
+			}
+			// Too few IDs left in b for the range: give them up and go on
+			// to the next buffer, and have later loads make room for
+			// ranges of this size.
+			t.wantStep(size * rangeShare)
+			b.drain()
+		}
+		if err := a.awaitRefill(ctx, t, &w); err != nil {
+			return Range{}, err
+		}
+	}
+}
+
+func stridedRange(name string, stride int64) error {
+	return leafd.Errorf(leafd.ERangeUnsupported,
+		"tag %q is served by independent databases (store.shards): its IDs are not consecutive (one in every %d), so it hands out no ranges; ask for IDs with GET /segment/%s?count=N",
+		name, stride, name)
+}
+
+// rangeDirect takes a range of size IDs of t from the store in a
+// transaction of its own.
+func (a *Allocator) rangeDirect(ctx context.Context, t *tag, size int64) (Range, error) {
+	alloc, err := a.allocate(ctx, t, size)
+	if err != nil {
+		if code := leafd.ErrorCode(err); finalCode(err) || code == leafd.ETagRewound {
+			return Range{}, t.failed(err)
+		}
+		if ctx.Err() != nil {
+			return Range{}, t.failed(leafd.Wrap(leafd.ESegmentUnavailable, err,
+				fmt.Sprintf("tag %q: the request ended while a range of %d IDs was taken from the store; retry later", t.name, size)))
+		}
+		return Range{}, t.failed(leafd.Wrap(leafd.ESegmentUnavailable, err,
+			fmt.Sprintf("tag %q: a range of %d IDs is larger than the server buffers and could not be taken from the store; retry later, or ask for a smaller range", t.name, size)))
+	}
+	if alloc.Stride > 1 {
+		return Range{}, t.failed(stridedRange(t.name, alloc.Stride))
+	}
+	t.addDirect(alloc.Count())
+	return Range{Start: alloc.Start, End: alloc.End, Stride: 1}, nil
+}
+
+// allocate asks the store for a range of step IDs of t and admits it
+// against the IDs this server issued before. It holds the tag's allocation
+// turn throughout, so that the ranges of one tag are admitted in the order
+// the store handed them out: a load and a direct range of the same tag
+// never race to the rewind check. One attempt is bounded by LoadTimeout.
+func (a *Allocator) allocate(ctx context.Context, t *tag, step int64) (Allocation, error) {
+	select {
+	case t.allocTurn <- struct{}{}:
+	case <-ctx.Done():
+		return Allocation{}, ctx.Err()
+	}
+	defer func() { <-t.allocTurn }()
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.LoadTimeout)
+	defer cancel()
+	alloc, err := a.store.Allocate(ctx, t.name, step)
+	if err == nil {
+		err = a.issued.admit(t.name, alloc)
+	}
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && a.ctx.Err() == nil {
+		// Say what a timeout most likely means: "cannot be reached" alone
+		// sends the on-call engineer to the network.
+		err = fmt.Errorf("no answer within the load timeout of %v (a row lock held by a long transaction, or a database that hangs): %w", a.cfg.LoadTimeout, err)
+	}
+	return alloc, err
+}
+
+// refillWait is what a request keeps while it waits for a tag's buffers:
+// NextN and Range share it.
+type refillWait struct {
+	timer  *time.Timer
+	waited bool
+}
+
+func (w *refillWait) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+// awaitRefill is what a request does when the current buffer of t cannot
+// serve it: switch to the next buffer, or wait for the load in flight
+// (beginning one if none is). It returns nil when the request should take
+// again, and the request's error when it must give up: the load failed for
+// good, or no range came within WaitTimeout or before ctx ended.
+func (a *Allocator) awaitRefill(ctx context.Context, t *tag, w *refillWait) error {
+	rf, err := t.ranOut(a.cfg.Now, a.policy)
+	if err != nil {
+		return t.failed(err)
+	}
+	if rf.begun {
+		a.startLoad(t, rf.load)
+	}
+	if rf.ready == nil {
+		return nil // the tag switched to its next buffer
+	}
+	if !w.waited {
+		w.waited = true
+		t.waits.Add(1)
+	}
+	if w.timer == nil {
+		w.timer = time.NewTimer(a.cfg.WaitTimeout)
+	}
+	select {
+	case <-rf.ready:
+		if err := t.finalSince(rf.finalSeq); err != nil {
+			return t.failed(err)
+		}
+		return nil
+	case <-w.timer.C:
+		return t.failed(a.unavailable(t, "no range could be loaded within "+a.cfg.WaitTimeout.String()))
+	case <-ctx.Done():
+		return t.failed(a.unavailable(t, "the request ended while waiting for a range"))
+	}
 }

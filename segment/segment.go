@@ -66,6 +66,32 @@ func (b *buffer) take(n int64) (r Range, off, got int64) {
 	return Range{Start: b.id(off), End: b.id(hi), Stride: b.stride}, off, hi - off
 }
 
+// carve reserves n consecutive IDs of the buffer, all or none: it reports
+// false, and reserves nothing, when fewer than n are left. It returns the
+// offset of the first.
+func (b *buffer) carve(n int64) (r Range, off int64, ok bool) {
+	for {
+		off = b.used.Load()
+		if off+n > b.size {
+			return Range{}, off, false
+		}
+		if b.used.CompareAndSwap(off, off+n) {
+			return Range{Start: b.id(off), End: b.id(off + n), Stride: b.stride}, off, true
+		}
+	}
+}
+
+// drain gives up the IDs left in the buffer: none of them is issued, and
+// the buffer is exhausted.
+func (b *buffer) drain() {
+	for {
+		u := b.used.Load()
+		if u >= b.size || b.used.CompareAndSwap(u, b.size) {
+			return
+		}
+	}
+}
+
 // taken returns how many of the buffer's IDs have been handed out.
 func (b *buffer) taken() int64 { return min(b.used.Load(), b.size) }
 

@@ -31,6 +31,10 @@ type tag struct {
 	spec   opaqueSpec
 	opaque *opaque
 
+	// allocTurn is held (a token in a channel of one) while a range of
+	// the tag is asked of the store and admitted: see Allocator.allocate.
+	allocTurn chan struct{}
+
 	mu      sync.Mutex
 	next    *buffer
 	pos     int // index of cur in the two-slot view of State
@@ -61,8 +65,12 @@ type tag struct {
 	starved       time.Duration
 	starvedAtLoad time.Duration
 	retired       int64 // IDs in buffers the tag has switched away from
-	loads         int64
-	loadErrors    int64
+	direct        int64 // IDs of ranges taken from the store directly (Range)
+	// rangeStep is the smallest step of the tag's loads from now on: room
+	// for the ranges asked of it (Range). 0 until one did not fit.
+	rangeStep  int64
+	loads      int64
+	loadErrors int64
 	// waits counts requests that had to wait for a load, failedRequests
 	// requests that failed. Both are counted by requests without mu.
 	waits          atomic.Int64
@@ -72,7 +80,7 @@ type tag struct {
 // newTag returns a tag whose table step is tableStep. adopted is when
 // Upsert or a lookup made it served; zero for a tag read with the list.
 func newTag(name string, tableStep int64, adopted time.Time) *tag {
-	return &tag{name: name, tableStep: tableStep, adopted: adopted, changed: make(chan struct{})}
+	return &tag{name: name, tableStep: tableStep, adopted: adopted, changed: make(chan struct{}), allocTurn: make(chan struct{}, 1)}
 }
 
 func (t *tag) setTableStep(step int64) {
@@ -218,7 +226,7 @@ func (t *tag) beginLoadLocked(now time.Time, p stepPolicy) (loadStart, bool) {
 		// A tag starved all along is wanted faster than anything measured.
 		period = max(period-s, time.Millisecond)
 	}
-	step := p.next(t.step, t.tableStep, issued-t.issuedAtLoad, period)
+	step := max(p.next(t.step, t.tableStep, issued-t.issuedAtLoad, period), t.rangeStep)
 	t.loading, t.loadSince = true, time.Now()
 	return loadStart{step: step, at: now, issued: issued, starved: starved}, true
 }
@@ -361,8 +369,24 @@ func (t *tag) starvedLocked(now time.Time) time.Duration {
 	return d
 }
 
+// wantStep makes the tag's later loads take at least step IDs, so that
+// ranges of a quarter of that fit in a buffer.
+func (t *tag) wantStep(step int64) {
+	t.mu.Lock()
+	t.rangeStep = max(t.rangeStep, step)
+	t.mu.Unlock()
+}
+
+// addDirect counts n IDs of a range taken from the store directly: they
+// are issued, and the step policy measures them.
+func (t *tag) addDirect(n int64) {
+	t.mu.Lock()
+	t.direct += n
+	t.mu.Unlock()
+}
+
 func (t *tag) issuedLocked() int64 {
-	n := t.retired
+	n := t.retired + t.direct
 	if b := t.cur.Load(); b != nil {
 		n += b.taken()
 	}

@@ -26,6 +26,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +63,17 @@ type Client struct {
 	closed atomic.Bool
 	mu     sync.Mutex // guards bufs; never held while taking a buffer's lock
 	bufs   map[string]*buffer
+
+	// Range leases (WithRanges); rangeSize is 0 without them.
+	rangeSize int64
+	// rangeLow is the number of IDs left in a lease at or below which the
+	// next lease is fetched.
+	rangeLow int64
+	// ranges maps every tag served in ranges to its *rangeTag; slots
+	// caches some of them, found by a few bytes of the name, for Next.
+	ranges sync.Map
+	slots  [rangeSlots]atomic.Pointer[rangeTag]
+	epoch  time.Time // the origin of clock()
 }
 
 // Option configures a Client in New.
@@ -76,6 +88,9 @@ type settings struct {
 	buffered         bool
 	refillTimeout    time.Duration
 	refillTimeoutSet bool
+	rangeSize        int64
+	rangeRefillAt    float64
+	ranged           bool
 }
 
 // WithFailover adds base URLs of further leafd servers of the same fleet
@@ -132,8 +147,8 @@ func WithRefillTimeout(d time.Duration) Option {
 // one). It makes no request.
 //
 // Errors: a base URL that is not an absolute http or https URL, a nil
-// *http.Client, a buffer size below 1, refillAt outside [0, 1), or a
-// refill timeout that is not positive.
+// *http.Client, a buffer or range size below 1, refillAt outside [0, 1),
+// or a refill timeout that is not positive.
 func New(baseURL string, opts ...Option) (*Client, error) {
 	var s settings
 	for _, o := range opts {
@@ -154,6 +169,10 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("leafd client: buffer size %d is below 1", s.size)
 	case s.buffered && !(s.refillAt >= 0 && s.refillAt < 1):
 		return nil, fmt.Errorf("leafd client: refillAt %v is outside [0, 1)", s.refillAt)
+	case s.ranged && s.rangeSize < 1:
+		return nil, fmt.Errorf("leafd client: range size %d is below 1", s.rangeSize)
+	case s.ranged && !(s.rangeRefillAt >= 0 && s.rangeRefillAt < 1):
+		return nil, fmt.Errorf("leafd client: range refillAt %v is outside [0, 1)", s.rangeRefillAt)
 	case s.refillTimeoutSet && s.refillTimeout <= 0:
 		return nil, fmt.Errorf("leafd client: refill timeout %v is not positive", s.refillTimeout)
 	}
@@ -175,6 +194,11 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		c.size = s.size
 		c.low = int(s.refillAt * float64(s.size))
 	}
+	if s.ranged {
+		c.rangeSize = s.rangeSize
+		c.rangeLow = int64(s.rangeRefillAt * float64(s.rangeSize))
+	}
+	c.epoch = time.Now()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
 }
@@ -196,6 +220,7 @@ func (c *Client) Close() error {
 	for _, b := range bufs {
 		b.drop()
 	}
+	c.dropRanges()
 	c.wg.Wait()
 	if c.own != nil {
 		c.own.CloseIdleConnections()
@@ -203,23 +228,42 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// Next returns one segment ID of tag: from the buffer with WithBuffer,
-// otherwise from GET /segment/{tag}.
+// Next returns one segment ID of tag: from the tag's range lease with
+// WithRanges, from the buffer with WithBuffer, otherwise from
+// GET /segment/{tag}.
 //
 // Errors: an *Error with the server's code (unknown_tag, mode_disabled,
 // segment_unavailable, tag_exhausted, …); an invalid_tag *Error, without a
 // request, for a tag the server would refuse; a network error when no base
 // URL answered; the context's error when it ended first; ErrClosed.
 func (c *Client) Next(ctx context.Context, tag string) (int64, error) {
+	// The fast path of WithRanges: the tag's lease from its cache slot,
+	// and one atomic add on it.
+	if s := c.slot(tag).Load(); s != nil && s.is(tag) {
+		l := s.cur.Load()
+		o := l.taken.Add(1)
+		if o < l.mark.Load() {
+			return l.base + o, nil
+		}
+		return c.nextRange(ctx, tag, s, l, o)
+	}
+	if c.rangeSize > 0 {
+		return c.nextRange(ctx, tag, nil, nil, 0)
+	}
+	return c.nextUnranged(ctx, tag)
+}
+
+// nextUnranged is Next without range leases: from the buffer or a request.
+func (c *Client) nextUnranged(ctx context.Context, tag string) (int64, error) {
+	if err := c.check(tag); err != nil {
+		return 0, err
+	}
 	if c.size == 0 {
-		ids, err := c.NextN(ctx, tag, 1)
+		ids, err := c.fetchSegment(ctx, tag, 1)
 		if err != nil {
 			return 0, err
 		}
 		return ids[0], nil
-	}
-	if err := c.check(tag); err != nil {
-		return 0, err
 	}
 	var id int64
 	err := c.take(ctx, tag, 1, func(ids []int64) { id = ids[0] })
@@ -227,10 +271,12 @@ func (c *Client) Next(ctx context.Context, tag string) (int64, error) {
 }
 
 // NextN returns n segment IDs of tag, ascending and unique: with
-// WithBuffer and n no larger than the buffer's size from the buffer,
-// otherwise from GET /segment/{tag}?count=n in one request (IDs of such a
-// larger batch are not ordered against the IDs a buffer holds). n must be
-// in 1..segment.max_batch of the servers (default 10,000).
+// WithRanges and n no larger than the range size, one contiguous run from
+// the tag's lease; with WithBuffer and n no larger than the buffer's size
+// from the buffer; otherwise from GET /segment/{tag}?count=n in one
+// request (IDs of such a larger batch are not ordered against the IDs a
+// buffer or lease holds). n must be in 1..segment.max_batch of the
+// servers (default 10,000) when it comes from a request.
 //
 // Errors: those of Next; invalid_count for n out of range (below 1 found by
 // the client). If a batch from the buffer fails midway, the IDs it had
@@ -242,6 +288,15 @@ func (c *Client) NextN(ctx context.Context, tag string, n int) ([]int64, error) 
 	if n < 1 {
 		return nil, localError(http.StatusBadRequest, leafd.EInvalidCount, "count %d is not valid: ask for at least 1 ID", n)
 	}
+	if int64(n) <= c.rangeSize {
+		return c.nextNRange(ctx, tag, n)
+	}
+	return c.nextNUnranged(ctx, tag, n)
+}
+
+// nextNUnranged is NextN without range leases: from the buffer or a
+// request.
+func (c *Client) nextNUnranged(ctx context.Context, tag string, n int) ([]int64, error) {
 	if c.size > 0 && n <= c.size {
 		out := make([]int64, 0, n)
 		err := c.take(ctx, tag, n, func(ids []int64) { out = append(out, ids...) })
@@ -384,7 +439,9 @@ func (c *Client) try(ctx context.Context, u string, n int) (body []byte, retry b
 
 // parseIDs reads {"tag":"…","ids":["1","2"]} (no tag for snowflake, when
 // tag is nil) and checks it strictly: exactly n IDs, each a decimal string
-// in 1..2^63-1 without sign or leading zero, strictly ascending.
+// in 1..2^63-1 without sign or leading zero, no ID twice. It returns them
+// ascending: a batch of an opaque tag holds its IDs in no particular order
+// (docs/contract.md, Opaque tags), every other batch is ascending already.
 func parseIDs(body []byte, n int, tag *string) ([]int64, error) {
 	var m struct {
 		Tag *string  `json:"tag"`
@@ -400,15 +457,24 @@ func parseIDs(body []byte, n int, tag *string) ([]int64, error) {
 		return nil, fmt.Errorf("leafd client: malformed answer: asked for %d IDs, got %d", n, len(m.IDs))
 	}
 	ids := make([]int64, n)
+	sorted := true
 	for i, s := range m.IDs {
 		id, ok := parseID(s)
 		if !ok {
 			return nil, fmt.Errorf("leafd client: malformed answer: %q is not an ID (a decimal from 1 to 2^63-1)", truncate(s))
 		}
 		if i > 0 && id <= ids[i-1] {
-			return nil, fmt.Errorf("leafd client: malformed answer: ID %d follows %d; a batch must be ascending", id, ids[i-1])
+			sorted = false
 		}
 		ids[i] = id
+	}
+	if !sorted {
+		slices.Sort(ids)
+		for i := 1; i < n; i++ {
+			if ids[i] == ids[i-1] {
+				return nil, fmt.Errorf("leafd client: malformed answer: ID %d twice in one batch", ids[i])
+			}
+		}
 	}
 	return ids, nil
 }

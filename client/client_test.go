@@ -525,8 +525,9 @@ func TestStrictIDs(t *testing.T) {
 		{"Empty", "application/json", `{"tag":"order","ids":[""]}`, 1, false},
 		{"TooFew", "application/json", `{"tag":"order","ids":["1"]}`, 2, false},
 		{"TooMany", "application/json", `{"tag":"order","ids":["1","2","3"]}`, 2, false},
-		{"Descending", "application/json", `{"tag":"order","ids":["2","1"]}`, 2, false},
+		{"Descending", "application/json", `{"tag":"order","ids":["2","1"]}`, 2, true}, // an opaque tag's batch: sorted
 		{"Twice", "application/json", `{"tag":"order","ids":["2","2"]}`, 2, false},
+		{"TwiceUnordered", "application/json", `{"tag":"order","ids":["3","1","3"]}`, 3, false},
 		{"OtherTag", "application/json", `{"tag":"pay","ids":["1"]}`, 1, false},
 		{"NoTag", "application/json", `{"ids":["1"]}`, 1, false},
 		{"NullIDs", "application/json", `{"tag":"order","ids":null}`, 1, false},
@@ -542,8 +543,8 @@ func TestStrictIDs(t *testing.T) {
 			c := newClient(t, srv.URL)
 			ids, err := c.NextN(context.Background(), "order", tc.n)
 			if tc.ok {
-				if err != nil || len(ids) != tc.n {
-					t.Fatalf("NextN = %v, %v; want %d IDs", ids, err, tc.n)
+				if err != nil || len(ids) != tc.n || !slices.IsSorted(ids) {
+					t.Fatalf("NextN = %v, %v; want %d IDs, ascending", ids, err, tc.n)
 				}
 				return
 			}

@@ -53,6 +53,8 @@ var (
 	ErrSegmentUnavailable   = &Error{Code: leafd.ESegmentUnavailable}
 	ErrSnowflakeUnavailable = &Error{Code: leafd.ESnowflakeUnavailable}
 	ErrTagExhausted         = &Error{Code: leafd.ETagExhausted}
+	ErrInvalidSize          = &Error{Code: leafd.EInvalidSize}
+	ErrRangeUnsupported     = &Error{Code: leafd.ERangeUnsupported}
 	ErrInternal             = &Error{Code: leafd.EInternal}
 )
 

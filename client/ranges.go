@@ -336,21 +336,21 @@ func (c *Client) runRangeRefill(s *rangeTag, r *refill) {
 		if !errors.As(err, &e) {
 			break
 		}
-		switch {
+		switch cur := s.cur.Load(); {
 		case e.Code == leafd.ERangeUnsupported:
 			s.probeAt.Store(0)
 			s.fallback.Store(true)
 		case e.Code == leafd.ENotFound:
 			s.probeAt.Store(c.clock() + int64(rangeProbeAfter))
 			s.fallback.Store(true)
-		case e.definite():
-			if cur := s.cur.Load(); cur.taken.Load() >= cur.n {
-				// An unknown tag, say: keep no state for it, so that
-				// made-up tags do not pile up in the map.
-				s.gone = true
-				c.ranges.CompareAndDelete(s.tag, s)
-				c.slot(s.tag).CompareAndSwap(s, nil)
-			}
+		case e.Code == leafd.EUnknownTag || (e.definite() && cur.taken.Load() >= cur.n):
+			// Keep no state for an unknown tag, so that made-up tags do not
+			// pile up in the map; nor its lease: the tag stopped existing,
+			// and one created again under its name starts over.
+			s.gone = true
+			s.cur.Store(&s.empty)
+			c.ranges.CompareAndDelete(s.tag, s)
+			c.slot(s.tag).CompareAndSwap(s, nil)
 		}
 	}
 	r.err = err
@@ -364,7 +364,7 @@ func (c *Client) fetchLease(ctx context.Context, tag string) (*lease, error) {
 	for attempt := 1; ; attempt++ {
 		start, n, err := c.fetchRange(ctx, tag, c.rangeSize)
 		if err == nil {
-			l := &lease{base: start - 1, n: n, due: n - min(c.rangeLow, n)}
+			l := &lease{base: start - 1, n: n, due: n - c.rangeLow}
 			l.mark.Store(l.due)
 			return l, nil
 		}
@@ -395,7 +395,7 @@ func (c *Client) fetchRange(ctx context.Context, tag string, size int64) (start,
 
 // parseRange reads {"tag":"…","start":"1001","end":"2001"} and checks it
 // strictly: the tag asked for, start an ID (decimal, 1..2^63-1, no sign,
-// no leading zero), end above it and at most 2^63, at most size IDs.
+// no leading zero), end at most 2^63, exactly size IDs.
 func parseRange(body []byte, tag string, size int64) (start, n int64, err error) {
 	var m struct {
 		Tag   *string `json:"tag"`
@@ -420,8 +420,8 @@ func parseRange(body []byte, tag string, size int64) (start, n int64, err error)
 	} else {
 		return 0, 0, fmt.Errorf("leafd client: malformed range: end %q is not a decimal from 2 to 2^63", truncate(m.End))
 	}
-	if end <= uint64(start) || end-uint64(start) > uint64(size) {
-		return 0, 0, fmt.Errorf("leafd client: malformed range: [%s, %s) is not 1 to %d IDs", m.Start, m.End, size)
+	if end <= uint64(start) || end-uint64(start) != uint64(size) {
+		return 0, 0, fmt.Errorf("leafd client: malformed range: [%s, %s) is not the %d IDs asked for", m.Start, m.End, size)
 	}
 	return start, int64(end - uint64(start)), nil
 }

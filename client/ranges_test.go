@@ -313,7 +313,7 @@ func TestRangesRetry(t *testing.T) {
 			mustNext(t, c, "order")
 		}
 		waitFor(t, "the failing fetch's three rounds", func() bool { return failing.Load() >= 3 })
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // past the backoff after one or two failed fetches
 		// 500 calls past the mark while the fetch failed made one fetch
 		// (three rounds) and maybe one more after its backoff, not one per
 		// call.
@@ -348,6 +348,31 @@ func TestRangesRetry(t *testing.T) {
 		}
 		if _, err := c.Next(context.Background(), "bad/tag"); !errors.Is(err, client.ErrInvalidTag) {
 			t.Fatalf("Next error %v, want invalid_tag", err)
+		}
+	})
+
+	t.Run("TagDeleted", func(t *testing.T) {
+		// A tag that stops existing while a lease of it is held: the fetch
+		// of the next lease answers unknown_tag, and the rest of the lease
+		// is dropped.
+		st := newRangeStore("order")
+		srv := newRangeServer(t, st)
+		c := newClient(t, srv.URL, client.WithRanges(10, 0.5))
+		mustNext(t, c, "order")
+		st.mu.Lock()
+		delete(st.next, "order")
+		st.mu.Unlock()
+		for want := int64(2); want <= 5; want++ { // the 5th fetches the next lease
+			if id := mustNext(t, c, "order"); id != want {
+				t.Fatalf("Next = %d, want %d", id, want)
+			}
+		}
+		waitFor(t, "unknown_tag instead of the rest of the lease", func() bool {
+			_, err := c.Next(context.Background(), "order")
+			return errors.Is(err, client.ErrUnknownTag)
+		})
+		if _, err := c.Next(context.Background(), "order"); !errors.Is(err, client.ErrUnknownTag) {
+			t.Fatalf("Next error %v, want unknown_tag", err)
 		}
 	})
 
@@ -643,7 +668,7 @@ func TestStrictRanges(t *testing.T) {
 		first      int64
 	}{
 		{"Valid", `{"tag":"order","start":"1001","end":"1011"}`, true, 1001},
-		{"Shorter", `{"tag":"order","start":"1001","end":"1002"}`, true, 1001},
+		{"Shorter", `{"tag":"order","start":"1001","end":"1002"}`, false, 0},
 		{"LastID", `{"tag":"order","start":"9223372036854775798","end":"9223372036854775808"}`, true, 9223372036854775798},
 		{"Longer", `{"tag":"order","start":"1001","end":"1012"}`, false, 0},
 		{"Empty", `{"tag":"order","start":"1001","end":"1001"}`, false, 0},

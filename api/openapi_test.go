@@ -422,7 +422,7 @@ func TestSpecCoherent(t *testing.T) {
 			if sec != "[map[adminBearer:[]]]" {
 				t.Errorf("%s security %s, want adminBearer alone", op, sec)
 			}
-		case path == "/segment/{tag}" || path == "/api/segment/get/{tag}" || path == "/snowflake" || path == "/api/snowflake/get/{key}":
+		case path == "/segment/{tag}" || path == "/segment/{tag}/range" || path == "/api/segment/get/{tag}" || path == "/snowflake" || path == "/api/snowflake/get/{key}":
 			if sec != "[map[] map[accessToken:[]]]" { // segment.require_token, snowflake.require_token
 				t.Errorf("%s security %s, want none or accessToken", op, sec)
 			}

@@ -205,6 +205,13 @@ func TestResponsesMatchSpec(t *testing.T) {
 		{server: "full", method: "GET", path: "/segment/order?count=0", status: 400, code: "invalid_count"},
 		{server: "full", method: "GET", path: "/segment/bad$tag", status: 400, code: "invalid_tag"},
 		{server: "full", method: "GET", path: "/segment/nope", status: 404, code: "unknown_tag"},
+		{server: "full", method: "GET", path: "/segment/order/range?size=100", status: 200},
+		{server: "full", method: "GET", path: "/segment/order/range?size=0", status: 400, code: "invalid_size"},
+		{server: "full", method: "GET", path: "/segment/nope/range?size=5", status: 404, code: "unknown_tag"},
+		{server: "full", method: "GET", path: "/segment/secret/range?size=5", status: 409, code: "range_unsupported"},
+		{server: "unready", method: "GET", path: "/segment/order/range?size=5", status: 503, code: "segment_unavailable"},
+		{server: "tokens", method: "GET", path: "/segment/order/range?size=5", status: 401, code: "token_required"},
+		{server: "tokens", method: "GET", path: "/segment/secret/range?size=5", header: []string{"Authorization", "Bearer " + testAccessToken}, status: 403, code: "token_refused"},
 		{server: "full", method: "GET", path: "/api/segment/get/order", status: 200},
 		{server: "full", method: "GET", path: "/api/segment/get/nope", status: 500},
 		{server: "full", method: "GET", path: "/snowflake", status: 200},
@@ -330,6 +337,7 @@ func TestResponsesMatchSpec(t *testing.T) {
 	// tag_exhausted, TestSegmentErrors/Exhausted).
 	unseen := map[string]bool{
 		"GET /segment/{tag} 500":              true,
+		"GET /segment/{tag}/range 500":        true,
 		"GET /snowflake 500":                  true,
 		"GET /api/tags 500":                   true,
 		"POST /api/tags 500":                  true,

@@ -30,6 +30,10 @@ type Segment interface {
 	Next(ctx context.Context, tag string) (int64, error)
 	NextN(ctx context.Context, tag string, n int, dst []segment.Range) ([]segment.Range, error)
 	MaxBatch() int
+	// Range leases size consecutive IDs of tag; MaxRange is the largest
+	// size it takes.
+	Range(ctx context.Context, tag string, size int64) (segment.Range, error)
+	MaxRange() int64
 	// Ready returns nil while the mode can issue IDs, and a not_ready error
 	// saying why otherwise (/readyz).
 	Ready() error
@@ -206,6 +210,7 @@ func New(cfg Config) *Server {
 	get(e, "/healthz", s.healthz)
 	get(e, "/readyz", s.readyz)
 	get(e, "/segment/:tag", s.guard(false, false, s.getSegment)...)
+	get(e, "/segment/:tag/range", s.guard(false, false, s.getSegmentRange)...)
 	get(e, "/api/segment/get/:tag", s.guard(false, true, s.getLeafSegment)...)
 	get(e, "/snowflake", s.guard(true, false, s.getSnowflake)...)
 	get(e, "/snowflake/:id", s.decodeSnowflake)

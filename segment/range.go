@@ -12,19 +12,25 @@ import (
 // Range leases: a caller takes a whole run of consecutive IDs at once and
 // hands them out itself, as Didi Tinyid's client does with its segments.
 //
-// A range no larger than a quarter of what a buffer may hold (the larger of
-// MaxStep and the buffer's own size) is carved out of the tag's current
-// buffer with one compare-and-swap, so that it costs no more than a batch.
-// When the current buffer has fewer IDs left than the range needs, the rest
-// of it is given up (those IDs are skipped, never issued) and the range is
-// carved from the next buffer; the tag remembers the size asked for, and its
-// later loads take steps of at least four times it, so that a tag served
-// mostly by ranges gives up little. A larger range is taken from the store
-// directly, in a transaction of its own, as a load is: it is used only once
-// its COMMIT succeeded, and it passes the same rewind check.
+// A range of at most a quarter of the current buffer is carved out of it
+// with one compare-and-swap, so that it costs no more than a batch. When the
+// buffer has fewer IDs left than the range needs, they are given up
+// (skipped, never issued) and the range comes from the next buffer, as a
+// batch would go on to it. So at most a quarter of a buffer is given up per
+// switch, and usually far less.
+//
+// A range larger than a quarter of the current buffer is taken from the
+// store directly, in a transaction of its own, as a load is: it is used only
+// once its COMMIT succeeded, and it passes the same rewind check. When a
+// buffer could hold four such ranges (they are at most a quarter of
+// MaxStep), the tag also moves towards one: it switches to its next buffer
+// when that is ready (giving up what is left of the current one), else it
+// begins a load of at least four times the range.
+// A tag served by ranges alone thus soon carves them from its buffers, and
+// its ranges, counted in its rate, keep its step large.
 
-// rangeShare is how many ranges of the largest size carved from buffers a
-// buffer holds at least: larger ranges are taken from the store directly.
+// rangeShare is how many ranges a buffer must hold for ranges to be carved
+// from it: a larger range is taken from the store directly.
 const rangeShare = 4
 
 // Range reserves size consecutive IDs of tag and returns them as one range
@@ -53,20 +59,28 @@ func (a *Allocator) Range(ctx context.Context, name string, size int64) (Range, 
 			if b.stride > 1 {
 				return Range{}, t.failed(stridedRange(name, b.stride))
 			}
-			if size*rangeShare > max(a.cfg.MaxStep, b.size) {
+			if size*rangeShare <= b.size {
+				if r, off, ok := b.carve(size); ok {
+					if off+size > b.preloadAt && !b.preloaded.Load() {
+						a.preload(t, b)
+					}
+					return r, nil
+				}
+				// Too few IDs left in b: give them up and go on to the
+				// next buffer.
+				b.drain()
+			} else {
+				if size*rangeShare <= max(a.cfg.MaxStep, b.size) {
+					retry, ls, begun := t.makeRoom(b, size*rangeShare, a.cfg.Now, a.policy)
+					if begun {
+						a.startLoad(t, ls)
+					}
+					if retry {
+						continue
+					}
+				}
 				return a.rangeDirect(ctx, t, size)
 			}
-			if r, off, ok := b.carve(size); ok {
-				if off+size > b.preloadAt && !b.preloaded.Load() {
-					a.preload(t, b)
-				}
-				return r, nil
-			}
-			// Too few IDs left in b for the range: give them up and go on
-			// to the next buffer, and have later loads make room for
-			// ranges of this size.
-			t.wantStep(size * rangeShare)
-			b.drain()
 		}
 		if err := a.awaitRefill(ctx, t, &w); err != nil {
 			return Range{}, err

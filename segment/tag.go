@@ -66,9 +66,10 @@ type tag struct {
 	starvedAtLoad time.Duration
 	retired       int64 // IDs in buffers the tag has switched away from
 	direct        int64 // IDs of ranges taken from the store directly (Range)
-	// rangeStep is the smallest step of the tag's loads from now on: room
-	// for the ranges asked of it (Range). 0 until one did not fit.
-	rangeStep  int64
+	// nextMin is the smallest step of the next load to begin, room for a
+	// range asked of the tag (see makeRoom); 0 for none. The load that
+	// begins takes it and clears it.
+	nextMin    int64
 	loads      int64
 	loadErrors int64
 	// waits counts requests that had to wait for a load, failedRequests
@@ -226,7 +227,8 @@ func (t *tag) beginLoadLocked(now time.Time, p stepPolicy) (loadStart, bool) {
 		// A tag starved all along is wanted faster than anything measured.
 		period = max(period-s, time.Millisecond)
 	}
-	step := max(p.next(t.step, t.tableStep, issued-t.issuedAtLoad, period), t.rangeStep)
+	step := max(p.next(t.step, t.tableStep, issued-t.issuedAtLoad, period), t.nextMin)
+	t.nextMin = 0
 	t.loading, t.loadSince = true, time.Now()
 	return loadStart{step: step, at: now, issued: issued, starved: starved}, true
 }
@@ -369,12 +371,30 @@ func (t *tag) starvedLocked(now time.Time) time.Duration {
 	return d
 }
 
-// wantStep makes the tag's later loads take at least step IDs, so that
-// ranges of a quarter of that fit in a buffer.
-func (t *tag) wantStep(step int64) {
+// makeRoom moves the tag towards a buffer of at least step IDs, for a
+// range that its current buffer b is too small to carve (Range). When the
+// next buffer is ready, b is drained (its IDs skipped) and the tag switches
+// to it: retry reports that the caller should look again. Otherwise a load
+// of at least step IDs begins, unless one is in flight already, and the
+// caller takes its range from the store meanwhile; when begun, the caller
+// starts the load (Allocator.startLoad).
+func (t *tag) makeRoom(b *buffer, step int64, now func() time.Time, p stepPolicy) (retry bool, ls loadStart, begun bool) {
 	t.mu.Lock()
-	t.rangeStep = max(t.rangeStep, step)
-	t.mu.Unlock()
+	defer t.mu.Unlock()
+	if t.removed {
+		return false, loadStart{}, false
+	}
+	if t.cur.Load() != b {
+		return true, loadStart{}, false // another request switched meanwhile
+	}
+	if t.next != nil {
+		b.drain()
+		t.switchLocked(now())
+		return true, loadStart{}, false
+	}
+	t.nextMin = max(t.nextMin, step)
+	ls, begun = t.beginLoadLocked(now(), p)
+	return false, ls, begun
 }
 
 // addDirect counts n IDs of a range taken from the store directly: they

@@ -89,7 +89,14 @@ type loadSpec struct {
 	pause time.Duration
 	// servers to load; nil means all.
 	servers []*server
+	// ranges mixes in range leases (GET /segment/{tag}/range?size=N, N up
+	// to maxRange) for a tenth of the segment requests.
+	ranges bool
 }
+
+// maxRange is the largest range the load asks for: with max_step 5000,
+// ranges over 1250 are taken from the database directly.
+const maxRange = 3000
 
 // load is clients sending requests until stopped.
 type load struct {
@@ -192,6 +199,12 @@ func (l *load) client(s *server, rng *rand.Rand) {
 				o.path = "/api/segment/get/" + o.tag
 			}
 		}
+		isRange := o.mode == modeSegment && !leaf && l.spec.ranges && rng.IntN(10) == 0
+		if isRange {
+			n = 1 + rng.IntN(maxRange)
+			query = []string{"size=" + strconv.Itoa(n)}
+			o.path += "/range"
+		}
 		if len(query) > 0 {
 			o.path += "?" + strings.Join(query, "&")
 		}
@@ -212,6 +225,14 @@ func (l *load) client(s *server, rng *rand.Rand) {
 		var ids []int64
 		switch {
 		case err != nil:
+		case o.status == 200 && isRange:
+			ids, err = parseRange(body, o.tag)
+			if err == nil && len(ids) != n {
+				err = fmt.Errorf("%d IDs for size=%d", len(ids), n)
+			}
+			if err != nil {
+				c.violate("server %d: GET %s: 200 with a bad body: %v: %.200q", s.idx, o.path, err, body)
+			}
 		case o.status == 200:
 			ids, err = parseIDs(body, asJSON, leaf)
 			if err == nil && len(ids) != n {
@@ -230,18 +251,24 @@ func (l *load) client(s *server, rng *rand.Rand) {
 			o.code = e.Error.Code
 		}
 		o.ids = len(ids)
-		key := seqKey{p.seq, o.mode, o.tag}
-		prev := last[key]
-		for _, id := range ids {
-			if id <= prev {
-				c.violate("server %d (process %d) %s %s: ID %d after %d on one connection: not strictly increasing",
-					s.idx, p.seq, o.mode, o.tag, id, prev)
-			}
-			prev = id
-		}
-		if len(ids) > 0 {
-			last[key] = prev
+		if isRange {
+			// A range may come from the database directly, above the IDs
+			// the server buffers: ranges are not in order with the rest.
 			c.ledger.add(o.mode, o.tag, p.seq, ids)
+		} else {
+			key := seqKey{p.seq, o.mode, o.tag}
+			prev := last[key]
+			for _, id := range ids {
+				if id <= prev {
+					c.violate("server %d (process %d) %s %s: ID %d after %d on one connection: not strictly increasing",
+						s.idx, p.seq, o.mode, o.tag, id, prev)
+				}
+				prev = id
+			}
+			if len(ids) > 0 {
+				last[key] = prev
+				c.ledger.add(o.mode, o.tag, p.seq, ids)
+			}
 		}
 		c.mu.Lock()
 		c.outcomes = append(c.outcomes, o)
@@ -284,6 +311,24 @@ func parseIDs(body []byte, asJSON, leaf bool) ([]int64, error) {
 			return nil, fmt.Errorf("batch not ascending: %d after %d", id, ids[i-1])
 		}
 		ids[i] = id
+	}
+	return ids, nil
+}
+
+// parseRange reads the answer of a range lease and returns its IDs.
+func parseRange(body []byte, tag string) ([]int64, error) {
+	var v struct{ Tag, Start, End string }
+	if err := json.Unmarshal(body, &v); err != nil {
+		return nil, err
+	}
+	start, err1 := strconv.ParseInt(v.Start, 10, 64)
+	end, err2 := strconv.ParseInt(v.End, 10, 64)
+	if err1 != nil || err2 != nil || start < 1 || end <= start || end-start > maxRange || v.Tag != tag {
+		return nil, fmt.Errorf("not a range of tag %s", tag)
+	}
+	ids := make([]int64, 0, end-start)
+	for id := start; id < end; id++ {
+		ids = append(ids, id)
 	}
 	return ids, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -66,7 +67,7 @@ func TestKillAndRestart(t *testing.T) {
 		"LEAFD_SEGMENT_SEED_TAGS=a:20 b:100 c:500", "LEAFD_SEGMENT_REFILL_MIN=1s", "LEAFD_SEGMENT_REFILL_MAX=2s",
 		"LEAFD_SEGMENT_MAX_STEP=5000", "LEAFD_SNOWFLAKE_LEASE_TTL=5s"}})
 	c.startAll()
-	l := c.startLoad(loadSpec{tags: segTags, snowflake: true})
+	l := c.startLoad(loadSpec{tags: segTags, snowflake: true, ranges: true})
 	time.Sleep(prof.phase)
 	for i := range prof.kills {
 		s := c.servers[i%len(c.servers)]
@@ -86,6 +87,11 @@ func TestKillAndRestart(t *testing.T) {
 	time.Sleep(prof.phase)
 	l.Stop()
 	c.note("%d kill -9 and 1 SIGTERM, each restarted at once", prof.kills)
+	ranges := c.outcomesOf(func(o *outcome) bool { return o.status == 200 && strings.Contains(o.path, "/range?") })
+	if len(ranges) == 0 {
+		c.violate("no range lease was served: the load asks for them")
+	}
+	c.note("%d range leases among the requests, checked with the other IDs", len(ranges))
 	c.finish()
 }
 

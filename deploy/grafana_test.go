@@ -121,6 +121,7 @@ func exported(t *testing.T, s metricsStore) map[string]*dto.MetricFamily {
 	get("/snowflake?count=2", http.StatusOK)
 	get("/segment/nope", http.StatusNotFound)      // unknown_tag
 	get("/segment/order", http.StatusUnauthorized) // no token: refused and counted
+	callGRPC(t, m, a, g)                           // the gRPC API's series (grpc_test.go)
 	body := get("/metrics", http.StatusOK)
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(strings.NewReader(body))

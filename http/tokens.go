@@ -270,7 +270,7 @@ func (s *Server) guard(snowflake, leaf bool, h gin.HandlerFunc) []gin.HandlerFun
 // checkIDToken lets an ID request through only with a token allowed for
 // its tag (the name snowflake on the snowflake routes).
 func (s *Server) checkIDToken(c *gin.Context, snowflake, leaf bool) {
-	mode, tag := "segment", SnowflakeTokenTag
+	tag := SnowflakeTokenTag
 	if !snowflake {
 		tag = c.Param("tag")
 		if leafd.ValidateTag(tag) != nil {
@@ -287,25 +287,12 @@ func (s *Server) checkIDToken(c *gin.Context, snowflake, leaf bool) {
 	if text == "" && leaf {
 		text, err = queryToken(c.Request.URL.RawQuery)
 	}
-	reason := "refused"
-	switch {
-	case err != nil:
-		reason = "" // a malformed query: not a refusal
-	case text == "":
-		reason = "missing"
-		err = leafd.Errorf(leafd.ETokenRequired, "this route needs an access token: %s", tokenRequiredHint)
-	default:
-		err = s.tok.allowed(text, tag)
+	if err == nil { // else a malformed query: not a refusal
+		err = s.checkAccessToken(text, tag, snowflake)
 	}
 	if err == nil {
 		c.Next()
 		return
-	}
-	if snowflake {
-		mode, tag = "snowflake", ""
-	}
-	if code := leafd.ErrorCode(err); code == leafd.ETokenRequired || code == leafd.ETokenRefused {
-		s.tok.refused(mode, tag, reason)
 	}
 	if leafd.ErrorCode(err) == leafd.ETokenRequired {
 		c.Header("WWW-Authenticate", `Bearer realm="leafd"`)
@@ -327,6 +314,88 @@ func (s *Server) checkIDToken(c *gin.Context, snowflake, leaf bool) {
 	c.AbortWithStatus(status)
 	_, _ = c.Writer.WriteString(code + ": " + leafd.ErrorMessage(err))
 }
+
+// checkAccessToken checks the token text presented for tag (SnowflakeTokenTag
+// for the snowflake mode): nil, token_required when text is empty,
+// token_refused, or store_unavailable before the tokens were ever read.
+// A refusal is counted (leafd_token_refusals_total, /api/state). s.tok must
+// not be nil.
+func (s *Server) checkAccessToken(text, tag string, snowflake bool) error {
+	reason := "refused"
+	var err error
+	if text == "" {
+		reason = "missing"
+		err = leafd.Errorf(leafd.ETokenRequired, "this route needs an access token: %s", tokenRequiredHint)
+	} else {
+		err = s.tok.allowed(text, tag)
+	}
+	if err == nil {
+		return nil
+	}
+	mode := "segment"
+	if snowflake {
+		mode, tag = "snowflake", ""
+	}
+	if code := leafd.ErrorCode(err); code == leafd.ETokenRequired || code == leafd.ETokenRefused {
+		s.tok.refused(mode, tag, reason)
+	}
+	return err
+}
+
+// IDTokenRequired reports whether the ID requests of a mode (snowflake, or
+// segment when false) need an access token: the mode's require_token is
+// on and the server has a store of tokens. Another front end than HTTP
+// (the gRPC API) asks it before it looks for a token at all.
+func (s *Server) IDTokenRequired(snowflake bool) bool {
+	return s.tok != nil && ((snowflake && s.sfRequire) || (!snowflake && s.segRequire))
+}
+
+// CheckIDToken checks the access token presented with an ID request that
+// did not come through the HTTP routes (the gRPC API), as the ID routes
+// check theirs: nil when the mode requires no token or token allows tag
+// (the name snowflake for the snowflake mode, whose tag is ignored);
+// otherwise token_required (token is empty), token_refused, or
+// store_unavailable before the tokens were ever read, each refusal counted
+// as the HTTP routes count theirs. token is the bearer token's text, the
+// scheme word already removed. A segment tag that is not valid is
+// invalid_tag, before any token is looked at.
+func (s *Server) CheckIDToken(token, tag string, snowflake bool) error {
+	if !s.IDTokenRequired(snowflake) {
+		return nil
+	}
+	if snowflake {
+		tag = SnowflakeTokenTag
+	} else if err := leafd.ValidateTag(tag); err != nil {
+		return err
+	}
+	return s.checkAccessToken(strings.TrimSpace(token), tag, snowflake)
+}
+
+// Ready returns nil when every enabled mode can issue IDs, and otherwise
+// the not_ready error of the first that cannot: what GET /readyz answers.
+// The gRPC API's health service reports it.
+func (s *Server) Ready() error {
+	var modes []interface{ Ready() error }
+	if s.seg != nil {
+		modes = append(modes, s.seg)
+	}
+	if s.sf != nil {
+		modes = append(modes, s.sf)
+	}
+	for _, m := range modes {
+		if err := m.Ready(); err != nil {
+			if leafd.ErrorCode(err) != leafd.ENotReady { // the contract knows no other answer
+				err = leafd.Wrap(leafd.ENotReady, err, leafd.ErrorMessage(err))
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Registerer returns the registry that GET /metrics serves, so that another
+// front end of the same server (the gRPC API) can add its metrics to it.
+func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }
 
 // queryToken reads the token parameter of a Leaf route's query, given at
 // most once.

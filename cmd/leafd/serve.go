@@ -16,6 +16,7 @@ import (
 	"github.com/leafd/leafd"
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/config"
+	"github.com/leafd/leafd/rpc"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
@@ -151,6 +152,15 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("http.addr: %w", err)
 	}
+	// The gRPC API, when grpc.addr is set, on a listener of its own,
+	// bound here for the same reason.
+	var grpcLn net.Listener
+	if cfg.GRPC.Addr != "" {
+		if grpcLn, err = net.Listen("tcp", cfg.GRPC.Addr); err != nil {
+			ln.Close()
+			return fmt.Errorf("grpc.addr: %w", err)
+		}
+	}
 	var segHandler leafhttp.Segment
 	if alloc != nil {
 		segHandler = alloc
@@ -166,6 +176,15 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 		Tokens: db, SegmentRequireToken: cfg.Segment.RequireToken, SnowflakeRequireToken: cfg.Snowflake.RequireToken,
 		MaxConnections: cfg.HTTP.MaxConnections, TrustedProxies: cfg.HTTP.TrustedProxies,
 	})
+	grpcSrv, err := newGRPCServer(grpcLn, srv, metrics, alloc, gen, log)
+	if err != nil {
+		ln.Close()
+		srv.Close()
+		return err
+	}
+	if grpcSrv != nil {
+		defer grpcSrv.Stop() // at once, on the ways out that did not stop it gracefully
+	}
 
 	bootCtx, cancelBoot := context.WithCancel(ctx)
 	bootDone := make(chan struct{})
@@ -174,6 +193,13 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 		bootstrap(bootCtx, cfg, db, alloc, gen, log)
 	}()
 
+	// Said before "leafd serving", which tells tests and scripts that both
+	// listeners are bound.
+	grpcServed := make(chan error, 1)
+	if grpcSrv != nil {
+		log.Info("leafd gRPC serving", "addr", grpcLn.Addr().String())
+		go func() { grpcServed <- grpcSrv.Serve(grpcLn) }()
+	}
 	log.Info("leafd serving", "addr", ln.Addr().String(), "store", db.Driver(),
 		"segment", cfg.Segment.Enabled, "snowflake", cfg.Snowflake.Enabled)
 	served := make(chan error, 1)
@@ -194,12 +220,29 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 		// The fixed worker id is another live server's (or recorded far
 		// ahead of this clock): this server must not run with it. Exit 1.
 		refused = gen.Err()
+	case err := <-grpcServed:
+		// The gRPC listener failed: stop the HTTP server too, and exit 1.
+		refused = fmt.Errorf("grpc.addr: %w", err)
+		grpcServed <- nil
 	}
 	log.Info("leafd shutting down", "timeout", cfg.HTTP.ShutdownTimeout)
 	cancelBoot()
 	shutCtx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
 	defer cancel()
+	grpcStopped := make(chan error, 1)
+	if grpcSrv != nil {
+		// Together with the HTTP server, within the same timeout, then at once.
+		go func() { grpcStopped <- grpcSrv.Shutdown(shutCtx) }()
+	}
 	err = srv.Shutdown(shutCtx)
+	if grpcSrv != nil {
+		if grpcErr := <-grpcStopped; grpcErr != nil && err == nil {
+			err = fmt.Errorf("gRPC: %w", grpcErr)
+		}
+		if serveErr := <-grpcServed; serveErr != nil && err == nil {
+			err = fmt.Errorf("gRPC: %w", serveErr)
+		}
+	}
 	<-bootDone
 	if serveErr := <-served; serveErr != nil && err == nil {
 		err = serveErr
@@ -217,6 +260,24 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	}
 	log.Info("leafd stopped")
 	return nil
+}
+
+// newGRPCServer builds the gRPC API's server for ln (nil: none, grpc.addr
+// is empty), served by the same allocators as the HTTP server, whose token
+// check, readiness and metrics registry it shares.
+func newGRPCServer(ln net.Listener, srv *leafhttp.Server, metrics *leafhttp.Metrics, alloc *segment.Allocator,
+	gen *snowflake.Generator, log *slog.Logger) (*rpc.Server, error) {
+	if ln == nil {
+		return nil, nil
+	}
+	c := rpc.Config{Access: srv, Ready: srv.Ready, Registerer: metrics.Registerer(), Logger: log}
+	if alloc != nil {
+		c.Segment = alloc
+	}
+	if gen != nil {
+		c.Snowflake = gen
+	}
+	return rpc.New(c)
 }
 
 // bootstrap prepares the database once it answers, retrying with backoff

@@ -34,9 +34,14 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // *http.Server is the Access of a real leafd.
 var _ rpc.Access = (*leafhttp.Server)(nil)
 
+// newStoreB is newStore for a benchmark: the tag bench, step 100,000.
+func newStoreB(b *testing.B) store.Store {
+	return newStore(b, map[string]int64{"bench": 100000})
+}
+
 // newStore opens a fresh, migrated SQLite store with the given tags
 // (name:step pairs as a map).
-func newStore(t *testing.T, tags map[string]int64) store.Store {
+func newStore(t testing.TB, tags map[string]int64) store.Store {
 	t.Helper()
 	s, err := store.Open("sqlite", testdb.SQLite(t))
 	if err != nil {

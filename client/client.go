@@ -2,20 +2,38 @@
 // IDs per business tag and snowflake IDs, over one or more leafd servers.
 //
 // It asks for JSON (IDs arrive as strings and are parsed strictly: no sign,
-// no leading zero, 1 to 2^63-1, ascending, exactly as many as asked), fails
+// no leading zero, 1 to 2^63-1, none twice, exactly as many as asked, and
+// are returned ascending), fails
 // over to the next base URL when a server cannot be reached or answers a
 // 5xx that another server may not give, and stays on the URL that worked.
 // With WithBuffer it keeps IDs of each tag in memory and refills them in the
 // background, as Didi Tinyid's client does, so that most calls of Next make
 // no request at all.
 //
+// With WithRanges it leases runs of consecutive IDs per tag instead
+// (GET /segment/{tag}/range?size=N): Next is then one atomic add on the
+// tag's lease, a few nanoseconds, and the next lease is fetched in the
+// background before the current one runs out:
+//
+//	c, err := client.New("http://leafd1:8080",
+//		client.WithFailover("http://leafd2:8080"),
+//		client.WithRanges(100_000, 0.2), // leases of 100,000 IDs, the next fetched at 20,000 left
+//	)
+//	…
+//	id, err := c.Next(ctx, "order")
+//
+// Tags whose IDs are not consecutive (opaque tags, tags of a sharded store)
+// are served as without WithRanges, from the buffer of WithBuffer if given.
+//
+// The client speaks HTTP. (A gRPC transport will be an option here.)
+//
 // Every method honours its context's deadline. Errors a server answers are
 // *Error values carrying leafd's error code; match them with errors.Is and
 // the sentinels (ErrUnknownTag, …) or with IsCode.
 //
 // A Client is safe for concurrent use. Close it when done: that stops the
-// background refills and drops the IDs the buffers hold (skipped, never
-// handed out).
+// background refills and drops the IDs the buffers and leases hold
+// (skipped, never handed out).
 package client
 
 import (

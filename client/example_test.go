@@ -74,6 +74,40 @@ func Example() {
 	// invoice: create the tag first
 }
 
+func ExampleWithRanges() {
+	// A leafd server in-process over SQLite, with the tag "order".
+	dsn, remove := exampleDatabase()
+	defer remove()
+	url, stop := startLeafd(dsn, "order")
+	defer stop()
+
+	// Lease 100,000 consecutive IDs per tag at a time; fetch the next
+	// lease in the background when 20,000 are left.
+	c, err := client.New(url, client.WithRanges(100_000, 0.2))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close() // the rest of the leases is skipped, never handed out
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	id, err := c.Next(ctx, "order") // one request: the first lease
+	if err != nil {
+		log.Fatal(err)
+	}
+	ids, err := c.NextN(ctx, "order", 3) // from the lease: no request
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Where the lease starts depends on what the server had buffered.
+	fmt.Println("order ID is positive:", id > 0)
+	fmt.Println("the next three follow it:", ids[0] == id+1 && ids[1] == id+2 && ids[2] == id+3)
+	// Output:
+	// order ID is positive: true
+	// the next three follow it: true
+}
+
 // exampleDatabase returns the DSN of a new SQLite file and a function that
 // removes it.
 func exampleDatabase() (dsn string, remove func()) {

@@ -509,11 +509,12 @@ func TestRangesContextDeadline(t *testing.T) {
 	t.Run("Held", func(t *testing.T) {
 		srv := newRangeServer(t, newRangeStore("order"))
 		c := newClient(t, srv.URL, client.WithRanges(10, 0))
-		for range 10 {
-			mustNext(t, c, "order") // the 10th starts the next fetch
+		for range 9 {
+			mustNext(t, c, "order")
 		}
 		release := srv.hold()
 		defer release()
+		mustNext(t, c, "order") // the 10th starts the next fetch, held
 		waitFor(t, "the fetch of the second lease", func() bool { return srv.ranges.Load() == 2 })
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		_, err := c.Next(ctx, "order")

@@ -257,7 +257,7 @@ func (c *Client) Close() error {
 func (c *Client) Next(ctx context.Context, tag string) (int64, error) {
 	// The fast path of WithRanges: the tag's lease from its cache slot,
 	// and one atomic add on it.
-	if s := c.slot(tag).Load(); s != nil && s.is(tag) {
+	if s := c.slot(tag).Load(); s != nil && s.same(tag) {
 		l := s.cur.Load()
 		o := l.taken.Add(1)
 		if o < l.mark.Load() {
@@ -265,10 +265,21 @@ func (c *Client) Next(ctx context.Context, tag string) (int64, error) {
 		}
 		return c.nextRange(ctx, tag, s, l, o)
 	}
-	if c.rangeSize > 0 {
-		return c.nextRange(ctx, tag, nil, nil, 0)
+	return c.next(ctx, tag)
+}
+
+// next is Next past its fast path.
+func (c *Client) next(ctx context.Context, tag string) (int64, error) {
+	if c.rangeSize == 0 {
+		return c.nextUnranged(ctx, tag)
 	}
-	return c.nextUnranged(ctx, tag)
+	if s := c.slot(tag).Load(); s != nil && s.tag == tag {
+		// The tag, in another string than the one the state was made
+		// with.
+		l := s.cur.Load()
+		return c.nextRange(ctx, tag, s, l, l.taken.Add(1))
+	}
+	return c.nextRange(ctx, tag, nil, nil, 0)
 }
 
 // nextUnranged is Next without range leases: from the buffer or a request.

@@ -131,11 +131,12 @@ func (c *Client) slot(tag string) *atomic.Pointer[rangeTag] {
 	return &c.slots[h%rangeSlots]
 }
 
-// is reports whether s is the state of tag: first by the string's address,
-// which is the same on every call of a program that names its tag by a
-// constant, without a call of memequal.
-func (s *rangeTag) is(tag string) bool {
-	return len(s.tag) == len(tag) && (unsafe.StringData(s.tag) == unsafe.StringData(tag) || s.tag == tag)
+// same reports whether s was made with the very string tag (its address
+// and length): true on every call of a program that names its tag by a
+// constant, and found without a call of memequal. Other strings of the
+// same tag are compared in Client.next.
+func (s *rangeTag) same(tag string) bool {
+	return unsafe.StringData(s.tag) == unsafe.StringData(tag) && len(s.tag) == len(tag)
 }
 
 // rangeTag returns the lease state of tag, made on first use, and puts it

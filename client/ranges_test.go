@@ -757,3 +757,24 @@ func TestRangesNewRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestRangesTagInAnotherString: a tag named by a new string on every call
+// (read from a request, say), not by a constant, is served from the same
+// lease.
+func TestRangesTagInAnotherString(t *testing.T) {
+	srv := newRangeServer(t, newRangeStore("order"))
+	c := newClient(t, srv.URL, client.WithRanges(100, 0.2))
+	for want := int64(1); want <= 50; want++ {
+		tag := string([]byte("order")) // a new string each time
+		if id := mustNext(t, c, tag); id != want {
+			t.Fatalf("Next = %d, want %d", id, want)
+		}
+		if want%2 == 0 {
+			mustNext(t, c, "order") // and the constant in between
+			want++
+		}
+	}
+	if n := srv.ranges.Load(); n != 1 {
+		t.Fatalf("%d range requests, want 1", n)
+	}
+}

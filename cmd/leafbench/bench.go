@@ -8,27 +8,80 @@ import (
 	"os"
 	"strings"
 
+	"google.golang.org/grpc"
+
+	"github.com/leafd/leafd/client"
 	"github.com/leafd/leafd/internal/testenv"
 )
 
-// servers are the running servers of a run.
+// servers are the running servers of a run, and the clients that load
+// them.
 type servers struct {
 	baseline string // URL, "" when not needed
 	leafd    string
+	// grpcBaseline and leafdGRPC are gRPC addresses, host:port, "" when not
+	// needed.
+	grpcBaseline, leafdGRPC string
 	// procs are the servers leafbench started, to check that they still
 	// run and to stop them.
 	procs []*process
-	// baselinePID and leafdPID are the servers' process ids, 0 when
-	// leafbench did not start the server.
-	baselinePID, leafdPID int
+	// baselinePID, grpcBaselinePID and leafdPID are the servers' process
+	// ids, 0 when leafbench did not start the server.
+	baselinePID, grpcBaselinePID, leafdPID int
+
+	http *http.Client
+	// grpcBase and grpcLeafd are the gRPC scenarios' connections.
+	grpcBase, grpcLeafd []*grpc.ClientConn
+	// ranges is client_range's client, and leases counts its requests.
+	ranges *client.Client
+	leases *countingTransport
 }
 
 // pid returns the process id of the server of scenario sc, 0 if unknown.
 func (s *servers) pid(sc scenario) int {
-	if sc.baseline {
-		return s.baselinePID
+	switch {
+	case !sc.baseline:
+		return s.leafdPID
+	case sc.proto == protoGRPC:
+		return s.grpcBaselinePID
 	}
-	return s.leafdPID
+	return s.baselinePID
+}
+
+// target returns what scenario sc loads.
+func (s *servers) target(sc scenario, tag string) target {
+	switch sc.proto {
+	case protoGRPC:
+		conns := s.grpcLeafd
+		if sc.baseline {
+			conns = s.grpcBase
+		}
+		return grpcTarget{conns: conns, tag: tag, count: sc.ids}
+	case protoClient:
+		return rangeTarget{c: s.ranges, tag: tag, leases: &s.leases.n}
+	}
+	return httpTarget{client: s.http, url: s.url(sc, tag), ids: sc.ids}
+}
+
+// workers returns how many workers load scenario sc.
+func workers(o *options, sc scenario) int {
+	if sc.proto == protoClient {
+		return o.rangeCallers
+	}
+	return o.conns
+}
+
+// close closes the clients and stops the servers leafbench started.
+func (s *servers) close() {
+	if s.ranges != nil {
+		s.ranges.Close()
+	}
+	for _, c := range append(s.grpcBase, s.grpcLeafd...) {
+		c.Close()
+	}
+	for _, p := range s.procs {
+		p.Stop()
+	}
 }
 
 // alive returns an error naming a started server that has exited.
@@ -57,18 +110,9 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	}
 	defer os.RemoveAll(dir)
 
-	var srv servers
-	defer func() { // runs before RemoveAll: leafd's database is in dir
-		for _, p := range srv.procs {
-			p.Stop()
-		}
-	}()
-	needBaseline, needLeafd := false, false
-	for _, s := range o.scenarios {
-		needBaseline = needBaseline || s.baseline
-		needLeafd = needLeafd || !s.baseline
-	}
-	if needBaseline {
+	srv := servers{http: client}
+	defer srv.close() // runs before RemoveAll: leafd's database is in dir
+	if o.needs(func(s scenario) bool { return s.baseline && s.proto == protoHTTP }) {
 		p, err := startBaseline(ctx, client)
 		if err != nil {
 			return nil, err
@@ -76,13 +120,36 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 		srv.procs = append(srv.procs, p)
 		srv.baseline, srv.baselinePID = p.url, p.Pid()
 	}
-	if needLeafd {
+	if o.needs(func(s scenario) bool { return s.baseline && s.proto == protoGRPC }) {
+		p, err := startGRPCBaseline(ctx)
+		if err != nil {
+			return nil, err
+		}
+		srv.procs = append(srv.procs, p)
+		srv.grpcBaseline, srv.grpcBaselinePID = p.addr(), p.Pid()
+		if srv.grpcBase, err = dialGRPC(ctx, srv.grpcBaseline, o.grpcConns, o.allowRemote); err != nil {
+			return nil, err
+		}
+	}
+	if o.needs(func(s scenario) bool { return !s.baseline }) {
 		if err := startTarget(ctx, o, dir, client, &srv, &rep.Settings, stderr); err != nil {
 			return nil, err
 		}
 	}
+	if srv.leafdGRPC != "" {
+		var err error
+		if srv.grpcLeafd, err = dialGRPC(ctx, srv.leafdGRPC, o.grpcConns, o.allowRemote); err != nil {
+			return nil, err
+		}
+	}
+	if o.needs(func(s scenario) bool { return s.proto == protoClient }) {
+		var err error
+		if srv.ranges, srv.leases, err = newRangeClient(srv.leafd, client, o.rangeSize, o.rangeRefill); err != nil {
+			return nil, fmt.Errorf("client_range: %w", err)
+		}
+	}
 	for _, s := range o.scenarios {
-		if err := probe(ctx, client, srv.url(s, o.tag), s.ids); err != nil {
+		if err := probe(ctx, srv.target(s, o.tag), s, o.tag); err != nil {
 			return nil, err
 		}
 	}
@@ -91,31 +158,39 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	for r := range o.rounds {
 		for pos, i := range rotated(len(o.scenarios), r) {
 			s := o.scenarios[i]
-			t := target{url: srv.url(s, o.tag), ids: s.ids}
+			t := srv.target(s, o.tag)
+			n := workers(o, s)
 			if o.warmup > 0 {
-				if _, err := closedLoop(ctx, client, t, o.conns, o.warmup); err != nil {
+				if _, err := closedLoop(ctx, t, n, o.warmup); err != nil {
 					return nil, err
 				}
 			}
+			var leases0 uint64
+			if s.proto == protoClient {
+				leases0 = srv.leases.n.Load()
+			}
 			meter := startCPU(srv.pid(s))
-			p, err := closedLoop(ctx, client, t, o.conns, o.duration)
+			p, err := closedLoop(ctx, t, n, o.duration)
 			if err != nil {
 				return nil, err
 			}
 			meter.stop(p)
+			if s.proto == protoClient {
+				p.Leases, p.HasLeases = srv.leases.n.Load()-leases0, true
+			}
 			if err := srv.alive(); err != nil {
 				return nil, err
 			}
 			results[i] = append(results[i], p)
 			st := stats(p, s.ids)
-			fmt.Fprintf(stderr, "leafbench: round %d/%d #%d %-13s %12s req/s %14s IDs/s  p99 %-9s errors %d\n",
-				r+1, o.rounds, pos+1, s.name, count(st.RequestsPerS), count(st.IDsPerS), latency(st.P99us), st.Errors)
+			fmt.Fprintf(stderr, "leafbench: round %d/%d #%d %-18s %12s req/s %14s IDs/s  p99 %-9s server CPU/req %-9s errors %d\n",
+				r+1, o.rounds, pos+1, s.name, count(st.RequestsPerS), count(st.IDsPerS), latency(st.P99us), cpu(st.ServerCPUus), st.Errors)
 		}
 	}
 	rep.Scenarios = summarize(o, results, &rep.OK)
 
 	if o.halfLoad {
-		h, ok, err := halfLoad(ctx, o, client, &srv, rep.Scenarios, stderr)
+		h, ok, err := halfLoad(ctx, o, &srv, rep.Scenarios, stderr)
 		if err != nil {
 			return nil, err
 		}
@@ -129,12 +204,17 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 // startTarget starts leafd, or checks the -target, and records it in srv
 // and settings.
 func startTarget(ctx context.Context, o *options, dir string, client *http.Client, srv *servers, settings *Settings, stderr io.Writer) error {
+	grpc := o.needs(func(s scenario) bool { return s.proto == protoGRPC && !s.baseline })
 	if o.target != "" {
 		if err := testenv.WaitReady(ctx, client, o.target, readyTimeout, nil); err != nil {
 			return fmt.Errorf("-target: %w; is leafd running there?", err)
 		}
 		srv.leafd = o.target
 		settings.Target = o.target + " (a running leafd)"
+		if grpc {
+			srv.leafdGRPC = o.targetGRPC
+			settings.Target += ", gRPC at " + o.targetGRPC
+		}
 		return nil
 	}
 	bin, built, err := findLeafd(ctx, o.leafdPath, dir, stderr)
@@ -142,12 +222,12 @@ func startTarget(ctx context.Context, o *options, dir string, client *http.Clien
 		return err
 	}
 	settings.Leafd = leafdVersion(ctx, bin)
-	p, err := startLeafd(ctx, bin, dir, o.tag, client)
+	p, err := startLeafd(ctx, bin, dir, o.tag, grpc, client)
 	if err != nil {
 		return err
 	}
 	srv.procs = append(srv.procs, p)
-	srv.leafd, srv.leafdPID = p.url, p.Pid()
+	srv.leafd, srv.leafdPID, srv.leafdGRPC = p.url, p.Pid(), p.grpcAddr
 	how := bin
 	if built {
 		how = "leafd built from this repository"
@@ -164,23 +244,30 @@ func (s *servers) url(sc scenario, tag string) string {
 	return s.leafd + sc.path(tag)
 }
 
-// probe sends one request and fails with the reason when its answer is not
-// good, before any load is sent.
-func probe(ctx context.Context, client *http.Client, url string, ids int) error {
+// probe makes one call of scenario sc and fails with the reason when its
+// answer is not good, before any load is sent.
+func probe(ctx context.Context, t target, sc scenario, tag string) error {
 	ctx, cancel := context.WithTimeout(ctx, requestGrace)
 	defer cancel()
-	w, err := newWorker(ctx, client, url, ids)
+	if rt, ok := t.(rangeTarget); ok {
+		return probeRange(ctx, rt)
+	}
+	do, err := t.newCall(ctx, 0)
 	if err != nil {
 		return err
 	}
-	ok, _, msg := w.do()
+	what := "GET " + sc.path(tag)
+	if sc.proto == protoGRPC {
+		what = fmt.Sprintf("%s %s (tag %q, count %d)", sc.name, grpcMethodNextSegment, tag, sc.ids)
+	}
+	ok, _, msg := do()
 	switch {
 	case ok:
 		return nil
-	case strings.Contains(msg, `"unknown_tag"`):
-		return fmt.Errorf("GET %s: %s\ncreate the tag on that server, e.g. leafd tag add NAME --step 1000000, or name another with -tag", url, msg)
+	case strings.Contains(msg, "unknown_tag"):
+		return fmt.Errorf("%s: %s\ncreate the tag on that server, e.g. leafd tag add NAME --step 1000000, or name another with -tag", what, msg)
 	default:
-		return fmt.Errorf("GET %s: %s", url, msg)
+		return fmt.Errorf("%s: %s", what, msg)
 	}
 }
 
@@ -198,27 +285,29 @@ func rotated(n, r int) []int {
 // with ratios to the baseline of the same round. ok is set to whether no
 // request failed.
 func summarize(o *options, results [][]*phase, ok *bool) []ScenarioResult {
-	base := -1
-	for i, s := range o.scenarios {
-		if s.baseline {
-			base = i
-		}
-	}
 	*ok = true
 	out := make([]ScenarioResult, len(o.scenarios))
 	for i, s := range o.scenarios {
-		res := ScenarioResult{Name: s.name, Path: s.path(o.tag), IDsPerRequest: s.ids}
-		var reqRatios, idRatios []float64
+		res := ScenarioResult{Name: s.name, Path: s.path(o.tag), Route: s.route(o), IDsPerRequest: s.ids}
+		base := indexIn(o.scenarios, s.base)
+		if base >= 0 {
+			res.Baseline = s.base
+		}
+		var reqRatios, idRatios, cpuRatios []float64
 		for r, p := range results[i] {
 			st := stats(p, s.ids)
 			res.Rounds = append(res.Rounds, RoundStats{Round: r + 1, Position: position(len(o.scenarios), r, i), Stats: st})
 			res.Requests += st.Requests
 			res.Errors += st.Errors
+			res.Leases += st.Leases
 			if base >= 0 {
 				b := stats(results[base][r], 1)
 				if b.RequestsPerS > 0 {
 					reqRatios = append(reqRatios, st.RequestsPerS/b.RequestsPerS)
 					idRatios = append(idRatios, st.IDsPerS/b.IDsPerS)
+				}
+				if b.ServerCPUus > 0 && st.ServerCPUus > 0 {
+					cpuRatios = append(cpuRatios, st.ServerCPUus/b.ServerCPUus)
 				}
 			}
 		}
@@ -228,10 +317,16 @@ func summarize(o *options, results [][]*phase, ok *bool) []ScenarioResult {
 		res.P99us = medianOf(res.Rounds, func(s Stats) float64 { return s.P99us })
 		res.P999us = medianOf(res.Rounds, func(s Stats) float64 { return s.P999us })
 		res.ServerCPUus = medianKnown(res.Rounds, func(s Stats) float64 { return s.ServerCPUus })
+		res.ServerCPUusPerID = medianKnown(res.Rounds, func(s Stats) float64 { return s.ServerCPUusPerID })
+		res.ServerCPUusPerLease = medianKnown(res.Rounds, func(s Stats) float64 { return s.ServerCPUusPerLease })
 		res.ClientCPUus = medianKnown(res.Rounds, func(s Stats) float64 { return s.ClientCPUus })
 		if len(reqRatios) > 0 {
 			rr, ir := median(reqRatios), median(idRatios)
 			res.RatioRequests, res.RatioIDs = &rr, &ir
+		}
+		if len(cpuRatios) > 0 {
+			cr := median(cpuRatios)
+			res.RatioServerCPU = &cr
 		}
 		res.ErrorsByKind, res.FirstErrors = errorDetail(results[i])
 		*ok = *ok && res.Errors == 0
@@ -257,7 +352,7 @@ const halfLoadFraction = 0.5
 // halfLoad runs the open-loop phase: segment, and the baseline when it was
 // measured, each sent halfLoadFraction of segment's median throughput, for
 // every round, the order alternating. It returns nil without segment.
-func halfLoad(ctx context.Context, o *options, client *http.Client, srv *servers, results []ScenarioResult, stderr io.Writer) (*HalfLoad, bool, error) {
+func halfLoad(ctx context.Context, o *options, srv *servers, results []ScenarioResult, stderr io.Writer) (*HalfLoad, bool, error) {
 	seg := indexIn(o.scenarios, "segment")
 	if seg < 0 || results[seg].RequestsPerS <= 0 {
 		return nil, true, nil
@@ -274,13 +369,13 @@ func halfLoad(ctx context.Context, o *options, client *http.Client, srv *servers
 	for r := range o.rounds {
 		for pos, i := range rotated(len(runs), r) {
 			s := runs[i]
-			t := target{url: srv.url(s, o.tag), ids: s.ids}
+			t := srv.target(s, o.tag)
 			if o.warmup > 0 {
-				if _, err := openLoop(ctx, client, t, o.conns, o.warmup, rate); err != nil {
+				if _, err := openLoop(ctx, t, o.conns, o.warmup, rate); err != nil {
 					return nil, false, err
 				}
 			}
-			p, err := openLoop(ctx, client, t, o.conns, o.duration, rate)
+			p, err := openLoop(ctx, t, o.conns, o.duration, rate)
 			if err != nil {
 				return nil, false, err
 			}

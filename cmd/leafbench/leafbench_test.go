@@ -14,13 +14,22 @@ import (
 	"github.com/leafd/leafd/internal/testenv"
 )
 
+// leafdBin is the leafd binary the tests start, built once from this
+// repository at its first use.
+var leafdBin testenv.Binary
+
 // TestMain lets the test binary stand in for leafbench when the harness
-// starts itself again as the baseline server.
+// starts itself again as a baseline server.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == baselineCommand {
 		os.Exit(serveBaseline(os.Args[2:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	if len(os.Args) > 1 && os.Args[1] == grpcBaselineCommand {
+		os.Exit(serveGRPCBaseline(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	code := m.Run()
+	leafdBin.Remove()
+	os.Exit(code)
 }
 
 // TestQuickRun runs the harness as CI does, -quick, against a leafd built
@@ -31,11 +40,11 @@ func TestQuickRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two servers and loads them for several seconds")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "leafd")
-	if err := testenv.Build(t.Context(), bin, testenv.BuildOptions{}); err != nil {
+	bin, err := leafdBin.Path()
+	if err != nil {
 		t.Fatal(err)
 	}
+	dir := t.TempDir()
 	jsonPath, mdPath := filepath.Join(dir, "report.json"), filepath.Join(dir, "report.md")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -164,7 +173,7 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.duration != time.Second || o.rounds != 2 || len(o.scenarios) != len(scenarios) {
+	if o.duration != time.Second || o.rounds != 2 || len(o.scenarios) != len(strings.Split(defaultScenarios, ",")) {
 		t.Errorf("-quick -rounds 2: duration %v, rounds %d, %d scenarios", o.duration, o.rounds, len(o.scenarios))
 	}
 }

@@ -90,6 +90,10 @@ type phase struct {
 	// leafbench used during the phase, when known (see cpuTime).
 	ServerCPU, ClientCPU       time.Duration
 	HasServerCPU, HasClientCPU bool
+	// Leases (client_range only) counts the requests the client sent to
+	// leafd during the phase: its range leases.
+	Leases    uint64
+	HasLeases bool
 }
 
 // ErrorCount returns the failures of every kind.
@@ -116,27 +120,33 @@ func (p *phase) merge(o *phase) {
 	p.Lag.Merge(&o.Lag)
 }
 
-// worker sends one scenario's requests on its own connection and counts
-// them in its own phase, so that workers share nothing while they run.
+// worker sends one scenario's requests (on its own connection, for HTTP)
+// and counts them in its own phase, so that workers share nothing while
+// they run.
 type worker struct {
+	do  call
+	res phase
+}
+
+// httpCaller sends GETs of one URL and checks the answers.
+type httpCaller struct {
 	client *http.Client
 	req    *http.Request // reused: safe once the previous body is closed
 	want   int           // IDs per answer
 	buf    []byte
-	res    phase
 }
 
-func newWorker(ctx context.Context, client *http.Client, url string, want int) (*worker, error) {
+func newHTTPCaller(ctx context.Context, client *http.Client, url string, want int) (*httpCaller, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &worker{client: client, req: req, want: want, buf: make([]byte, 0, 32<<10)}, nil
+	return &httpCaller{client: client, req: req, want: want, buf: make([]byte, 0, 32<<10)}, nil
 }
 
 // do sends one request and checks the answer. It returns ok, or the kind of
 // failure and a description (only built on failure).
-func (w *worker) do() (ok bool, kind errKind, msg string) {
+func (w *httpCaller) do() (ok bool, kind errKind, msg string) {
 	resp, err := w.client.Do(w.req)
 	if err != nil {
 		return false, errTransport, err.Error()
@@ -193,19 +203,15 @@ func readBody(r io.Reader, buf []byte) ([]byte, error) {
 	}
 }
 
-// target is what a phase loads: a URL and the number of IDs each answer
-// must hold.
-type target struct {
-	url string
-	ids int
-}
-
 // closedLoop runs conns workers, each sending its next request as soon as
 // the previous answer is read, for d. Every request sent within d is
 // checked and its latency recorded; throughput counts the answers read
-// within d.
-func closedLoop(ctx context.Context, client *http.Client, t target, conns int, d time.Duration) (*phase, error) {
-	return runWorkers(ctx, client, t, conns, d, func(ctx context.Context, w *worker, _ int, start, end time.Time) {
+// within d. For a target whose perSample is k > 1, a worker reads the clock
+// around one call of every k, and the k-1 calls after it count as answered
+// when that one was.
+func closedLoop(ctx context.Context, t target, conns int, d time.Duration) (*phase, error) {
+	untimed := t.perSample() - 1
+	return runWorkers(ctx, t, conns, d, func(ctx context.Context, w *worker, _ int, start, end time.Time) {
 		for range maxPerWorker {
 			t0 := time.Now()
 			if !t0.Before(end) {
@@ -216,9 +222,14 @@ func closedLoop(ctx context.Context, client *http.Client, t target, conns int, d
 			if ctx.Err() != nil {
 				return // interrupted: the failure is leafbench's
 			}
-			w.count(ok, kind, msg, !t1.After(end))
+			inTime := !t1.After(end)
+			w.count(ok, kind, msg, inTime)
 			if ok {
 				w.res.Latency.Record(t1.Sub(t0))
+			}
+			for range untimed {
+				ok, kind, msg := w.do()
+				w.count(ok, kind, msg, inTime)
 			}
 		}
 	})
@@ -234,12 +245,12 @@ func closedLoop(ctx context.Context, client *http.Client, t target, conns int, d
 // when it was due (no coordinated omission). A request due while its worker
 // was idle counts from when it was actually sent: a late timer wake-up is
 // the client's delay, recorded apart as Lag.
-func openLoop(ctx context.Context, client *http.Client, t target, conns int, d time.Duration, rate float64) (*phase, error) {
+func openLoop(ctx context.Context, t target, conns int, d time.Duration, rate float64) (*phase, error) {
 	if rate <= 0 {
 		return nil, fmt.Errorf("open loop at %.0f requests/s: the rate must be positive", rate)
 	}
 	interval := time.Duration(float64(time.Second) * float64(conns) / rate) // per worker
-	return runWorkers(ctx, client, t, conns, d, func(ctx context.Context, w *worker, i int, start, end time.Time) {
+	return runWorkers(ctx, t, conns, d, func(ctx context.Context, w *worker, i int, start, end time.Time) {
 		timer := time.NewTimer(time.Hour)
 		defer timer.Stop()
 		due := start.Add(time.Duration(float64(time.Second) * float64(i) / rate))
@@ -284,17 +295,17 @@ func openLoop(ctx context.Context, client *http.Client, t target, conns int, d t
 // given ctx, which ends only when the run is interrupted; the requests carry
 // a context that also ends requestGrace after the period, so that a request
 // the server never answers fails as a transport error.
-func runWorkers(ctx context.Context, client *http.Client, t target, conns int, d time.Duration,
+func runWorkers(ctx context.Context, t target, conns int, d time.Duration,
 	loop func(ctx context.Context, w *worker, i int, start, end time.Time)) (*phase, error) {
 	reqCtx, cancel := context.WithTimeout(ctx, d+requestGrace)
 	defer cancel()
 	workers := make([]*worker, conns)
 	for i := range workers {
-		w, err := newWorker(reqCtx, client, t.url, t.ids)
+		do, err := t.newCall(reqCtx, i)
 		if err != nil {
 			return nil, err
 		}
-		workers[i] = w
+		workers[i] = &worker{do: do}
 	}
 	start := time.Now()
 	end := start.Add(d)

@@ -1,24 +1,41 @@
-// Command leafbench measures leafd over HTTP against the ceiling of HTTP on
-// the same machine.
+// Command leafbench measures leafd over HTTP and gRPC against the ceiling of
+// each protocol on the same machine.
 //
-// It drives servers with many concurrent keep-alive clients for a fixed time
-// per scenario and reports, for each, requests/s, IDs/s, p50/p99/p999
-// latency and errors, and each result as a ratio to the baseline:
+// It drives servers with many concurrent clients for a fixed time per
+// scenario and reports, for each, requests/s, IDs/s, p50/p99/p999 latency
+// and errors, and each result as a ratio to its protocol's baseline:
 //
-//	baseline       GET /segment/{tag} answered by a bare gin handler that
-//	               writes the constant "1\n" (no middleware, release mode):
-//	               what HTTP itself costs here, the most any server can reach
-//	segment        GET /segment/{tag}
-//	segment_batch  GET /segment/{tag}?count=1000
-//	snowflake      GET /snowflake
+//	baseline            GET /segment/{tag} answered by a bare gin handler
+//	                    that writes the constant "1\n" (no middleware,
+//	                    release mode): what HTTP itself costs here, the most
+//	                    any server can reach
+//	segment             GET /segment/{tag}
+//	segment_batch       GET /segment/{tag}?count=1000
+//	snowflake           GET /snowflake
+//	grpc_baseline       leafd.v1.IDService/NextSegment(tag, count 1) answered
+//	                    by a bare gRPC server whose NextSegment returns an
+//	                    atomic counter: the ceiling of gRPC, as the baseline
+//	                    is HTTP's
+//	grpc_segment        leafd.v1.IDService/NextSegment(tag, count 1)
+//	grpc_segment_batch  leafd.v1.IDService/NextSegment(tag, count 1000)
+//	client_range        the Go client (package client) with range leases
+//	                    (WithRanges): Next called in a loop by -range-callers
+//	                    goroutines, one call counted as one request; its
+//	                    ratios are to the (HTTP) baseline
 //
-// Every answer is checked: a status other than 200, a transport error, or a
-// body that is not one decimal ID per line, with the right number of lines,
-// strictly ascending, counts as an error, and leafbench exits 1 if there
-// was any.
+// The first four run by default; -scenarios names others, or all. The gRPC
+// scenarios are ratioed to grpc_baseline, the others to baseline, and the
+// server CPU per request to that of the same baseline.
 //
-// All scenarios use the same client in the same run. The baseline runs in
-// a process of its own, as leafd does (leafbench starts itself again with a
+// Every answer is checked: a status other than 200 (gRPC: OK), a transport
+// error, or an answer that is not the right number of IDs, each from 1 to
+// 2^63-1, strictly ascending (HTTP: one decimal per line), counts as an
+// error, and leafbench exits 1 if there was any. client_range checks that
+// the IDs each goroutine gets are strictly ascending.
+//
+// All HTTP scenarios use the same client in the same run, and all gRPC
+// scenarios the same -grpc-connections connections. Each baseline runs in a
+// process of its own, as leafd does (leafbench starts itself again with a
 // hidden argument). Each of -rounds rounds runs every scenario after a
 // warm-up, the order rotated from round to round; the figures shown are the
 // medians of the rounds, and a ratio is the median of the rounds' ratios.
@@ -42,6 +59,7 @@
 //	go run ./cmd/leafbench -quick                 # about 10 s, for CI
 //	go run ./cmd/leafbench -duration 5s -rounds 3 -markdown bench.md -json bench.json
 //	go run ./cmd/leafbench -target http://127.0.0.1:8080 -tag bench
+//	go run ./cmd/leafbench -scenarios grpc_baseline,grpc_segment,grpc_segment_batch,client_range
 //
 // By default leafbench starts leafd itself: -leafd PATH, else, when run
 // inside the leafd repository, one it builds from it with `go build
@@ -49,8 +67,9 @@
 // PATH. That leafd gets a fresh SQLite file in a temporary
 // directory, the tag -tag with a step of 1,000,000 (segment.max_step
 // 100,000,000), snowflake mode with the fixed worker id 1, and a free
-// loopback port. With -target it loads a leafd that is already running; the
-// tag must exist there. leafbench sends load only to loopback addresses
+// loopback port, and a second one for gRPC (grpc.addr) when a gRPC scenario
+// runs. With -target (and -target-grpc for the gRPC scenarios) it loads a
+// leafd that is already running; the tag must exist there. leafbench sends load only to loopback addresses
 // unless -allow-remote is given. It stops both servers when it ends, also
 // on an error or an interrupt (SIGTERM, then SIGKILL after 5 s).
 package main
@@ -63,6 +82,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -82,29 +102,71 @@ func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// protocol is how a scenario asks for IDs.
+type protocol int
+
+const (
+	protoHTTP   protocol = iota // GET requests, one per keep-alive connection at a time
+	protoGRPC                   // unary RPCs of leafd.v1.IDService
+	protoClient                 // calls of the Go client's Next, with range leases
+)
+
 // scenario is one kind of request to measure.
 type scenario struct {
 	name     string
-	baseline bool // sent to the baseline server, not to leafd
+	proto    protocol
+	baseline bool   // sent to the protocol's bare server, not to leafd
+	base     string // the scenario its ratios are to
 	query    string
 	snow     bool // GET /snowflake rather than /segment/{tag}
 	ids      int  // IDs in each answer
 }
 
-// scenarios are all the scenarios, in their default order.
+// The baselines' names.
+const (
+	httpBaseline = "baseline"
+	grpcBaseline = "grpc_baseline"
+)
+
+// scenarios are all the scenarios, in their order under -scenarios all.
 var scenarios = []scenario{
-	{name: "baseline", baseline: true, ids: 1},
-	{name: "segment", ids: 1},
-	{name: "segment_batch", query: "?count=1000", ids: 1000},
-	{name: "snowflake", snow: true, ids: 1},
+	{name: httpBaseline, baseline: true, base: httpBaseline, ids: 1},
+	{name: "segment", base: httpBaseline, ids: 1},
+	{name: "segment_batch", base: httpBaseline, query: "?count=1000", ids: 1000},
+	{name: "snowflake", base: httpBaseline, snow: true, ids: 1},
+	{name: grpcBaseline, proto: protoGRPC, baseline: true, base: grpcBaseline, ids: 1},
+	{name: "grpc_segment", proto: protoGRPC, base: grpcBaseline, ids: 1},
+	{name: "grpc_segment_batch", proto: protoGRPC, base: grpcBaseline, ids: 1000},
+	{name: "client_range", proto: protoClient, base: httpBaseline, ids: 1},
 }
 
-// path returns the scenario's path and query for tag.
+// defaultScenarios are the scenarios run without -scenarios.
+const defaultScenarios = "baseline,segment,segment_batch,snowflake"
+
+// path returns the scenario's path and query for tag: the HTTP request's,
+// or the gRPC method's (its HTTP/2 :path); for client_range the route of
+// its leases.
 func (s scenario) path(tag string) string {
-	if s.snow {
+	switch {
+	case s.proto == protoGRPC:
+		return "/" + grpcMethodNextSegment
+	case s.proto == protoClient:
+		return "/segment/" + tag + "/range"
+	case s.snow:
 		return "/snowflake" + s.query
 	}
 	return "/segment/" + tag + s.query
+}
+
+// route describes the scenario's request for the reports.
+func (s scenario) route(o *options) string {
+	switch s.proto {
+	case protoGRPC:
+		return fmt.Sprintf("gRPC NextSegment(%s, count %d)", o.tag, s.ids)
+	case protoClient:
+		return fmt.Sprintf("client.Next(%s), WithRanges(%d, %g)", o.tag, o.rangeSize, o.rangeRefill)
+	}
+	return "GET " + s.path(o.tag)
 }
 
 // options are the command line's settings.
@@ -118,6 +180,21 @@ type options struct {
 	tag              string
 	allowRemote      bool
 	halfLoad         bool
+	// targetGRPC is the gRPC address (host:port) of the -target leafd.
+	targetGRPC string
+	// grpcConns is the number of gRPC connections the gRPC scenarios'
+	// workers share.
+	grpcConns int
+	// rangeSize and rangeRefill are client_range's WithRanges arguments;
+	// rangeCallers its goroutines.
+	rangeSize    int64
+	rangeRefill  float64
+	rangeCallers int
+}
+
+// needs reports whether any scenario of the run satisfies f.
+func (o *options) needs(f func(scenario) bool) bool {
+	return slices.ContainsFunc(o.scenarios, f)
 }
 
 // Bounds of the flags, so that a typo cannot start a run of days.
@@ -125,6 +202,9 @@ const (
 	maxRounds   = 100
 	maxConns    = 10_000
 	maxDuration = time.Hour
+	// maxRangeSize is the largest -range-size: leafd's largest
+	// segment.max_range (its default is 1,000,000).
+	maxRangeSize = 1_000_000_000
 )
 
 // parseFlags reads the command line. Its errors are the caller's (exit 2).
@@ -138,7 +218,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before each measurement")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each runs every scenario, the order rotated, and the medians are reported")
 	fs.IntVar(&o.conns, "concurrency", 64, "concurrent workers, each with its own keep-alive connection")
-	fs.StringVar(&names, "scenarios", "baseline,segment,segment_batch,snowflake", "comma-separated scenarios to run")
+	fs.StringVar(&names, "scenarios", defaultScenarios, "comma-separated scenarios to run ("+scenarioNames()+"), or all")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&o.mdPath, "markdown", "", "also write the results as Markdown tables to this file")
 	fs.BoolVar(&quick, "quick", false, "a short run for CI: 1s per scenario, 250ms warm-up, 1 round (flags given explicitly win)")
@@ -147,6 +227,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.tag, "tag", "bench", "segment tag to request (created by leafbench when it starts leafd)")
 	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow a -target that is not a loopback address (only a machine you may load)")
 	fs.BoolVar(&o.halfLoad, "half-load", true, "measure latency at half of segment's maximum throughput, open loop")
+	fs.StringVar(&o.targetGRPC, "target-grpc", "", "with -target: the gRPC address (host:port, its grpc.addr) of that leafd, for the gRPC scenarios")
+	fs.IntVar(&o.grpcConns, "grpc-connections", 1, "gRPC connections (HTTP/2) that the gRPC scenarios' -concurrency workers share, round robin")
+	fs.Int64Var(&o.rangeSize, "range-size", 100_000, "client_range: IDs per range lease (at most leafd's segment.max_range, default 1,000,000)")
+	fs.Float64Var(&o.rangeRefill, "range-refill", 0.5, "client_range: fetch the next lease when this fraction of the current one is left, in [0, 1)")
+	fs.IntVar(&o.rangeCallers, "range-callers", 8, "client_range: goroutines calling Next")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: leafbench [flags]\n\nleafbench measures leafd's ID routes against a bare gin handler on the same machine.\nSee the package documentation (go doc ./cmd/leafbench) and the README.\n\nflags:")
 		fs.PrintDefaults()
@@ -181,16 +266,29 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("-concurrency %d: use 1 to %d", o.conns, maxConns)
 	case o.target != "" && o.leafdPath != "":
 		return nil, errors.New("-target and -leafd exclude each other: -target loads a running leafd, -leafd starts one")
+	case o.targetGRPC != "" && o.target == "":
+		return nil, errors.New("-target-grpc goes with -target: it names the gRPC address of the leafd at -target")
+	case o.grpcConns < 1 || o.grpcConns > maxConns:
+		return nil, fmt.Errorf("-grpc-connections %d: use 1 to %d", o.grpcConns, maxConns)
+	case o.rangeSize < 1 || o.rangeSize > maxRangeSize:
+		return nil, fmt.Errorf("-range-size %d: use 1 to %d (and at most leafd's segment.max_range)", o.rangeSize, maxRangeSize)
+	case !(o.rangeRefill >= 0 && o.rangeRefill < 1):
+		return nil, fmt.Errorf("-range-refill %v: use a fraction in [0, 1)", o.rangeRefill)
+	case o.rangeCallers < 1 || o.rangeCallers > maxConns:
+		return nil, fmt.Errorf("-range-callers %d: use 1 to %d", o.rangeCallers, maxConns)
 	}
 	if err := leafd.ValidateTag(o.tag); err != nil {
 		return nil, fmt.Errorf("-tag: %s", leafd.ErrorMessage(err))
+	}
+	if strings.TrimSpace(names) == "all" {
+		names = scenarioNames()
 	}
 	seen := map[string]bool{}
 	for name := range strings.SplitSeq(names, ",") {
 		name = strings.TrimSpace(name)
 		i := indexScenario(name)
 		if i < 0 {
-			return nil, fmt.Errorf("-scenarios: unknown scenario %q: use a comma-separated list of %s", name, scenarioNames())
+			return nil, fmt.Errorf("-scenarios: unknown scenario %q: use all, or a comma-separated list of %s", name, scenarioNames())
 		}
 		if !seen[name] {
 			seen[name] = true
@@ -203,6 +301,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			return nil, err
 		}
 		o.target = t
+		if o.needs(func(s scenario) bool { return s.proto == protoGRPC && !s.baseline }) {
+			if o.targetGRPC == "" {
+				return nil, errors.New("-target with a gRPC scenario needs -target-grpc host:port, the gRPC address of that leafd")
+			}
+			if o.targetGRPC, err = checkGRPCTarget(o.targetGRPC, o.allowRemote); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return o, nil
 }
@@ -216,18 +322,22 @@ func indexScenario(name string) int {
 	return -1
 }
 
+// scenarioNames returns every scenario's name, comma-separated.
 func scenarioNames() string {
 	names := make([]string, len(scenarios))
 	for i, s := range scenarios {
 		names[i] = s.name
 	}
-	return strings.Join(names, ", ")
+	return strings.Join(names, ",")
 }
 
 // run executes leafbench with args and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == baselineCommand {
 		return serveBaseline(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == grpcBaselineCommand {
+		return serveGRPCBaseline(args[1:], stdout, stderr)
 	}
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {

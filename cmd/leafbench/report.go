@@ -68,6 +68,13 @@ type Stats struct {
 	// known (a -target server, or no /proc).
 	ServerCPUus float64 `json:"server_cpu_us_per_request,omitempty"`
 	ClientCPUus float64 `json:"client_cpu_us_per_request,omitempty"`
+	// ServerCPUusPerID is ServerCPUus divided by the IDs per request.
+	ServerCPUusPerID float64 `json:"server_cpu_us_per_id,omitempty"`
+	// Leases (client_range only) counts the range leases the client
+	// fetched from leafd (a sum, not a median); ServerCPUusPerLease is the
+	// server's CPU time divided by them.
+	Leases              uint64  `json:"leases,omitempty"`
+	ServerCPUusPerLease float64 `json:"server_cpu_us_per_lease,omitempty"`
 }
 
 // RoundStats are one round's figures of a scenario.
@@ -79,18 +86,32 @@ type RoundStats struct {
 
 // ScenarioResult is one scenario over all rounds.
 type ScenarioResult struct {
-	Name          string `json:"name"`
-	Path          string `json:"path"`
+	Name string `json:"name"`
+	// Path is the HTTP request's path and query, or the gRPC method's path
+	// (/leafd.v1.IDService/NextSegment); for client_range the path of its
+	// leases.
+	Path string `json:"path"`
+	// Route describes the request: "GET /segment/bench",
+	// "gRPC NextSegment(bench, count 1)", "client.Next(bench), WithRanges(…)".
+	Route         string `json:"route"`
 	IDsPerRequest int    `json:"ids_per_request"`
 	Stats
 	ErrorsByKind map[string]uint64 `json:"errors_by_kind"`
 	FirstErrors  map[string]string `json:"first_errors,omitempty"`
+	// Baseline names the scenario the ratios are to: baseline (bare gin)
+	// or grpc_baseline (bare gRPC); absent when it was not run.
+	Baseline string `json:"baseline,omitempty"`
 	// RatioRequests and RatioIDs are the median over rounds of this
-	// scenario's requests/s (IDs/s) divided by the baseline's in the same
-	// round; absent without a baseline.
-	RatioRequests *float64     `json:"ratio_requests,omitempty"`
-	RatioIDs      *float64     `json:"ratio_ids,omitempty"`
-	Rounds        []RoundStats `json:"rounds"`
+	// scenario's requests/s (IDs/s) divided by its baseline's requests/s in
+	// the same round; absent without a baseline.
+	RatioRequests *float64 `json:"ratio_requests,omitempty"`
+	RatioIDs      *float64 `json:"ratio_ids,omitempty"`
+	// RatioServerCPU is the median over rounds of this scenario's server
+	// CPU per request divided by its baseline's in the same round: what
+	// the server spends on a request beyond the protocol's own cost.
+	// Absent without a baseline or without CPU figures.
+	RatioServerCPU *float64     `json:"ratio_server_cpu,omitempty"`
+	Rounds         []RoundStats `json:"rounds"`
 }
 
 // HalfLoad is the open-loop phase: a fixed rate, half of the segment
@@ -130,7 +151,7 @@ const halfLoadMethod = "open loop: request k is due at start+k/rate, spread over
 // stats turns a phase into figures.
 func stats(p *phase, ids int) Stats {
 	secs := p.Elapsed.Seconds()
-	return Stats{
+	st := Stats{
 		RequestsPerS: float64(p.InTime) / secs,
 		IDsPerS:      float64(p.InTime) * float64(ids) / secs,
 		P50us:        micros(p.Latency.Quantile(0.50)),
@@ -141,6 +162,12 @@ func stats(p *phase, ids int) Stats {
 		ServerCPUus:  perRequest(p.ServerCPU, p.HasServerCPU, p.Requests),
 		ClientCPUus:  perRequest(p.ClientCPU, p.HasClientCPU, p.Requests),
 	}
+	st.ServerCPUusPerID = st.ServerCPUus / float64(ids)
+	if p.HasLeases {
+		st.Leases = p.Leases
+		st.ServerCPUusPerLease = perRequest(p.ServerCPU, p.HasServerCPU, p.Leases)
+	}
+	return st
 }
 
 // perRequest returns cpu per request in microseconds, 0 when unknown.
@@ -312,15 +339,16 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\trequests/s\tIDs/s\tp50\tp99\tp999\terrors\treq/s vs baseline\tIDs/s vs baseline\tserver CPU/req\tclient CPU/req\t")
+	fmt.Fprintln(tw, "scenario\trequests/s\tIDs/s\tp50\tp99\tp999\terrors\treq/s vs baseline\tIDs/s vs baseline\tserver CPU/req\tserver CPU/ID\tserver CPU/req vs baseline\tclient CPU/req\t")
 	for _, s := range r.Scenarios {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", s.Name, count(s.RequestsPerS), count(s.IDsPerS),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, count(s.RequestsPerS), count(s.IDsPerS),
 			latency(s.P50us), latency(s.P99us), latency(s.P999us), s.Errors, ratio(s.RatioRequests), ratio(s.RatioIDs),
-			cpu(s.ServerCPUus), cpu(s.ClientCPUus))
+			cpu(s.ServerCPUus), cpu(s.ServerCPUusPerID), ratio(s.RatioServerCPU), cpu(s.ClientCPUus))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	r.writeNotes(w, "")
 	if h := r.HalfLoad; h != nil {
 		fmt.Fprintf(w, "\nlatency at %.0f%% of %s's maximum, %s requests/s offered to each\n(%s):\n\n", h.Fraction*100, h.Of, count(h.RatePerS), h.Method)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -335,6 +363,30 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	r.writeFailures(w)
 	return nil
+}
+
+// writeNotes says, under the table, which baseline the ratios of gRPC
+// scenarios are to, and what client_range's leases cost, when those
+// scenarios ran. Each note starts with sep and a newline.
+func (r *Report) writeNotes(w io.Writer, sep string) {
+	var grpc bool
+	for _, s := range r.Scenarios {
+		grpc = grpc || s.Baseline == grpcBaseline
+	}
+	if grpc {
+		fmt.Fprintf(w, "%s\nRatios of the gRPC scenarios are to %s (a bare gRPC server), those of the others to %s (bare gin).\n", sep, grpcBaseline, httpBaseline)
+	}
+	for _, s := range r.Scenarios {
+		if s.Leases == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%s\n%s: a request is one call of Next; the client fetched %s leases in the measured periods, %s IDs each on average",
+			sep, s.Name, count(float64(s.Leases)), count(float64(s.Requests)/float64(s.Leases)))
+		if s.ServerCPUusPerLease > 0 {
+			fmt.Fprintf(w, ", and leafd spent %s of CPU per lease", cpu(s.ServerCPUusPerLease))
+		}
+		fmt.Fprintln(w, ".")
+	}
 }
 
 // writeFailures lists the first failure of each kind, so that errors can
@@ -366,13 +418,14 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if r.Settings.Leafd != "" {
 		fmt.Fprintf(w, "\nleafd: `%s`.\n", r.Settings.Leafd)
 	}
-	fmt.Fprintln(w, "\n| scenario | route | requests/s | IDs/s | p50 | p99 | p999 | errors | req/s vs baseline | IDs/s vs baseline | server CPU/req | client CPU/req |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "\n| scenario | route | requests/s | IDs/s | p50 | p99 | p999 | errors | req/s vs baseline | IDs/s vs baseline | server CPU/req | server CPU/ID | server CPU/req vs baseline | client CPU/req |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, s := range r.Scenarios {
-		fmt.Fprintf(w, "| `%s` | `GET %s` | %s | %s | %s | %s | %s | %d | %s | %s | %s | %s |\n", s.Name, s.Path, count(s.RequestsPerS), count(s.IDsPerS),
+		fmt.Fprintf(w, "| `%s` | `%s` | %s | %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", s.Name, s.Route, count(s.RequestsPerS), count(s.IDsPerS),
 			latency(s.P50us), latency(s.P99us), latency(s.P999us), s.Errors, ratio(s.RatioRequests), ratio(s.RatioIDs),
-			cpu(s.ServerCPUus), cpu(s.ClientCPUus))
+			cpu(s.ServerCPUus), cpu(s.ServerCPUusPerID), ratio(s.RatioServerCPU), cpu(s.ClientCPUus))
 	}
+	r.writeNotes(w, "\n")
 	if h := r.HalfLoad; h != nil {
 		fmt.Fprintf(w, "\nLatency at %.0f%% of `%s`'s maximum: %s requests/s offered to each, open loop.\n\n", h.Fraction*100, h.Of, count(h.RatePerS))
 		fmt.Fprintln(w, "| scenario | offered/s | achieved/s | p50 | p99 | p999 | p99 from send | p99 client lag | errors |")
@@ -405,9 +458,12 @@ func count(x float64) string {
 	return b.String()
 }
 
-// latency writes microseconds as µs below 1 ms and ms above.
+// latency writes microseconds as ns below 1 µs, µs below 1 ms and ms
+// above.
 func latency(us float64) string {
 	switch {
+	case us > 0 && us < 1:
+		return fmt.Sprintf("%.0f ns", us*1000)
 	case us < 1000:
 		return fmt.Sprintf("%.0f µs", us)
 	case us < 10_000:
@@ -417,10 +473,14 @@ func latency(us float64) string {
 	}
 }
 
-// cpu writes CPU microseconds per request, "" when unknown.
+// cpu writes CPU microseconds per request (or per ID), as ns below 1 µs,
+// "" when unknown.
 func cpu(us float64) string {
-	if us == 0 {
+	switch {
+	case us == 0:
 		return ""
+	case us < 1:
+		return fmt.Sprintf("%.3g ns", us*1000)
 	}
 	return fmt.Sprintf("%.1f µs", us)
 }
@@ -432,6 +492,8 @@ func ratio(r *float64) string {
 		return ""
 	case *r >= 10:
 		return fmt.Sprintf("%.0f×", *r)
+	case *r > 0 && *r < 0.001:
+		return fmt.Sprintf("%.2g×", *r)
 	default:
 		return fmt.Sprintf("%.3f×", *r)
 	}

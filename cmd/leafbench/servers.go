@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,17 +30,22 @@ const (
 	stopGrace = 5 * time.Second
 )
 
-// process is a server leafbench started: leafd or the baseline.
+// process is a server leafbench started: leafd or a baseline.
 type process struct {
 	*testenv.Process
 	url string // http://127.0.0.1:port
+	// grpcAddr is leafd's gRPC address, host:port, when it serves gRPC.
+	grpcAddr string
 }
+
+// addr returns the address in url: host:port.
+func (p *process) addr() string { return strings.TrimPrefix(p.url, "http://") }
 
 // start runs the named server that c describes, keeping the last
 // tailLines lines of its output, and waits until it has reported its
-// address (c.Serving), exited or taken startTimeout, then until /readyz
-// answers 200. The server gets SIGTERM if leafbench dies without stopping
-// it.
+// address (c.Serving), exited or taken startTimeout, then, unless client is
+// nil, until /readyz answers 200. The server gets SIGTERM if leafbench dies
+// without stopping it.
 func start(ctx context.Context, name string, c testenv.Config, client *http.Client) (*process, error) {
 	c.Name, c.Tail, c.DieWithParent = name, tailLines, true
 	tp, err := testenv.Start(c)
@@ -53,6 +59,9 @@ func start(ctx context.Context, name string, c testenv.Config, client *http.Clie
 			return nil, ctx.Err()
 		}
 		return nil, fmt.Errorf("%w; its last output:\n%s", err, p.lastOutput())
+	}
+	if client == nil {
+		return p, nil
 	}
 	if err := testenv.WaitReady(ctx, client, p.url, readyTimeout, p.Done()); err != nil {
 		p.Stop()
@@ -79,9 +88,10 @@ func (p *process) lastOutput() string {
 // leafdSettings are the LEAFD_* variables of the leafd that leafbench
 // starts: a fresh SQLite file, the benchmark tag with a large step so that
 // range loads are rare and in the background, snowflake on with a fixed
-// worker id (claimed at once in its fresh database), JSON logs to learn the port from.
-func leafdSettings(dir, tag string) []string {
-	return []string{
+// worker id (claimed at once in its fresh database), JSON logs to learn the port from;
+// with grpc, the gRPC API on a free loopback port too.
+func leafdSettings(dir, tag string, grpc bool) []string {
+	s := []string{
 		"LEAFD_HTTP_ADDR=127.0.0.1:0",
 		"LEAFD_HTTP_SHUTDOWN_TIMEOUT=2s",
 		"LEAFD_STORE_DRIVER=sqlite",
@@ -94,6 +104,13 @@ func leafdSettings(dir, tag string) []string {
 		"LEAFD_LOG_FORMAT=json",
 		"LEAFD_LOG_LEVEL=info",
 	}
+	if grpc {
+		// localhost:0 rather than 127.0.0.1:0, which the configuration
+		// refuses as equal to http.addr (although the kernel gives each
+		// its own port).
+		s = append(s, "LEAFD_GRPC_ADDR=localhost:0")
+	}
+	return s
 }
 
 // Steps of the benchmark tag: a range of a million IDs at first, growing to
@@ -107,16 +124,50 @@ const (
 // startLeafd starts the leafd binary bin with a database in dir and waits
 // until it is ready. The environment is leafbench's without any LEAFD_*
 // variable, plus leafdSettings; its working directory is dir, so that no
-// config.yaml is read.
-func startLeafd(ctx context.Context, bin, dir, tag string, client *http.Client) (*process, error) {
+// config.yaml is read. With grpc it also serves gRPC, and reports the
+// address ("leafd gRPC serving", said before "leafd serving") in grpcAddr.
+func startLeafd(ctx context.Context, bin, dir, tag string, grpc bool, client *http.Client) (*process, error) {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "LEAFD_") {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, leafdSettings(dir, tag)...)
-	return start(ctx, "leafd", testenv.Config{Path: bin, Args: []string{"serve"}, Dir: dir, Env: env}, client)
+	env = append(env, leafdSettings(dir, tag, grpc)...)
+	var grpcAddr atomic.Pointer[string]
+	p, err := start(ctx, "leafd", testenv.Config{Path: bin, Args: []string{"serve"}, Dir: dir, Env: env,
+		Line: func(line string) {
+			if addr, ok := grpcServingAddr(line); ok {
+				grpcAddr.Store(&addr)
+			}
+		}}, client)
+	if err != nil || !grpc {
+		return p, err
+	}
+	if a := grpcAddr.Load(); a != nil {
+		p.grpcAddr = *a
+		return p, nil
+	}
+	p.Stop()
+	return nil, fmt.Errorf("leafd did not report a gRPC address (a log record \"leafd gRPC serving\" with the addr of grpc.addr): "+
+		"does this leafd serve gRPC? Its last output:\n%s", p.lastOutput())
+}
+
+// startGRPCBaseline starts leafbench itself again as the bare gRPC server
+// (serveGRPCBaseline), as startBaseline starts the bare gin one.
+func startGRPCBaseline(ctx context.Context) (*process, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding leafbench's own binary to start the gRPC baseline: %w", err)
+	}
+	return start(ctx, "gRPC baseline", testenv.Config{
+		Path: exe, Args: []string{grpcBaselineCommand, "-addr", "127.0.0.1:0"},
+		HoldStdin: true,
+		Serving: func(line string) (string, bool) {
+			addr, ok := strings.CutPrefix(line, grpcListeningPrefix)
+			return strings.TrimSpace(addr), ok
+		},
+	}, nil) // it listens before it says so: no readiness to wait for
 }
 
 // startBaseline starts leafbench itself again as the baseline server

@@ -570,3 +570,32 @@ func TestConcurrentNoDuplicates(t *testing.T) {
 		noDuplicates(t, ids)
 	}
 }
+
+// Shutdown waits for the RPCs in flight until its context ends, then
+// cancels them and returns the context's error.
+func TestShutdownBounded(t *testing.T) {
+	f := &fakeSegment{block: make(chan struct{}), called: make(chan struct{}, 1)}
+	defer close(f.block)
+	s := serve(t, rpc.Config{Segment: f})
+	inFlight := make(chan error, 1)
+	go func() {
+		_, err := s.client.NextSegment(ctx(t), &leafdv1.NextSegmentRequest{Tag: "t"})
+		inFlight <- err
+	}()
+	<-f.called
+	sctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := s.srv.Shutdown(sctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown: %v, want the deadline", err)
+	}
+	if took := time.Since(start); took < 100*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("Shutdown took %v", took)
+	}
+	if err := <-inFlight; status.Code(err) != codes.Unavailable && status.Code(err) != codes.Canceled {
+		t.Fatalf("the RPC cut off: %v, want UNAVAILABLE or CANCELED", err)
+	}
+	if err := <-s.serveCh; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}

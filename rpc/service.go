@@ -2,11 +2,13 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
 
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/leafd/leafd"
 	leafdv1 "github.com/leafd/leafd/proto/leafd/v1"
@@ -212,8 +214,14 @@ func bearer(ctx context.Context) string {
 
 // fail logs a failed request as the HTTP server does (not a client's
 // mistake, nor not_ready), counts it by leafd code and returns its status
-// error.
+// error. A request that failed because the client cancelled it, or its
+// deadline passed, answers CANCELED or DEADLINE_EXCEEDED.
 func (s *service) fail(ctx context.Context, method string, err error) error {
+	if cerr := ctx.Err(); cerr != nil && leafd.ErrorCode(err) == leafd.EInternal && errors.Is(err, cerr) {
+		// The client cancelled, or its deadline passed: gRPC's own
+		// status, as the client sees it, and neither a bug nor logged.
+		return status.FromContextError(cerr).Err()
+	}
 	st := Status(err)
 	code := leafd.ErrorCode(err)
 	if _, known := grpcCodes[code]; !known {

@@ -334,6 +334,17 @@ func (s *Server) healthz(c *gin.Context) {
 // readyz answers 200 when every enabled mode can issue IDs, and the
 // not_ready error of the first that cannot otherwise.
 func (s *Server) readyz(c *gin.Context) {
+	if err := s.Ready(); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}
+
+// Ready returns nil when every enabled mode can issue IDs, and otherwise
+// the not_ready error of the first that cannot: what GET /readyz answers.
+// The gRPC API's health service reports it.
+func (s *Server) Ready() error {
 	var modes []interface{ Ready() error }
 	if s.seg != nil {
 		modes = append(modes, s.seg)
@@ -346,9 +357,8 @@ func (s *Server) readyz(c *gin.Context) {
 			if leafd.ErrorCode(err) != leafd.ENotReady { // the contract knows no other answer
 				err = leafd.Wrap(leafd.ENotReady, err, leafd.ErrorMessage(err))
 			}
-			s.writeError(c, err)
-			return
+			return err
 		}
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	return nil
 }

@@ -371,28 +371,6 @@ func (s *Server) CheckIDToken(token, tag string, snowflake bool) error {
 	return s.checkAccessToken(strings.TrimSpace(token), tag, snowflake)
 }
 
-// Ready returns nil when every enabled mode can issue IDs, and otherwise
-// the not_ready error of the first that cannot: what GET /readyz answers.
-// The gRPC API's health service reports it.
-func (s *Server) Ready() error {
-	var modes []interface{ Ready() error }
-	if s.seg != nil {
-		modes = append(modes, s.seg)
-	}
-	if s.sf != nil {
-		modes = append(modes, s.sf)
-	}
-	for _, m := range modes {
-		if err := m.Ready(); err != nil {
-			if leafd.ErrorCode(err) != leafd.ENotReady { // the contract knows no other answer
-				err = leafd.Wrap(leafd.ENotReady, err, leafd.ErrorMessage(err))
-			}
-			return err
-		}
-	}
-	return nil
-}
-
 // Registerer returns the registry that GET /metrics serves, so that another
 // front end of the same server (the gRPC API) can add its metrics to it.
 func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }

@@ -416,7 +416,7 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 	if c.GRPC.Addr != "" {
 		if _, _, err := net.SplitHostPort(c.GRPC.Addr); err != nil {
 			bad("grpc.addr", "%q is not host:port: %s", c.GRPC.Addr, hintGRPCAddr)
-		} else if c.GRPC.Addr == c.HTTP.Addr {
+		} else if _, port, _ := net.SplitHostPort(c.GRPC.Addr); c.GRPC.Addr == c.HTTP.Addr && port != "0" {
 			bad("grpc.addr", "%q is http.addr as well: give the gRPC API a port of its own", c.GRPC.Addr)
 		}
 	}

@@ -1,6 +1,9 @@
 package client
 
-import "time"
+import (
+	"time"
+	"unsafe"
+)
 
 // SetRangeProbeAfter sets how long a tag whose servers answered not_found
 // for its range is served without ranges, until restore is called. Only
@@ -10,3 +13,6 @@ func SetRangeProbeAfter(d time.Duration) (restore func()) {
 	rangeProbeAfter = d
 	return func() { rangeProbeAfter = old }
 }
+
+// LeaseSize is the size of a lease, which must be one cache line.
+const LeaseSize = unsafe.Sizeof(lease{})

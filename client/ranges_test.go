@@ -778,3 +778,11 @@ func TestRangesTagInAnotherString(t *testing.T) {
 		t.Fatalf("%d range requests, want 1", n)
 	}
 }
+
+// TestLeaseIsOneCacheLine: a lease fills its 64-byte size class, so that
+// the counter and the bounds a claim reads share one cache line.
+func TestLeaseIsOneCacheLine(t *testing.T) {
+	if client.LeaseSize != 64 {
+		t.Fatalf("a lease is %d bytes, want 64", client.LeaseSize)
+	}
+}

@@ -190,12 +190,18 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	rep.Scenarios = summarize(o, results, &rep.OK)
 
 	if o.halfLoad {
-		h, ok, err := halfLoad(ctx, o, &srv, rep.Scenarios, stderr)
-		if err != nil {
-			return nil, err
+		for _, g := range halfLoadGroups {
+			h, ok, err := halfLoad(ctx, o, &srv, rep.Scenarios, g, stderr)
+			if err != nil {
+				return nil, err
+			}
+			if g.of == "segment" {
+				rep.HalfLoad = h
+			} else {
+				rep.HalfLoadGRPC = h
+			}
+			rep.OK = rep.OK && ok
 		}
-		rep.HalfLoad = h
-		rep.OK = rep.OK && ok
 	}
 	rep.Machine.LoadEnd = loadAverage()
 	return rep, nil
@@ -345,26 +351,37 @@ func position(n, r, i int) int {
 	return 0
 }
 
-// halfLoadFraction is the share of segment's maximum throughput at which
-// latency is measured.
+// halfLoadFraction is the share of segment's (grpc_segment's) maximum
+// throughput at which latency is measured.
 const halfLoadFraction = 0.5
 
-// halfLoad runs the open-loop phase: segment, and the baseline when it was
-// measured, each sent halfLoadFraction of segment's median throughput, for
-// every round, the order alternating. It returns nil without segment.
-func halfLoad(ctx context.Context, o *options, srv *servers, results []ScenarioResult, stderr io.Writer) (*HalfLoad, bool, error) {
-	seg := indexIn(o.scenarios, "segment")
+// halfLoadGroup is a scenario of leafd and the baseline it is compared with
+// at the same fixed rate.
+type halfLoadGroup struct {
+	of   string // the leafd scenario whose maximum sets the rate
+	base string
+}
+
+// halfLoadGroups are the half-load phases, in order: HTTP, then gRPC.
+var halfLoadGroups = []halfLoadGroup{{of: "segment", base: httpBaseline}, {of: "grpc_segment", base: grpcBaseline}}
+
+// halfLoad runs one open-loop phase: g.of, and its baseline when it was
+// measured, each sent halfLoadFraction of g.of's median throughput, for
+// every round, the order alternating, with the server CPU of each. It
+// returns nil without g.of.
+func halfLoad(ctx context.Context, o *options, srv *servers, results []ScenarioResult, g halfLoadGroup, stderr io.Writer) (*HalfLoad, bool, error) {
+	seg := indexIn(o.scenarios, g.of)
 	if seg < 0 || results[seg].RequestsPerS <= 0 {
 		return nil, true, nil
 	}
 	rate := halfLoadFraction * results[seg].RequestsPerS
 	var runs []scenario
-	for _, name := range []string{"baseline", "segment"} {
+	for _, name := range []string{g.base, g.of} {
 		if i := indexIn(o.scenarios, name); i >= 0 {
 			runs = append(runs, o.scenarios[i])
 		}
 	}
-	h := &HalfLoad{Of: "segment", Fraction: halfLoadFraction, RatePerS: rate, Method: halfLoadMethod}
+	h := &HalfLoad{Of: g.of, Fraction: halfLoadFraction, RatePerS: rate, Method: halfLoadMethod}
 	phases := make([][]*phase, len(runs))
 	for r := range o.rounds {
 		for pos, i := range rotated(len(runs), r) {
@@ -375,24 +392,30 @@ func halfLoad(ctx context.Context, o *options, srv *servers, results []ScenarioR
 					return nil, false, err
 				}
 			}
+			meter := startCPU(srv.pid(s))
 			p, err := openLoop(ctx, t, o.conns, o.duration, rate)
 			if err != nil {
 				return nil, false, err
 			}
+			meter.stop(p)
 			if err := srv.alive(); err != nil {
 				return nil, false, err
 			}
 			phases[i] = append(phases[i], p)
-			fmt.Fprintf(stderr, "leafbench: half load, round %d/%d #%d %-9s %12s req/s offered %12s achieved  p99 %-9s errors %d\n",
+			fmt.Fprintf(stderr, "leafbench: half load, round %d/%d #%d %-13s %12s req/s offered %12s achieved  p99 %-9s server CPU/req %-9s errors %d\n",
 				r+1, o.rounds, pos+1, s.name, count(rate), count(float64(p.InTime)/p.Elapsed.Seconds()),
-				latency(micros(p.Latency.Quantile(0.99))), p.ErrorCount())
+				latency(micros(p.Latency.Quantile(0.99))), cpu(perRequest(p.ServerCPU, p.HasServerCPU, p.Requests)), p.ErrorCount())
 		}
 	}
 	ok := true
+	base := -1
+	if len(runs) == 2 {
+		base = 0 // runs[0] is g.base
+	}
 	for i, s := range runs {
 		x := HalfLoadResult{Name: s.name, Path: s.path(o.tag), OfferedPerS: rate}
-		var achieved, p50, p99, p999, service, lag []float64
-		for _, p := range phases[i] {
+		var achieved, p50, p99, p999, service, lag, serverCPU, cpuRatios []float64
+		for r, p := range phases[i] {
 			achieved = append(achieved, float64(p.InTime)/p.Elapsed.Seconds())
 			p50 = append(p50, micros(p.Latency.Quantile(0.50)))
 			p99 = append(p99, micros(p.Latency.Quantile(0.99)))
@@ -401,9 +424,24 @@ func halfLoad(ctx context.Context, o *options, srv *servers, results []ScenarioR
 			lag = append(lag, micros(p.Lag.Quantile(0.99)))
 			x.Requests += p.Requests
 			x.Errors += p.ErrorCount()
+			c := perRequest(p.ServerCPU, p.HasServerCPU, p.Requests)
+			if c > 0 {
+				serverCPU = append(serverCPU, c)
+			}
+			if base >= 0 {
+				b := phases[base][r]
+				if bc := perRequest(b.ServerCPU, b.HasServerCPU, b.Requests); bc > 0 && c > 0 {
+					cpuRatios = append(cpuRatios, c/bc)
+				}
+			}
 		}
 		x.AchievedPerS, x.P50us, x.P99us, x.P999us = median(achieved), median(p50), median(p99), median(p999)
 		x.ServiceP99us, x.LagP99us = median(service), median(lag)
+		x.ServerCPUus = median(serverCPU)
+		if len(cpuRatios) > 0 {
+			cr := median(cpuRatios)
+			x.RatioServerCPU = &cr
+		}
 		x.ErrorsByKind, x.FirstErrors = errorDetail(phases[i])
 		ok = ok && x.Errors == 0
 		h.Results = append(h.Results, x)

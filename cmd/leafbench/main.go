@@ -45,7 +45,10 @@
 //
 // Then the half-load phase sends segment and the baseline the same fixed
 // rate, half of segment's measured maximum, open loop, and reports the
-// latency at that rate. Request k is due at start + k/rate, the requests
+// latency and the server CPU per request at that rate; and so for
+// grpc_segment and grpc_baseline when grpc_segment runs. At the same rate
+// both servers see the same arrivals, so their CPU per request compares
+// their work alone, whichever would have reached more throughput. Request k is due at start + k/rate, the requests
 // shared out over the workers, each sleeping until its next one is due. A
 // request due while its worker still waited for an earlier answer counts
 // from when it was due, so that a stalled server is charged the whole delay
@@ -226,7 +229,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.target, "target", "", "load a leafd already running at this URL, e.g. http://127.0.0.1:8080, instead of starting one")
 	fs.StringVar(&o.tag, "tag", "bench", "segment tag to request (created by leafbench when it starts leafd)")
 	fs.BoolVar(&o.allowRemote, "allow-remote", false, "allow a -target that is not a loopback address (only a machine you may load)")
-	fs.BoolVar(&o.halfLoad, "half-load", true, "measure latency at half of segment's maximum throughput, open loop")
+	fs.BoolVar(&o.halfLoad, "half-load", true, "measure latency and server CPU at half of segment's (and grpc_segment's) maximum throughput, open loop")
 	fs.StringVar(&o.targetGRPC, "target-grpc", "", "with -target: the gRPC address (host:port, its grpc.addr) of that leafd, for the gRPC scenarios")
 	fs.IntVar(&o.grpcConns, "grpc-connections", 1, "gRPC connections (HTTP/2) that the gRPC scenarios' -concurrency workers share, round robin")
 	fs.Int64Var(&o.rangeSize, "range-size", 100_000, "client_range: IDs per range lease (at most leafd's segment.max_range, default 1,000,000)")

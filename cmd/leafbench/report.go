@@ -23,6 +23,9 @@ type Report struct {
 	// HalfLoad is nil when the segment scenario was not run or -half-load
 	// is off.
 	HalfLoad *HalfLoad `json:"half_load,omitempty"`
+	// HalfLoadGRPC is the same for grpc_segment and grpc_baseline: nil
+	// when grpc_segment was not run or -half-load is off.
+	HalfLoadGRPC *HalfLoad `json:"half_load_grpc,omitempty"`
 	// OK is false when any request of the run failed.
 	OK bool `json:"ok"`
 }
@@ -114,8 +117,9 @@ type ScenarioResult struct {
 	Rounds         []RoundStats `json:"rounds"`
 }
 
-// HalfLoad is the open-loop phase: a fixed rate, half of the segment
-// scenario's measured maximum, sent to segment and to the baseline.
+// HalfLoad is an open-loop phase: a fixed rate, half of the segment (or
+// grpc_segment) scenario's measured maximum, sent to it and to its
+// baseline.
 type HalfLoad struct {
 	Of       string           `json:"of"`
 	Fraction float64          `json:"fraction"`
@@ -135,12 +139,19 @@ type HalfLoadResult struct {
 	P999us       float64 `json:"p999_us"`
 	// ServiceP99us is the p99 from the actual send; LagP99us the p99 of how
 	// late the client sent what was due while idle.
-	ServiceP99us float64           `json:"service_p99_us"`
-	LagP99us     float64           `json:"client_lag_p99_us"`
-	Requests     uint64            `json:"requests"`
-	Errors       uint64            `json:"errors"`
-	ErrorsByKind map[string]uint64 `json:"errors_by_kind"`
-	FirstErrors  map[string]string `json:"first_errors,omitempty"`
+	ServiceP99us float64 `json:"service_p99_us"`
+	LagP99us     float64 `json:"client_lag_p99_us"`
+	// ServerCPUus is the server's CPU time per request at that rate, in
+	// microseconds (absent when not known), and RatioServerCPU the median
+	// over rounds of it divided by the baseline's in the same round. At
+	// the same rate, both servers see the same arrivals, so this ratio
+	// does not depend on which of them reached a higher throughput.
+	ServerCPUus    float64           `json:"server_cpu_us_per_request,omitempty"`
+	RatioServerCPU *float64          `json:"ratio_server_cpu,omitempty"`
+	Requests       uint64            `json:"requests"`
+	Errors         uint64            `json:"errors"`
+	ErrorsByKind   map[string]uint64 `json:"errors_by_kind"`
+	FirstErrors    map[string]string `json:"first_errors,omitempty"`
 }
 
 // halfLoadMethod says in the report how the open loop is paced and timed.
@@ -349,13 +360,17 @@ func (r *Report) WriteText(w io.Writer) error {
 		return err
 	}
 	r.writeNotes(w, "")
-	if h := r.HalfLoad; h != nil {
+	for _, h := range []*HalfLoad{r.HalfLoad, r.HalfLoadGRPC} {
+		if h == nil {
+			continue
+		}
 		fmt.Fprintf(w, "\nlatency at %.0f%% of %s's maximum, %s requests/s offered to each\n(%s):\n\n", h.Fraction*100, h.Of, count(h.RatePerS), h.Method)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "scenario\toffered/s\tachieved/s\tp50\tp99\tp999\tp99 from send\tp99 client lag\terrors\t")
+		fmt.Fprintln(tw, "scenario\toffered/s\tachieved/s\tp50\tp99\tp999\tp99 from send\tp99 client lag\terrors\tserver CPU/req\tserver CPU/req vs baseline\t")
 		for _, x := range h.Results {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", x.Name, count(x.OfferedPerS), count(x.AchievedPerS),
-				latency(x.P50us), latency(x.P99us), latency(x.P999us), latency(x.ServiceP99us), latency(x.LagP99us), x.Errors)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", x.Name, count(x.OfferedPerS), count(x.AchievedPerS),
+				latency(x.P50us), latency(x.P99us), latency(x.P999us), latency(x.ServiceP99us), latency(x.LagP99us), x.Errors,
+				cpu(x.ServerCPUus), ratio(x.RatioServerCPU))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -405,9 +420,11 @@ func (r *Report) writeFailures(w io.Writer) {
 	for _, s := range r.Scenarios {
 		show(s.Name, s.FirstErrors)
 	}
-	if r.HalfLoad != nil {
-		for _, x := range r.HalfLoad.Results {
-			show(x.Name+" at half load", x.FirstErrors)
+	for _, h := range []*HalfLoad{r.HalfLoad, r.HalfLoadGRPC} {
+		if h != nil {
+			for _, x := range h.Results {
+				show(x.Name+" at half load", x.FirstErrors)
+			}
 		}
 	}
 }
@@ -426,13 +443,17 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			cpu(s.ServerCPUus), cpu(s.ServerCPUusPerID), ratio(s.RatioServerCPU), cpu(s.ClientCPUus))
 	}
 	r.writeNotes(w, "\n")
-	if h := r.HalfLoad; h != nil {
+	for _, h := range []*HalfLoad{r.HalfLoad, r.HalfLoadGRPC} {
+		if h == nil {
+			continue
+		}
 		fmt.Fprintf(w, "\nLatency at %.0f%% of `%s`'s maximum: %s requests/s offered to each, open loop.\n\n", h.Fraction*100, h.Of, count(h.RatePerS))
-		fmt.Fprintln(w, "| scenario | offered/s | achieved/s | p50 | p99 | p999 | p99 from send | p99 client lag | errors |")
-		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+		fmt.Fprintln(w, "| scenario | offered/s | achieved/s | p50 | p99 | p999 | p99 from send | p99 client lag | errors | server CPU/req | server CPU/req vs baseline |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for _, x := range h.Results {
-			fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s | %s | %s | %d |\n", x.Name, count(x.OfferedPerS), count(x.AchievedPerS),
-				latency(x.P50us), latency(x.P99us), latency(x.P999us), latency(x.ServiceP99us), latency(x.LagP99us), x.Errors)
+			fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", x.Name, count(x.OfferedPerS), count(x.AchievedPerS),
+				latency(x.P50us), latency(x.P99us), latency(x.P999us), latency(x.ServiceP99us), latency(x.LagP99us), x.Errors,
+				cpu(x.ServerCPUus), ratio(x.RatioServerCPU))
 		}
 	}
 	return nil

@@ -58,6 +58,21 @@ func TestQuickRunGRPCAndRanges(t *testing.T) {
 	}
 	_, procErr := os.Stat("/proc/self/stat")
 	hasProc := procErr == nil
+	h := rep.HalfLoadGRPC
+	if h == nil || h.Of != "grpc_segment" || len(h.Results) != 2 || h.Results[0].Name != "grpc_baseline" || h.Results[1].Name != "grpc_segment" {
+		t.Fatalf("gRPC half-load phase missing or incomplete: %+v", h)
+	}
+	for _, x := range h.Results {
+		if x.Requests == 0 || x.Errors != 0 {
+			t.Errorf("half load %s: %d requests, %d errors %v", x.Name, x.Requests, x.Errors, x.FirstErrors)
+		}
+		if !(0 < x.P50us && x.P50us <= x.P99us && x.P99us <= x.P999us) {
+			t.Errorf("half load %s: latencies out of order: p50 %v, p99 %v, p999 %v µs", x.Name, x.P50us, x.P99us, x.P999us)
+		}
+		if hasProc && (x.ServerCPUus <= 0 || x.RatioServerCPU == nil || *x.RatioServerCPU <= 0) {
+			t.Errorf("half load %s: server CPU %v µs/req, ratio %v: not measured", x.Name, x.ServerCPUus, x.RatioServerCPU)
+		}
+	}
 	wantBase := map[string]string{"baseline": "baseline", "grpc_baseline": "grpc_baseline", "grpc_segment": "grpc_baseline",
 		"grpc_segment_batch": "grpc_baseline", "client_range": "baseline"}
 	wantIDs := map[string]int{"baseline": 1, "grpc_baseline": 1, "grpc_segment": 1, "grpc_segment_batch": 1000, "client_range": 1}
@@ -119,6 +134,7 @@ func TestQuickRunGRPCAndRanges(t *testing.T) {
 		"server CPU/req vs baseline",
 		"Ratios of the gRPC scenarios are to grpc_baseline",
 		"client_range: a request is one call of Next; the client fetched",
+		"Latency at 50% of `grpc_segment`'s maximum",
 	} {
 		if !bytes.Contains(md, []byte(want)) {
 			t.Errorf("the Markdown report lacks %q:\n%s", want, md)

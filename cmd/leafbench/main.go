@@ -41,20 +41,23 @@
 // medians of the rounds, and a ratio is the median of the rounds' ratios.
 // Where /proc exists it also reports the CPU time per request of the server
 // process and of leafbench: a busy machine takes CPU away, which moves
-// throughput, but does not make a request cost more of it.
+// throughput a lot, and the CPU cost of a request much less (though some:
+// a server that answers fewer requests per second handles fewer of them per
+// system call and wake-up, gRPC's HTTP/2 framing most of all).
 //
 // Then the half-load phase sends segment and the baseline the same fixed
 // rate, half of segment's measured maximum, open loop, and reports the
 // latency and the server CPU per request at that rate; and so for
 // grpc_segment and grpc_baseline when grpc_segment runs. At the same rate
 // both servers see the same arrivals, so their CPU per request compares
-// their work alone, whichever would have reached more throughput. Request k is due at start + k/rate, the requests
-// shared out over the workers, each sleeping until its next one is due. A
-// request due while its worker still waited for an earlier answer counts
-// from when it was due, so that a stalled server is charged the whole delay
-// (no coordinated omission); one due while its worker was idle counts from
-// when it was sent, so that a late timer wake-up in leafbench is not charged
-// to the server. That lateness is reported apart, as client lag.
+// their work alone, whichever would have reached more throughput. Request
+// k is due at start + k/rate, the requests shared out over the workers,
+// each sleeping until its next one is due. A request due while its worker
+// still waited for an earlier answer counts from when it was due, so that
+// a stalled server is charged the whole delay (no coordinated omission);
+// one due while its worker was idle counts from when it was sent, so that
+// a late timer wake-up in leafbench is not charged to the server. That
+// lateness is reported apart, as client lag.
 //
 // Usage:
 //
@@ -67,14 +70,15 @@
 // By default leafbench starts leafd itself: -leafd PATH, else, when run
 // inside the leafd repository, one it builds from it with `go build
 // ./cmd/leafd` (so that the numbers are the tree's own), else leafd from
-// PATH. That leafd gets a fresh SQLite file in a temporary
-// directory, the tag -tag with a step of 1,000,000 (segment.max_step
-// 100,000,000), snowflake mode with the fixed worker id 1, and a free
-// loopback port, and a second one for gRPC (grpc.addr) when a gRPC scenario
-// runs. With -target (and -target-grpc for the gRPC scenarios) it loads a
-// leafd that is already running; the tag must exist there. leafbench sends load only to loopback addresses
-// unless -allow-remote is given. It stops both servers when it ends, also
-// on an error or an interrupt (SIGTERM, then SIGKILL after 5 s).
+// PATH. That leafd gets a fresh SQLite file in a temporary directory, the
+// tag -tag with a step of 1,000,000 (segment.max_step 100,000,000),
+// snowflake mode with the fixed worker id 1, and a free loopback port, and
+// a second one for gRPC (grpc.addr) when a gRPC scenario runs. With -target
+// (and -target-grpc for the gRPC scenarios) it loads a leafd that is
+// already running; the tag must exist there. leafbench sends load only to
+// loopback addresses unless -allow-remote is given. It stops the servers
+// when it ends, also on an error or an interrupt (SIGTERM, then SIGKILL
+// after 5 s).
 package main
 
 import (

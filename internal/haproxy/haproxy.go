@@ -1,0 +1,498 @@
+// Package haproxy runs Debian's HAProxy on loopback in front of a set of
+// database servers, for tests of leafd behind the most common production
+// topology for MariaDB Galera: one virtual address, a TCP proxy that checks
+// the nodes' health and sends every connection to one node at a time, and
+// fails over to the next when that node goes.
+//
+// The configuration it writes (Config shows it) is TCP mode, with the
+// first backend as the only active server and the others as backup
+// servers in order: HAProxy uses the first backup that is up only when the
+// active one is down, so all writes go through one node at a time and the
+// nodes never conflict at certification. Every server is checked with a
+// TCP connect every Options.Inter (500 ms by default); it is marked down
+// after Fall failed checks (2) and up again after Rise good ones (2). A
+// server marked down has every session through it cut
+// (on-marked-down shutdown-sessions), and when the active server comes back
+// up, every session through a backup is cut (on-marked-up
+// shutdown-backup-sessions), so that the clients reconnect to it: a
+// connection can be cut in the middle of a transaction either way.
+//
+// HAProxy runs in the foreground (-db), in a process group of its own,
+// with SIGKILL as its parent-death signal; a stats socket in its directory
+// answers Servers. Kill ends it with SIGKILL (every connection through it
+// is cut); Restart starts it again on the same port.
+//
+// Environment, for tests (see Require):
+//
+//	LEAFD_TEST_REQUIRE_HAPROXY=1   fail, rather than skip, when
+//	                               /usr/sbin/haproxy is not installed
+package haproxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Path is where Debian's haproxy package installs the program.
+const Path = "/usr/sbin/haproxy"
+
+// RequireEnv names the environment variable that turns a skip for want of
+// HAProxy into a failure.
+const RequireEnv = "LEAFD_TEST_REQUIRE_HAPROXY"
+
+// Available reports whether HAProxy is installed: nil when it is,
+// otherwise an error that says how to install it.
+func Available() error {
+	st, err := os.Stat(Path)
+	if err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+		return nil
+	}
+	return fmt.Errorf("haproxy: %s is not installed; install it with apt-get install haproxy", Path)
+}
+
+// Require skips the test when HAProxy is not installed, or fails it when
+// LEAFD_TEST_REQUIRE_HAPROXY=1: asking for HAProxy and silently getting a
+// skip would pass a CI run that tested nothing.
+func Require(tb testing.TB) {
+	tb.Helper()
+	if err := Available(); err != nil {
+		if os.Getenv(RequireEnv) == "1" {
+			tb.Fatalf("%v (%s=1)", err, RequireEnv)
+		}
+		tb.Skip(err)
+	}
+}
+
+// Options shape a proxy.
+type Options struct {
+	// Backends are the servers' addresses (host:port), in order: the
+	// first is the active server, the others backups, used one at a
+	// time in this order while every one before them is down. They are
+	// named node0, node1, … in the configuration and in Servers.
+	Backends []string
+	// Inter is the time between two health checks of a server; 0 means
+	// 500 ms. Fall and Rise are how many checks in a row mark it down or
+	// up; 0 means 2.
+	Inter      time.Duration
+	Fall, Rise int
+	// Logf, when set, is told how the proxy is doing (t.Logf, say).
+	Logf func(format string, args ...any)
+}
+
+// Proxy is a running HAProxy. Its methods are safe for concurrent use.
+type Proxy struct {
+	dir  string
+	port int
+	opts Options
+
+	mu      sync.Mutex
+	proc    *proc // nil while down
+	stopped bool
+}
+
+// proc is one run of haproxy.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the process has been waited for
+}
+
+// Start writes the configuration to dir (created if needed), picks a free
+// port on 127.0.0.1 for the proxy and starts HAProxy, returning once it
+// answers on its stats socket (it listens on its port by then).
+//
+// Errors: HAProxy is not installed, no backend, the configuration was
+// refused (the error holds HAProxy's output), or it did not come up before
+// ctx ended.
+func Start(ctx context.Context, dir string, o Options) (*Proxy, error) {
+	if err := Available(); err != nil {
+		return nil, err
+	}
+	if len(o.Backends) == 0 {
+		return nil, errors.New("haproxy: no backend")
+	}
+	if o.Inter == 0 {
+		o.Inter = 500 * time.Millisecond
+	}
+	if o.Fall == 0 {
+		o.Fall = 2
+	}
+	if o.Rise == 0 {
+		o.Rise = 2
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("haproxy: %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, fmt.Errorf("haproxy: %w", err)
+	}
+	p := &Proxy{dir: dir, port: port, opts: o}
+	if err := os.WriteFile(p.ConfigPath(), []byte(p.Config()), 0o644); err != nil {
+		return nil, fmt.Errorf("haproxy: %w", err)
+	}
+	began := time.Now()
+	if err := p.launch(ctx); err != nil {
+		p.Stop()
+		return nil, err
+	}
+	o.Logf("haproxy: listening on %s in %v, backends %s (dir %s)", p.Addr(), time.Since(began).Round(time.Millisecond),
+		strings.Join(o.Backends, " "), dir)
+	return p, nil
+}
+
+// MustStart starts a proxy for tb in a new directory under the system's
+// temporary directory (a unix socket's path must be short) and stops it
+// when the test ends; the directory is kept, and the end of HAProxy's
+// output logged, if the test failed. It skips or fails tb as Require does
+// when HAProxy is not installed, and fails it when HAProxy does not start
+// within 30 seconds.
+func MustStart(tb testing.TB, o Options) *Proxy {
+	tb.Helper()
+	Require(tb)
+	dir, err := os.MkdirTemp("", "leafd-haproxy-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if o.Logf == nil {
+		o.Logf = tb.Logf
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := Start(ctx, dir, o)
+	if err != nil {
+		tb.Fatalf("%v\n(its files are kept in %s)", err, dir)
+	}
+	tb.Cleanup(func() {
+		p.Stop()
+		if tb.Failed() {
+			tb.Logf("haproxy's output, the last lines:\n%s\n(its files are kept in %s)", p.LogTail(40), dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return p
+}
+
+// Addr returns the proxy's address, 127.0.0.1:port: the one address the
+// clients are given.
+func (p *Proxy) Addr() string { return "127.0.0.1:" + strconv.Itoa(p.port) }
+
+// Dir returns the directory that holds the configuration, the stats socket
+// and the output.
+func (p *Proxy) Dir() string { return p.dir }
+
+// ConfigPath returns the path of the configuration file.
+func (p *Proxy) ConfigPath() string { return filepath.Join(p.dir, "haproxy.cfg") }
+
+func (p *Proxy) socketPath() string { return filepath.Join(p.dir, "admin.sock") }
+func (p *Proxy) logPath() string    { return filepath.Join(p.dir, "haproxy.log") }
+
+// Config returns the configuration HAProxy runs with.
+func (p *Proxy) Config() string {
+	o := p.opts
+	var b strings.Builder
+	fmt.Fprintf(&b, `# Written by leafd's internal/haproxy for a test on loopback.
+global
+    maxconn 4000
+    stats socket %s mode 600 level admin
+    log stderr format iso local0 notice
+
+defaults
+    mode tcp
+    log global
+    option tcplog
+    option dontlognull
+    timeout connect 2s
+    timeout client 1h
+    timeout server 1h
+    timeout check 1s
+    # A connection that cannot be made is tried again, the last time on
+    # whatever server is up then.
+    retries 2
+    option redispatch
+
+listen galera
+    bind 127.0.0.1:%d
+    option tcpka
+    default-server inter %dms downinter %dms fall %d rise %d on-marked-down shutdown-sessions
+`, p.socketPath(), p.port, o.Inter.Milliseconds(), o.Inter.Milliseconds(), o.Fall, o.Rise)
+	for i, addr := range o.Backends {
+		fmt.Fprintf(&b, "    server node%d %s check", i, addr)
+		if i == 0 {
+			b.WriteString(" on-marked-up shutdown-backup-sessions")
+		} else {
+			b.WriteString(" backup")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// launch starts haproxy and waits until it answers on its stats socket.
+func (p *Proxy) launch(ctx context.Context) error {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return errors.New("haproxy: the proxy was stopped")
+	}
+	if p.proc != nil {
+		p.mu.Unlock()
+		return errors.New("haproxy: it is running")
+	}
+	_ = os.Remove(p.socketPath())
+	out, err := os.OpenFile(p.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		p.mu.Unlock()
+		return fmt.Errorf("haproxy: %w", err)
+	}
+	fmt.Fprintf(out, "--- leafd test: starting haproxy at %s\n", time.Now().UTC().Format("2006-01-02T15:04:05.000000Z07:00"))
+	cmd := exec.Command(Path, "-db", "-f", p.ConfigPath())
+	cmd.Dir = p.dir
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	err = cmd.Start()
+	out.Close()
+	if err != nil {
+		p.mu.Unlock()
+		return fmt.Errorf("haproxy: %w", err)
+	}
+	pr := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(pr.done)
+	}()
+	p.proc = pr
+	p.mu.Unlock()
+	for {
+		select {
+		case <-pr.done:
+			return fmt.Errorf("haproxy: exited at start (%s); its output:\n%s", pr.cmd.ProcessState, p.LogTail(30))
+		default:
+		}
+		if _, err := p.command(ctx, "show info"); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("haproxy: not answering on %s: %w; its output:\n%s", p.socketPath(), ctx.Err(), p.LogTail(30))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Running reports whether HAProxy runs.
+func (p *Proxy) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.proc != nil
+}
+
+// Kill ends HAProxy with SIGKILL and waits for it: every connection
+// through it is cut, as when its host crashes.
+//
+// Errors: it is not running.
+func (p *Proxy) Kill() error {
+	p.mu.Lock()
+	pr := p.proc
+	p.proc = nil
+	p.mu.Unlock()
+	if pr == nil {
+		return errors.New("haproxy: not running")
+	}
+	_ = syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGKILL)
+	<-pr.done
+	return nil
+}
+
+// Restart kills HAProxy if it runs (cutting every connection) and starts
+// it again on the same port with the same configuration, returning once
+// it answers. The new process knows nothing of the old one's health
+// checks: it counts every server up until its checks say otherwise.
+//
+// Errors: the proxy was stopped, or it did not come up before ctx ended.
+func (p *Proxy) Restart(ctx context.Context) error {
+	_ = p.Kill()
+	return p.launch(ctx)
+}
+
+// Stop kills HAProxy for good. It is safe to call more than once.
+func (p *Proxy) Stop() {
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+	_ = p.Kill()
+}
+
+// Server is what HAProxy says of one backend server.
+type Server struct {
+	Name string // node0, node1, …: Options.Backends' order
+	Addr string
+	// Status is HAProxy's: UP, DOWN, "UP 1/2" (up, one check failed),
+	// "DOWN 1/2" (down, one check passed), MAINT…
+	Status string
+	Backup bool
+	// Sessions is the number of connections through the server now;
+	// Total since HAProxy started.
+	Sessions, Total int64
+}
+
+// Up reports whether HAProxy sends connections to the server when it is
+// its turn: UP, or going down but not yet down.
+func (s Server) Up() bool {
+	return strings.HasPrefix(s.Status, "UP") || strings.HasPrefix(s.Status, "NOLB")
+}
+
+// Servers returns what HAProxy says of every backend server now, in
+// Options.Backends' order, read from its stats socket.
+//
+// Errors: HAProxy does not answer.
+func (p *Proxy) Servers(ctx context.Context) ([]Server, error) {
+	out, err := p.command(ctx, "show stat")
+	if err != nil {
+		return nil, err
+	}
+	r := csv.NewReader(strings.NewReader(strings.TrimPrefix(out, "# ")))
+	r.FieldsPerRecord = -1
+	recs, err := r.ReadAll()
+	if err != nil || len(recs) == 0 {
+		return nil, fmt.Errorf("haproxy: show stat: %v: %.200q", err, out)
+	}
+	col := map[string]int{}
+	for i, name := range recs[0] {
+		col[name] = i
+	}
+	get := func(rec []string, name string) string {
+		if i, ok := col[name]; ok && i < len(rec) {
+			return rec[i]
+		}
+		return ""
+	}
+	byName := map[string]Server{}
+	for _, rec := range recs[1:] {
+		name := get(rec, "svname")
+		if get(rec, "pxname") != "galera" || name == "FRONTEND" || name == "BACKEND" {
+			continue
+		}
+		s := Server{Name: name, Addr: get(rec, "addr"), Status: get(rec, "status"), Backup: get(rec, "bck") == "1"}
+		s.Sessions, _ = strconv.ParseInt(get(rec, "scur"), 10, 64)
+		s.Total, _ = strconv.ParseInt(get(rec, "stot"), 10, 64)
+		byName[name] = s
+	}
+	servers := make([]Server, 0, len(p.opts.Backends))
+	for i := range p.opts.Backends {
+		s, ok := byName["node"+strconv.Itoa(i)]
+		if !ok {
+			return nil, fmt.Errorf("haproxy: show stat has no server node%d: %.300q", i, out)
+		}
+		servers = append(servers, s)
+	}
+	return servers, nil
+}
+
+// Active returns the index of the server HAProxy sends new connections to
+// now: the active server if it is up, else the first backup that is up;
+// -1 when none is.
+//
+// Errors: HAProxy does not answer.
+func (p *Proxy) Active(ctx context.Context) (int, error) {
+	servers, err := p.Servers(ctx)
+	if err != nil {
+		return -1, err
+	}
+	for i, s := range servers {
+		if s.Up() {
+			return i, nil
+		}
+	}
+	return -1, nil
+}
+
+// command sends one command to the stats socket and returns the answer.
+func (p *Proxy) command(ctx context.Context, cmd string) (string, error) {
+	d := net.Dialer{Timeout: time.Second}
+	c, err := d.DialContext(ctx, "unix", p.socketPath())
+	if err != nil {
+		return "", fmt.Errorf("haproxy: %w", err)
+	}
+	defer c.Close()
+	deadline := time.Now().Add(2 * time.Second)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = c.SetDeadline(deadline)
+	if _, err := io.WriteString(c, cmd+"\n"); err != nil {
+		return "", fmt.Errorf("haproxy: %s: %w", cmd, err)
+	}
+	b, err := io.ReadAll(bufio.NewReader(c))
+	if err != nil {
+		return "", fmt.Errorf("haproxy: %s: %w", cmd, err)
+	}
+	return string(b), nil
+}
+
+// LogTail returns the last lines of HAProxy's output: its warnings, its
+// servers' changes of state, and a line per connection that ended.
+func (p *Proxy) LogTail(lines int) string {
+	b, err := os.ReadFile(p.logPath())
+	if err != nil {
+		return fmt.Sprintf("(no output: %v)", err)
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+// freePort returns a port that nothing listens on, from below the kernel's
+// ephemeral range: the proxy restarted later must find it still free, and
+// the ephemeral ports are taken and released all the time by outgoing
+// connections.
+func freePort() (int, error) {
+	lo, hi := 20000, ephemeralStart()
+	if hi-lo < 1000 {
+		lo = 1024
+	}
+	for range 1000 {
+		port := lo + rand.IntN(hi-lo)
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free port in [%d, %d) on 127.0.0.1", lo, hi)
+}
+
+// ephemeralStart is the first port of the kernel's ephemeral range.
+func ephemeralStart() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if p, err := strconv.Atoi(f[0]); err == nil && p > 1024 {
+				return p
+			}
+		}
+	}
+	return 32768
+}

@@ -14,8 +14,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/leafd/leafd/migrations"
 )
@@ -221,58 +219,4 @@ func (s *SQLite) Migrate(ctx context.Context) error {
 	return s.wrap(s.write(ctx, func(ctx context.Context) error {
 		return up(ctx, goose.DialectSQLite3, s.x.DB, migrations.SQLite)
 	}), "migrate")
-}
-
-// classifySQLite sorts the errors of SQLite by what leafd does about them,
-// and words those that make the store unavailable.
-func classifySQLite(err error) verdict {
-	var se *sqlite.Error
-	if !errors.As(err, &se) {
-		return verdict{class: classOther}
-	}
-	switch code := se.Code(); code & 0xff {
-	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-		return verdict{classRetry,
-			"the SQLite file stayed locked by another connection or process (busy)",
-			"see what else writes the file: a long transaction of another program holds every writer up"}
-	case sqlite3.SQLITE_CONSTRAINT:
-		if code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || code == sqlite3.SQLITE_CONSTRAINT_UNIQUE {
-			return verdict{class: classDuplicate}
-		}
-	case sqlite3.SQLITE_CANTOPEN:
-		// "cannot be reached" as for a server, so that one phrase finds
-		// every store that cannot be used at all.
-		return verdict{classUnavailable,
-			"the SQLite database cannot be reached: the file store.dsn names cannot be opened",
-			"check that the path names a file, not a directory, that its directory exists, and that leafd may write there"}
-	case sqlite3.SQLITE_READONLY:
-		return verdict{classUnavailable,
-			"the SQLite file cannot be written (read-only)",
-			"check the permissions of the file and of its directory, and that the file system is not mounted read-only"}
-	case sqlite3.SQLITE_AUTH, sqlite3.SQLITE_PERM:
-		return verdict{classUnavailable,
-			"access to the SQLite file is denied",
-			"check the permissions of the file and of its directory"}
-	case sqlite3.SQLITE_FULL:
-		return verdict{classUnavailable,
-			"the disk of the SQLite file is full",
-			"free space on it"}
-	case sqlite3.SQLITE_IOERR:
-		return verdict{classUnavailable,
-			"the SQLite file could not be read or written (I/O error)",
-			"check the disk and the file system; see the system log"}
-	case sqlite3.SQLITE_NOLFS:
-		return verdict{classUnavailable,
-			"the file system of the SQLite file cannot hold a file this large",
-			"move the file to another file system"}
-	case sqlite3.SQLITE_PROTOCOL:
-		return verdict{classUnavailable,
-			"SQLite's file locking failed (a locking protocol error)",
-			"retry; keep the file off network file systems"}
-	case sqlite3.SQLITE_INTERRUPT:
-		return verdict{classUnavailable,
-			"the SQLite operation was interrupted",
-			"the request ended or the server is shutting down; retry"}
-	}
-	return verdict{class: classOther}
 }

@@ -699,22 +699,17 @@ type verdict struct {
 	cause, hint string
 }
 
-// The verdicts that more than one source of errors can reach.
+// The verdicts that more than one source of errors can reach (the error
+// table's rows word the same with the same constants).
 var (
 	// verdictLost is a connection that ended under a statement.
-	verdictLost = verdict{classUnavailable,
-		"the database closed the connection",
-		"it restarted or killed the session, or a proxy or firewall dropped the connection; retry, and see the database's log if it persists"}
+	verdictLost = verdict{classUnavailable, lostCause, lostHint}
 	// verdictReadOnly is a node that answers and refuses writes: a
 	// replica, or a server set read-only.
-	verdictReadOnly = verdict{classUnavailable,
-		"the database refuses writes (read-only, a replica)",
-		"point store.dsn at the primary or add it to store.fallback_dsns"}
+	verdictReadOnly = verdict{classUnavailable, readOnlyCause, readOnlyHint}
 	// verdictGalera is a Galera node that is not synced or not in the
 	// primary component.
-	verdictGalera = verdict{classUnavailable,
-		"the Galera node is not synced with its cluster (not ready, or not in the primary component)",
-		"wait until it has joined, or list the other nodes of the cluster in store.fallback_dsns"}
+	verdictGalera = verdict{classUnavailable, galeraCause, galeraHint}
 )
 
 // class sorts err: the errors of the network, the context and

@@ -120,6 +120,19 @@ func (c *cluster) failedBy(stretches []stretch) string {
 	return strings.Join(parts, "; ")
 }
 
+// requestsFailed says how many of the scenario's requests failed, of how
+// many.
+func (c *cluster) requestsFailed() string {
+	all := c.outcomesOf(func(*outcome) bool { return true })
+	failed := 0
+	for _, o := range all {
+		if o.status != 200 {
+			failed++
+		}
+	}
+	return fmt.Sprintf("%d of %d requests failed (%.3f%%)", failed, len(all), 100*float64(failed)/float64(max(len(all), 1)))
+}
+
 // rangesLeased counts the ranges leased (answered 200), and those of them
 // larger than carve: taken from the database directly, in a transaction of
 // their own, when segment.max_step is 4 × carve.
@@ -287,7 +300,7 @@ func TestGaleraHAProxyNodeKilled(t *testing.T) {
 		stretches[2].from = markedDown
 	}
 	ranges, _ := c.rangesLeased(20000 / 4)
-	c.note("%d ranges leased, every one carved from a buffer; failed requests by stretch: %s", ranges, c.failedBy(stretches))
+	c.note("%d ranges leased, every one carved from a buffer; %s; by stretch: %s", ranges, c.requestsFailed(), c.failedBy(stretches))
 	c.finish()
 }
 
@@ -352,7 +365,7 @@ func TestGaleraHAProxyRestart(t *testing.T) {
 	}
 	ranges, direct := c.rangesLeased(5000 / 4)
 	c.note("haproxy killed with kill -9 and restarted on its port, %d times; %s; %d ranges leased, %d of them from the database directly; "+
-		"failed requests by stretch: %s",
-		len(downs), strings.Join(rounds, "; "), ranges, direct, c.failedBy(stretches))
+		"%s; by stretch: %s",
+		len(downs), strings.Join(rounds, "; "), ranges, direct, c.requestsFailed(), c.failedBy(stretches))
 	c.finish()
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strconv"
 
 	"github.com/leafd/leafd"
@@ -220,8 +221,13 @@ func (o *opaque) id(name string, c int64) (int64, error) {
 }
 
 // mapRanges replaces the counter ranges rs by one range per ID, in the
-// order the counters were taken.
+// order the counters were taken, appended to dst. rs may lie in dst's
+// spare capacity (NextN maps the ranges it appended): the IDs written over
+// it would overwrite ranges not yet read, so several are copied first.
 func (o *opaque) mapRanges(name string, dst, rs []Range) ([]Range, error) {
+	if len(rs) > 1 {
+		rs = slices.Clone(rs)
+	}
 	out := dst
 	for _, r := range rs {
 		step := max(r.Stride, 1)

@@ -185,3 +185,42 @@ func TestOpaqueAllocators(t *testing.T) {
 		}
 	})
 }
+
+// A batch of an opaque tag that spans several ranges holds every ID it
+// reserved, each mapped from a counter of its own: the mapping must not
+// overwrite ranges it has yet to read.
+func TestOpaqueBatchAcrossRanges(t *testing.T) {
+	db := newDatabase(t, "sqlite")
+	s := db.store(t)
+	createOpaque(t, s, "order", 0) // table step 100
+	cfg := fastConfig()
+	cfg.OpaqueKey = testOpaqueKey
+	cfg.MaxStep = 100
+	cfg.MaxBatch = 1000
+	a := newAllocator(t, s, cfg)
+	perm, err := segment.NewPerm(segment.TagKey(testOpaqueKey, "order"), segment.OpaqueDomain(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	buf := make([]segment.Range, 0, 1000) // as the HTTP server passes its pooled slice
+	for range 3 {
+		rs, err := a.NextN(context.Background(), "order", 250, buf[:0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 250 {
+			t.Fatalf("%d IDs for a batch of 250", len(rs))
+		}
+		for _, r := range rs {
+			if r.Len() != 1 {
+				t.Fatalf("range %+v: an opaque batch comes one ID per range", r)
+			}
+			c := perm.Unmap(r.Start)
+			if seen[c] {
+				t.Fatalf("counter %d (ID %d) handed out twice", c, r.Start)
+			}
+			seen[c] = true
+		}
+	}
+}

@@ -121,16 +121,20 @@ func (c *cluster) failedBy(stretches []stretch) string {
 }
 
 // requestsFailed says how many of the scenario's requests failed, of how
-// many.
+// many, and how many of the failed ones were range leases.
 func (c *cluster) requestsFailed() string {
 	all := c.outcomesOf(func(*outcome) bool { return true })
-	failed := 0
+	failed, ranges := 0, 0
 	for _, o := range all {
 		if o.status != 200 {
 			failed++
+			if strings.Contains(o.path, "/range?") {
+				ranges++
+			}
 		}
 	}
-	return fmt.Sprintf("%d of %d requests failed (%.3f%%)", failed, len(all), 100*float64(failed)/float64(max(len(all), 1)))
+	return fmt.Sprintf("%d of %d requests failed (%.3f%%), %d of them range leases", failed, len(all),
+		100*float64(failed)/float64(max(len(all), 1)), ranges)
 }
 
 // rangesLeased counts the ranges leased (answered 200), and those of them

@@ -22,8 +22,10 @@
 //	                               (a release build, say)
 //	LEAFD_TEST_MYSQL_DSN=...       the database server (see internal/testdb); the
 //	                               suite fails, rather than skips, without one
-//	LEAFD_TEST_REQUIRE_GALERA=1    fail, rather than skip, the Galera scenarios (7a-7c)
+//	LEAFD_TEST_REQUIRE_GALERA=1    fail, rather than skip, the Galera scenarios (7a-7e)
 //	                               when galera-4 and rsync are not installed
+//	LEAFD_TEST_REQUIRE_HAPROXY=1   fail, rather than skip, scenarios 7d and 7e when
+//	                               Debian's haproxy is not installed
 //
 // Scenario 8 runs three servers over a PostgreSQL server of its own
 // (internal/pgserver, Debian's postgresql package; required once the suite
@@ -36,9 +38,13 @@
 // loopback (internal/galera), shared by them, and run one leafd per node with
 // the other nodes as store.fallback_dsns: steady load with cross-node
 // certification conflicts, a node killed with kill -9 and rejoining, and
-// snowflake servers leasing worker ids through every node at once. Only them:
+// snowflake servers leasing worker ids through every node at once. Scenarios
+// 7d and 7e put a real HAProxy (internal/haproxy) in front of the same
+// cluster and give leafd its address only: the node behind it killed with
+// kill -9 and rejoining, and HAProxy itself killed and restarted. Only them:
 //
 //	LEAFD_E2E=short LEAFD_TEST_REQUIRE_GALERA=1 go test -count=1 -run Galera -v ./e2e/
+//	LEAFD_E2E=short LEAFD_TEST_REQUIRE_GALERA=1 LEAFD_TEST_REQUIRE_HAPROXY=1 go test -count=1 -run HAProxy -v ./e2e/
 //
 // Each scenario uses a database of its own and stops every process it
 // started.

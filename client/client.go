@@ -1,11 +1,19 @@
-// Package client is a Go client of leafd's HTTP API (docs/contract.md section 4): segment
+// Package client is a Go client of leafd's ID API (docs/contract.md section 4): segment
 // IDs per business tag and snowflake IDs, over one or more leafd servers.
+// It speaks the HTTP API (New, base URLs) or the gRPC API (NewGRPC, the
+// servers' grpc.addr):
 //
-// It asks for JSON (IDs arrive as strings and are parsed strictly: no sign,
-// no leading zero, 1 to 2^63-1, none twice, exactly as many as asked, and
-// are returned ascending), fails
-// over to the next base URL when a server cannot be reached or answers a
-// 5xx that another server may not give, and stays on the URL that worked.
+//	c, err := client.New("http://leafd1:8080", client.WithFailover("http://leafd2:8080"))
+//
+//	c, err := client.NewGRPC("leafd1:9090", client.WithFailover("leafd2:9090"))
+//
+// The two give the same Client: the same methods, buffers, leases, failover
+// rules and *Error values; only the requests differ (GET /segment/{tag} or
+// IDService.NextSegment, and so on). Over HTTP it asks for JSON, whose IDs
+// arrive as strings; either way the IDs are checked strictly (1 to 2^63-1,
+// none twice, exactly as many as asked) and returned ascending. It fails
+// over to the next server when one cannot be reached or answers an error
+// that another server may not give, and stays on the server that worked.
 // With WithBuffer it keeps IDs of each tag in memory and refills them in the
 // background, as Didi Tinyid's client does, so that most calls of Next make
 // no request at all.
@@ -25,11 +33,10 @@
 // Tags whose IDs are not consecutive (opaque tags, tags of a sharded store)
 // are served as without WithRanges, from the buffer of WithBuffer if given.
 //
-// The client speaks HTTP. (A gRPC transport will be an option here.)
-//
 // Every method honours its context's deadline. Errors a server answers are
-// *Error values carrying leafd's error code; match them with errors.Is and
-// the sentinels (ErrUnknownTag, …) or with IsCode.
+// *Error values carrying leafd's error code, the same over HTTP and gRPC;
+// match them with errors.Is and the sentinels (ErrUnknownTag, …) or with
+// IsCode.
 //
 // A Client is safe for concurrent use. Close it when done: that stops the
 // background refills and drops the IDs the buffers and leases hold
@@ -38,18 +45,14 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/leafd/leafd"
 )
@@ -58,16 +61,11 @@ import (
 // is not given.
 const DefaultRefillTimeout = 10 * time.Second
 
-// Client asks leafd servers for IDs. Create it with New; the zero value is
-// not usable.
+// Client asks leafd servers for IDs. Create it with New (HTTP) or NewGRPC
+// (gRPC); the zero value is not usable.
 type Client struct {
-	urls []string
-	// cur is the index in urls of the URL that answered last: every request
-	// starts there.
-	cur  atomic.Int32
-	hc   *http.Client
-	own  *http.Transport // the transport New made, closed by Close; nil if the caller gave hc
-	size int             // IDs per refill; 0 without a buffer
+	t    transport // the requests: HTTP or gRPC
+	size int       // IDs per refill; 0 without a buffer
 	// low is the number of IDs left in a buffer at or below which a
 	// background refill starts.
 	low           int
@@ -94,13 +92,15 @@ type Client struct {
 	epoch  time.Time // the origin of clock()
 }
 
-// Option configures a Client in New.
+// Option configures a Client in New or NewGRPC.
 type Option func(*settings)
 
 type settings struct {
 	more             []string
 	hc               *http.Client
 	hcSet            bool
+	dial             []grpc.DialOption
+	dialSet          bool
 	size             int
 	refillAt         float64
 	buffered         bool
@@ -111,30 +111,34 @@ type settings struct {
 	ranged           bool
 }
 
-// WithFailover adds base URLs of further leafd servers of the same fleet
-// (sharing one database), tried in order after the first when a server
-// cannot be reached or answers a 5xx error that is not definite (every 5xx
-// but tag_exhausted). The client stays on the URL that answered until it
-// fails in turn. 4xx answers are definite and never retried elsewhere.
+// WithFailover adds further leafd servers of the same fleet (sharing one
+// database): base URLs for New, gRPC addresses for NewGRPC. They are tried
+// in order after the first when a server cannot be reached or answers a
+// 5xx error that is not definite (every 5xx but tag_exhausted). The client
+// stays on the server that answered until it fails in turn. 4xx answers
+// are definite and never retried elsewhere. Over gRPC the same rule holds
+// for the HTTP status of the error's leafd code (UNAVAILABLE
+// segment_unavailable is 503: the next address; NOT_FOUND unknown_tag is
+// 404: the answer); see NewGRPC for statuses without one.
 //
 // Segment IDs from different servers are unique but only trend-increasing
 // (docs/contract.md section 2): after a failover the next IDs may be lower than the
 // last ones.
-func WithFailover(baseURLs ...string) Option {
-	return func(s *settings) { s.more = append(s.more, baseURLs...) }
+func WithFailover(servers ...string) Option {
+	return func(s *settings) { s.more = append(s.more, servers...) }
 }
 
 // WithHTTPClient makes the Client send its requests through hc. Without
 // it, the Client uses its own transport, whose idle connections Close
 // closes. hc's Timeout, if any, bounds each request in addition to the
-// caller's context.
+// caller's context. An option of New only: NewGRPC refuses it.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(s *settings) { s.hc, s.hcSet = hc, true }
 }
 
 // WithBuffer keeps a local buffer of segment IDs per tag. Next and NextN
 // (for up to size IDs) are served from it; a refill of size IDs
-// (GET /segment/{tag}?count=size) starts in the background as soon as no
+// (GET /segment/{tag}?count=size, or NextSegment over gRPC) starts in the background as soon as no
 // more than refillAt×size IDs remain, and callers that find the buffer
 // empty wait for that one refill (at most one per tag is in flight) until
 // it lands or their context ends.
@@ -162,51 +166,60 @@ func WithRefillTimeout(d time.Duration) Option {
 
 // New returns a Client of the leafd server at baseURL (such as
 // "http://leafd:8080", or with a path prefix when a proxy serves leafd under
-// one). It makes no request.
+// one), speaking the HTTP API. It makes no request.
 //
 // Errors: a base URL that is not an absolute http or https URL, a nil
-// *http.Client, a buffer or range size below 1, refillAt outside [0, 1),
-// or a refill timeout that is not positive.
+// *http.Client, WithGRPCDialOptions (an option of NewGRPC), a buffer or
+// range size below 1, refillAt outside [0, 1), or a refill timeout that is
+// not positive.
 func New(baseURL string, opts ...Option) (*Client, error) {
-	var s settings
-	for _, o := range opts {
-		o(&s)
-	}
-	c := &Client{refillTimeout: DefaultRefillTimeout, bufs: make(map[string]*buffer)}
-	for _, raw := range append([]string{baseURL}, s.more...) {
-		u, err := url.Parse(raw)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("leafd client: base URL %q is not valid: use an absolute http or https URL without a query, such as http://leafd:8080", raw)
-		}
-		c.urls = append(c.urls, strings.TrimRight(u.String(), "/"))
+	s := collect(opts)
+	urls, err := baseURLs(append([]string{baseURL}, s.more...))
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case s.hcSet && s.hc == nil:
 		return nil, errors.New("leafd client: WithHTTPClient(nil)")
-	case s.buffered && s.size < 1:
-		return nil, fmt.Errorf("leafd client: buffer size %d is below 1", s.size)
-	case s.buffered && !(s.refillAt >= 0 && s.refillAt < 1):
-		return nil, fmt.Errorf("leafd client: refillAt %v is outside [0, 1)", s.refillAt)
-	case s.ranged && s.rangeSize < 1:
-		return nil, fmt.Errorf("leafd client: range size %d is below 1", s.rangeSize)
-	case s.ranged && !(s.rangeRefillAt >= 0 && s.rangeRefillAt < 1):
-		return nil, fmt.Errorf("leafd client: range refillAt %v is outside [0, 1)", s.rangeRefillAt)
-	case s.refillTimeoutSet && s.refillTimeout <= 0:
-		return nil, fmt.Errorf("leafd client: refill timeout %v is not positive", s.refillTimeout)
+	case s.dialSet:
+		return nil, errors.New("leafd client: WithGRPCDialOptions is an option of NewGRPC, not of New")
 	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return newClient(s, newHTTPTransport(urls, s.hc)), nil
+}
+
+func collect(opts []Option) *settings {
+	var s settings
+	for _, o := range opts {
+		o(&s)
+	}
+	return &s
+}
+
+// check refuses the settings that neither transport accepts.
+func (s *settings) check() error {
+	switch {
+	case s.buffered && s.size < 1:
+		return fmt.Errorf("leafd client: buffer size %d is below 1", s.size)
+	case s.buffered && !(s.refillAt >= 0 && s.refillAt < 1):
+		return fmt.Errorf("leafd client: refillAt %v is outside [0, 1)", s.refillAt)
+	case s.ranged && s.rangeSize < 1:
+		return fmt.Errorf("leafd client: range size %d is below 1", s.rangeSize)
+	case s.ranged && !(s.rangeRefillAt >= 0 && s.rangeRefillAt < 1):
+		return fmt.Errorf("leafd client: range refillAt %v is outside [0, 1)", s.rangeRefillAt)
+	case s.refillTimeoutSet && s.refillTimeout <= 0:
+		return fmt.Errorf("leafd client: refill timeout %v is not positive", s.refillTimeout)
+	}
+	return nil
+}
+
+// newClient makes the Client of checked settings over t.
+func newClient(s *settings, t transport) *Client {
+	c := &Client{t: t, refillTimeout: DefaultRefillTimeout, bufs: make(map[string]*buffer)}
 	if s.refillTimeoutSet {
 		c.refillTimeout = s.refillTimeout
-	}
-	c.hc = s.hc
-	if c.hc == nil {
-		if t, ok := http.DefaultTransport.(*http.Transport); ok {
-			c.own = t.Clone()
-		} else {
-			c.own = &http.Transport{Proxy: http.ProxyFromEnvironment}
-		}
-		// Many goroutines share one Client: keep their connections.
-		c.own.MaxIdleConnsPerHost = 64
-		c.hc = &http.Client{Transport: c.own}
 	}
 	if s.buffered {
 		c.size = s.size
@@ -218,13 +231,15 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	}
 	c.epoch = time.Now()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	return c, nil
+	return c
 }
 
 // Close stops the background refills, waits for them to end, and drops
 // every buffered ID: those IDs are never handed out. Callers waiting for a
-// refill get ErrClosed, and so does every later call. Close is safe to call
-// more than once; it always returns nil.
+// refill get ErrClosed, and so does every later call. Then it closes the
+// idle connections of its own HTTP transport, or its gRPC connections
+// (calls still in flight on them end with ErrClosed). Close is safe to
+// call more than once; it always returns nil.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed.Swap(true) {
@@ -240,20 +255,19 @@ func (c *Client) Close() error {
 	}
 	c.dropRanges()
 	c.wg.Wait()
-	if c.own != nil {
-		c.own.CloseIdleConnections()
-	}
+	c.t.close()
 	return nil
 }
 
 // Next returns one segment ID of tag: from the tag's range lease with
 // WithRanges, from the buffer with WithBuffer, otherwise from
-// GET /segment/{tag}.
+// GET /segment/{tag} (NextSegment over gRPC).
 //
 // Errors: an *Error with the server's code (unknown_tag, mode_disabled,
 // segment_unavailable, tag_exhausted, …); an invalid_tag *Error, without a
 // request, for a tag the server would refuse; a network error when no base
-// URL answered; the context's error when it ended first; ErrClosed.
+// URL or address answered; the context's error when it ended first;
+// ErrClosed.
 func (c *Client) Next(ctx context.Context, tag string) (int64, error) {
 	// The fast path of WithRanges: the tag's lease from its cache slot,
 	// and one atomic add on it.
@@ -303,7 +317,7 @@ func (c *Client) nextUnranged(ctx context.Context, tag string) (int64, error) {
 // WithRanges and n no larger than the range size, one contiguous run from
 // the tag's lease; with WithBuffer and n no larger than the buffer's size
 // from the buffer; otherwise from GET /segment/{tag}?count=n in one
-// request (IDs of such a larger batch are not ordered against the IDs a
+// request, NextSegment over gRPC (IDs of such a larger batch are not ordered against the IDs a
 // buffer or lease holds). n must be in 1..segment.max_batch of the
 // servers (default 10,000) when it comes from a request.
 //
@@ -348,11 +362,12 @@ func (c *Client) check(tag string) error {
 	return nil
 }
 
-// Snowflake returns one snowflake ID from GET /snowflake. Snowflake IDs
-// are never buffered: an ID carries the time it was made.
+// Snowflake returns one snowflake ID from GET /snowflake (NextSnowflake
+// over gRPC). Snowflake IDs are never buffered: an ID carries the time it
+// was made.
 //
 // Errors: an *Error with the server's code (mode_disabled,
-// snowflake_unavailable, …); a network error when no base URL answered;
+// snowflake_unavailable, …); a network error when no server answered;
 // the context's error; ErrClosed.
 func (c *Client) Snowflake(ctx context.Context) (int64, error) {
 	ids, err := c.SnowflakeN(ctx, 1)
@@ -363,7 +378,7 @@ func (c *Client) Snowflake(ctx context.Context) (int64, error) {
 }
 
 // SnowflakeN returns n snowflake IDs, ascending, from
-// GET /snowflake?count=n. n must be in 1..the servers' batch limit
+// GET /snowflake?count=n (NextSnowflake over gRPC). n must be in 1..the servers' batch limit
 // (segment.max_batch, default 10,000).
 //
 // Errors: those of Snowflake, and invalid_count for n out of range.
@@ -374,158 +389,56 @@ func (c *Client) SnowflakeN(ctx context.Context, n int) ([]int64, error) {
 	if n < 1 {
 		return nil, localError(http.StatusBadRequest, leafd.EInvalidCount, "count %d is not valid: ask for at least 1 ID", n)
 	}
-	path := "/snowflake?format=json"
-	if n > 1 {
-		path += "&count=" + strconv.Itoa(n)
-	}
-	body, err := c.get(ctx, path, n)
-	if err != nil {
-		return nil, err
-	}
-	return parseIDs(body, n, nil)
+	return c.t.snowflake(ctx, n)
 }
 
 // fetchSegment asks a server for n IDs of tag.
 func (c *Client) fetchSegment(ctx context.Context, tag string, n int) ([]int64, error) {
-	path := "/segment/" + tag + "?format=json" // a valid tag needs no escaping
-	if n > 1 {
-		path += "&count=" + strconv.Itoa(n)
-	}
-	body, err := c.get(ctx, path, n)
-	if err != nil {
-		return nil, err
-	}
-	return parseIDs(body, n, &tag)
+	return c.t.segment(ctx, tag, n)
 }
 
-// get sends GET path to the base URLs in turn, starting at the one that
-// answered last, and returns the body of the first 200 answer. n, the
-// number of IDs asked for, bounds the size of the body it accepts.
-func (c *Client) get(ctx context.Context, path string, n int) ([]byte, error) {
-	start := int(c.cur.Load())
+// transport is how a Client asks its servers for IDs: over HTTP
+// (httpTransport) or gRPC (grpcTransport). Each fails over across its
+// servers, checks what they answer strictly, and returns a server's error
+// answer as an *Error.
+type transport interface {
+	// segment returns n IDs of tag, ascending.
+	segment(ctx context.Context, tag string, n int) ([]int64, error)
+	// segmentRange reserves size consecutive IDs of tag and returns the
+	// first and how many (size).
+	segmentRange(ctx context.Context, tag string, size int64) (start, n int64, err error)
+	// snowflake returns n snowflake IDs, ascending.
+	snowflake(ctx context.Context, n int) ([]int64, error)
+	// close releases the connections. Calls in flight may fail.
+	close()
+}
+
+// failover asks n servers in turn through try, starting at the one that
+// answered last (*cur), until one answers or gives an error that try says
+// not to retry (retry false); the server that did is where the next call
+// starts. where names a server's request for an error of ctx, and noun the
+// servers in the error when none answered.
+func failover(ctx context.Context, cur *atomic.Int32, n int, noun string, where func(i int) string, try func(i int) (retry bool, err error)) error {
+	start := int(cur.Load())
 	var errs []error
-	for i := range c.urls {
-		idx := (start + i) % len(c.urls)
-		u := c.urls[idx] + path
-		body, retry, err := c.try(ctx, u, n)
+	for k := range n {
+		i := (start + k) % n
+		retry, err := try(i)
 		if ctx.Err() != nil {
 			// The caller's deadline, not the server: say so, whatever the
 			// transport made of it.
-			return nil, fmt.Errorf("leafd client: GET %s: %w", u, ctx.Err())
+			return fmt.Errorf("leafd client: %s: %w", where(i), ctx.Err())
 		}
 		if err == nil || !retry {
-			if idx != start {
-				c.cur.CompareAndSwap(int32(start), int32(idx))
+			if i != start {
+				cur.CompareAndSwap(int32(start), int32(i))
 			}
-			return body, err
+			return err
 		}
 		errs = append(errs, err)
 	}
 	if len(errs) == 1 {
-		return nil, errs[0]
+		return errs[0]
 	}
-	return nil, fmt.Errorf("leafd client: none of %d base URLs answered: %w", len(errs), errors.Join(errs...))
-}
-
-// try sends one request. retry reports whether the next base URL should be
-// asked: after a network error or a 5xx answer that is not definite.
-func (c *Client) try(ctx context.Context, u string, n int) (body []byte, retry bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, false, err
-	}
-	req.Header.Set("Accept", "application/json")
-	res, err := c.hc.Do(req)
-	if err != nil {
-		return nil, true, err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		b, err := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
-		if err != nil && res.StatusCode >= 500 {
-			return nil, true, fmt.Errorf("leafd client: GET %s: HTTP %d, reading the body: %w", u, res.StatusCode, err)
-		}
-		e := parseError(res.StatusCode, b)
-		return nil, !e.definite(), e
-	}
-	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		return nil, false, fmt.Errorf("leafd client: GET %s: answer of type %q, not JSON", u, ct)
-	}
-	// An ID is at most 19 digits, 2 quotes and a comma; the tag at most 128
-	// bytes. A body past that is not leafd's.
-	limit := int64(n)*22 + 256
-	b, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
-	if err != nil {
-		// The IDs of a cut answer are lost, never reissued by the server:
-		// ask the next one.
-		return nil, true, fmt.Errorf("leafd client: GET %s: reading the answer: %w", u, err)
-	}
-	if int64(len(b)) > limit {
-		return nil, false, fmt.Errorf("leafd client: GET %s: answer longer than %d IDs can be", u, n)
-	}
-	return b, false, nil
-}
-
-// parseIDs reads {"tag":"…","ids":["1","2"]} (no tag for snowflake, when
-// tag is nil) and checks it strictly: exactly n IDs, each a decimal string
-// in 1..2^63-1 without sign or leading zero, no ID twice. It returns them
-// ascending: a batch of an opaque tag holds its IDs in no particular order
-// (docs/contract.md, Opaque tags), every other batch is ascending already.
-func parseIDs(body []byte, n int, tag *string) ([]int64, error) {
-	var m struct {
-		Tag *string  `json:"tag"`
-		IDs []string `json:"ids"`
-	}
-	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, fmt.Errorf("leafd client: malformed answer: %w", err)
-	}
-	if tag != nil && (m.Tag == nil || *m.Tag != *tag) {
-		return nil, fmt.Errorf("leafd client: malformed answer: asked for tag %q, got an answer for another", *tag)
-	}
-	if len(m.IDs) != n {
-		return nil, fmt.Errorf("leafd client: malformed answer: asked for %d IDs, got %d", n, len(m.IDs))
-	}
-	ids := make([]int64, n)
-	sorted := true
-	for i, s := range m.IDs {
-		id, ok := parseID(s)
-		if !ok {
-			return nil, fmt.Errorf("leafd client: malformed answer: %q is not an ID (a decimal from 1 to 2^63-1)", truncate(s))
-		}
-		if i > 0 && id <= ids[i-1] {
-			sorted = false
-		}
-		ids[i] = id
-	}
-	if !sorted {
-		slices.Sort(ids)
-		for i := 1; i < n; i++ {
-			if ids[i] == ids[i-1] {
-				return nil, fmt.Errorf("leafd client: malformed answer: ID %d twice in one batch", ids[i])
-			}
-		}
-	}
-	return ids, nil
-}
-
-// parseID accepts exactly the IDs leafd writes: decimal digits, no sign, no
-// leading zero, 1 to 2^63-1.
-func parseID(s string) (int64, bool) {
-	if len(s) == 0 || len(s) > 19 || s[0] < '1' || s[0] > '9' {
-		return 0, false
-	}
-	for i := 1; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-	}
-	id, err := strconv.ParseInt(s, 10, 64)
-	return id, err == nil
-}
-
-func truncate(s string) string {
-	if len(s) > 32 {
-		return s[:32] + "…"
-	}
-	return s
+	return fmt.Errorf("leafd client: none of %d %s answered: %w", len(errs), noun, errors.Join(errs...))
 }

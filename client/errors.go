@@ -8,6 +8,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/leafd/leafd"
 )
 
@@ -20,15 +24,37 @@ import (
 // An answer that is not in leafd's error model (a proxy's 502 page, say)
 // has an empty Code and, as Message, the start of the body or the status
 // text.
+//
+// Over gRPC (NewGRPC) an error status is the same Error: Code is the
+// reason of its google.rpc.ErrorInfo of domain "leafd", Message the
+// status's message, and Status the HTTP status the HTTP API answers for
+// that code (404 for unknown_tag), so that an error compares, matches and
+// fails over the same on both transports. GRPCCode is the gRPC code
+// received. A status without leafd's ErrorInfo comes from gRPC itself or
+// a proxy (UNAVAILABLE for a connection that cannot be made): its Code is
+// empty, as for a proxy's page over HTTP, and its Status the HTTP status
+// of its gRPC code (UNAVAILABLE 503, DEADLINE_EXCEEDED 504, INTERNAL 500,
+// INVALID_ARGUMENT 400, …), which decides whether the next address is
+// asked. UNIMPLEMENTED, a server without the method, is not_found (404),
+// as the HTTP API answers for a route it does not have.
 type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// GRPCCode is the gRPC status code of an error received over gRPC;
+	// codes.OK (0) over HTTP.
+	GRPCCode codes.Code
 }
 
-// Error returns "leafd: CODE (HTTP STATUS): MESSAGE".
+// Error returns "leafd: CODE (HTTP STATUS): MESSAGE", or
+// "leafd: CODE (gRPC CODE): MESSAGE" for an error received over gRPC.
 func (e *Error) Error() string {
-	if e.Code == "" {
+	switch {
+	case e.GRPCCode != codes.OK && e.Code == "":
+		return fmt.Sprintf("leafd: gRPC %s: %s", e.GRPCCode, e.Message)
+	case e.GRPCCode != codes.OK:
+		return fmt.Sprintf("leafd: %s (gRPC %s): %s", e.Code, e.GRPCCode, e.Message)
+	case e.Code == "":
 		return fmt.Sprintf("leafd: HTTP %d: %s", e.Status, e.Message)
 	}
 	return fmt.Sprintf("leafd: %s (HTTP %d): %s", e.Code, e.Status, e.Message)
@@ -87,6 +113,88 @@ func IsCode(err error, code string) bool {
 func (e *Error) definite() bool {
 	return e.Status < 500 || e.Code == leafd.ETagExhausted
 }
+
+// httpStatuses is the HTTP status of each leafd code, as the HTTP API
+// answers it (package http's table), for the errors received over gRPC.
+var httpStatuses = map[string]int{
+	leafd.EInvalidTag:           http.StatusBadRequest,
+	leafd.EInvalidCount:         http.StatusBadRequest,
+	leafd.EInvalidSize:          http.StatusBadRequest,
+	leafd.EInvalidID:            http.StatusBadRequest,
+	leafd.EInvalidBody:          http.StatusBadRequest,
+	leafd.EInvalidQuery:         http.StatusBadRequest,
+	leafd.EUnauthorized:         http.StatusUnauthorized,
+	leafd.EAdminDisabled:        http.StatusForbidden,
+	leafd.EUnknownTag:           http.StatusNotFound,
+	leafd.ENotFound:             http.StatusNotFound,
+	leafd.EModeDisabled:         http.StatusNotFound,
+	leafd.EMethodNotAllowed:     http.StatusMethodNotAllowed,
+	leafd.ETagExists:            http.StatusConflict,
+	leafd.ERangeUnsupported:     http.StatusConflict,
+	leafd.EBodyTooLarge:         http.StatusRequestEntityTooLarge,
+	leafd.EUnsupportedMediaType: http.StatusUnsupportedMediaType,
+	leafd.ESegmentUnavailable:   http.StatusServiceUnavailable,
+	leafd.ESnowflakeUnavailable: http.StatusServiceUnavailable,
+	leafd.ETagExhausted:         http.StatusServiceUnavailable,
+	leafd.ETagRewound:           http.StatusServiceUnavailable,
+	leafd.EOpaqueKeyMismatch:    http.StatusServiceUnavailable,
+	leafd.EStoreUnavailable:     http.StatusServiceUnavailable,
+	leafd.ENotReady:             http.StatusServiceUnavailable,
+	leafd.EInternal:             http.StatusInternalServerError,
+	leafd.ETokenRequired:        http.StatusUnauthorized,
+	leafd.ETokenRefused:         http.StatusForbidden,
+	leafd.EUnknownToken:         http.StatusNotFound,
+}
+
+// grpcHTTPStatuses is the HTTP status of a gRPC code, for statuses
+// without a leafd code (google.rpc.Code's mapping). Codes not here are 500.
+var grpcHTTPStatuses = map[codes.Code]int{
+	codes.Canceled:           499,
+	codes.InvalidArgument:    http.StatusBadRequest,
+	codes.DeadlineExceeded:   http.StatusGatewayTimeout,
+	codes.NotFound:           http.StatusNotFound,
+	codes.AlreadyExists:      http.StatusConflict,
+	codes.PermissionDenied:   http.StatusForbidden,
+	codes.Unauthenticated:    http.StatusUnauthorized,
+	codes.ResourceExhausted:  http.StatusTooManyRequests,
+	codes.FailedPrecondition: http.StatusBadRequest,
+	codes.Aborted:            http.StatusConflict,
+	codes.OutOfRange:         http.StatusBadRequest,
+	codes.Unimplemented:      http.StatusNotImplemented,
+	codes.Unavailable:        http.StatusServiceUnavailable,
+}
+
+// statusError turns a gRPC status into an *Error (see Error).
+func statusError(st *status.Status) *Error {
+	e := &Error{Code: statusReason(st), Message: st.Message(), GRPCCode: st.Code()}
+	if e.Code == "" && e.GRPCCode == codes.Unimplemented {
+		e.Code = leafd.ENotFound
+	}
+	var ok bool
+	if e.Status, ok = httpStatuses[e.Code]; !ok {
+		if e.Status, ok = grpcHTTPStatuses[e.GRPCCode]; !ok {
+			e.Status = http.StatusInternalServerError
+		}
+	}
+	if e.Message == "" {
+		e.Message = e.GRPCCode.String()
+	}
+	return e
+}
+
+// statusReason returns the reason of st's google.rpc.ErrorInfo of domain
+// "leafd": leafd's error code, "" without one.
+func statusReason(st *status.Status) string {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == grpcErrorDomain {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
+
+// grpcErrorDomain is the domain of the ErrorInfo of leafd's statuses.
+const grpcErrorDomain = "leafd"
 
 // maxErrorBody bounds how much of an error answer is read.
 const maxErrorBody = 64 << 10

@@ -2,10 +2,8 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -366,7 +364,7 @@ func (c *Client) runRangeRefill(s *rangeTag, r *refill) {
 // definite.
 func (c *Client) fetchLease(ctx context.Context, tag string) (*lease, error) {
 	for attempt := 1; ; attempt++ {
-		start, n, err := c.fetchRange(ctx, tag, c.rangeSize)
+		start, n, err := c.t.segmentRange(ctx, tag, c.rangeSize)
 		if err == nil {
 			l := &lease{base: start - 1, n: n, due: n - c.rangeLow}
 			l.mark.Store(l.due)
@@ -384,50 +382,6 @@ func (c *Client) fetchLease(ctx context.Context, tag string) (*lease, error) {
 			return nil, err
 		}
 	}
-}
-
-// fetchRange asks a server for a range of size IDs of tag and returns its
-// first ID and its length.
-func (c *Client) fetchRange(ctx context.Context, tag string, size int64) (start, n int64, err error) {
-	path := "/segment/" + tag + "/range?size=" + strconv.FormatInt(size, 10) // a valid tag needs no escaping
-	body, err := c.get(ctx, path, 1)
-	if err != nil {
-		return 0, 0, err
-	}
-	return parseRange(body, tag, size)
-}
-
-// parseRange reads {"tag":"…","start":"1001","end":"2001"} and checks it
-// strictly: the tag asked for, start an ID (decimal, 1..2^63-1, no sign,
-// no leading zero), end at most 2^63, exactly size IDs.
-func parseRange(body []byte, tag string, size int64) (start, n int64, err error) {
-	var m struct {
-		Tag   *string `json:"tag"`
-		Start string  `json:"start"`
-		End   string  `json:"end"`
-	}
-	if err := json.Unmarshal(body, &m); err != nil {
-		return 0, 0, fmt.Errorf("leafd client: malformed range: %w", err)
-	}
-	if m.Tag == nil || *m.Tag != tag {
-		return 0, 0, fmt.Errorf("leafd client: malformed range: asked for tag %q, got an answer for another", tag)
-	}
-	start, ok := parseID(m.Start)
-	if !ok {
-		return 0, 0, fmt.Errorf("leafd client: malformed range: start %q is not an ID (a decimal from 1 to 2^63-1)", truncate(m.Start))
-	}
-	var end uint64
-	if m.End == "9223372036854775808" { // the end of the last ID, 2^63-1
-		end = 1 << 63
-	} else if e, ok := parseID(m.End); ok {
-		end = uint64(e)
-	} else {
-		return 0, 0, fmt.Errorf("leafd client: malformed range: end %q is not a decimal from 2 to 2^63", truncate(m.End))
-	}
-	if end <= uint64(start) || end-uint64(start) != uint64(size) {
-		return 0, 0, fmt.Errorf("leafd client: malformed range: [%s, %s) is not the %d IDs asked for", m.Start, m.End, size)
-	}
-	return start, int64(end - uint64(start)), nil
 }
 
 // nextNRange is NextN from the leases, for n up to the lease size.

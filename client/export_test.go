@@ -1,8 +1,13 @@
 package client
 
 import (
+	"context"
+	"maps"
 	"time"
 	"unsafe"
+
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
 )
 
 // SetRangeProbeAfter sets how long a tag whose servers answered not_found
@@ -16,3 +21,29 @@ func SetRangeProbeAfter(d time.Duration) (restore func()) {
 
 // LeaseSize is the size of a lease, which must be one cache line.
 const LeaseSize = unsafe.Sizeof(lease{})
+
+// FetchRange asks c's servers for one range, as a lease's fetch does (one
+// round over the servers, no retry).
+func (c *Client) FetchRange(ctx context.Context, tag string, size int64) (start, n int64, err error) {
+	return c.t.segmentRange(ctx, tag, size)
+}
+
+// StatusError is the *Error a gRPC status becomes.
+func StatusError(st *status.Status) *Error { return statusError(st) }
+
+// HTTPStatuses is the client's table of the HTTP status of each leafd
+// code, which must be the HTTP server's.
+func HTTPStatuses() map[string]int { return maps.Clone(httpStatuses) }
+
+// GRPCConnStates returns the states of a NewGRPC client's connections.
+func GRPCConnStates(c *Client) []connectivity.State {
+	t, ok := c.t.(*grpcTransport)
+	if !ok {
+		return nil
+	}
+	var states []connectivity.State
+	for _, conn := range t.conns {
+		states = append(states, conn.GetState())
+	}
+	return states
+}

@@ -48,6 +48,16 @@ var (
 // address's name.
 func openCluster(dsn string, o options, parse func(string) (clusterAddress, error),
 	probe func(context.Context, driver.QueryerContext) error) (c driver.Connector, cluster *failover, addr string, err error) {
+	if o.connector != nil {
+		inner := parse
+		parse = func(dsn string) (clusterAddress, error) {
+			a, err := inner(dsn)
+			if err == nil {
+				a.c = o.connector(a.c)
+			}
+			return a, err
+		}
+	}
 	first, err := parse(dsn)
 	if err != nil {
 		return nil, nil, "", err

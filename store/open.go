@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,6 +53,10 @@ type Option func(*options)
 type options struct {
 	fallbacks []string
 	log       *slog.Logger
+	// connector, when set (by tests only: withConnector), wraps the
+	// connector of every address, so that a test can put a driver that
+	// injects faults between the store and the real one.
+	connector func(driver.Connector) driver.Connector
 }
 
 func newOptions(opts []Option) options {
@@ -78,6 +83,12 @@ func WithFallbacks(dsns ...string) Option {
 // WithLogger sets the logger of address switches (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.log = l }
+}
+
+// withConnector wraps the connector of every address of the store in wrap:
+// for tests that inject faults between the store and the real driver.
+func withConnector(wrap func(driver.Connector) driver.Connector) Option {
+	return func(o *options) { o.connector = wrap }
 }
 
 // An engine is one value of store.driver: how to check a DSN and how to

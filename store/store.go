@@ -435,19 +435,22 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 		if len(same) > 0 {
 			return tagExists(t.Name, same)
 		}
-		if _, err := tx.ExecContext(ctx, s.q(insertSQL), t.Name, t.MaxID, t.Step, desc); err != nil {
-			if s.class(err) != classDuplicate {
-				return err
-			}
-			// Created since the SELECT, or equal to the name by a collation
-			// that folds more than case (ß and ss): asked again outside this
-			// transaction, whose snapshot does not show it.
+		// Created since the SELECT, or equal to the name by a collation
+		// that folds more than case (ß and ss): asked again outside this
+		// transaction, whose snapshot does not show it.
+		exists := func() error {
 			tx.Rollback()
 			if err := s.x.SelectContext(ctx, &same, s.q(tagNamesSQL+` WHERE biz_tag = ?`), t.Name); err != nil {
 				return err
 			}
 			slices.Sort(same)
 			return tagExists(t.Name, same)
+		}
+		if _, err := tx.ExecContext(ctx, s.q(insertSQL), t.Name, t.MaxID, t.Step, desc); err != nil {
+			if s.class(err) != classDuplicate {
+				return err
+			}
+			return exists()
 		}
 		if err := s.insertFormat(ctx, tx, t); err != nil {
 			return err
@@ -457,6 +460,11 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 			return err
 		}
 		if err := tx.Commit(); err != nil {
+			if s.class(err) == classDuplicate {
+				// TiDB checks uniqueness at COMMIT in optimistic
+				// transactions: the COMMIT failed, nothing was written.
+				return exists()
+			}
 			return err
 		}
 		stored = r.tag()

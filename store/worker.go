@@ -50,6 +50,18 @@ type errRetry struct{ error }
 
 func (e errRetry) Unwrap() error { return e.error }
 
+// commitErr is the error of a claim whose COMMIT failed with err. TiDB
+// checks uniqueness at COMMIT in optimistic transactions (and with
+// tidb_constraint_check_in_place_pessimistic off): another server's claim
+// of the same worker id then fails this COMMIT, which wrote nothing, and
+// the claim starts again, as when the INSERT itself hits the key.
+func commitErr(s *db, err error) error {
+	if s.class(err) == classDuplicate {
+		return errRetry{err}
+	}
+	return err
+}
+
 // workerRow is one row of leaf_worker.
 type workerRow struct {
 	WorkerID     int64  `db:"worker_id"`
@@ -90,27 +102,29 @@ func (s *db) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 // and locks the worker rows of query (workerRowsSQL or fixedRowSQL, with
 // its argument). The caller rolls tx back unless it commits.
 func (s *db) beginClaim(ctx context.Context, query string, arg int64) (tx *sqlx.Tx, nowMs int64, rows []workerRow, err error) {
-	tx, err = s.x.BeginTxx(ctx, nil)
+	// The transaction in a variable of its own: the returns below set the
+	// result tx to nil before the deferred rollback runs.
+	t, err := s.x.BeginTxx(ctx, nil)
 	if err != nil {
 		return nil, 0, nil, err
 	}
 	defer func() {
 		if err != nil {
-			tx.Rollback()
+			t.Rollback()
 		}
 	}()
 	if s.claimLockSQL != "" {
-		if _, err = tx.ExecContext(ctx, s.claimLockSQL); err != nil {
+		if _, err = t.ExecContext(ctx, s.claimLockSQL); err != nil {
 			return nil, 0, nil, err
 		}
 	}
-	if err = tx.GetContext(ctx, &nowMs, fmt.Sprintf(dbNowSQL, s.nowMsSQL)); err != nil {
+	if err = t.GetContext(ctx, &nowMs, fmt.Sprintf(dbNowSQL, s.nowMsSQL)); err != nil {
 		return nil, 0, nil, err
 	}
-	if err = tx.SelectContext(ctx, &rows, s.q(fmt.Sprintf(query, s.nowMsSQL, s.lockSuffix)), arg); err != nil {
+	if err = t.SelectContext(ctx, &rows, s.q(fmt.Sprintf(query, s.nowMsSQL, s.lockSuffix)), arg); err != nil {
 		return nil, 0, nil, err
 	}
-	return tx, nowMs, rows, nil
+	return t, nowMs, rows, nil
 }
 
 func (s *db) claimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Lease, error) {
@@ -165,7 +179,7 @@ func (s *db) claimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return snowflake.Lease{}, err
+		return snowflake.Lease{}, commitErr(s, err)
 	}
 	prev := int64(0)
 	if found != nil {
@@ -237,7 +251,7 @@ func (s *db) claimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snow
 		prev = r.WatermarkMs
 	}
 	if err := tx.Commit(); err != nil {
-		return snowflake.Lease{}, err
+		return snowflake.Lease{}, commitErr(s, err)
 	}
 	return snowflake.Lease{WorkerID: c.WorkerID, Owner: c.Owner, PrevWatermarkMs: prev}, nil
 }

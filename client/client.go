@@ -1,7 +1,7 @@
-// Package client is a Go client of leafd's ID API (docs/contract.md section 4): segment
-// IDs per business tag and snowflake IDs, over one or more leafd servers.
-// It speaks the HTTP API (New, base URLs) or the gRPC API (NewGRPC, the
-// servers' grpc.addr):
+// Package client is a Go client of leafd's ID routes (docs/contract.md
+// section 4): segment IDs per business tag and snowflake IDs, over one or
+// more leafd servers. It speaks the HTTP API (New, base URLs) or the gRPC
+// API (NewGRPC, the servers' grpc.addr):
 //
 //	c, err := client.New("http://leafd1:8080", client.WithFailover("http://leafd2:8080"))
 //
@@ -19,7 +19,7 @@
 // no request at all.
 //
 // With WithRanges it leases runs of consecutive IDs per tag instead
-// (GET /segment/{tag}/range?size=N): Next is then one atomic add on the
+// (GET /segment/{tag}/range?size=N, SegmentRange over gRPC): Next is then one atomic add on the
 // tag's lease, a few nanoseconds, and the next lease is fetched in the
 // background before the current one runs out:
 //

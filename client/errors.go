@@ -109,7 +109,9 @@ func IsCode(err error, code string) bool {
 // 4xx is (the request itself is wrong, or the tag or mode is not there),
 // and so is tag_exhausted (the shared table's end). Other 5xx answers are
 // about the server that gave them: another one may have IDs buffered, a
-// worker id leased, or no bug.
+// worker id leased, or no bug. Over gRPC, Status is the HTTP status of
+// the error's leafd code, or of its gRPC code without one (see Error), so
+// the same rule holds.
 func (e *Error) definite() bool {
 	return e.Status < 500 || e.Code == leafd.ETagExhausted
 }

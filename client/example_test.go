@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/client"
 	leafhttp "github.com/leafd/leafd/http"
+	"github.com/leafd/leafd/rpc"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
@@ -108,6 +110,50 @@ func ExampleWithRanges() {
 	// the next three follow it: true
 }
 
+func ExampleNewGRPC() {
+	// A leafd server in-process over SQLite, with the tag "order", serving
+	// its gRPC API too (grpc.addr).
+	dsn, remove := exampleDatabase()
+	defer remove()
+	_, addr, stop := startLeafdGRPC(dsn, "order")
+	defer stop()
+
+	// The same client over gRPC: NextSegment, SegmentRange and
+	// NextSnowflake instead of GET requests; the same buffers, failover
+	// (WithFailover of further gRPC addresses) and errors.
+	c, err := client.NewGRPC(addr,
+		client.WithBuffer(1000, 0.2),
+		// Plaintext by default; TLS, interceptors, … with:
+		// client.WithGRPCDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cfg))),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	ids, err := c.NextN(ctx, "order", 3)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("order IDs:", ids)
+
+	_, err = c.Next(ctx, "invoice")
+	if errors.Is(err, client.ErrUnknownTag) { // as over HTTP
+		fmt.Println("invoice: create the tag first")
+	}
+	var e *client.Error
+	if errors.As(err, &e) {
+		fmt.Println(e.Code, e.Status, e.GRPCCode) // the HTTP API's status for the code; the gRPC code received
+	}
+	// Output:
+	// order IDs: [1 2 3]
+	// invoice: create the tag first
+	// unknown_tag 404 NotFound
+}
+
 // exampleDatabase returns the DSN of a new SQLite file and a function that
 // removes it.
 func exampleDatabase() (dsn string, remove func()) {
@@ -121,6 +167,17 @@ func exampleDatabase() (dsn string, remove func()) {
 // startLeafd starts a real leafd HTTP server in-process over the SQLite
 // database dsn, creating tag first unless it is "".
 func startLeafd(dsn, tag string) (url string, stop func()) {
+	url, _, stop = start(dsn, tag, false)
+	return url, stop
+}
+
+// startLeafdGRPC is startLeafd with leafd's gRPC API served too, from the
+// same allocators, on a loopback port.
+func startLeafdGRPC(dsn, tag string) (url, addr string, stop func()) {
+	return start(dsn, tag, true)
+}
+
+func start(dsn, tag string, withGRPC bool) (url, addr string, stop func()) {
 	ctx := context.Background()
 	s, err := store.OpenSQLite(dsn)
 	if err != nil {
@@ -148,7 +205,21 @@ func startLeafd(dsn, tag string) (url string, stop func()) {
 	}
 	g.Start()
 	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Segment: a, Snowflake: g, Logger: quiet}).Handler())
-	return srv.URL, func() {
+	stopGRPC := func() {}
+	if withGRPC {
+		gs, err := rpc.New(rpc.Config{Segment: a, Snowflake: g, Logger: quiet})
+		if err != nil {
+			log.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			log.Fatal(err)
+		}
+		go gs.Serve(ln)
+		addr, stopGRPC = ln.Addr().String(), gs.Stop
+	}
+	return srv.URL, addr, func() {
+		stopGRPC()
 		srv.Close()
 		g.Close()
 		a.Close()

@@ -13,7 +13,8 @@ import (
 )
 
 // Range leases (WithRanges): each tag is served from a run of consecutive
-// IDs that one GET /segment/{tag}/range?size=N reserved for this client,
+// IDs that one GET /segment/{tag}/range?size=N (SegmentRange over gRPC)
+// reserved for this client,
 // handed out by one atomic add per ID. A second lease is fetched in the
 // background once the first passes its mark, and is swapped in when the
 // first is used up: a double buffer like the server's.
@@ -90,13 +91,14 @@ var errGone = errors.New("leafd client: the tag's lease state was dropped")
 
 // WithRanges serves Next and NextN (for up to size IDs) from range leases:
 // runs of size consecutive IDs per tag that the server reserves for this
-// client alone (GET /segment/{tag}/range?size=size). A call served from a
-// lease is one atomic add, with no lock and no request. As soon as no more
-// than refillAt×size IDs of the current lease are left, the next lease is
-// fetched in the background, and it takes over when the current one is used
-// up; callers that find both empty wait for that fetch (at most one per tag
-// is in flight) until it lands or their context ends. refillAt means what it
-// means in WithBuffer: the fraction left, not used.
+// client alone (GET /segment/{tag}/range?size=size, or SegmentRange over
+// gRPC). A call served from a lease is one atomic add, with no lock and no
+// request. As soon as no more than refillAt×size IDs of the current lease
+// are left, the next lease is fetched in the background, and it takes over
+// when the current one is used up; callers that find both empty wait for
+// that fetch (at most one per tag is in flight) until it lands or their
+// context ends. refillAt means what it means in WithBuffer: the fraction
+// left, not used.
 //
 // size must be at least 1 and at most the servers' segment.max_range
 // (default 1,000,000), or every fetch fails with invalid_size. refillAt is
@@ -105,13 +107,13 @@ var errGone = errors.New("leafd client: the tag's lease state was dropped")
 //
 // A batch of NextN is one contiguous run of IDs from one lease; when the
 // rest of the current lease is too short for it, that rest is skipped. A
-// batch larger than size is one GET /segment/{tag}?count=n.
+// batch larger than size is one GET /segment/{tag}?count=n (NextSegment).
 //
 // Tags the servers do not lease in ranges (range_unsupported: opaque tags,
 // tags of a sharded store), and every tag of servers without the range
-// route (not_found; tried again after a minute), are served as without
-// WithRanges: from the buffer of WithBuffer if it is given too, else by a
-// request per call.
+// route (not_found; over gRPC UNIMPLEMENTED; tried again after a minute),
+// are served as without WithRanges: from the buffer of WithBuffer if it is
+// given too, else by a request per call.
 //
 // Within one server the IDs of a tag are strictly increasing across all
 // goroutines; after a failover they are only trend-increasing. A call

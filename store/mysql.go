@@ -23,6 +23,9 @@ import (
 // use. Its methods but Migrate are the same code as SQLite's.
 type MySQL struct {
 	db
+	log *slog.Logger
+	// lockWait bounds the wait for leafd's lock row (migratelock.go).
+	lockWait time.Duration
 }
 
 // Pool settings for MySQL: enough connections for the allocator's loads and
@@ -88,7 +91,7 @@ func openMySQL(dsn string, o options) (*MySQL, error) {
 		shareSuffix:  " LOCK IN SHARE MODE",
 		cluster:      cluster,
 		addr:         addr,
-	}}
+	}, log: o.log, lockWait: migrateLockSeconds * time.Second}
 	if cluster != nil {
 		s.unavailable = func(err error) {
 			var me *mysql.MySQLError
@@ -197,9 +200,12 @@ func mysqlConnector(dsn string) (clusterAddress, error) {
 // the others then find nothing to do. (On Galera the lock holds on one node
 // only; servers migrating through different nodes at once are safe all the
 // same: every migration runs again harmlessly, and the version table is
-// mended if the race lost its first row.) It is idempotent, and it succeeds
-// on a database that already holds Java Leaf's leaf_alloc, leaving its rows
-// as they are.
+// mended if the race lost its first row.) A server that refuses GET_LOCK
+// (Percona XtraDB Cluster with pxc_strict_mode=ENFORCING, Vitess without a
+// reserved connection, a proxy) gets leafd's lock row instead (migratelock.go),
+// or no lock at all when every migration is already applied. It is
+// idempotent, and it succeeds on a database that already holds Java Leaf's
+// leaf_alloc, leaving its rows as they are.
 //
 // Errors: store_unavailable when the database cannot be reached; an error
 // without a code when the lock is not granted within 60 seconds or a
@@ -209,15 +215,25 @@ func (s *MySQL) Migrate(ctx context.Context) error {
 	if err != nil {
 		return s.wrap(err, "migrate")
 	}
-	defer releaseMigrateLock(ctx, conn)
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", migrateLock, migrateLockSeconds).Scan(&got); err != nil {
+		conn.Close()
+		if s.refusesNamedLock(err) {
+			return s.migrateWithoutNamedLock(ctx, err)
+		}
 		return s.wrap(err, "migrate: take the lock "+migrateLock)
 	}
+	defer releaseMigrateLock(ctx, conn)
 	if !got.Valid || got.Int64 != 1 {
 		return fmt.Errorf("store: mysql: migrate: the lock %s was not granted within %d seconds: another server may be migrating this database",
 			migrateLock, migrateLockSeconds)
 	}
+	return s.migrate(ctx)
+}
+
+// migrate runs goose, the caller holding a migration lock (or knowing that
+// there is nothing to do).
+func (s *MySQL) migrate(ctx context.Context) error {
 	return s.wrap(s.write(ctx, func(ctx context.Context) error {
 		err := up(ctx, goose.DialectMySQL, s.x.DB, migrations.MySQL)
 		// goose does not export this error; its text is matched.
@@ -248,7 +264,9 @@ SELECT 0, TRUE FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM goose_db_version)`
 func releaseMigrateLock(ctx context.Context, conn *sql.Conn) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, err := conn.ExecContext(ctx, "DO RELEASE_LOCK(?)", migrateLock); err != nil {
+	// SELECT rather than DO: Vitess takes the locking functions in a SELECT.
+	var released sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", migrateLock).Scan(&released); err != nil {
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 	}
 	_ = conn.Close()

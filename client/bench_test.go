@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/leafd/leafd/client"
+	"github.com/leafd/leafd/internal/testdb"
 )
 
 // BenchmarkAtomicAdd is the floor BenchmarkNext is compared with: one
@@ -79,6 +80,43 @@ func BenchmarkAtomicAddParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			n.Add(1)
+		}
+	})
+}
+
+// BenchmarkNextGRPC measures Next with neither buffer nor lease: one
+// NextSegment RPC per call, to a real leafd in-process over loopback
+// (steps of 1,000,000 IDs, so that the store is seldom asked), from
+// GOMAXPROCS goroutines; BenchmarkNextHTTP is the same as one
+// GET /segment/{tag} per call, to the same server.
+func BenchmarkNextGRPC(b *testing.B) {
+	benchmarkNextDirect(b, func(p *leafdPair) (*client.Client, error) { return client.NewGRPC(p.addr) })
+}
+
+// BenchmarkNextHTTP is BenchmarkNextGRPC over HTTP.
+func BenchmarkNextHTTP(b *testing.B) {
+	benchmarkNextDirect(b, func(p *leafdPair) (*client.Client, error) { return client.New(p.url) })
+}
+
+func benchmarkNextDirect(b *testing.B, newClient func(*leafdPair) (*client.Client, error)) {
+	s := openStore(b, testdb.SQLite(b))
+	createTag(b, s, "order", 1_000_000)
+	c, err := newClient(newPair(b, s, bothModes))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Next(ctx, "order"); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.Next(ctx, "order"); err != nil {
+				b.Error(err)
+				return
+			}
 		}
 	})
 }

@@ -48,6 +48,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,6 +110,8 @@ type settings struct {
 	rangeSize        int64
 	rangeRefillAt    float64
 	ranged           bool
+	token            string
+	tokenSet         bool
 }
 
 // WithFailover adds further leafd servers of the same fleet (sharing one
@@ -126,6 +129,17 @@ type settings struct {
 // last ones.
 func WithFailover(servers ...string) Option {
 	return func(s *settings) { s.more = append(s.more, servers...) }
+}
+
+// WithToken sends token, an access token made with POST /api/tokens or
+// leafd token add, with every request: as Authorization: Bearer over HTTP,
+// as the authorization metadata over gRPC. Servers with
+// segment.require_token or snowflake.require_token need one that allows
+// the tags asked for (snowflake for snowflake IDs); without it they answer
+// token_required (ErrTokenRequired), and token_refused for a token that is
+// unknown, revoked or not allowed (ErrTokenRefused).
+func WithToken(token string) Option {
+	return func(s *settings) { s.token, s.tokenSet = token, true }
 }
 
 // WithHTTPClient makes the Client send its requests through hc. Without
@@ -187,7 +201,11 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	return newClient(s, newHTTPTransport(urls, s.hc)), nil
+	t := newHTTPTransport(urls, s.hc)
+	if s.token != "" {
+		t.auth = "Bearer " + s.token
+	}
+	return newClient(s, t), nil
 }
 
 func collect(opts []Option) *settings {
@@ -209,6 +227,8 @@ func (s *settings) check() error {
 		return fmt.Errorf("leafd client: range size %d is below 1", s.rangeSize)
 	case s.ranged && !(s.rangeRefillAt >= 0 && s.rangeRefillAt < 1):
 		return fmt.Errorf("leafd client: range refillAt %v is outside [0, 1)", s.rangeRefillAt)
+	case s.tokenSet && (s.token == "" || strings.TrimSpace(s.token) != s.token || strings.ContainsAny(s.token, " \t\r\n")):
+		return errors.New("leafd client: the access token is empty or holds whitespace: give the token's text as leafd token add printed it")
 	case s.refillTimeoutSet && s.refillTimeout <= 0:
 		return fmt.Errorf("leafd client: refill timeout %v is not positive", s.refillTimeout)
 	}

@@ -81,6 +81,9 @@ var (
 	ErrTagExhausted         = &Error{Code: leafd.ETagExhausted}
 	ErrInvalidSize          = &Error{Code: leafd.EInvalidSize}
 	ErrRangeUnsupported     = &Error{Code: leafd.ERangeUnsupported}
+	ErrTokenRequired        = &Error{Code: leafd.ETokenRequired}
+	ErrTokenRefused         = &Error{Code: leafd.ETokenRefused}
+	ErrTagRewound           = &Error{Code: leafd.ETagRewound}
 	ErrInternal             = &Error{Code: leafd.EInternal}
 )
 

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/leafd/leafd"
@@ -60,6 +61,9 @@ func NewGRPC(addr string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.token != "" {
+		t.auth = "Bearer " + s.token
+	}
 	return newClient(s, t), nil
 }
 
@@ -85,6 +89,9 @@ type grpcTransport struct {
 	// closing is set before the connections close: an RPC that fails then
 	// is ErrClosed.
 	closing atomic.Bool
+	// auth is the authorization metadata of every call (WithToken), "" for
+	// none.
+	auth string
 }
 
 // newGRPCTransport makes a connection per address, insecure unless opts
@@ -123,6 +130,7 @@ func (t *grpcTransport) segment(ctx context.Context, tag string, n int) ([]int64
 	if n > math.MaxInt32 {
 		return nil, localError(http.StatusBadRequest, leafd.EInvalidCount, "count %d is not valid: ask for at most the servers' segment.max_batch IDs", n)
 	}
+	ctx = t.outgoing(ctx)
 	var ids []int64
 	err := t.call(ctx, rpcNextSegment, func(stub leafdv1.IDServiceClient) error {
 		res, err := stub.NextSegment(ctx, &leafdv1.NextSegmentRequest{Tag: tag, Count: int32(n)}, recvLimit(n)...)
@@ -140,6 +148,7 @@ func (t *grpcTransport) snowflake(ctx context.Context, n int) ([]int64, error) {
 	if n > math.MaxInt32 {
 		return nil, localError(http.StatusBadRequest, leafd.EInvalidCount, "count %d is not valid: ask for at most the servers' segment.max_batch IDs", n)
 	}
+	ctx = t.outgoing(ctx)
 	var ids []int64
 	err := t.call(ctx, rpcNextSnowflake, func(stub leafdv1.IDServiceClient) error {
 		res, err := stub.NextSnowflake(ctx, &leafdv1.NextSnowflakeRequest{Count: int32(n)}, recvLimit(n)...)
@@ -155,6 +164,7 @@ func (t *grpcTransport) snowflake(ctx context.Context, n int) ([]int64, error) {
 // segmentRange calls SegmentRange for size IDs of tag and checks the
 // range strictly: the tag asked for, start at least 1, exactly size IDs.
 func (t *grpcTransport) segmentRange(ctx context.Context, tag string, size int64) (start, n int64, err error) {
+	ctx = t.outgoing(ctx)
 	var res *leafdv1.SegmentRangeResponse
 	err = t.call(ctx, rpcSegmentRange, func(stub leafdv1.IDServiceClient) error {
 		var err error
@@ -172,6 +182,15 @@ func (t *grpcTransport) segmentRange(ctx context.Context, tag string, size int64
 		return 0, 0, fmt.Errorf("leafd client: malformed range: [%d, %d) is not the %d IDs asked for", start, end, size)
 	}
 	return start, size, nil
+}
+
+// outgoing returns ctx with the metadata of every call: the access token
+// (WithToken), if any.
+func (t *grpcTransport) outgoing(ctx context.Context) context.Context {
+	if t.auth == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", t.auth)
 }
 
 // call makes one RPC on the addresses in turn, starting at the one that

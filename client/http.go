@@ -22,6 +22,9 @@ type httpTransport struct {
 	cur atomic.Int32
 	hc  *http.Client
 	own *http.Transport // the transport New made, closed by close; nil if the caller gave hc
+	// auth is the Authorization header of every request (WithToken), ""
+	// for none.
+	auth string
 }
 
 // baseURLs checks base URLs and returns them without a trailing slash.
@@ -112,6 +115,9 @@ func (t *httpTransport) try(ctx context.Context, u string, n int) (body []byte, 
 		return nil, false, err
 	}
 	req.Header.Set("Accept", "application/json")
+	if t.auth != "" {
+		req.Header.Set("Authorization", t.auth)
+	}
 	res, err := t.hc.Do(req)
 	if err != nil {
 		return nil, true, err

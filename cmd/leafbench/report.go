@@ -359,7 +359,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	r.writeNotes(w, "")
+	r.writeNotes(w)
 	for _, h := range []*HalfLoad{r.HalfLoad, r.HalfLoadGRPC} {
 		if h == nil {
 			continue
@@ -382,21 +382,21 @@ func (r *Report) WriteText(w io.Writer) error {
 
 // writeNotes says, under the table, which baseline the ratios of gRPC
 // scenarios are to, and what client_range's leases cost, when those
-// scenarios ran. Each note starts with sep and a newline.
-func (r *Report) writeNotes(w io.Writer, sep string) {
+// scenarios ran. Each note is a paragraph of its own.
+func (r *Report) writeNotes(w io.Writer) {
 	var grpc bool
 	for _, s := range r.Scenarios {
 		grpc = grpc || s.Baseline == grpcBaseline
 	}
 	if grpc {
-		fmt.Fprintf(w, "%s\nRatios of the gRPC scenarios are to %s (a bare gRPC server), those of the others to %s (bare gin).\n", sep, grpcBaseline, httpBaseline)
+		fmt.Fprintf(w, "\nRatios of the gRPC scenarios are to %s (a bare gRPC server), those of the others to %s (bare gin).\n", grpcBaseline, httpBaseline)
 	}
 	for _, s := range r.Scenarios {
 		if s.Leases == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "%s\n%s: a request is one call of Next; the client fetched %s leases in the measured periods, %s IDs each on average",
-			sep, s.Name, count(float64(s.Leases)), count(float64(s.Requests)/float64(s.Leases)))
+		fmt.Fprintf(w, "\n%s: a request is one call of Next; the client fetched %s leases in the measured periods, %s IDs each on average",
+			s.Name, count(float64(s.Leases)), count(float64(s.Requests)/float64(s.Leases)))
 		if s.ServerCPUusPerLease > 0 {
 			fmt.Fprintf(w, ", and leafd spent %s of CPU per lease", cpu(s.ServerCPUusPerLease))
 		}
@@ -442,7 +442,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			latency(s.P50us), latency(s.P99us), latency(s.P999us), s.Errors, ratio(s.RatioRequests), ratio(s.RatioIDs),
 			cpu(s.ServerCPUus), cpu(s.ServerCPUusPerID), ratio(s.RatioServerCPU), cpu(s.ClientCPUus))
 	}
-	r.writeNotes(w, "\n")
+	r.writeNotes(w)
 	for _, h := range []*HalfLoad{r.HalfLoad, r.HalfLoadGRPC} {
 		if h == nil {
 			continue

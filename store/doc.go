@@ -10,8 +10,8 @@
 // reports a database it cannot reach as a store_unavailable *leafd.Error.
 // A transaction that the database aborts so that it can be retried (a
 // deadlock, a serialization failure, a Galera or Group Replication
-// certification conflict, a busy SQLite file) is retried a few times with
-// jittered backoff before that.
+// certification conflict, a TiDB write conflict, a busy SQLite file) is run
+// again, whole, a few times with jittered backoff before that.
 //
 // A range is handed out only after its COMMIT returned success: whatever
 // fails before that, including the COMMIT itself, yields no range.
@@ -34,15 +34,19 @@
 //     reads, "" where a transaction holds the whole database),
 //     markByUpdate (how the high-water mark is raised: highwater.go), and
 //     writers/retryFor for an engine with one writer at a time.
-//   - Errors: a classify function that sorts the driver's errors into
-//     retry (the database aborted the transaction for a retry), locked (a
-//     row lock wait timed out), duplicate (a primary key was hit),
-//     unavailable (with what went wrong and what to do) and other; and
-//     MissingTable.
+//   - Errors: the engine's rows in the error table (classify.go), which
+//     sort its error codes into retry (the database rolled the transaction
+//     back so that it is run again, whole, from its BEGIN), locked (a row
+//     lock wait timed out), duplicate (a primary key was hit), unavailable
+//     (with what went wrong and what to do) and other, and word them; a
+//     classify function that finds the driver's errors there; and
+//     MissingTable. The table is the behaviour: docs/compatibility.md
+//     prints it, and a test compares the two.
 //   - Migrate: the engine's migrations applied with goose, serialised
-//     across servers by a lock of the engine (a named lock, an advisory
-//     lock, a lock file), each migration written to run again harmlessly
-//     and to leave a Leaf database's rows as they are.
+//     across servers by a lock of the engine (a named lock, or leafd's
+//     lock row where the server refuses it; an advisory lock; a lock
+//     file), each migration written to run again harmlessly and to leave
+//     a Leaf database's rows as they are.
 //   - Fallbacks (optional): the connector is built by openCluster, with a
 //     probe that says whether a new connection's node accepts writes.
 //
@@ -57,7 +61,8 @@
 //  1. Write migrations/<engine>/ with Leaf's column names and types that
 //     hold 64-bit max_id, and embed them in package migrations.
 //  2. Write <engine>.go: the Open function, the DSN check, classify and
-//     Migrate, as above; register the engine in engines (open.go).
+//     Migrate, as above, and the engine's rows of the error table
+//     (classify.go); register the engine in engines (open.go).
 //  3. Let the configuration know the DSN's shape (internal/config: DSNKind,
 //     exampleDSNs) so that a DSN of another engine stops start-up.
 //  4. Give internal/testdb a fresh database per test for it, and run
@@ -66,7 +71,9 @@
 //     missing database, fallbacks); add it to the drivers of the segment
 //     tests. CI must start the engine's server and require it.
 //  5. Document it in docs/contract.md (drivers, connection rules, schema,
-//     migration lock) and docs/configuration.md.
+//     migration lock), docs/configuration.md and docs/compatibility.md
+//     (LEAFD_UPDATE_DOCS=1 go test ./store -run TestErrorTableDocumented
+//     prints the error table there).
 //
 // docs/stores.md says the same for contributors, with the reasons.
 package store

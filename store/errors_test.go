@@ -304,7 +304,7 @@ func TestMySQLErrorsWorded(t *testing.T) {
 // No store message anywhere speaks of buffers: one-shot commands print
 // them too.
 func TestStoreMessagesSayNothingOfBuffers(t *testing.T) {
-	for _, name := range []string{"store.go", "mysql.go", "sqlite.go", "failover.go", "worker.go"} {
+	for _, name := range []string{"store.go", "mysql.go", "sqlite.go", "failover.go", "worker.go", "classify.go", "migratelock.go"} {
 		b, err := os.ReadFile(filepath.Join(".", name))
 		if err != nil {
 			t.Fatal(err)

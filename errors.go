@@ -8,6 +8,8 @@ package leafd
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 )
 
 // Error codes. Each one is part of the external contract: the http package
@@ -103,4 +105,56 @@ func ErrorMessage(err error) string {
 		return e.Message
 	}
 	return "internal error; see the server log"
+}
+
+// statuses maps every error code to its HTTP status (docs/contract.md section 4). It is
+// the only place where a code meets a status: the HTTP server answers it,
+// and the Go client gives it to the errors it receives over gRPC.
+var statuses = map[string]int{
+	EInvalidTag:           http.StatusBadRequest,
+	EInvalidCount:         http.StatusBadRequest,
+	EInvalidSize:          http.StatusBadRequest,
+	EInvalidID:            http.StatusBadRequest,
+	EInvalidBody:          http.StatusBadRequest,
+	EInvalidQuery:         http.StatusBadRequest,
+	EUnauthorized:         http.StatusUnauthorized,
+	EAdminDisabled:        http.StatusForbidden,
+	EUnknownTag:           http.StatusNotFound,
+	ENotFound:             http.StatusNotFound,
+	EModeDisabled:         http.StatusNotFound,
+	EMethodNotAllowed:     http.StatusMethodNotAllowed,
+	ETagExists:            http.StatusConflict,
+	ERangeUnsupported:     http.StatusConflict,
+	EBodyTooLarge:         http.StatusRequestEntityTooLarge,
+	EUnsupportedMediaType: http.StatusUnsupportedMediaType,
+	ESegmentUnavailable:   http.StatusServiceUnavailable,
+	ESnowflakeUnavailable: http.StatusServiceUnavailable,
+	ETagExhausted:         http.StatusServiceUnavailable,
+	ETagRewound:           http.StatusServiceUnavailable,
+	EOpaqueKeyMismatch:    http.StatusServiceUnavailable,
+	EStoreUnavailable:     http.StatusServiceUnavailable,
+	ENotReady:             http.StatusServiceUnavailable,
+	EInternal:             http.StatusInternalServerError,
+	ETokenRequired:        http.StatusUnauthorized,
+	ETokenRefused:         http.StatusForbidden,
+	EUnknownToken:         http.StatusNotFound,
+}
+
+// HTTPStatus returns the HTTP status of code, and whether code is one of
+// the list above: 500 and false for any other.
+func HTTPStatus(code string) (int, bool) {
+	if s, ok := statuses[code]; ok {
+		return s, true
+	}
+	return http.StatusInternalServerError, false
+}
+
+// Codes returns every error code of the list above, sorted.
+func Codes() []string {
+	codes := make([]string, 0, len(statuses))
+	for code := range statuses {
+		codes = append(codes, code)
+	}
+	slices.Sort(codes)
+	return codes
 }

@@ -297,7 +297,7 @@ func errorCodes(t *testing.T) []string {
 }
 
 // TestErrorCodes: the spec's ErrorCode enum is exactly the codes of
-// errors.go, and each ErrorNNN response lists codes that http/error.go
+// errors.go, and each ErrorNNN response lists codes that errors.go
 // maps to NNN, together covering every code.
 func TestErrorCodes(t *testing.T) {
 	sp := loadSpec(t)
@@ -496,7 +496,7 @@ func contractTable(t *testing.T, heading string) (rows [][]string, lines []int) 
 // together: every route of the contract's route table (section Routes) is
 // an operation of the spec and the reverse; every code of its error table
 // (section Error codes) is a code of errors.go and of the spec's ErrorCode
-// enum, with the status http/error.go gives it, and the reverse.
+// enum, with the status errors.go gives it, and the reverse.
 func TestContractMatchesOpenAPI(t *testing.T) {
 	sp := loadSpec(t)
 
@@ -552,7 +552,7 @@ func TestContractMatchesOpenAPI(t *testing.T) {
 			}
 			inContract[m[1]] = status
 			if got := leafhttp.ErrorStatus(leafd.Errorf(m[1], "x")); got != status {
-				t.Errorf("%s:%d: the error table gives %s the status %d; http/error.go answers it with %d", contractFile, lines[i], m[1], status, got)
+				t.Errorf("%s:%d: the error table gives %s the status %d; errors.go gives it %d", contractFile, lines[i], m[1], status, got)
 			}
 		}
 		if len(inContract) < 15 {

@@ -119,38 +119,6 @@ func (e *Error) definite() bool {
 	return e.Status < 500 || e.Code == leafd.ETagExhausted
 }
 
-// httpStatuses is the HTTP status of each leafd code, as the HTTP API
-// answers it (package http's table), for the errors received over gRPC.
-var httpStatuses = map[string]int{
-	leafd.EInvalidTag:           http.StatusBadRequest,
-	leafd.EInvalidCount:         http.StatusBadRequest,
-	leafd.EInvalidSize:          http.StatusBadRequest,
-	leafd.EInvalidID:            http.StatusBadRequest,
-	leafd.EInvalidBody:          http.StatusBadRequest,
-	leafd.EInvalidQuery:         http.StatusBadRequest,
-	leafd.EUnauthorized:         http.StatusUnauthorized,
-	leafd.EAdminDisabled:        http.StatusForbidden,
-	leafd.EUnknownTag:           http.StatusNotFound,
-	leafd.ENotFound:             http.StatusNotFound,
-	leafd.EModeDisabled:         http.StatusNotFound,
-	leafd.EMethodNotAllowed:     http.StatusMethodNotAllowed,
-	leafd.ETagExists:            http.StatusConflict,
-	leafd.ERangeUnsupported:     http.StatusConflict,
-	leafd.EBodyTooLarge:         http.StatusRequestEntityTooLarge,
-	leafd.EUnsupportedMediaType: http.StatusUnsupportedMediaType,
-	leafd.ESegmentUnavailable:   http.StatusServiceUnavailable,
-	leafd.ESnowflakeUnavailable: http.StatusServiceUnavailable,
-	leafd.ETagExhausted:         http.StatusServiceUnavailable,
-	leafd.ETagRewound:           http.StatusServiceUnavailable,
-	leafd.EOpaqueKeyMismatch:    http.StatusServiceUnavailable,
-	leafd.EStoreUnavailable:     http.StatusServiceUnavailable,
-	leafd.ENotReady:             http.StatusServiceUnavailable,
-	leafd.EInternal:             http.StatusInternalServerError,
-	leafd.ETokenRequired:        http.StatusUnauthorized,
-	leafd.ETokenRefused:         http.StatusForbidden,
-	leafd.EUnknownToken:         http.StatusNotFound,
-}
-
 // grpcHTTPStatuses is the HTTP status of a gRPC code, for statuses
 // without a leafd code (google.rpc.Code's mapping). Codes not here are 500.
 var grpcHTTPStatuses = map[codes.Code]int{
@@ -176,7 +144,7 @@ func statusError(st *status.Status) *Error {
 		e.Code = leafd.ENotFound
 	}
 	var ok bool
-	if e.Status, ok = httpStatuses[e.Code]; !ok {
+	if e.Status, ok = leafd.HTTPStatus(e.Code); !ok {
 		if e.Status, ok = grpcHTTPStatuses[e.GRPCCode]; !ok {
 			e.Status = http.StatusInternalServerError
 		}

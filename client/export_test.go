@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"maps"
 	"time"
 	"unsafe"
 
@@ -30,10 +29,6 @@ func (c *Client) FetchRange(ctx context.Context, tag string, size int64) (start,
 
 // StatusError is the *Error a gRPC status becomes.
 func StatusError(st *status.Status) *Error { return statusError(st) }
-
-// HTTPStatuses is the client's table of the HTTP status of each leafd
-// code, which must be the HTTP server's.
-func HTTPStatuses() map[string]int { return maps.Clone(httpStatuses) }
 
 // GRPCConnStates returns the states of a NewGRPC client's connections.
 func GRPCConnStates(c *Client) []connectivity.State {

@@ -9,44 +9,10 @@ import (
 	"github.com/leafd/leafd"
 )
 
-// statuses maps every error code to its HTTP status (docs/contract.md section 4). It is
-// the only place where a code meets a status.
-var statuses = map[string]int{
-	leafd.EInvalidTag:           http.StatusBadRequest,
-	leafd.EInvalidCount:         http.StatusBadRequest,
-	leafd.EInvalidSize:          http.StatusBadRequest,
-	leafd.EInvalidID:            http.StatusBadRequest,
-	leafd.EInvalidBody:          http.StatusBadRequest,
-	leafd.EInvalidQuery:         http.StatusBadRequest,
-	leafd.EUnauthorized:         http.StatusUnauthorized,
-	leafd.EAdminDisabled:        http.StatusForbidden,
-	leafd.EUnknownTag:           http.StatusNotFound,
-	leafd.ENotFound:             http.StatusNotFound,
-	leafd.EModeDisabled:         http.StatusNotFound,
-	leafd.EMethodNotAllowed:     http.StatusMethodNotAllowed,
-	leafd.ETagExists:            http.StatusConflict,
-	leafd.ERangeUnsupported:     http.StatusConflict,
-	leafd.EBodyTooLarge:         http.StatusRequestEntityTooLarge,
-	leafd.EUnsupportedMediaType: http.StatusUnsupportedMediaType,
-	leafd.ESegmentUnavailable:   http.StatusServiceUnavailable,
-	leafd.ESnowflakeUnavailable: http.StatusServiceUnavailable,
-	leafd.ETagExhausted:         http.StatusServiceUnavailable,
-	leafd.ETagRewound:           http.StatusServiceUnavailable,
-	leafd.EOpaqueKeyMismatch:    http.StatusServiceUnavailable,
-	leafd.EStoreUnavailable:     http.StatusServiceUnavailable,
-	leafd.ENotReady:             http.StatusServiceUnavailable,
-	leafd.EInternal:             http.StatusInternalServerError,
-	leafd.ETokenRequired:        http.StatusUnauthorized,
-	leafd.ETokenRefused:         http.StatusForbidden,
-	leafd.EUnknownToken:         http.StatusNotFound,
-}
-
 // ErrorStatus returns the HTTP status of err's code.
 func ErrorStatus(err error) int {
-	if s, ok := statuses[leafd.ErrorCode(err)]; ok {
-		return s
-	}
-	return http.StatusInternalServerError
+	status, _ := leafd.HTTPStatus(leafd.ErrorCode(err))
+	return status
 }
 
 type errorBody struct {

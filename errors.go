@@ -21,6 +21,7 @@ const (
 	EInvalidID            = "invalid_id"
 	EInvalidBody          = "invalid_body"
 	EInvalidQuery         = "invalid_query" // a query that does not parse, a repeated parameter, or a bad /api/state parameter
+	EInvalidTime          = "invalid_time"  // a time to compose snowflake IDs of that does not parse or is outside the layout
 	EUnauthorized         = "unauthorized"
 	EAdminDisabled        = "admin_disabled"
 	EUnknownTag           = "unknown_tag"
@@ -117,6 +118,7 @@ var statuses = map[string]int{
 	EInvalidID:            http.StatusBadRequest,
 	EInvalidBody:          http.StatusBadRequest,
 	EInvalidQuery:         http.StatusBadRequest,
+	EInvalidTime:          http.StatusBadRequest,
 	EUnauthorized:         http.StatusUnauthorized,
 	EAdminDisabled:        http.StatusForbidden,
 	EUnknownTag:           http.StatusNotFound,

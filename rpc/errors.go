@@ -23,6 +23,7 @@ var grpcCodes = map[string]codes.Code{
 	leafd.EInvalidID:            codes.InvalidArgument,
 	leafd.EInvalidBody:          codes.InvalidArgument,
 	leafd.EInvalidQuery:         codes.InvalidArgument,
+	leafd.EInvalidTime:          codes.InvalidArgument,
 	leafd.EUnauthorized:         codes.Unauthenticated,
 	leafd.EAdminDisabled:        codes.PermissionDenied,
 	leafd.EUnknownTag:           codes.NotFound,

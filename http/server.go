@@ -214,6 +214,7 @@ func New(cfg Config) *Server {
 	get(e, "/api/segment/get/:tag", s.guard(false, true, s.getLeafSegment)...)
 	get(e, "/snowflake", s.guard(true, false, s.getSnowflake)...)
 	get(e, "/snowflake/:id", s.decodeSnowflake)
+	get(e, "/snowflake/at/:time", s.composeSnowflake)
 	get(e, "/api/snowflake/get/:key", s.guard(true, true, s.getLeafSnowflake)...)
 	get(e, "/decodeSnowflakeId", s.decodeLeafSnowflake)
 	// The dashboard, the state it shows and the metrics (which name every

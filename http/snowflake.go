@@ -105,6 +105,21 @@ func (s *Server) decodeSnowflake(c *gin.Context) {
 	c.JSON(http.StatusOK, snowflake.DecodeJSON(s.sf.Layout(), id))
 }
 
+// composeSnowflake answers GET /snowflake/at/{time}: the first ID of that
+// millisecond and of the next, with the configured layout.
+func (s *Server) composeSnowflake(c *gin.Context) {
+	if s.sf == nil {
+		s.writeError(c, snowflakeDisabled())
+		return
+	}
+	out, err := snowflake.ComposeJSON(s.sf.Layout(), c.Param("time"))
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, out)
+}
+
 // decodeLeafSnowflake answers Leaf's GET /decodeSnowflakeId?snowflakeId=N
 // in Leaf's shape, with the time in UTC.
 func (s *Server) decodeLeafSnowflake(c *gin.Context) {

@@ -57,6 +57,13 @@ type Settings struct {
 	WaitTimeout time.Duration
 	// MaxBatch is the largest count NextN accepts. Default 10,000.
 	MaxBatch int
+	// MaxBorrow is how far ahead of the clock the generator may move its
+	// logical time when the sequence of a millisecond is used up, instead
+	// of waiting for the clock (uid-generator's borrowing, bounded): never
+	// past the recorded watermark, and never more than MaxBorrow ahead of
+	// the clock reading that issues the ID. One bound for Next and NextN.
+	// Zero (the default) borrows nothing. At most 1s and LeaseTTL/10.
+	MaxBorrow time.Duration
 	// RandomStart starts each millisecond's sequence at a random number
 	// below 100 (below the sequence space for small layouts), so that
 	// id % n stays balanced at low rates.
@@ -89,6 +96,7 @@ type Generator struct {
 	set      Settings
 	ttlMs    int64
 	backMs   int64
+	borrowMs int64
 	log      *slog.Logger
 	leaseful bool
 	// fixed is set when the generator leases its fixed worker id alone.
@@ -115,6 +123,9 @@ type Generator struct {
 	closed                        bool
 	changed                       chan struct{}
 	backward, issued, renewals    int64
+	// borrowed counts the milliseconds taken ahead of the clock; maxLead
+	// is the largest lead of the logical time over the clock so far.
+	borrowed, maxLead int64
 	// leases counts the leases installed, so that a batch can tell that
 	// the worker id changed while it waited.
 	leases  int64
@@ -145,6 +156,7 @@ var (
 	ErrInvalidMaxBackward = errors.New("snowflake.max_backward is out of range")
 	ErrInvalidWaitTimeout = errors.New("snowflake: the wait timeout is negative")
 	ErrInvalidMaxBatch    = errors.New("snowflake: the largest batch is negative")
+	ErrInvalidMaxBorrow   = errors.New("snowflake.max_borrow is out of range")
 )
 
 // ErrClosed is what Start returns once Close has been called.
@@ -159,7 +171,8 @@ var ErrClosed = errors.New("snowflake: the generator is closed")
 // ErrInvalidLeaseTTL for a LeaseTTL below 10ms; ErrInvalidOwner for an
 // Owner longer than MaxOwnerLen; ErrInvalidMaxBackward for a MaxBackward
 // outside 1ms..1s; ErrInvalidWaitTimeout or ErrInvalidMaxBatch for a
-// negative WaitTimeout or MaxBatch.
+// negative WaitTimeout or MaxBatch; ErrInvalidMaxBorrow for a MaxBorrow
+// outside 0..1s or above LeaseTTL/10.
 func New(s Settings) (*Generator, error) {
 	realClock := s.Now == nil
 	if realClock {
@@ -205,6 +218,9 @@ func New(s Settings) (*Generator, error) {
 		return nil, fmt.Errorf("%w (got %v): use a positive duration, or 0 for the default, 2s", ErrInvalidWaitTimeout, s.WaitTimeout)
 	case s.MaxBatch < 0:
 		return nil, fmt.Errorf("%w (got %d): use a positive count, or 0 for the default, 10,000", ErrInvalidMaxBatch, s.MaxBatch)
+	case s.MaxBorrow < 0 || s.MaxBorrow > time.Second || s.MaxBorrow > s.LeaseTTL/10:
+		return nil, fmt.Errorf("%w (got %v): use 0 (off) to 1s, and at most a tenth of snowflake.lease_ttl (%v)",
+			ErrInvalidMaxBorrow, s.MaxBorrow, s.LeaseTTL)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &Generator{
@@ -213,6 +229,7 @@ func New(s Settings) (*Generator, error) {
 		set:       s,
 		ttlMs:     s.LeaseTTL.Milliseconds(),
 		backMs:    s.MaxBackward.Milliseconds(),
+		borrowMs:  s.MaxBorrow.Milliseconds(),
 		log:       s.Logger,
 		leaseful:  s.Leases != nil,
 		fixed:     s.Leases != nil && s.Fixed,
@@ -461,8 +478,10 @@ func (g *Generator) nextLocked() (ID, wait, error) {
 		}
 		now := g.set.Now()
 		ms := now.UnixMilli()
-		if ms < g.lastMs {
-			behind := g.lastMs - ms
+		// With borrowing, lastMs may lead the clock by up to borrowMs: only
+		// a lead beyond that is a clock behind (with borrowMs 0, any lead).
+		if ms < g.lastMs-g.borrowMs {
+			behind := g.lastMs - g.borrowMs - ms
 			if behind <= g.backMs {
 				return 0, wait{sleep: time.Duration(behind) * time.Millisecond, why: "the clock went back; waiting for it to catch up"}, nil
 			}
@@ -497,13 +516,30 @@ func (g *Generator) nextLocked() (ID, wait, error) {
 			g.signal()
 			return 0, wait{ch: g.changed, why: "the worker id lease could not be renewed"}, nil
 		}
-		if ms == g.lastMs {
+		if ms <= g.lastMs {
 			if g.seq < g.seqMask {
 				g.seq++
 				g.issued++
-				return g.layout.ID(ms, g.worker, g.seq), wait{}, nil
+				return g.layout.ID(g.lastMs, g.worker, g.seq), wait{}, nil
 			}
-			return 0, wait{spin: ms}, nil // this millisecond is used up
+			// The millisecond lastMs is used up: borrow the next one if it
+			// is within MaxBorrow of the clock, within the layout and
+			// covered by the recorded watermark; else wait as without
+			// borrowing.
+			next := g.lastMs + 1
+			if next > ms+g.borrowMs || next > g.layout.Epoch+g.layout.maxTime() {
+				return 0, wait{spin: ms}, nil
+			}
+			if next > g.limitMs {
+				g.wantRenew = true
+				g.signal()
+				return 0, wait{ch: g.changed, why: "the worker id lease could not be renewed"}, nil
+			}
+			g.lastMs, g.seq = next, g.startSeq()
+			g.borrowed++
+			g.maxLead = max(g.maxLead, next-ms)
+			g.issued++
+			return g.layout.ID(next, g.worker, g.seq), wait{}, nil
 		}
 		g.lastMs, g.seq = ms, g.startSeq()
 		g.issued++
@@ -577,14 +613,14 @@ func (g *Generator) Ready() error {
 		return leafd.Errorf(leafd.ENotReady, "snowflake: the worker id lease could not be renewed")
 	case now.UnixMilli() <= g.layout.Epoch || now.UnixMilli() > g.layout.Epoch+g.layout.maxTime():
 		return leafd.Errorf(leafd.ENotReady, "snowflake: the clock is outside the ID layout")
-	case g.lastMs-now.UnixMilli() > g.backMs:
+	case g.lastMs-g.borrowMs-now.UnixMilli() > g.backMs:
 		if g.leaseful && !g.fixed {
 			// Probes alone must get the keeper to look for another worker
 			// id: a balancer that gates traffic on /readyz sends no request.
 			g.wantSwitch = true
 			g.signal()
 		}
-		return leafd.Errorf(leafd.ENotReady, "snowflake: the clock is %d ms behind the last ID issued", g.lastMs-now.UnixMilli())
+		return leafd.Errorf(leafd.ENotReady, "snowflake: the clock is %d ms behind the last ID issued", g.lastMs-g.borrowMs-now.UnixMilli())
 	}
 	return nil
 }
@@ -605,6 +641,12 @@ type State struct {
 	BackwardEvents int64
 	// Issued counts IDs; Renewals counts successful lease renewals.
 	Issued, Renewals int64
+	// MaxBorrow is Settings.MaxBorrow (0: borrowing off). LeadMs is how
+	// far the last ID's millisecond is ahead of the clock now (0 when it
+	// is not, and always 0 with borrowing off), MaxLeadMs the largest lead
+	// a borrow made, BorrowedMs the milliseconds borrowed in all.
+	MaxBorrow                     time.Duration
+	LeadMs, MaxLeadMs, BorrowedMs int64
 	// Err is the last lease failure, nil once the lease is renewed.
 	Err error
 }
@@ -614,7 +656,12 @@ func (g *Generator) State() State {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := State{WorkerID: g.worker, Source: "static", LeaseUntil: g.until, LastMs: g.lastMs,
-		BackwardEvents: g.backward, Issued: g.issued, Renewals: g.renewals, Err: g.lastErr}
+		BackwardEvents: g.backward, Issued: g.issued, Renewals: g.renewals, Err: g.lastErr,
+		MaxBorrow: g.set.MaxBorrow, MaxLeadMs: g.maxLead, BorrowedMs: g.borrowed}
+	if g.borrowMs > 0 {
+		// Only with borrowing on, so that State reads no clock otherwise.
+		s.LeadMs = max(0, g.lastMs-g.set.Now().UnixMilli())
+	}
 	if g.leaseful && !g.fixed {
 		s.Source = "lease"
 	}

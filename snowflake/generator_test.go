@@ -257,6 +257,10 @@ func TestNewRejectsBadSettings(t *testing.T) {
 		{"MaxBackwardTooShort", snowflake.Settings{MaxBackward: time.Microsecond}, snowflake.ErrInvalidMaxBackward, "use 1ms to 1s"},
 		{"WaitTimeoutNegative", snowflake.Settings{WaitTimeout: -time.Second}, snowflake.ErrInvalidWaitTimeout, "or 0 for the default, 2s"},
 		{"MaxBatchNegative", snowflake.Settings{MaxBatch: -1}, snowflake.ErrInvalidMaxBatch, "or 0 for the default, 10,000"},
+		{"MaxBorrowNegative", snowflake.Settings{MaxBorrow: -time.Millisecond}, snowflake.ErrInvalidMaxBorrow, "snowflake.max_borrow is out of range (got -1ms): use 0 (off) to 1s"},
+		{"MaxBorrowTooLong", snowflake.Settings{MaxBorrow: 2 * time.Second}, snowflake.ErrInvalidMaxBorrow, "use 0 (off) to 1s"},
+		{"MaxBorrowAboveLeaseTTL", snowflake.Settings{MaxBorrow: 200 * time.Millisecond, LeaseTTL: time.Second}, snowflake.ErrInvalidMaxBorrow,
+			"at most a tenth of snowflake.lease_ttl (1s)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.set.Logger = quiet

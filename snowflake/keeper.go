@@ -81,7 +81,7 @@ func (g *Generator) keep() {
 // longer needed because the clock caught up is dropped.
 func (g *Generator) maintain() (next time.Duration, ok bool) {
 	g.mu.Lock()
-	if behind := g.lastMs - g.set.Now().UnixMilli(); g.lease != nil && behind > g.backMs && !g.fixed {
+	if behind := g.lastMs - g.borrowMs - g.set.Now().UnixMilli(); g.lease != nil && behind > g.backMs && !g.fixed {
 		g.wantSwitch = true // even with no request to notice it
 	} else if behind <= g.backMs {
 		g.wantSwitch = false

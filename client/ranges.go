@@ -115,8 +115,12 @@ var errGone = errors.New("leafd client: the tag's lease state was dropped")
 // are served as without WithRanges: from the buffer of WithBuffer if it is
 // given too, else by a request per call.
 //
-// Within one server the IDs of a tag are strictly increasing across all
-// goroutines; after a failover they are only trend-increasing. A call
+// The IDs of one lease strictly increase across all goroutines, and
+// leases from one server usually follow one another; but a lease the
+// server took from its database directly (a size over a quarter of its
+// buffers) lies above the IDs it buffers, so the next lease may start
+// below it: IDs from leases are trend-increasing, like IDs across
+// servers. A call
 // served from memory does not look at its context. Close drops the leases:
 // their IDs are skipped, never handed out, as leafd skips the IDs in its
 // own buffers at shutdown.

@@ -3,6 +3,7 @@
 //	leafd [serve] [--config FILE]   serve IDs over HTTP (the default)
 //	leafd migrate [--config FILE]   apply the database migrations and exit
 //	leafd decode ID [--config FILE] decode a snowflake ID as JSON
+//	leafd compose TIME              the first snowflake IDs of a millisecond, as JSON
 //	leafd tag add NAME [--step N] [--max-id N] [--description S]
 //	leafd tag list                  list the tags of the configured store
 //	leafd tag set-step NAME N       change a tag's table step
@@ -89,7 +90,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return migrate(cmd.Context(), configPath, stdout, stderr)
 		},
-	}, newTagCommand(&configPath, stdout, stderr), newTokenCommand(&configPath, stdout, stderr), newShardsCommand(&configPath, stdout, stderr), newDecodeOpaqueCommand(&configPath, stdout, stderr), &cobra.Command{
+	}, newTagCommand(&configPath, stdout, stderr), newTokenCommand(&configPath, stdout, stderr), newShardsCommand(&configPath, stdout, stderr), newDecodeOpaqueCommand(&configPath, stdout, stderr), newComposeCommand(&configPath, stdout, stderr), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of leafd",
 		Args:  cobra.NoArgs,

@@ -339,6 +339,7 @@ func newGenerator(c config.Snowflake, maxBatch int, db store.Store, log *slog.Lo
 		WorkerID:    c.WorkerID.ID,
 		LeaseTTL:    c.LeaseTTL,
 		MaxBackward: c.MaxBackward,
+		MaxBorrow:   c.MaxBorrow,
 		MaxBatch:    maxBatch,
 		RandomStart: c.RandomStart,
 		Logger:      log,

@@ -144,6 +144,10 @@ type Snowflake struct {
 	MaxBackward time.Duration
 	// LeaseTTL is the lifetime of a worker id lease (snowflake.lease_ttl).
 	LeaseTTL time.Duration
+	// MaxBorrow is how far ahead of the clock the generator may take
+	// milliseconds when one's sequence is used up (snowflake.max_borrow):
+	// 0 (the default) to 1s, and at most a tenth of LeaseTTL; 0 is off.
+	MaxBorrow time.Duration
 	// RandomStart starts each millisecond's sequence at a small random
 	// number (snowflake.random_start).
 	RandomStart bool
@@ -261,6 +265,7 @@ func Default() *Config {
 			SequenceBits:       12,
 			MaxBackward:        5 * time.Millisecond,
 			LeaseTTL:           30 * time.Second,
+			MaxBorrow:          0,
 			RandomStart:        false,
 			UnprotectedFixedID: false,
 		},
@@ -324,6 +329,9 @@ const (
 	hintProxies  = "use a list of IP addresses or CIDR ranges, such as 10.0.0.0/8 (space-separated in the environment); empty trusts no proxy"
 	hintPerTag   = "use full, basic or off"
 )
+
+// hintMaxBorrow is snowflake.max_borrow's, which may be 0.
+const hintMaxBorrow = "use a Go duration from 0 (off) to 1s, such as 5ms, and at most a tenth of snowflake.lease_ttl"
 
 func hintMaxConnections() string {
 	return fmt.Sprintf("use a whole number from 1 to %d", maxConnectionsLimit)
@@ -566,6 +574,14 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 	}
 	if sf.LeaseTTL < time.Second {
 		bad("snowflake.lease_ttl", "%v is too short: use at least 1s (renewals come every third of it)", sf.LeaseTTL)
+	}
+	switch {
+	case sf.MaxBorrow < 0 || sf.MaxBorrow > time.Second:
+		bad("snowflake.max_borrow", "%v is out of range: %s", sf.MaxBorrow, hintMaxBorrow)
+	case sf.LeaseTTL >= time.Second && sf.MaxBorrow > sf.LeaseTTL/10:
+		bad("snowflake.max_borrow", "%v is more than a tenth of the lease (%s): use at most %v, or a longer snowflake.lease_ttl "+
+			"(the watermark, lease_ttl ahead of the clock, must cover the borrowed time)",
+			sf.MaxBorrow, other("snowflake.lease_ttl", sf.LeaseTTL), sf.LeaseTTL/10).also("snowflake.lease_ttl")
 	}
 	if sf.UnprotectedFixedID && sf.WorkerID.Auto {
 		bad("snowflake.unprotected_fixed_id", "true needs a fixed snowflake.worker_id, not auto: "+

@@ -408,6 +408,7 @@ func fields() []field {
 		workerIDField(), // after the bits: its hint names the bound they set
 		durationField("snowflake.max_backward", func(c *Config) *time.Duration { return &c.Snowflake.MaxBackward }),
 		durationField("snowflake.lease_ttl", func(c *Config) *time.Duration { return &c.Snowflake.LeaseTTL }),
+		durationHintField("snowflake.max_borrow", hintMaxBorrow, func(c *Config) *time.Duration { return &c.Snowflake.MaxBorrow }),
 		boolField("snowflake.random_start", func(c *Config) *bool { return &c.Snowflake.RandomStart }),
 		boolField("snowflake.unprotected_fixed_id", func(c *Config) *bool { return &c.Snowflake.UnprotectedFixedID }),
 		boolField("snowflake.require_token", func(c *Config) *bool { return &c.Snowflake.RequireToken }),
@@ -476,7 +477,13 @@ func lowerField(key, hint string, p func(*Config) *string) field {
 }
 
 func durationField(key string, p func(*Config) *time.Duration) field {
-	return field{key: key, hint: hintDuration,
+	return durationHintField(key, hintDuration, p)
+}
+
+// durationHintField is durationField with a hint of its own, for a key
+// whose range is not that of hintDuration.
+func durationHintField(key, hint string, p func(*Config) *time.Duration) field {
+	return field{key: key, hint: hint,
 		get: func(c *Config) any { return p(c).String() },
 		set: func(c *Config, raw any) []*KeyError {
 			switch v := raw.(type) {
@@ -486,14 +493,14 @@ func durationField(key string, p func(*Config) *time.Duration) field {
 			case string:
 				d, err := time.ParseDuration(strings.TrimSpace(v))
 				if err != nil {
-					return problem("%q is not a duration: %s", v, hintDuration)
+					return problem("%q is not a duration: %s", v, hint)
 				}
 				*p(c) = d
 				return nil
 			case int, int64, uint64, float64:
-				return problem("%v has no unit: %s", v, hintDuration)
+				return problem("%v has no unit: %s", v, hint)
 			}
-			return problem("%s is not a duration: %s", show(raw), hintDuration)
+			return problem("%s is not a duration: %s", show(raw), hint)
 		}}
 }
 

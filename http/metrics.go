@@ -312,6 +312,12 @@ var (
 		"When the worker id lease runs out unless renewed (Unix time).", nil, nil)
 	descLastMs = prometheus.NewDesc("leafd_snowflake_last_timestamp_seconds",
 		"Time of the last snowflake ID issued (Unix time).", nil, nil)
+	descBorrowed = prometheus.NewDesc("leafd_snowflake_borrowed_seconds_total",
+		"Time taken ahead of the clock, in whole milliseconds, because the sequence of a millisecond was used up (snowflake.max_borrow).", nil, nil)
+	descLead = prometheus.NewDesc("leafd_snowflake_borrow_lead_seconds",
+		"How far the last snowflake ID's millisecond is ahead of the clock now (0 when it is not).", nil, nil)
+	descMaxLead = prometheus.NewDesc("leafd_snowflake_borrow_max_lead_seconds",
+		"The largest lead over the clock that borrowing made since the server started (at most snowflake.max_borrow).", nil, nil)
 	descStoreUp = prometheus.NewDesc("leafd_store_up",
 		"1 when the store answered its last ping (pinged at most once a second), else 0.", []string{"driver"}, nil)
 	descStoreAddress = prometheus.NewDesc("leafd_store_address_index",
@@ -399,7 +405,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descIssued, descLoads, descLoadErrors, descWaits, descTagErrors,
 		descRemaining, descFailing, descStep, descTableStep, descLoading, descPeriod,
 		descAllIssued, descAllLoads, descAllLoadErrors, descAllWaits, descAllErrors, descTags,
-		descBackward, descRenewals, descWorker, descLeaseUntil, descLastMs,
+		descBackward, descRenewals, descWorker, descLeaseUntil, descLastMs, descBorrowed, descLead, descMaxLead,
 		descStoreUp, descStoreAddress, descStoreSwitches} {
 		ch <- d
 	}
@@ -460,6 +466,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		if sf.LastMs > 0 {
 			gauge(descLastMs, float64(sf.LastMs)/1000)
 		}
+		ch <- prometheus.MustNewConstMetric(descBorrowed, prometheus.CounterValue, float64(sf.BorrowedMs)/1000)
+		gauge(descLead, float64(sf.LeadMs)/1000)
+		gauge(descMaxLead, float64(sf.MaxLeadMs)/1000)
 	}
 	if c.s.health != nil {
 		h := c.s.health.check(context.Background())

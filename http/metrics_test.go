@@ -133,7 +133,8 @@ var (
 		"leafd_segment_all_request_errors_total", "leafd_segment_tags", "leafd_segment_rewound_total",
 		"leafd_snowflake_clock_backward_events_total", "leafd_snowflake_lease_renewals_total",
 		"leafd_snowflake_worker_id", "leafd_snowflake_lease_expiry_timestamp_seconds",
-		"leafd_snowflake_last_timestamp_seconds", "leafd_store_up",
+		"leafd_snowflake_last_timestamp_seconds", "leafd_snowflake_borrowed_seconds_total",
+		"leafd_snowflake_borrow_lead_seconds", "leafd_snowflake_borrow_max_lead_seconds", "leafd_store_up",
 		"leafd_http_requests_total", "leafd_http_request_duration_seconds", "leafd_errors_total",
 	}
 	metricsBasic = []string{
@@ -372,6 +373,12 @@ func testMetrics(t *testing.T, metrics *leafhttp.Metrics, mode leafhttp.PerTag) 
 			t.Errorf("backward events %v", v)
 		}
 		m.value(t, "leafd_snowflake_lease_renewals_total")
+		// snowflake.max_borrow is off here: nothing borrowed, no lead.
+		for _, name := range []string{"leafd_snowflake_borrowed_seconds_total", "leafd_snowflake_borrow_lead_seconds", "leafd_snowflake_borrow_max_lead_seconds"} {
+			if v := m.value(t, name); v != 0 {
+				t.Errorf("%s = %v with borrowing off", name, v)
+			}
+		}
 		if v := m.value(t, "leafd_snowflake_lease_expiry_timestamp_seconds"); v < float64(time.Now().Unix()) {
 			t.Errorf("lease expiry %v is in the past", v)
 		}

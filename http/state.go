@@ -207,7 +207,14 @@ type (
 		BackwardEvents int64   `json:"backward_events"`
 		Issued         int64   `json:"issued"`
 		Renewals       int64   `json:"renewals"`
-		Error          string  `json:"error,omitempty"`
+		// Borrowing (snowflake.max_borrow, 0 when off): how far the last
+		// ID's millisecond is ahead of the clock now, the largest lead a
+		// borrow made, and the milliseconds borrowed in all.
+		MaxBorrowMs int64  `json:"max_borrow_ms"`
+		LeadMs      int64  `json:"lead_ms"`
+		MaxLeadMs   int64  `json:"max_lead_ms"`
+		BorrowedMs  int64  `json:"borrowed_ms"`
+		Error       string `json:"error,omitempty"`
 	}
 )
 
@@ -296,7 +303,8 @@ func stateOfTag(t segment.TagState) stateTag {
 
 func stateOfSnowflake(st snowflake.State) *snowflakeJSON {
 	j := &snowflakeJSON{WorkerSource: st.Source, LastMs: st.LastMs, BackwardEvents: st.BackwardEvents,
-		Issued: st.Issued, Renewals: st.Renewals}
+		Issued: st.Issued, Renewals: st.Renewals, MaxBorrowMs: st.MaxBorrow.Milliseconds(),
+		LeadMs: st.LeadMs, MaxLeadMs: st.MaxLeadMs, BorrowedMs: st.BorrowedMs}
 	if st.WorkerID >= 0 {
 		id := st.WorkerID
 		j.WorkerID = &id

@@ -184,6 +184,10 @@ type apiState struct {
 		BackwardEvents int64   `json:"backward_events"`
 		Issued         int64   `json:"issued"`
 		Renewals       int64   `json:"renewals"`
+		MaxBorrowMs    *int64  `json:"max_borrow_ms"`
+		LeadMs         *int64  `json:"lead_ms"`
+		MaxLeadMs      *int64  `json:"max_lead_ms"`
+		BorrowedMs     *int64  `json:"borrowed_ms"`
 		Error          string  `json:"error"`
 	} `json:"snowflake"`
 	Time string `json:"time"`
@@ -363,6 +367,16 @@ func TestStateJSON(t *testing.T) {
 		}
 		if until := utcMillis(t, "lease_until", sf.LeaseUntil); !until.After(time.Now()) {
 			t.Fatalf("lease_until %v is not in the future", until)
+		}
+	})
+
+	t.Run("BorrowingOff", func(t *testing.T) {
+		st, body := getState(t, d.url)
+		sf := st.Snowflake
+		for _, f := range []*int64{sf.MaxBorrowMs, sf.LeadMs, sf.MaxLeadMs, sf.BorrowedMs} {
+			if f == nil || *f != 0 {
+				t.Fatalf("with snowflake.max_borrow 0, max_borrow_ms, lead_ms, max_lead_ms and borrowed_ms are 0: %s", body)
+			}
 		}
 	})
 
@@ -905,5 +919,44 @@ func TestStateShards(t *testing.T) {
 	o := st.tag(t, "order")
 	if b := o.Buffers[o.Current]; b.Stride != 4 || b.Used != 3 || b.Size != 10 {
 		t.Fatalf("current buffer %+v, want stride 4, 3 of 10 used: %s", b, body)
+	}
+}
+
+// With snowflake.max_borrow on, a burst that outruns the sequence borrows:
+// /api/state and /metrics show the bound, the lead, the largest lead and
+// the milliseconds borrowed.
+func TestStateSnowflakeBorrowing(t *testing.T) {
+	t.Parallel()
+	const borrow = 50 * time.Millisecond
+	// 16 IDs a millisecond: any burst outruns the clock.
+	l := snowflake.Layout{Epoch: snowflake.DefaultEpoch, TimeBits: 41, WorkerBits: 18, SequenceBits: 4}
+	g, err := snowflake.New(snowflake.Settings{Layout: l, WorkerID: 2, MaxBorrow: borrow, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	m := leafhttp.NewMetrics()
+	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Snowflake: g, Metrics: m, Logger: quiet}).Handler())
+	t.Cleanup(srv.Close)
+	ids, err := g.NextN(context.Background(), 2000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := l.Decode(ids[len(ids)-1]).UnixMs
+	st, body := getState(t, srv.URL)
+	sf := st.Snowflake
+	if sf == nil || sf.MaxBorrowMs == nil || *sf.MaxBorrowMs != 50 || *sf.BorrowedMs < 1 || *sf.MaxLeadMs < 1 || *sf.MaxLeadMs > 50 ||
+		*sf.LeadMs < 0 || *sf.LeadMs > 50 || sf.LastMs != top {
+		t.Fatalf("after a burst of 2000 IDs at 16 a millisecond with max_borrow 50ms: %s", body)
+	}
+	sc := getMetrics(t, srv.URL)
+	if v := sc.value(t, "leafd_snowflake_borrowed_seconds_total"); v < float64(*sf.BorrowedMs)/1000 {
+		t.Errorf("leafd_snowflake_borrowed_seconds_total %v, below the state's %d ms", v, *sf.BorrowedMs)
+	}
+	if v := sc.value(t, "leafd_snowflake_borrow_max_lead_seconds"); v != float64(*sf.MaxLeadMs)/1000 {
+		t.Errorf("leafd_snowflake_borrow_max_lead_seconds %v, want %d ms", v, *sf.MaxLeadMs)
+	}
+	if v := sc.value(t, "leafd_snowflake_borrow_lead_seconds"); v < 0 || v > 0.05 {
+		t.Errorf("leafd_snowflake_borrow_lead_seconds %v, want 0..0.05", v)
 	}
 }

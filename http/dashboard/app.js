@@ -208,6 +208,19 @@
     f('issued').textContent = fmtNum(sf.issued);
     f('renewals').textContent = fmtNum(sf.renewals);
 
+    // Borrowing (snowflake.max_borrow): how far the last ID is ahead of the
+    // clock now, the milliseconds borrowed in all and the largest lead.
+    const lead = f('lead');
+    if (!sf.max_borrow_ms) {
+      lead.textContent = 'off';
+      f('borrowed').textContent = 'snowflake.max_borrow is 0';
+      tone(lead, '');
+    } else {
+      lead.textContent = `${fmtNum(sf.lead_ms)} ms ahead`;
+      f('borrowed').textContent = `${fmtNum(sf.borrowed_ms)} ms borrowed · peak ${fmtNum(sf.max_lead_ms)} of ${fmtNum(sf.max_borrow_ms)} ms`;
+      tone(lead, sf.lead_ms >= sf.max_borrow_ms ? 'warn' : '');
+    }
+
     const err = $('sf-error');
     err.hidden = !sf.error;
     err.textContent = sf.error ? 'lease: ' + sf.error : '';

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/leafd/leafd/snowflake"
 )
@@ -75,4 +76,70 @@ func BenchmarkNextN1000(b *testing.B) {
 		}
 	}
 	reportRate(b, g.Layout(), 1000)
+}
+
+// borrowGenerator is fixedGenerator with Settings.MaxBorrow set.
+func borrowGenerator(b *testing.B, borrow time.Duration) *snowflake.Generator {
+	g, err := snowflake.New(snowflake.Settings{WorkerID: 1, MaxBorrow: borrow})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { g.Close() })
+	return g
+}
+
+var borrowCases = []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 50 * time.Millisecond}
+
+// BenchmarkNextNBorrow takes 1000 IDs a call in a loop, with borrowing off
+// (max_borrow=0s) and on. In a loop that outruns the layout the lead soon
+// reaches max_borrow and the generator waits as without it: the sustained
+// rate stays at the layout's limit (pct_of_limit), borrowing or not.
+func BenchmarkNextNBorrow(b *testing.B) {
+	for _, borrow := range borrowCases {
+		b.Run("max_borrow="+borrow.String(), func(b *testing.B) {
+			g := borrowGenerator(b, borrow)
+			ctx := context.Background()
+			buf := make([]snowflake.ID, 0, 1000)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := g.NextN(ctx, 1000, buf[:0]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportRate(b, g.Layout(), 1000)
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/id")
+		})
+	}
+}
+
+// BenchmarkNextNBorrowBurst times a burst of 20 NextN(1000), 20,000 IDs
+// (4.9 ms of sequence in the default layout), from a generator at rest
+// (the clock past its last ID). That is what borrowing is for: without it
+// the burst waits for the clock; with max_borrow ≥ 5ms it does not.
+func BenchmarkNextNBorrowBurst(b *testing.B) {
+	for _, borrow := range borrowCases {
+		b.Run("max_borrow="+borrow.String(), func(b *testing.B) {
+			g := borrowGenerator(b, borrow)
+			ctx := context.Background()
+			buf := make([]snowflake.ID, 0, 1000)
+			n := 0
+			for b.Loop() {
+				b.StopTimer()
+				for last := g.State().LastMs; time.Now().UnixMilli() <= last; {
+					time.Sleep(100 * time.Microsecond)
+				}
+				b.StartTimer()
+				for range 20 {
+					if _, err := g.NextN(ctx, 1000, buf[:0]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				n++
+			}
+			perID := float64(b.Elapsed().Nanoseconds()) / float64(n*20_000)
+			b.ReportMetric(perID, "ns/id")
+			b.ReportMetric(1e9/perID, "ids/s")
+			b.ReportMetric(100*1e9/perID/float64(g.Layout().Sequences()*1000), "pct_of_limit")
+		})
+	}
 }

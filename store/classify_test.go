@@ -11,7 +11,7 @@ import (
 )
 
 // The error table as docs/compatibility.md prints it, between these
-// markers. LEAFD_UPDATE_DOCS=1 go test ./store -run TestErrorTableDocumented
+// markers. LEAFD_TEST_UPDATE_DOCS=1 go test ./store -run TestErrorTableDocumented
 // writes it there.
 const (
 	docFile        = "../docs/compatibility.md"
@@ -72,14 +72,14 @@ func TestErrorTableDocumented(t *testing.T) {
 	if text == want {
 		return
 	}
-	if os.Getenv("LEAFD_UPDATE_DOCS") == "1" {
+	if os.Getenv("LEAFD_TEST_UPDATE_DOCS") == "1" {
 		if err := os.WriteFile(docFile, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("wrote the error table into %s", filepath.Clean(docFile))
 		return
 	}
-	t.Fatalf("the error table in %s is not the one in store/classify.go: run LEAFD_UPDATE_DOCS=1 go test ./store -run TestErrorTableDocumented", docFile)
+	t.Fatalf("the error table in %s is not the one in store/classify.go: run LEAFD_TEST_UPDATE_DOCS=1 go test ./store -run TestErrorTableDocumented", docFile)
 }
 
 // TestErrorTable: every row can be found by the error it describes, and

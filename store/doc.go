@@ -72,7 +72,7 @@
 //     tests. CI must start the engine's server and require it.
 //  5. Document it in docs/contract.md (drivers, connection rules, schema,
 //     migration lock), docs/configuration.md and docs/compatibility.md
-//     (LEAFD_UPDATE_DOCS=1 go test ./store -run TestErrorTableDocumented
+//     (LEAFD_TEST_UPDATE_DOCS=1 go test ./store -run TestErrorTableDocumented
 //     prints the error table there).
 //
 // docs/stores.md says the same for contributors, with the reasons.

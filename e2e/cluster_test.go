@@ -35,9 +35,11 @@ type cluster struct {
 	dsn      string   // the database, directly
 	driver   string   // store.driver
 	shards   []string // store.shards, if the servers use them
-	env      []string // LEAFD_* settings shared by every server
-	servers  []*server
-	ledger   ledger
+	// maxBorrow is snowflake.max_borrow (clusterOptions).
+	maxBorrow time.Duration
+	env       []string // LEAFD_* settings shared by every server
+	servers   []*server
+	ledger    ledger
 
 	// segWithin and sfWithin bound how long an answer may take: the
 	// longest wait leafd allows itself (segment.wait_timeout; 2s for a
@@ -111,6 +113,9 @@ type clusterOptions struct {
 	// settings come from store): IDs are checked against their slots'
 	// counters instead of leaf_alloc.
 	shards []string
+	// maxBorrow is snowflake.max_borrow: a snowflake ID's time may be this
+	// far past the clock of the process that issued it.
+	maxBorrow time.Duration
 }
 
 // newCluster makes a fresh database and one proxy per server (or takes the
@@ -148,11 +153,12 @@ func newCluster(t *testing.T, scenario string, o clusterOptions) *cluster {
 		margin = 3 * time.Second
 	}
 	c := &cluster{
-		t: t, scenario: scenario, dsn: dsn, driver: o.driver, shards: o.shards,
+		t: t, scenario: scenario, dsn: dsn, driver: o.driver, shards: o.shards, maxBorrow: o.maxBorrow,
 		env: append([]string{
 			"LEAFD_HTTP_ADDR=127.0.0.1:0", "LEAFD_LOG_FORMAT=json", "LEAFD_STORE_DRIVER=" + o.driver,
 			"LEAFD_SEGMENT_WAIT_TIMEOUT=" + o.waitTimeout.String(),
 			"LEAFD_SEGMENT_TAG_REFRESH=1s", "LEAFD_HTTP_SHUTDOWN_TIMEOUT=10s",
+			"LEAFD_SNOWFLAKE_MAX_BORROW=" + o.maxBorrow.String(),
 		}, o.env...),
 		segWithin: o.waitTimeout + margin,
 		// The snowflake generator waits up to 2s for a lease, not settable.

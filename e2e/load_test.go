@@ -416,7 +416,8 @@ func (c *cluster) checkIDs(maxIDs map[string]int64) {
 		if ended := p.Ended(); !ended.IsZero() {
 			to = ended.UnixMilli()
 		}
-		if ms := sfUnixMs(s.id); ms < from || ms > to {
+		// A borrowed millisecond is up to max_borrow past the clock.
+		if ms := sfUnixMs(s.id); ms < from || ms > to+c.maxBorrow.Milliseconds() {
 			c.violate("snowflake ID %d from %s has time %s, outside its process's life %s..%s", s.id, where(s),
 				msTime(ms), msTime(from), msTime(to))
 		}

@@ -3,7 +3,9 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -65,9 +67,13 @@ func TestKillAndRestart(t *testing.T) {
 	enabled(t)
 	c := newCluster(t, "1 kill -9 / SIGTERM restarts", clusterOptions{env: []string{
 		"LEAFD_SEGMENT_SEED_TAGS=a:20 b:100 c:500", "LEAFD_SEGMENT_REFILL_MIN=1s", "LEAFD_SEGMENT_REFILL_MAX=2s",
-		"LEAFD_SEGMENT_MAX_STEP=5000", "LEAFD_SNOWFLAKE_LEASE_TTL=5s"}})
+		"LEAFD_SEGMENT_MAX_STEP=5000", "LEAFD_SNOWFLAKE_LEASE_TTL=5s"},
+		// Snowflake batches borrow future milliseconds: none may come
+		// twice across the kills.
+		maxBorrow: 5 * time.Millisecond})
 	c.startAll()
 	l := c.startLoad(loadSpec{tags: segTags, snowflake: true, ranges: true})
+	bursts := c.snowflakeBursts()
 	time.Sleep(prof.phase)
 	for i := range prof.kills {
 		s := c.servers[i%len(c.servers)]
@@ -86,6 +92,7 @@ func TestKillAndRestart(t *testing.T) {
 	}
 	time.Sleep(prof.phase)
 	l.Stop()
+	bursts()
 	c.note("%d kill -9 and 1 SIGTERM, each restarted at once", prof.kills)
 	ranges := c.outcomesOf(func(o *outcome) bool { return o.status == 200 && strings.Contains(o.path, "/range?") })
 	if len(ranges) == 0 {
@@ -93,6 +100,62 @@ func TestKillAndRestart(t *testing.T) {
 	}
 	c.note("%d range leases among the requests, checked with the other IDs", len(ranges))
 	c.finish()
+}
+
+// snowflakeBursts asks every server for batches of 10,000 snowflake IDs,
+// more than one millisecond's sequence holds, every 50 ms until the
+// returned function is called: with snowflake.max_borrow the servers
+// borrow milliseconds ahead of their clocks, across the kills too. Every
+// ID goes into the ledger. The function stops the bursts and checks that
+// the running servers did borrow.
+func (c *cluster) snowflakeBursts() (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	const path = "/snowflake?count=10000"
+	for _, s := range c.servers {
+		wg.Go(func() {
+			hc := &http.Client{Timeout: c.sfWithin + 5*time.Second}
+			defer hc.CloseIdleConnections()
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-tick.C:
+				}
+				p := s.current()
+				if p == nil {
+					continue
+				}
+				res, err := hc.Get(p.addr + path)
+				if err != nil {
+					continue // cut by a kill
+				}
+				body, err := io.ReadAll(res.Body)
+				res.Body.Close()
+				if err == nil && res.StatusCode == http.StatusOK {
+					c.record(p, path, string(body))
+				}
+			}
+		})
+	}
+	return func() {
+		close(done)
+		wg.Wait()
+		var borrowed float64
+		for _, s := range c.servers {
+			if p := s.current(); p != nil {
+				if m, err := p.metrics(); err == nil {
+					borrowed += sum(m, "leafd_snowflake_borrowed_seconds_total")
+				}
+			}
+		}
+		if borrowed == 0 {
+			c.violate("snowflake bursts of 10,000 IDs borrowed no millisecond: max_borrow is not in effect")
+		}
+		c.note("snowflake bursts of 10,000 IDs: the running servers borrowed %.0f ms ahead of their clocks", borrowed*1000)
+	}
 }
 
 // tagLife is how long the IDs a server has buffered for a tag last at the

@@ -541,12 +541,15 @@ func TestRangesCloseDuringRefill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 5 {
+	for range 4 {
 		mustNext(t, c, "order")
 	}
-	// 1..5 taken, 6..10 left; the second fetch is due and is held.
+	// The second fetch comes due as the lease passes half (a claim of 5
+	// or 6) and starts in the background: hold the server first, so that
+	// the fetch cannot be answered before the hold whatever the timing.
 	release := srv.hold()
 	defer release()
+	mustNext(t, c, "order") // 5
 	mustNext(t, c, "order") // 6
 	waitFor(t, "the held fetch", func() bool { return srv.ranges.Load() == 2 })
 	for range 4 {

@@ -67,11 +67,11 @@ func poolable[T any](s []T, max int) []T {
 	return s
 }
 
-// idQuery is what the ID routes read from the query string: count and
-// format, each with whether it was given.
+// idQuery is what the ID routes read from the query string: count, format
+// and a range's size, each with whether it was given.
 type idQuery struct {
-	count, format       string
-	hasCount, hasFormat bool
+	count, format, size          string
+	hasCount, hasFormat, hasSize bool
 }
 
 // parseIDQuery reads the query string of an ID route in one pass over the
@@ -84,6 +84,7 @@ type idQuery struct {
 //
 //   - count given twice: invalid_count;
 //   - format given twice: invalid_query;
+//   - size given twice: invalid_size;
 //   - a ';' anywhere, which is not a separator (escape it as %3B), or a
 //     malformed %-escape: invalid_query.
 func parseIDQuery(raw string) (idQuery, error) {
@@ -119,6 +120,11 @@ func parseIDQuery(raw string) (idQuery, error) {
 				return q, leafd.Errorf(leafd.EInvalidQuery, "the query parameter format is repeated: give it once")
 			}
 			dst, seen = &q.format, &q.hasFormat
+		case "size":
+			if q.hasSize {
+				return q, leafd.Errorf(leafd.EInvalidSize, "the query parameter size is repeated: give it once")
+			}
+			dst, seen = &q.size, &q.hasSize
 		}
 		if value, err = unescapeQuery(value); err != nil {
 			return q, err

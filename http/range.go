@@ -1,7 +1,6 @@
 package http
 
 import (
-	"net/url"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -42,24 +41,20 @@ func (s *Server) getSegmentRange(c *gin.Context) {
 	writeOK(c, contentJSON, b)
 }
 
-// parseSize reads the size parameter of a range request: given once, a
-// decimal integer in 1..max. Other parameters are ignored, as on the other
-// ID routes.
+// parseSize reads the size parameter of a range request (parseIDQuery):
+// given once, a decimal integer in 1..max. Other parameters are ignored,
+// as on the other ID routes.
 func parseSize(rawQuery string, max int64) (int64, error) {
-	q, err := url.ParseQuery(rawQuery)
+	q, err := parseIDQuery(rawQuery)
 	if err != nil {
-		return 0, leafd.Errorf(leafd.EInvalidQuery, "the query string %q does not parse (%v): write it as size=N", truncate(rawQuery), err)
+		return 0, err
 	}
-	vs := q["size"]
-	switch {
-	case len(vs) == 0:
+	if !q.hasSize {
 		return 0, leafd.Errorf(leafd.EInvalidSize, "size is missing: give the number of IDs wanted, from 1 to %d, as ?size=N", max)
-	case len(vs) > 1:
-		return 0, leafd.Errorf(leafd.EInvalidSize, "the query parameter size is repeated: give it once")
 	}
-	n, err := strconv.ParseInt(vs[0], 10, 64)
-	if err != nil || n < 1 || n > max || vs[0][0] == '+' {
-		return 0, leafd.Errorf(leafd.EInvalidSize, "size %q is not valid: use a whole number from 1 to %d (segment.max_range)", truncate(vs[0]), max)
+	n, err := strconv.ParseInt(q.size, 10, 64)
+	if err != nil || n < 1 || n > max || q.size[0] == '+' {
+		return 0, leafd.Errorf(leafd.EInvalidSize, "size %q is not valid: use a whole number from 1 to %d (segment.max_range)", truncate(q.size), max)
 	}
 	return n, nil
 }

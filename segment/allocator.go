@@ -333,10 +333,9 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 		return
 	}
 	for attempt := 1; ; attempt++ {
-		began := time.Now()
-		alloc, err := a.allocate(a.ctx, t, step)
+		alloc, took, err := a.allocate(a.ctx, t, step)
 		if a.cfg.OnLoad != nil && a.ctx.Err() == nil {
-			a.cfg.OnLoad(t.name, step, time.Since(began), err)
+			a.cfg.OnLoad(t.name, step, took, err)
 		}
 		if err == nil {
 			if t.loaded(newBuffer(alloc, a.cfg.PreloadAt), alloc.TableStep, ls, a.cfg.Now) {

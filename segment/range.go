@@ -97,7 +97,7 @@ func stridedRange(name string, stride int64) error {
 // rangeDirect takes a range of size IDs of t from the store in a
 // transaction of its own.
 func (a *Allocator) rangeDirect(ctx context.Context, t *tag, size int64) (Range, error) {
-	alloc, err := a.allocate(ctx, t, size)
+	alloc, _, err := a.allocate(ctx, t, size)
 	if err != nil {
 		if code := leafd.ErrorCode(err); finalCode(err) || code == leafd.ETagRewound {
 			return Range{}, t.failed(err)
@@ -121,16 +121,19 @@ func (a *Allocator) rangeDirect(ctx context.Context, t *tag, size int64) (Range,
 // turn throughout, so that the ranges of one tag are admitted in the order
 // the store handed them out: a load and a direct range of the same tag
 // never race to the rewind check. One attempt is bounded by LoadTimeout.
-func (a *Allocator) allocate(ctx context.Context, t *tag, step int64) (Allocation, error) {
+// took is how long the store took, the wait for the turn left out.
+func (a *Allocator) allocate(ctx context.Context, t *tag, step int64) (alloc Allocation, took time.Duration, err error) {
 	select {
 	case t.allocTurn <- struct{}{}:
 	case <-ctx.Done():
-		return Allocation{}, ctx.Err()
+		return Allocation{}, 0, ctx.Err()
 	}
 	defer func() { <-t.allocTurn }()
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.LoadTimeout)
 	defer cancel()
-	alloc, err := a.store.Allocate(ctx, t.name, step)
+	began := time.Now()
+	alloc, err = a.store.Allocate(ctx, t.name, step)
+	took = time.Since(began)
 	if err == nil {
 		err = a.issued.admit(t.name, alloc)
 	}
@@ -139,7 +142,7 @@ func (a *Allocator) allocate(ctx context.Context, t *tag, step int64) (Allocatio
 		// sends the on-call engineer to the network.
 		err = fmt.Errorf("no answer within the load timeout of %v (a row lock held by a long transaction, or a database that hangs): %w", a.cfg.LoadTimeout, err)
 	}
-	return alloc, err
+	return alloc, took, err
 }
 
 // refillWait is what a request keeps while it waits for a tag's buffers:

@@ -44,7 +44,13 @@ func fake(mode string) int {
 		return 4
 	}
 	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
+	if mode == "ignore-term" {
+		// Before the address is written: a SIGTERM sent as soon as it is
+		// read must find the signal ignored already.
+		signal.Ignore(syscall.SIGTERM)
+	} else {
+		signal.Notify(term, syscall.SIGTERM)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -67,7 +73,6 @@ func fake(mode string) int {
 	case "serve-then-exit":
 		return 5
 	case "ignore-term":
-		signal.Ignore(syscall.SIGTERM)
 		select {}
 	}
 	<-term

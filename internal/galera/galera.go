@@ -540,13 +540,15 @@ func (n *Node) LogTail(lines int) string {
 
 // prepare writes the node's configuration and creates its directories.
 func (n *Node) prepare() error {
-	if err := os.MkdirAll(filepath.Join(n.dir, "data"), 0o750); err != nil {
-		return fmt.Errorf("galera: %w", err)
+	for _, d := range []string{"data", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o750); err != nil {
+			return fmt.Errorf("galera: %w", err)
+		}
 	}
 	if err := os.WriteFile(n.cnf(), []byte(n.config()), 0o644); err != nil {
 		return fmt.Errorf("galera: %w", err)
 	}
-	return n.chown(n.dir, filepath.Join(n.dir, "data"))
+	return n.chown(n.dir, filepath.Join(n.dir, "data"), filepath.Join(n.dir, "tmp"))
 }
 
 func (n *Node) cnf() string { return filepath.Join(n.dir, "my.cnf") }
@@ -569,6 +571,9 @@ func (n *Node) config() string {
 	base := fmt.Sprintf(`# Written by leafd's internal/galera for a test cluster on loopback.
 [mysqld]
 datadir=%[1]s/data
+# Temporary tables of the node's own, not the shared /tmp: servers
+# installed at once elsewhere on the machine must not meet them.
+tmpdir=%[1]s/tmp
 socket=%[1]s/mysqld.sock
 pid-file=%[1]s/mysqld.pid
 log-error=%[1]s/error.log

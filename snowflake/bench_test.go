@@ -2,6 +2,7 @@ package snowflake_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -141,5 +142,40 @@ func BenchmarkNextNBorrowBurst(b *testing.B) {
 			b.ReportMetric(1e9/perID, "ids/s")
 			b.ReportMetric(100*1e9/perID/float64(g.Layout().Sequences()*1000), "pct_of_limit")
 		})
+	}
+}
+
+// BenchmarkPoolNextN1000 takes 1000 IDs a call from a Pool of 1, 3 and 4
+// worker ids, leased from an in-memory store (memLeases), with borrowing
+// off and on. pct_of_limit is against one worker id's limit, as elsewhere;
+// pct_of_pool_limit against the pool's, workers times that. In a loop that
+// outruns the layout a pool of k sustains up to k times one worker id's
+// rate, when one goroutine can take IDs that fast.
+func BenchmarkPoolNextN1000(b *testing.B) {
+	for _, workers := range []int{1, 3, 4} {
+		for _, borrow := range []time.Duration{0, 5 * time.Millisecond} {
+			b.Run(fmt.Sprintf("workers=%d/max_borrow=%v", workers, borrow), func(b *testing.B) {
+				p, err := snowflake.NewPool(snowflake.Settings{Leases: newMemLeases(), MaxBorrow: borrow, Logger: quiet}, workers)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { p.Close() })
+				if err := p.Start(); err != nil {
+					b.Fatal(err)
+				}
+				waitLeased(b, p, workers)
+				ctx := context.Background()
+				buf := make([]snowflake.ID, 0, 1000)
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := p.NextN(ctx, 1000, buf[:0]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportRate(b, p.Layout(), 1000)
+				perSec := float64(b.N) * 1000 / b.Elapsed().Seconds()
+				b.ReportMetric(100*perSec/float64(int64(workers)*p.Layout().Sequences()*1000), "pct_of_pool_limit")
+			})
+		}
 	}
 }

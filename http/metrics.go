@@ -307,7 +307,9 @@ var (
 	descRenewals = prometheus.NewDesc("leafd_snowflake_lease_renewals_total",
 		"Successful renewals of the worker id lease.", nil, nil)
 	descWorker = prometheus.NewDesc("leafd_snowflake_worker_id",
-		"Worker id in use, -1 while none is held; source is lease or static.", []string{"source"}, nil)
+		"Worker id in use (the lowest, with snowflake.workers above 1), -1 while none is held; source is lease or static.", []string{"source"}, nil)
+	descWorkers = prometheus.NewDesc("leafd_snowflake_workers",
+		"Worker ids held, each issuing up to 2^sequence_bits IDs a millisecond (snowflake.workers when all are leased).", nil, nil)
 	descLeaseUntil = prometheus.NewDesc("leafd_snowflake_lease_expiry_timestamp_seconds",
 		"When the worker id lease runs out unless renewed (Unix time).", nil, nil)
 	descLastMs = prometheus.NewDesc("leafd_snowflake_last_timestamp_seconds",
@@ -405,7 +407,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descIssued, descLoads, descLoadErrors, descWaits, descTagErrors,
 		descRemaining, descFailing, descStep, descTableStep, descLoading, descPeriod,
 		descAllIssued, descAllLoads, descAllLoadErrors, descAllWaits, descAllErrors, descTags,
-		descBackward, descRenewals, descWorker, descLeaseUntil, descLastMs, descBorrowed, descLead, descMaxLead,
+		descBackward, descRenewals, descWorker, descWorkers, descLeaseUntil, descLastMs, descBorrowed, descLead, descMaxLead,
 		descStoreUp, descStoreAddress, descStoreSwitches} {
 		ch <- d
 	}
@@ -460,6 +462,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descBackward, sf.BackwardEvents)
 		counter(descRenewals, sf.Renewals)
 		gauge(descWorker, float64(sf.WorkerID), sf.Source)
+		gauge(descWorkers, float64(len(sf.WorkerIDs)))
 		if !sf.LeaseUntil.IsZero() {
 			gauge(descLeaseUntil, float64(sf.LeaseUntil.UnixMilli())/1000)
 		}

@@ -132,7 +132,7 @@ var (
 		"leafd_segment_all_range_load_errors_total", "leafd_segment_all_waits_total",
 		"leafd_segment_all_request_errors_total", "leafd_segment_tags", "leafd_segment_rewound_total",
 		"leafd_snowflake_clock_backward_events_total", "leafd_snowflake_lease_renewals_total",
-		"leafd_snowflake_worker_id", "leafd_snowflake_lease_expiry_timestamp_seconds",
+		"leafd_snowflake_worker_id", "leafd_snowflake_workers", "leafd_snowflake_lease_expiry_timestamp_seconds",
 		"leafd_snowflake_last_timestamp_seconds", "leafd_snowflake_borrowed_seconds_total",
 		"leafd_snowflake_borrow_lead_seconds", "leafd_snowflake_borrow_max_lead_seconds", "leafd_store_up",
 		"leafd_http_requests_total", "leafd_http_request_duration_seconds", "leafd_errors_total",
@@ -368,6 +368,9 @@ func testMetrics(t *testing.T, metrics *leafhttp.Metrics, mode leafhttp.PerTag) 
 	t.Run("SnowflakeAndStore", func(t *testing.T) {
 		if v := m.value(t, "leafd_snowflake_worker_id", "source", "lease"); v != 0 {
 			t.Errorf("worker id %v, want 0", v)
+		}
+		if v := m.value(t, "leafd_snowflake_workers"); v != 1 {
+			t.Errorf("worker ids held %v, want 1", v)
 		}
 		if v := m.value(t, "leafd_snowflake_clock_backward_events_total"); v != 0 {
 			t.Errorf("backward events %v", v)

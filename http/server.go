@@ -45,7 +45,7 @@ type Segment interface {
 }
 
 // Snowflake is what the HTTP layer needs of snowflake mode;
-// *snowflake.Generator implements it.
+// *snowflake.Generator and *snowflake.Pool implement it.
 type Snowflake interface {
 	Next(ctx context.Context) (snowflake.ID, error)
 	NextN(ctx context.Context, n int, dst []snowflake.ID) ([]snowflake.ID, error)
@@ -68,6 +68,7 @@ type Store interface {
 var (
 	_ Segment   = (*segment.Allocator)(nil)
 	_ Snowflake = (*snowflake.Generator)(nil)
+	_ Snowflake = (*snowflake.Pool)(nil)
 	_ Store     = (*store.MySQL)(nil)
 	_ Store     = (*store.SQLite)(nil)
 	_ Store     = (*store.Postgres)(nil)

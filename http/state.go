@@ -199,7 +199,8 @@ type (
 		Stride int64 `json:"stride,omitempty"`
 	}
 	snowflakeJSON struct {
-		// WorkerID is null while no worker id is held.
+		// WorkerID is null while no worker id is held; the lowest of
+		// WorkerIDs, every worker id held (snowflake.workers).
 		WorkerID       *int64  `json:"worker_id"`
 		WorkerSource   string  `json:"worker_source"`
 		LeaseUntil     *string `json:"lease_until"`
@@ -210,11 +211,12 @@ type (
 		// Borrowing (snowflake.max_borrow, 0 when off): how far the last
 		// ID's millisecond is ahead of the clock now, the largest lead a
 		// borrow made, and the milliseconds borrowed in all.
-		MaxBorrowMs int64  `json:"max_borrow_ms"`
-		LeadMs      int64  `json:"lead_ms"`
-		MaxLeadMs   int64  `json:"max_lead_ms"`
-		BorrowedMs  int64  `json:"borrowed_ms"`
-		Error       string `json:"error,omitempty"`
+		MaxBorrowMs int64   `json:"max_borrow_ms"`
+		LeadMs      int64   `json:"lead_ms"`
+		MaxLeadMs   int64   `json:"max_lead_ms"`
+		BorrowedMs  int64   `json:"borrowed_ms"`
+		WorkerIDs   []int64 `json:"worker_ids"`
+		Error       string  `json:"error,omitempty"`
 	}
 )
 
@@ -304,7 +306,10 @@ func stateOfTag(t segment.TagState) stateTag {
 func stateOfSnowflake(st snowflake.State) *snowflakeJSON {
 	j := &snowflakeJSON{WorkerSource: st.Source, LastMs: st.LastMs, BackwardEvents: st.BackwardEvents,
 		Issued: st.Issued, Renewals: st.Renewals, MaxBorrowMs: st.MaxBorrow.Milliseconds(),
-		LeadMs: st.LeadMs, MaxLeadMs: st.MaxLeadMs, BorrowedMs: st.BorrowedMs}
+		LeadMs: st.LeadMs, MaxLeadMs: st.MaxLeadMs, BorrowedMs: st.BorrowedMs, WorkerIDs: st.WorkerIDs}
+	if j.WorkerIDs == nil {
+		j.WorkerIDs = []int64{}
+	}
 	if st.WorkerID >= 0 {
 		id := st.WorkerID
 		j.WorkerID = &id

@@ -38,7 +38,7 @@ type Segment interface {
 }
 
 // Snowflake is what the gRPC API needs of snowflake mode;
-// *snowflake.Generator implements it.
+// *snowflake.Generator and *snowflake.Pool implement it.
 type Snowflake interface {
 	Next(ctx context.Context) (snowflake.ID, error)
 	NextN(ctx context.Context, n int, dst []snowflake.ID) ([]snowflake.ID, error)
@@ -63,6 +63,7 @@ type Access interface {
 var (
 	_ Segment   = (*segment.Allocator)(nil)
 	_ Snowflake = (*snowflake.Generator)(nil)
+	_ Snowflake = (*snowflake.Pool)(nil)
 )
 
 // ServiceName is the IDService's full name, under which the health service

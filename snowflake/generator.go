@@ -337,10 +337,7 @@ func (g *Generator) Close() error {
 // cause, so that errors.Is(err, context.Canceled) or
 // context.DeadlineExceeded holds.
 func (g *Generator) Next(ctx context.Context) (ID, error) {
-	g.mu.Lock()
-	id, w, err := g.nextLocked()
-	g.mu.Unlock()
-	if err == nil && w.zero() {
+	if id, ok := g.tryNext(true); ok {
 		return id, nil
 	}
 	var one [1]ID
@@ -376,13 +373,13 @@ func (g *Generator) NextN(ctx context.Context, n int, dst []ID) ([]ID, error) {
 			// was never handed out) so that the batch stays ascending.
 			out, leases = out[:len(dst)], g.leases
 		}
-		id, w, err := g.nextLocked()
+		id, w, err := g.nextLocked(true)
 		if err != nil {
 			g.mu.Unlock()
 			return dst, err
 		}
 		if w.zero() {
-			out = append(out, id)
+			out = g.runLocked(n-(len(out)-len(dst))-1, append(out, id))
 			continue
 		}
 		g.mu.Unlock()
@@ -411,6 +408,50 @@ func (g *Generator) NextN(ctx context.Context, n int, dst []ID) ([]ID, error) {
 	}
 	g.mu.Unlock()
 	return out, nil
+}
+
+// tryNext issues one ID if it can do so without waiting, borrowing time
+// only if borrow is set.
+func (g *Generator) tryNext(borrow bool) (ID, bool) {
+	g.mu.Lock()
+	id, w, err := g.nextLocked(borrow)
+	g.mu.Unlock()
+	return id, err == nil && w.zero()
+}
+
+// take appends to dst up to n IDs that it can issue without waiting,
+// borrowing time only if borrow is set: it stops at the first wait (a
+// used-up millisecond, a clock behind, a lease being claimed or renewed)
+// or error, without acting on it, and returns what it took, ascending. A
+// Pool uses it to go on under another worker id instead of waiting.
+func (g *Generator) take(n int, borrow bool, dst []ID) []ID {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for start := len(dst); len(dst)-start < n; {
+		id, w, err := g.nextLocked(borrow)
+		if err != nil || !w.zero() {
+			break
+		}
+		dst = g.runLocked(n-len(dst)+start-1, append(dst, id))
+	}
+	return dst
+}
+
+// runLocked appends up to n more IDs of the millisecond of the ID just
+// issued, while its sequence lasts. Whatever let nextLocked issue that ID
+// holds for these too: nothing but the sequence changed since, under g.mu,
+// and the clock only moved on (which can neither make the millisecond
+// borrowed further ahead nor put it past the watermark). Reading the clock
+// once per millisecond rather than once per ID makes a batch several times
+// faster.
+func (g *Generator) runLocked(n int, dst []ID) []ID {
+	k := min(int64(n), g.seqMask-g.seq)
+	for range k {
+		g.seq++
+		dst = append(dst, g.layout.ID(g.lastMs, g.worker, g.seq))
+	}
+	g.issued += max(k, 0)
+	return dst
 }
 
 // wait is what nextLocked asks its caller to do before trying again: spin
@@ -462,9 +503,10 @@ func (g *Generator) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// nextLocked issues one ID, or says what to wait for, or fails. The caller
-// holds g.mu.
-func (g *Generator) nextLocked() (ID, wait, error) {
+// nextLocked issues one ID, or says what to wait for, or fails. It takes
+// the next millisecond early, within MaxBorrow, only if borrow is set. The
+// caller holds g.mu.
+func (g *Generator) nextLocked(borrow bool) (ID, wait, error) {
 	for {
 		if g.closed {
 			return 0, wait{}, g.unavailableLocked("the server is shutting down")
@@ -527,7 +569,7 @@ func (g *Generator) nextLocked() (ID, wait, error) {
 			// covered by the recorded watermark; else wait as without
 			// borrowing.
 			next := g.lastMs + 1
-			if next > ms+g.borrowMs || next > g.layout.Epoch+g.layout.maxTime() {
+			if !borrow || next > ms+g.borrowMs || next > g.layout.Epoch+g.layout.maxTime() {
 				return 0, wait{spin: ms}, nil
 			}
 			if next > g.limitMs {
@@ -627,8 +669,12 @@ func (g *Generator) Ready() error {
 
 // State is a snapshot of the generator, as the dashboard shows it.
 type State struct {
-	// WorkerID is -1 while no worker id is held.
+	// WorkerID is -1 while no worker id is held; for a Pool, the lowest
+	// worker id held.
 	WorkerID int64
+	// WorkerIDs lists the worker ids held, ascending: one at most for a
+	// Generator, up to Pool's workers for a Pool.
+	WorkerIDs []int64
 	// Source is "lease" or "static".
 	Source string
 	// LeaseUntil is when the generator stops issuing unless it renews
@@ -664,6 +710,9 @@ func (g *Generator) State() State {
 	}
 	if g.leaseful && !g.fixed {
 		s.Source = "lease"
+	}
+	if g.worker >= 0 {
+		s.WorkerIDs = []int64{g.worker}
 	}
 	return s
 }

@@ -677,7 +677,10 @@ func TestBatchAscendingAcrossSwitch(t *testing.T) {
 			}
 			return time.Now().Add(-time.Duration(back.Load()))
 		}
-		g := newGenerator(t, snowflake.Settings{Leases: db.store(t), LeaseTTL: 2 * time.Second, Now: now})
+		// 16 IDs a millisecond: a batch reads the clock once a
+		// millisecond, so 5000 IDs take more than 300 reads.
+		l := snowflake.Layout{TimeBits: 49, WorkerBits: 10, SequenceBits: 4}
+		g := newGenerator(t, snowflake.Settings{Layout: l, Leases: db.store(t), LeaseTTL: 2 * time.Second, Now: now})
 		waitReady(t, g)
 		before := g.State().WorkerID
 		ids, err := g.NextN(context.Background(), 5000, nil)

@@ -139,7 +139,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 		}
 		defer alloc.Close()
 	}
-	var gen *snowflake.Generator
+	var gen *snowflake.Pool
 	if cfg.Snowflake.Enabled {
 		if gen, err = newGenerator(cfg.Snowflake, cfg.Segment.MaxBatch, db, log); err != nil {
 			return usageError{err}
@@ -266,7 +266,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 // is empty), served by the same allocators as the HTTP server, whose token
 // check, readiness and metrics registry it shares.
 func newGRPCServer(ln net.Listener, srv *leafhttp.Server, metrics *leafhttp.Metrics, alloc *segment.Allocator,
-	gen *snowflake.Generator, log *slog.Logger) (*rpc.Server, error) {
+	gen *snowflake.Pool, log *slog.Logger) (*rpc.Server, error) {
 	if ln == nil {
 		return nil, nil
 	}
@@ -285,7 +285,7 @@ func newGRPCServer(ln net.Listener, srv *leafhttp.Server, metrics *leafhttp.Metr
 // store.migrate is on), then the snowflake generator leases its worker id,
 // then the seed tags, then the allocator reads the tag list. A seed tag
 // that keeps failing does not keep snowflake mode from serving.
-func bootstrap(ctx context.Context, cfg *config.Config, db store.Store, alloc *segment.Allocator, gen *snowflake.Generator, log *slog.Logger) {
+func bootstrap(ctx context.Context, cfg *config.Config, db store.Store, alloc *segment.Allocator, gen *snowflake.Pool, log *slog.Logger) {
 	if cfg.Store.Migrate && !retry(ctx, log, "migrations", func() error { return db.Migrate(ctx) }) {
 		return
 	}
@@ -329,11 +329,12 @@ func retry(ctx context.Context, log *slog.Logger, what string, f func() error) b
 	}
 }
 
-// newGenerator builds the snowflake generator of the configuration: worker
-// ids leased from db when snowflake.worker_id is auto; a fixed one
+// newGenerator builds the snowflake generator of the configuration:
+// snowflake.workers worker ids leased from db when snowflake.worker_id is
+// auto; a fixed one
 // otherwise, leased from db alone unless snowflake.unprotected_fixed_id is
 // true. It logs when the layout runs out.
-func newGenerator(c config.Snowflake, maxBatch int, db store.Store, log *slog.Logger) (*snowflake.Generator, error) {
+func newGenerator(c config.Snowflake, maxBatch int, db store.Store, log *slog.Logger) (*snowflake.Pool, error) {
 	set := snowflake.Settings{
 		Layout:      layoutOf(c),
 		WorkerID:    c.WorkerID.ID,
@@ -356,12 +357,12 @@ func newGenerator(c config.Snowflake, maxBatch int, db store.Store, log *slog.Lo
 		// with it refuses to start (serve watches gen.Done).
 		set.Leases, set.Fixed = db, true
 	}
-	gen, err := snowflake.New(set)
+	gen, err := snowflake.NewPool(set, c.Workers)
 	if err != nil {
 		return nil, err
 	}
 	log.Info("snowflake layout", "time_bits", c.TimeBits, "worker_bits", c.WorkerBits, "sequence_bits", c.SequenceBits,
-		"epoch", c.Epoch, "runs_out", set.Layout.End().Format(time.RFC3339), "worker_id", c.WorkerID.String())
+		"epoch", c.Epoch, "runs_out", set.Layout.End().Format(time.RFC3339), "worker_id", c.WorkerID.String(), "workers", c.Workers)
 	return gen, nil
 }
 

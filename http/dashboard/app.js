@@ -179,7 +179,8 @@
     const f = (name) => panel.querySelector(`[data-field="${name}"]`);
 
     const worker = f('worker_id');
-    worker.textContent = sf.worker_id == null ? 'none' : String(sf.worker_id);
+    const ids = sf.worker_ids || [];
+    worker.textContent = sf.worker_id == null ? 'none' : ids.length > 1 ? ids.join(', ') : String(sf.worker_id);
     tone(worker, sf.worker_id == null ? 'bad' : '');
     f('worker_source').textContent = sf.worker_source === 'lease' ? 'leased from the store' : 'static (snowflake.worker_id)';
 

@@ -148,6 +148,11 @@ type Snowflake struct {
 	// milliseconds when one's sequence is used up (snowflake.max_borrow):
 	// 0 (the default) to 1s, and at most a tenth of LeaseTTL; 0 is off.
 	MaxBorrow time.Duration
+	// Workers is how many worker ids the server holds and issues under
+	// at once (snowflake.workers): 1 (the default) to MaxWorkers, more
+	// than one only with WorkerID auto. Each adds 2^SequenceBits IDs a
+	// millisecond to what the server sustains.
+	Workers int
 	// RandomStart starts each millisecond's sequence at a small random
 	// number (snowflake.random_start).
 	RandomStart bool
@@ -266,6 +271,7 @@ func Default() *Config {
 			MaxBackward:        5 * time.Millisecond,
 			LeaseTTL:           30 * time.Second,
 			MaxBorrow:          0,
+			Workers:            1,
 			RandomStart:        false,
 			UnprotectedFixedID: false,
 		},
@@ -277,6 +283,8 @@ func Default() *Config {
 
 // Limits of the values Validate accepts.
 const (
+	// MaxWorkers is the largest snowflake.workers (snowflake.MaxPoolWorkers).
+	MaxWorkers = 16
 	// MaxBatchLimit is the largest segment.max_batch.
 	MaxBatchLimit = 1_000_000
 	// MaxRangeLimit is the largest segment.max_range.
@@ -329,6 +337,9 @@ const (
 	hintProxies  = "use a list of IP addresses or CIDR ranges, such as 10.0.0.0/8 (space-separated in the environment); empty trusts no proxy"
 	hintPerTag   = "use full, basic or off"
 )
+
+// hintWorkers is snowflake.workers'.
+const hintWorkers = "use a whole number from 1 (the default) to 16"
 
 // hintMaxBorrow is snowflake.max_borrow's, which may be 0.
 const hintMaxBorrow = "use a Go duration from 0 (off) to 1s, such as 5ms, and at most a tenth of snowflake.lease_ttl"
@@ -582,6 +593,16 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 		bad("snowflake.max_borrow", "%v is more than a tenth of the lease (%s): use at most %v, or a longer snowflake.lease_ttl "+
 			"(the watermark, lease_ttl ahead of the clock, must cover the borrowed time)",
 			sf.MaxBorrow, other("snowflake.lease_ttl", sf.LeaseTTL), sf.LeaseTTL/10).also("snowflake.lease_ttl")
+	}
+	switch {
+	case sf.Workers < 1 || sf.Workers > MaxWorkers:
+		bad("snowflake.workers", "%d is out of range: %s", sf.Workers, hintWorkers)
+	case sf.Workers > 1 && !sf.WorkerID.Auto:
+		bad("snowflake.workers", "%d needs snowflake.worker_id: auto, not the fixed %d: "+
+			"set snowflake.workers to 1, or lease the worker ids with auto", sf.Workers, sf.WorkerID.ID).also("snowflake.worker_id")
+	case bitsOK && int64(sf.Workers) > int64(1)<<sf.WorkerBits:
+		bad("snowflake.workers", "%d is more than the %d worker ids of the layout (snowflake.worker_bits %d): use at most %d",
+			sf.Workers, int64(1)<<sf.WorkerBits, sf.WorkerBits, int64(1)<<sf.WorkerBits).also("snowflake.worker_bits")
 	}
 	if sf.UnprotectedFixedID && sf.WorkerID.Auto {
 		bad("snowflake.unprotected_fixed_id", "true needs a fixed snowflake.worker_id, not auto: "+

@@ -409,6 +409,7 @@ func fields() []field {
 		durationField("snowflake.max_backward", func(c *Config) *time.Duration { return &c.Snowflake.MaxBackward }),
 		durationField("snowflake.lease_ttl", func(c *Config) *time.Duration { return &c.Snowflake.LeaseTTL }),
 		durationHintField("snowflake.max_borrow", hintMaxBorrow, func(c *Config) *time.Duration { return &c.Snowflake.MaxBorrow }),
+		smallIntField("snowflake.workers", hintWorkers, func(c *Config) *int { return &c.Snowflake.Workers }),
 		boolField("snowflake.random_start", func(c *Config) *bool { return &c.Snowflake.RandomStart }),
 		boolField("snowflake.unprotected_fixed_id", func(c *Config) *bool { return &c.Snowflake.UnprotectedFixedID }),
 		boolField("snowflake.require_token", func(c *Config) *bool { return &c.Snowflake.RequireToken }),

@@ -1,0 +1,257 @@
+package snowflake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/leafd/leafd"
+)
+
+// MaxPoolWorkers is the most worker ids one Pool holds
+// (snowflake.workers).
+const MaxPoolWorkers = 16
+
+// ErrInvalidWorkers is what NewPool returns, wrapped, for a number of
+// worker ids outside 1..MaxPoolWorkers, or above one with a fixed worker
+// id or without leases.
+var ErrInvalidWorkers = errors.New("snowflake.workers is out of range")
+
+// Pool issues IDs under several worker ids at once, each held by a
+// Generator of its own with its own lease, watermark and clock handling.
+// One worker id issues at most 2^SequenceBits IDs a millisecond, and
+// borrowing only absorbs bursts; a Pool of k worker ids sustains k times
+// that.
+//
+// A request is served by one of the generators, taken in turn; when that
+// one would have to wait (its millisecond used up, its clock behind, its
+// lease being claimed or renewed) the request goes on under the next one,
+// first without borrowing time and then with it, and waits only when none
+// can issue at once. A batch that took IDs under several worker ids is
+// sorted, so that it is ascending. Consecutive requests are therefore not
+// in order with each other, as they are not across servers: IDs stay
+// time-ordered to the millisecond (within MaxBorrow).
+//
+// A Pool of one worker id behaves exactly as its Generator.
+type Pool struct {
+	gens []*Generator
+	turn atomic.Uint32
+}
+
+// NewPool returns a Pool of workers generators with the settings s, which
+// lease workers distinct worker ids. More than one needs s.Leases, and no
+// fixed worker id. With s.Owner set, each generator's owner is s.Owner
+// followed by /1, /2, …; without it, one default owner is made for the
+// process and numbered the same way, so that the lease table shows which
+// leases belong together.
+//
+// Errors: those of New, and ErrInvalidWorkers (wrapped) for workers
+// outside 1..MaxPoolWorkers or more than the layout has, or above one
+// without leases or with a fixed worker id.
+func NewPool(s Settings, workers int) (*Pool, error) {
+	l := s.Layout.orDefault()
+	switch {
+	case workers < 1 || workers > MaxPoolWorkers:
+		return nil, fmt.Errorf("%w (got %d): use 1 to %d", ErrInvalidWorkers, workers, MaxPoolWorkers)
+	case workers > 1 && (s.Leases == nil || s.Fixed):
+		return nil, fmt.Errorf("%w (got %d): more than one worker id needs snowflake.worker_id: auto, "+
+			"so that each is leased; use 1 with a fixed worker id", ErrInvalidWorkers, workers)
+	case int64(workers) > l.Workers():
+		return nil, fmt.Errorf("%w (got %d): the layout has %d worker ids (snowflake.worker_bits %d)",
+			ErrInvalidWorkers, workers, l.Workers(), l.WorkerBits)
+	}
+	p := &Pool{gens: make([]*Generator, workers)}
+	owner := s.Owner
+	if owner == "" && workers > 1 {
+		owner = defaultOwner()
+	}
+	for i := range p.gens {
+		si := s
+		if workers > 1 {
+			si.Owner = owner + "/" + strconv.Itoa(i+1)
+		}
+		g, err := New(si)
+		if err != nil {
+			return nil, err
+		}
+		p.gens[i] = g
+	}
+	return p, nil
+}
+
+// Workers returns the number of worker ids the pool holds when all are
+// leased.
+func (p *Pool) Workers() int { return len(p.gens) }
+
+// Layout returns the pool's layout.
+func (p *Pool) Layout() Layout { return p.gens[0].Layout() }
+
+// MaxBatch returns the largest count NextN accepts.
+func (p *Pool) MaxBatch() int { return p.gens[0].MaxBatch() }
+
+// Start starts every generator's lease keeper (Generator.Start).
+//
+// Errors: ErrClosed after Close.
+func (p *Pool) Start() error {
+	for _, g := range p.gens {
+		if err := g.Start(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close closes every generator at once (Generator.Close), each releasing
+// its lease with its watermark.
+func (p *Pool) Close() error {
+	var wg sync.WaitGroup
+	for _, g := range p.gens {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = g.Close()
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// Done and Err are those of the pool's first generator: only a fixed
+// worker id, which a Pool holds alone, stops for good (Generator.Done).
+func (p *Pool) Done() <-chan struct{} { return p.gens[0].Done() }
+
+// Err is Generator.Err of the pool's only generator; see Done.
+func (p *Pool) Err() error { return p.gens[0].Err() }
+
+// Ready returns nil when at least one worker id can issue now, and the
+// first generator's not_ready error otherwise. It asks every generator,
+// so that each looks for another worker id when its clock is behind.
+func (p *Pool) Ready() error {
+	var first error
+	ready := false
+	for i, g := range p.gens {
+		err := g.Ready()
+		if err == nil {
+			ready = true
+		} else if i == 0 {
+			first = err
+		}
+	}
+	if ready {
+		return nil
+	}
+	return first
+}
+
+// first returns the index of the generator a request tries first.
+func (p *Pool) first() int {
+	return int(p.turn.Add(1) % uint32(len(p.gens)))
+}
+
+// Next returns a new ID: see Generator.Next for its errors.
+func (p *Pool) Next(ctx context.Context) (ID, error) {
+	if len(p.gens) == 1 {
+		return p.gens[0].Next(ctx)
+	}
+	start := p.first()
+	for _, borrow := range [2]bool{false, true} {
+		for i := range p.gens {
+			if id, ok := p.gens[(start+i)%len(p.gens)].tryNext(borrow); ok {
+				return id, nil
+			}
+		}
+	}
+	return p.waiter(start).Next(ctx)
+}
+
+// waiter returns the generator a request that found none able to issue at
+// once waits on: the first from start that is ready (whose millisecond is
+// merely used up), so that a request does not wait on a worker id that is
+// still being leased while others serve; else the one at start.
+func (p *Pool) waiter(start int) *Generator {
+	for i := range p.gens {
+		if g := p.gens[(start+i)%len(p.gens)]; g.Ready() == nil {
+			return g
+		}
+	}
+	return p.gens[start]
+}
+
+// NextN appends n new IDs to dst, ascending: see Generator.NextN for its
+// errors. On error the IDs already taken are dropped (never issued) and
+// dst is returned unchanged.
+func (p *Pool) NextN(ctx context.Context, n int, dst []ID) ([]ID, error) {
+	if len(p.gens) == 1 {
+		return p.gens[0].NextN(ctx, n, dst)
+	}
+	if n < 1 || n > p.MaxBatch() {
+		return dst, leafd.Errorf(leafd.EInvalidCount, "count %d is out of range: use 1 to %d", n, p.MaxBatch())
+	}
+	start, out, pieces := p.first(), dst, 0
+	for _, borrow := range [2]bool{false, true} {
+		for i := 0; i < len(p.gens) && len(out)-len(dst) < n; i++ {
+			before := len(out)
+			out = p.gens[(start+i)%len(p.gens)].take(n-(before-len(dst)), borrow, out)
+			if len(out) > before {
+				pieces++
+			}
+		}
+	}
+	if rest := n - (len(out) - len(dst)); rest > 0 {
+		before := len(out)
+		var err error
+		if out, err = p.waiter(start).NextN(ctx, rest, out); err != nil {
+			return dst, err
+		}
+		if len(out) > before {
+			pieces++
+		}
+	}
+	if pieces > 1 {
+		// Each piece is ascending, but a piece under one worker id may lie
+		// above the next piece under another.
+		slices.Sort(out[len(dst):])
+	}
+	return out, nil
+}
+
+// State returns a snapshot of the pool: that of its one generator, or for
+// several the sum of their counters, the largest last millisecond and
+// lead, the earliest lease end, the lowest worker id and all of them in
+// WorkerIDs, and the first error.
+func (p *Pool) State() State {
+	if len(p.gens) == 1 {
+		return p.gens[0].State()
+	}
+	var s State
+	s.WorkerID = -1
+	for i, g := range p.gens {
+		gs := g.State()
+		if i == 0 {
+			s.Source, s.MaxBorrow = gs.Source, gs.MaxBorrow
+		}
+		s.WorkerIDs = append(s.WorkerIDs, gs.WorkerIDs...)
+		if !gs.LeaseUntil.IsZero() && (s.LeaseUntil.IsZero() || gs.LeaseUntil.Before(s.LeaseUntil)) {
+			s.LeaseUntil = gs.LeaseUntil
+		}
+		s.LastMs = max(s.LastMs, gs.LastMs)
+		s.BackwardEvents += gs.BackwardEvents
+		s.Issued += gs.Issued
+		s.Renewals += gs.Renewals
+		s.LeadMs = max(s.LeadMs, gs.LeadMs)
+		s.MaxLeadMs = max(s.MaxLeadMs, gs.MaxLeadMs)
+		s.BorrowedMs += gs.BorrowedMs
+		if s.Err == nil {
+			s.Err = gs.Err
+		}
+	}
+	slices.Sort(s.WorkerIDs)
+	if len(s.WorkerIDs) > 0 {
+		s.WorkerID = s.WorkerIDs[0]
+	}
+	return s
+}

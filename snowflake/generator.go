@@ -132,6 +132,9 @@ type Generator struct {
 	lastErr error
 
 	wake chan struct{}
+	// notify, when set (by a Pool), is called whenever changed is
+	// broadcast, with g.mu held.
+	notify func()
 	// failures counts the keeper's consecutive failed store calls; only the
 	// keeper touches it.
 	failures int
@@ -612,6 +615,9 @@ func (g *Generator) startSeq() int64 {
 func (g *Generator) broadcastLocked() {
 	close(g.changed)
 	g.changed = make(chan struct{})
+	if g.notify != nil {
+		g.notify()
+	}
 }
 
 func (g *Generator) unavailable(why string) error {
@@ -636,6 +642,14 @@ func (g *Generator) ended(ctx context.Context, why string) error {
 		cause = fmt.Errorf("%w; the last lease failure: %w", cause, last)
 	}
 	return leafd.Wrap(leafd.ESnowflakeUnavailable, cause, "snowflake IDs cannot be issued now: "+why+" (the request ended); retry later")
+}
+
+// done reports whether the generator is closed or has stopped for good:
+// every request then fails at once.
+func (g *Generator) done() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.closed || g.fatal != nil
 }
 
 // Ready returns nil when the generator can issue IDs now, and a not_ready

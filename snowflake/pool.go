@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/leafd/leafd"
 )
@@ -40,6 +42,11 @@ var ErrInvalidWorkers = errors.New("snowflake.workers is out of range")
 type Pool struct {
 	gens []*Generator
 	turn atomic.Uint32
+	// changed is closed and replaced whenever a generator's lease or state
+	// changes (Generator.broadcastLocked), so that a request that found no
+	// worker id able to issue waits for any of them.
+	mu      sync.Mutex
+	changed chan struct{}
 }
 
 // NewPool returns a Pool of workers generators with the settings s, which
@@ -64,10 +71,14 @@ func NewPool(s Settings, workers int) (*Pool, error) {
 		return nil, fmt.Errorf("%w (got %d): the layout has %d worker ids (snowflake.worker_bits %d)",
 			ErrInvalidWorkers, workers, l.Workers(), l.WorkerBits)
 	}
-	p := &Pool{gens: make([]*Generator, workers)}
+	p := &Pool{gens: make([]*Generator, workers), changed: make(chan struct{})}
 	owner := s.Owner
 	if owner == "" && workers > 1 {
 		owner = defaultOwner()
+	}
+	if workers > 1 && len(owner)+len("/16") > MaxOwnerLen {
+		return nil, fmt.Errorf("%w: %q is longer than %d bytes, with /1 to /%d after it for %d worker ids",
+			ErrInvalidOwner, owner[:32]+"…", MaxOwnerLen, workers, workers)
 	}
 	for i := range p.gens {
 		si := s
@@ -78,9 +89,29 @@ func NewPool(s Settings, workers int) (*Pool, error) {
 		if err != nil {
 			return nil, err
 		}
+		if workers > 1 {
+			g.notify = p.notify
+		}
 		p.gens[i] = g
 	}
 	return p, nil
+}
+
+// notify wakes the requests waiting for any generator (see Pool.changed).
+// It runs with a generator's g.mu held: p.mu is never held while taking
+// a g.mu.
+func (p *Pool) notify() {
+	p.mu.Lock()
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// watch returns the channel the next change closes.
+func (p *Pool) watch() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.changed
 }
 
 // Workers returns the number of worker ids the pool holds when all are
@@ -165,20 +196,12 @@ func (p *Pool) Next(ctx context.Context) (ID, error) {
 			}
 		}
 	}
-	return p.waiter(start).Next(ctx)
-}
-
-// waiter returns the generator a request that found none able to issue at
-// once waits on: the first from start that is ready (whose millisecond is
-// merely used up), so that a request does not wait on a worker id that is
-// still being leased while others serve; else the one at start.
-func (p *Pool) waiter(start int) *Generator {
-	for i := range p.gens {
-		if g := p.gens[(start+i)%len(p.gens)]; g.Ready() == nil {
-			return g
-		}
+	var one [1]ID
+	ids, err := p.wait(ctx, start, 1, one[:0], one[:0], 0)
+	if err != nil {
+		return 0, err
 	}
-	return p.gens[start]
+	return ids[0], nil
 }
 
 // NextN appends n new IDs to dst, ascending: see Generator.NextN for its
@@ -191,7 +214,19 @@ func (p *Pool) NextN(ctx context.Context, n int, dst []ID) ([]ID, error) {
 	if n < 1 || n > p.MaxBatch() {
 		return dst, leafd.Errorf(leafd.EInvalidCount, "count %d is out of range: use 1 to %d", n, p.MaxBatch())
 	}
-	start, out, pieces := p.first(), dst, 0
+	start := p.first()
+	out, pieces := p.fill(start, n, dst, dst)
+	out, err := p.wait(ctx, start, n, dst, out, pieces)
+	if err != nil {
+		return dst, err
+	}
+	return out, nil
+}
+
+// fill appends to out what the generators can issue at once, from start
+// on, until out holds n IDs after dst: first without borrowing, then with
+// it. pieces counts the generators that gave some.
+func (p *Pool) fill(start, n int, dst, out []ID) (_ []ID, pieces int) {
 	for _, borrow := range [2]bool{false, true} {
 		for i := 0; i < len(p.gens) && len(out)-len(dst) < n; i++ {
 			before := len(out)
@@ -201,14 +236,50 @@ func (p *Pool) NextN(ctx context.Context, n int, dst []ID) ([]ID, error) {
 			}
 		}
 	}
-	if rest := n - (len(out) - len(dst)); rest > 0 {
-		before := len(out)
-		var err error
-		if out, err = p.waiter(start).NextN(ctx, rest, out); err != nil {
-			return dst, err
+	return out, pieces
+}
+
+// wait completes out to n IDs after dst when fill could not: it waits on
+// a generator that is ready (whose millisecond is merely used up, or whose
+// clock is a little behind), or, while none is, for any of them to
+// change, at most WaitTimeout; then it sorts what several pieces made.
+func (p *Pool) wait(ctx context.Context, start, n int, dst, out []ID, pieces int) ([]ID, error) {
+	var deadline *time.Timer
+	defer func() {
+		if deadline != nil {
+			deadline.Stop()
 		}
-		if len(out) > before {
-			pieces++
+	}()
+	for len(out)-len(dst) < n {
+		changed := p.watch()
+		// Fill again after taking the channel: a change made in between
+		// is then not waited for in vain.
+		var more int
+		out, more = p.fill(start, n, dst, out)
+		pieces += more
+		if len(out)-len(dst) == n {
+			break
+		}
+		if g := p.ready(start); g != nil {
+			before := len(out)
+			var err error
+			if out, err = g.NextN(ctx, n-(len(out)-len(dst)), out); err != nil {
+				return dst, err
+			}
+			if len(out) > before {
+				pieces++
+			}
+			break
+		}
+		if deadline == nil {
+			deadline = time.NewTimer(p.gens[0].set.WaitTimeout)
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return dst, p.stuck(start)
+		case <-ctx.Done():
+			return dst, p.gens[start].ended(ctx, "no worker id of this server can issue")
 		}
 	}
 	if pieces > 1 {
@@ -217,6 +288,32 @@ func (p *Pool) NextN(ctx context.Context, n int, dst []ID) ([]ID, error) {
 		slices.Sort(out[len(dst):])
 	}
 	return out, nil
+}
+
+// ready returns the first generator from start that can issue now or
+// after a short wait of its own, or nil. A closed or failed one counts as
+// ready, so that its request gets its error at once.
+func (p *Pool) ready(start int) *Generator {
+	for i := range p.gens {
+		g := p.gens[(start+i)%len(p.gens)]
+		if g.Ready() == nil || g.done() {
+			return g
+		}
+	}
+	return nil
+}
+
+// stuck is the error of a request that waited WaitTimeout for any worker
+// id to issue: snowflake_unavailable, with why the first one it tried
+// cannot.
+func (p *Pool) stuck(start int) error {
+	why := "no worker id can issue"
+	var e *leafd.Error
+	if err := p.gens[start].Ready(); errors.As(err, &e) {
+		why = strings.TrimPrefix(e.Message, "snowflake: ")
+	}
+	return p.gens[start].unavailable(fmt.Sprintf("none of the %d worker ids of this server can issue (%s; waited %v)",
+		len(p.gens), why, p.gens[start].set.WaitTimeout))
 }
 
 // State returns a snapshot of the pool: that of its one generator, or for

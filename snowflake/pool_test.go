@@ -876,18 +876,9 @@ func (g *gatedLeases) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowf
 	return g.memLeases.ClaimWorker(ctx, c)
 }
 
-// Requests that came while no generator could issue, each waiting on the
-// generator it was sent to first, are served once any of the pool's
-// generators can issue, not only their own.
-//
-// KNOWN BUG (pool.go, Pool.Next/NextN → waiter): a request that finds no
-// generator ready waits on p.gens[start] alone (Generator.NextN) until
-// WaitTimeout, and fails with snowflake_unavailable even though another
-// generator leased a worker id meanwhile and the pool serves the next
-// requests. The same happens after a clock rollback when only one spare
-// worker id exists and another generator wins it. Skipped until fixed.
+// Requests that came while no generator could issue are served once any
+// of the pool's generators can issue, not only the one each tried first.
 func TestPoolWaitingRequestMovesToReadyWorker(t *testing.T) {
-	t.Skip("known bug in snowflake/pool.go: a waiting request stays on its first generator; see the comment")
 	leases := &gatedLeases{memLeases: newMemLeases(), open: make(chan struct{})}
 	p := newPool(t, snowflake.Settings{Layout: burst, Leases: leases, Owner: "p", WaitTimeout: 5 * time.Second}, 3)
 	errs := make(chan error, 3)

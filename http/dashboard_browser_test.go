@@ -231,8 +231,8 @@ func commas(n int64) string {
 
 // scenario is a server in the states the dashboard must show: a tag whose
 // next range is ready, one whose step grew and whose next range is loading,
-// one waiting for its first range, one never asked for; snowflake on a
-// leased worker id.
+// one waiting for its first range, one never asked for; snowflake on two
+// leased worker ids.
 func scenario(t *testing.T) *dashServer {
 	t.Helper()
 	clock := &movableClock{}
@@ -423,7 +423,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 
 		sf := eval[map[string]string](t, ctx, `Object.fromEntries([...document.querySelectorAll('#snowflake [data-field]')].map(e => [e.dataset.field, e.textContent]))`)
-		if sf["worker_id"] != "0" || sf["worker_source"] != "leased from the store" || !strings.HasPrefix(sf["lease"], "expires in") ||
+		if sf["worker_id"] != "0, 1" || sf["worker_source"] != "leased from the store" || !strings.HasPrefix(sf["lease"], "expires in") ||
 			sf["issued"] != "5" || sf["backward_events"] != "0" || !strings.HasSuffix(sf["last"], "UTC") {
 			t.Errorf("snowflake shows %v", sf)
 		}

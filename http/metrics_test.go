@@ -369,8 +369,8 @@ func testMetrics(t *testing.T, metrics *leafhttp.Metrics, mode leafhttp.PerTag) 
 		if v := m.value(t, "leafd_snowflake_worker_id", "source", "lease"); v != 0 {
 			t.Errorf("worker id %v, want 0", v)
 		}
-		if v := m.value(t, "leafd_snowflake_workers"); v != 1 {
-			t.Errorf("worker ids held %v, want 1", v)
+		if v := m.value(t, "leafd_snowflake_workers"); v != 2 {
+			t.Errorf("worker ids held %v, want 2", v)
 		}
 		if v := m.value(t, "leafd_snowflake_clock_backward_events_total"); v != 0 {
 			t.Errorf("backward events %v", v)

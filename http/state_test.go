@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,7 +78,7 @@ type dashServer struct {
 	store   dashStore
 	held    *heldStore
 	alloc   *segment.Allocator
-	gen     *snowflake.Generator
+	gen     *snowflake.Pool
 }
 
 // newDashServer serves tags from s, with cfg completed by quiet logging and
@@ -113,7 +114,9 @@ func newDashServerWith(tb testing.TB, metrics *leafhttp.Metrics, s dashStore, cf
 		tb.Fatal(err)
 	}
 	a.Start()
-	g, err := snowflake.New(snowflake.Settings{Leases: s, Logger: quiet})
+	// Two worker ids (snowflake.workers 2), so that what shows them all
+	// is exercised.
+	g, err := snowflake.NewPool(snowflake.Settings{Leases: s, Logger: quiet}, 2)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -127,9 +130,9 @@ func newDashServerWith(tb testing.TB, metrics *leafhttp.Metrics, s dashStore, cf
 		g.Close()
 	})
 	deadline := time.Now().Add(5 * time.Second)
-	for g.Ready() != nil {
+	for len(g.State().WorkerIDs) < 2 {
 		if time.Now().After(deadline) {
-			tb.Fatalf("no worker id leased within 5s: %v", g.Ready())
+			tb.Fatalf("not both worker ids leased within 5s: %v", g.State().WorkerIDs)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -188,6 +191,7 @@ type apiState struct {
 		LeadMs         *int64  `json:"lead_ms"`
 		MaxLeadMs      *int64  `json:"max_lead_ms"`
 		BorrowedMs     *int64  `json:"borrowed_ms"`
+		WorkerIDs      []int64 `json:"worker_ids"`
 		Error          string  `json:"error"`
 	} `json:"snowflake"`
 	Time string `json:"time"`
@@ -958,5 +962,74 @@ func TestStateSnowflakeBorrowing(t *testing.T) {
 	}
 	if v := sc.value(t, "leafd_snowflake_borrow_lead_seconds"); v < 0 || v > 0.05 {
 		t.Errorf("leafd_snowflake_borrow_lead_seconds %v, want 0..0.05", v)
+	}
+}
+
+// With snowflake.workers 3, a batch larger than a millisecond's sequence
+// comes from several worker ids and still ascending; /api/state lists the
+// three worker ids held and /metrics counts them; the counters add up.
+func TestStateSnowflakeWorkers(t *testing.T) {
+	t.Parallel()
+	s := openSQLite(t)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// 16 IDs a millisecond: a batch of 1000 outruns one worker id at once.
+	l := snowflake.Layout{Epoch: snowflake.DefaultEpoch, TimeBits: 49, WorkerBits: 10, SequenceBits: 4}
+	p, err := snowflake.NewPool(snowflake.Settings{Layout: l, Leases: s, Logger: quiet}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Snowflake: p, Metrics: leafhttp.NewMetrics(), Logger: quiet}).Handler())
+	t.Cleanup(srv.Close)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(p.State().WorkerIDs) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after start the pool holds %v, want 3 worker ids", p.State().WorkerIDs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	seen := map[int64]bool{}
+	workers := map[int64]bool{}
+	for range 5 {
+		r := do(t, "GET", srv.URL+"/snowflake?count=1000")
+		if r.status != 200 {
+			t.Fatalf("GET /snowflake?count=1000 = %d: %s", r.status, r.body)
+		}
+		ids := parseIDs(t, r.body)
+		if len(ids) != 1000 {
+			t.Fatalf("%d IDs, want 1000", len(ids))
+		}
+		for i, id := range ids {
+			if i > 0 && id <= ids[i-1] {
+				t.Fatalf("batch not ascending at %d: %d after %d", i, id, ids[i-1])
+			}
+			if seen[id] {
+				t.Fatalf("ID %d issued twice", id)
+			}
+			seen[id] = true
+			workers[l.Decode(snowflake.ID(id)).WorkerID] = true
+		}
+	}
+	st, body := getState(t, srv.URL)
+	sf := st.Snowflake
+	if sf == nil || len(sf.WorkerIDs) != 3 || sf.WorkerID == nil || *sf.WorkerID != sf.WorkerIDs[0] ||
+		sf.WorkerIDs[0] >= sf.WorkerIDs[1] || sf.WorkerIDs[1] >= sf.WorkerIDs[2] || sf.Issued != 5000 || sf.WorkerSource != "lease" {
+		t.Fatalf("after 5000 IDs under three worker ids: %s", body)
+	}
+	for w := range workers {
+		if !slices.Contains(sf.WorkerIDs, w) {
+			t.Fatalf("an ID under worker id %d, not one of %v", w, sf.WorkerIDs)
+		}
+	}
+	if len(workers) != 3 {
+		t.Fatalf("5 batches of 1000 at 16 IDs a millisecond came from worker ids %v, want all three of %v", workers, sf.WorkerIDs)
+	}
+	if v := getMetrics(t, srv.URL).value(t, "leafd_snowflake_workers"); v != 3 {
+		t.Errorf("leafd_snowflake_workers %v, want 3", v)
 	}
 }

@@ -33,6 +33,8 @@ func TestConfigurationThatCannotBeMeant(t *testing.T) {
 			[]string{"admin.token: is 7 characters, too short", "(from LEAFD_ADMIN_TOKEN)"}, []string{"hunter2"}},
 		{"BadTrustedProxy", "http:\n  trusted_proxies: [proxy.internal]\n", nil,
 			[]string{`http.trusted_proxies[0]: "proxy.internal" is neither an IP address nor a CIDR range`}, nil},
+		{"WorkersWithFixedWorkerID", "", []string{"LEAFD_SNOWFLAKE_ENABLED=true", "LEAFD_SNOWFLAKE_WORKERS=3", "LEAFD_SNOWFLAKE_WORKER_ID=5"},
+			[]string{"snowflake.workers: 3 needs snowflake.worker_id: auto, not the fixed 5", "(from LEAFD_SNOWFLAKE_WORKERS)"}, nil},
 		{"UnknownVariable", "", []string{"LEAFD_HTTPADDR=:9"},
 			[]string{"LEAFD_HTTPADDR: unknown environment variable (did you mean LEAFD_HTTP_ADDR?)"}, nil},
 		{"DSNThatDoesNotParseWithTheOthers", "log:\n  level: loud\n",

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -140,5 +141,96 @@ func TestSnowflakeProcessesShareOneDatabase(t *testing.T) {
 					last, owner, until, watermark, time.Now().UnixMilli())
 			}
 		})
+	}
+}
+
+// A leafd with snowflake.workers 3 and borrowing leases three worker ids,
+// shows them in /api/state, issues batches larger than a millisecond's
+// sequence under all of them, ascending and without duplicates, and
+// releases all three at SIGTERM.
+func TestSnowflakeWorkersProcess(t *testing.T) {
+	dsn := testDSN(t, "sqlite")
+	p := startLeafd(t, "LEAFD_STORE_DRIVER=sqlite", "LEAFD_STORE_DSN="+dsn, "LEAFD_SEGMENT_ENABLED=false",
+		"LEAFD_SNOWFLAKE_ENABLED=true", "LEAFD_SNOWFLAKE_WORKER_ID=auto", "LEAFD_SNOWFLAKE_WORKERS=3",
+		"LEAFD_SNOWFLAKE_MAX_BORROW=5ms")
+	waitReady(t, p)
+	client := &http.Client{Timeout: 10 * time.Second}
+	var held []int64
+	deadline := time.Now().Add(10 * time.Second)
+	for len(held) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after start /api/state lists worker ids %v, want 3", held)
+		}
+		code, body := get(t, client, p.addr+"/api/state")
+		var st struct {
+			Snowflake struct {
+				WorkerIDs []int64 `json:"worker_ids"`
+			} `json:"snowflake"`
+		}
+		if code != 200 || json.Unmarshal([]byte(body), &st) != nil {
+			t.Fatalf("GET /api/state = %d %s", code, body)
+		}
+		held = st.Snowflake.WorkerIDs
+		time.Sleep(10 * time.Millisecond)
+	}
+	var (
+		mu   sync.Mutex
+		seen = map[int64]bool{}
+		used = map[int64]bool{}
+		wg   sync.WaitGroup
+	)
+	for range 4 {
+		wg.Go(func() {
+			for range 10 {
+				code, body := get(t, client, p.addr+"/snowflake?count=10000")
+				if code != 200 {
+					t.Errorf("GET /snowflake?count=10000 = %d %s", code, body)
+					return
+				}
+				lines := strings.Fields(body)
+				mu.Lock()
+				var prev int64
+				for _, l := range lines {
+					id, err := strconv.ParseInt(l, 10, 64)
+					if err != nil || id <= prev || seen[id] {
+						mu.Unlock()
+						t.Errorf("ID %q after %d (issued before: %v)", l, prev, seen[id])
+						return
+					}
+					prev, seen[id], used[workerOf(id)] = id, true, true
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for w := range used {
+		if !slices.Contains(held, w) {
+			t.Fatalf("an ID under worker id %d, not one of those held, %v", w, held)
+		}
+	}
+	if len(used) != 3 {
+		t.Fatalf("400,000 IDs in batches of 10,000 came from worker ids %v, want all of %v", used, held)
+	}
+	if code := p.stop(t); code != 0 {
+		t.Fatalf("exit %d after SIGTERM\n%s", code, p.Output())
+	}
+	released := map[int64]bool{}
+	for _, line := range strings.Split(p.Output(), "\n") {
+		var rec struct {
+			Msg      string
+			WorkerID int64 `json:"worker_id"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "snowflake: released worker id" {
+			released[rec.WorkerID] = true
+		}
+	}
+	for _, w := range held {
+		if !released[w] {
+			t.Fatalf("worker id %d not released at SIGTERM (released: %v)\n%s", w, released, p.Output())
+		}
 	}
 }

@@ -141,6 +141,34 @@ func (d *leaseDB) workerOwners(tb testing.TB) map[int64]string {
 	return owners
 }
 
+// takeFresh asks p for n IDs count times and fails unless each batch is
+// ascending, no ID is in issued, and each lies after last[its worker id]
+// (when there is one). It adds them to issued and returns the worker ids
+// they came from.
+func takeFresh(tb testing.TB, p *snowflake.Pool, count, n int, issued map[snowflake.ID]bool, last map[int64]int64) map[int64]bool {
+	tb.Helper()
+	used := map[int64]bool{}
+	for range count {
+		ids, err := p.NextN(context.Background(), n, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		checkBatch(tb, ids)
+		for _, id := range ids {
+			d := p.Layout().Decode(id)
+			if issued[id] {
+				tb.Fatalf("ID %d issued twice", id)
+			}
+			if l, ok := last[d.WorkerID]; ok && d.UnixMs <= l {
+				tb.Fatalf("an ID under worker id %d at %d, not after its last before, %d", d.WorkerID, d.UnixMs, l)
+			}
+			issued[id] = true
+			used[d.WorkerID] = true
+		}
+	}
+	return used
+}
+
 // checkBatch fails unless ids is strictly ascending.
 func checkBatch(tb testing.TB, ids []snowflake.ID) {
 	tb.Helper()
@@ -674,24 +702,7 @@ func TestPoolBorrowRestartIssuesNothingTwice(t *testing.T) {
 				if reused < 2 {
 					t.Fatalf("the new pool holds %v, the old one issued under %v: want 2 of them taken again", held, oldMax)
 				}
-				used := map[int64]bool{}
-				for range 4 {
-					ids, err := p.NextN(context.Background(), 1000, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					checkBatch(t, ids)
-					for _, id := range ids {
-						d := fourWorkers.Decode(id)
-						if issued[id] {
-							t.Fatalf("ID %d issued twice", id)
-						}
-						if last, ok := oldMax[d.WorkerID]; ok && d.UnixMs <= last {
-							t.Fatalf("after the restart an ID under worker id %d at %d, not after the old pool's %d", d.WorkerID, d.UnixMs, last)
-						}
-						used[d.WorkerID] = true
-					}
-				}
+				used := takeFresh(t, p, 4, 1000, issued, oldMax)
 				if len(used) != 3 {
 					t.Fatalf("the new pool issued under %v only, want all of %v", used, held)
 				}
@@ -837,23 +848,7 @@ func TestPoolRollbackOneSpareWorker(t *testing.T) {
 			}
 		}
 		clock.Shift(time.Minute)
-		for range 5 {
-			ids, err := p.NextN(context.Background(), 500, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkBatch(t, ids)
-			for _, id := range ids {
-				d := fourWorkers.Decode(id)
-				if issued[id] {
-					t.Fatalf("ID %d issued twice", id)
-				}
-				if last, ok := lastMs[d.WorkerID]; ok && d.UnixMs <= last {
-					t.Fatalf("worker id %d issued at %d, not after its last %d", d.WorkerID, d.UnixMs, last)
-				}
-				issued[id] = true
-			}
-		}
+		takeFresh(t, p, 5, 500, issued, lastMs)
 	})
 }
 

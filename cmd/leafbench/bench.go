@@ -228,7 +228,7 @@ func startTarget(ctx context.Context, o *options, dir string, client *http.Clien
 		return err
 	}
 	settings.Leafd = leafdVersion(ctx, bin)
-	p, err := startLeafd(ctx, bin, dir, o.tag, grpc, client)
+	p, err := startLeafd(ctx, bin, dir, o.tag, grpc, o.snowflake, client)
 	if err != nil {
 		return err
 	}
@@ -238,7 +238,7 @@ func startTarget(ctx context.Context, o *options, dir string, client *http.Clien
 	if built {
 		how = "leafd built from this repository"
 	}
-	settings.Target = how + ", started by leafbench on a fresh SQLite file"
+	settings.Target = how + ", started by leafbench on a fresh SQLite file, " + o.snowflake.String()
 	return nil
 }
 

@@ -89,7 +89,7 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("%s: %v IDs/s is not %v requests/s × %d", s.Name, s.IDsPerS, s.RequestsPerS, s.IDsPerRequest)
 		}
 	}
-	if got, want := strings.Join(names, ","), "baseline,segment,segment_batch,snowflake"; got != want {
+	if got, want := strings.Join(names, ","), "baseline,segment,segment_batch,snowflake,snowflake_batch"; got != want {
 		t.Errorf("scenarios %s, want %s", got, want)
 	}
 
@@ -110,7 +110,8 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| `segment_batch` | `GET /segment/bench?count=1000` |", "| scenario | offered/s |", "Machine: "} {
+	for _, want := range []string{"| `segment_batch` | `GET /segment/bench?count=1000` |",
+		"| `snowflake_batch` | `GET /snowflake?count=1000` |", "snowflake.workers 3, snowflake.max_borrow 5ms", "| scenario | offered/s |", "Machine: "} {
 		if !bytes.Contains(md, []byte(want)) {
 			t.Errorf("the Markdown report lacks %q:\n%s", want, md)
 		}
@@ -163,6 +164,8 @@ func TestFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-rounds", "0"}, {"-concurrency", "0"}, {"-duration", "1ms"}, {"-scenarios", "segment,nope"},
 		{"-tag", "bad tag"}, {"-target", "http://10.1.1.1:80"}, {"-target", "http://127.0.0.1:1", "-leafd", "x"}, {"extra"},
+		{"-snowflake-workers", "0"}, {"-snowflake-workers", "17"}, {"-snowflake-borrow", "-1ms"}, {"-snowflake-borrow", "2s"},
+		{"-target", "http://127.0.0.1:1", "-snowflake-workers", "1"}, {"-target", "http://127.0.0.1:1", "-snowflake-borrow", "0"},
 	} {
 		var stderr bytes.Buffer
 		if code := run(context.Background(), args, &stderr, &stderr); code != exitUsage {
@@ -175,5 +178,21 @@ func TestFlags(t *testing.T) {
 	}
 	if o.duration != time.Second || o.rounds != 2 || len(o.scenarios) != len(strings.Split(defaultScenarios, ",")) {
 		t.Errorf("-quick -rounds 2: duration %v, rounds %d, %d scenarios", o.duration, o.rounds, len(o.scenarios))
+	}
+	if o.snowflake != (snowflakeSettings{workers: 3, borrow: 5 * time.Millisecond}) {
+		t.Errorf("default snowflake settings %v, want 3 worker ids and max_borrow 5ms", o.snowflake)
+	}
+	o, err = parseFlags([]string{"-snowflake-workers", "1", "-snowflake-borrow", "0"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.snowflake != (snowflakeSettings{workers: 1}) {
+		t.Errorf("-snowflake-workers 1 -snowflake-borrow 0: %v", o.snowflake)
+	}
+	env := strings.Join(leafdSettings("/tmp/x", "bench", false, o.snowflake), " ")
+	for _, want := range []string{"LEAFD_SNOWFLAKE_WORKER_ID=auto", "LEAFD_SNOWFLAKE_WORKERS=1", "LEAFD_SNOWFLAKE_MAX_BORROW=0s"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("leafd's settings %s lack %s", env, want)
+		}
 	}
 }

@@ -12,6 +12,7 @@
 //	segment             GET /segment/{tag}
 //	segment_batch       GET /segment/{tag}?count=1000
 //	snowflake           GET /snowflake
+//	snowflake_batch     GET /snowflake?count=1000
 //	grpc_baseline       leafd.v1.IDService/NextSegment(tag, count 1) answered
 //	                    by a bare gRPC server whose NextSegment returns an
 //	                    atomic counter: the ceiling of gRPC, as the baseline
@@ -23,7 +24,7 @@
 //	                    goroutines, one call counted as one request; its
 //	                    ratios are to the (HTTP) baseline
 //
-// The first four run by default; -scenarios names others, or all. The gRPC
+// The first five run by default; -scenarios names others, or all. The gRPC
 // scenarios are ratioed to grpc_baseline, the others to baseline, and the
 // server CPU per request to that of the same baseline.
 //
@@ -66,16 +67,25 @@
 //	go run ./cmd/leafbench -duration 5s -rounds 3 -markdown bench.md -json bench.json
 //	go run ./cmd/leafbench -target http://127.0.0.1:8080 -tag bench
 //	go run ./cmd/leafbench -scenarios grpc_baseline,grpc_segment,grpc_segment_batch,client_range
+//	go run ./cmd/leafbench -scenarios baseline,snowflake_batch -snowflake-workers 1 -snowflake-borrow 0
 //
 // By default leafbench starts leafd itself: -leafd PATH, else, when run
 // inside the leafd repository, one it builds from it with `go build
 // ./cmd/leafd` (so that the numbers are the tree's own), else leafd from
 // PATH. That leafd gets a fresh SQLite file in a temporary directory, the
 // tag -tag with a step of 1,000,000 (segment.max_step 100,000,000),
-// snowflake mode with the fixed worker id 1, and a free loopback port, and
-// a second one for gRPC (grpc.addr) when a gRPC scenario runs. With -target
+// snowflake mode with worker ids leased from that database
+// (snowflake.worker_id auto), -snowflake-workers of them (snowflake.workers,
+// default 3) and -snowflake-borrow of borrowing (snowflake.max_borrow,
+// default 5ms; 0 is off), and a free loopback port, and a second one for
+// gRPC (grpc.addr) when a gRPC scenario runs. One worker id issues at most
+// 4,096 IDs a millisecond (4,096,000 a second) with the default layout:
+// -snowflake-workers 1 shows snowflake_batch against that limit, the
+// default 3 what a server leasing several worker ids reaches. With -target
 // (and -target-grpc for the gRPC scenarios) it loads a leafd that is
-// already running; the tag must exist there. leafbench sends load only to
+// already running; the tag must exist there, and its snowflake settings
+// are its own (-snowflake-workers and -snowflake-borrow are refused with
+// -target). leafbench sends load only to
 // loopback addresses unless -allow-remote is given. It stops the servers
 // when it ends, also on an error or an interrupt (SIGTERM, then SIGKILL
 // after 5 s).
@@ -141,6 +151,7 @@ var scenarios = []scenario{
 	{name: "segment", base: httpBaseline, ids: 1},
 	{name: "segment_batch", base: httpBaseline, query: "?count=1000", ids: 1000},
 	{name: "snowflake", base: httpBaseline, snow: true, ids: 1},
+	{name: "snowflake_batch", base: httpBaseline, query: "?count=1000", snow: true, ids: 1000},
 	{name: grpcBaseline, proto: protoGRPC, baseline: true, base: grpcBaseline, ids: 1},
 	{name: "grpc_segment", proto: protoGRPC, base: grpcBaseline, ids: 1},
 	{name: "grpc_segment_batch", proto: protoGRPC, base: grpcBaseline, ids: 1000},
@@ -148,7 +159,7 @@ var scenarios = []scenario{
 }
 
 // defaultScenarios are the scenarios run without -scenarios.
-const defaultScenarios = "baseline,segment,segment_batch,snowflake"
+const defaultScenarios = "baseline,segment,segment_batch,snowflake,snowflake_batch"
 
 // path returns the scenario's path and query for tag: the HTTP request's,
 // or the gRPC method's (its HTTP/2 :path); for client_range the route of
@@ -197,6 +208,8 @@ type options struct {
 	rangeSize    int64
 	rangeRefill  float64
 	rangeCallers int
+	// snowflake is the snowflake settings of the leafd leafbench starts.
+	snowflake snowflakeSettings
 }
 
 // needs reports whether any scenario of the run satisfies f.
@@ -212,6 +225,10 @@ const (
 	// maxRangeSize is the largest -range-size: leafd's largest
 	// segment.max_range (its default is 1,000,000).
 	maxRangeSize = 1_000_000_000
+	// maxSnowflakeWorkers and maxSnowflakeBorrow are leafd's largest
+	// snowflake.workers and snowflake.max_borrow.
+	maxSnowflakeWorkers = 16
+	maxSnowflakeBorrow  = time.Second
 )
 
 // parseFlags reads the command line. Its errors are the caller's (exit 2).
@@ -239,6 +256,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Int64Var(&o.rangeSize, "range-size", 100_000, "client_range: IDs per range lease (at most leafd's segment.max_range, default 1,000,000)")
 	fs.Float64Var(&o.rangeRefill, "range-refill", 0.5, "client_range: fetch the next lease when this fraction of the current one is left, in [0, 1)")
 	fs.IntVar(&o.rangeCallers, "range-callers", 8, "client_range: goroutines calling Next")
+	fs.IntVar(&o.snowflake.workers, "snowflake-workers", 3, "snowflake.workers of the leafd leafbench starts (worker ids leased with worker_id auto), 1 to 16")
+	fs.DurationVar(&o.snowflake.borrow, "snowflake-borrow", 5*time.Millisecond, "snowflake.max_borrow of the leafd leafbench starts, 0 (off) to 1s")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: leafbench [flags]\n\nleafbench measures leafd's ID routes against a bare gin handler on the same machine.\nSee the package documentation (go doc ./cmd/leafbench) and the README.\n\nflags:")
 		fs.PrintDefaults()
@@ -249,9 +268,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q: leafbench takes flags only", fs.Arg(0))
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if quick {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if !set["duration"] {
 			o.duration = time.Second
 		}
@@ -271,6 +290,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("-rounds %d: use 1 to %d", o.rounds, maxRounds)
 	case o.conns < 1 || o.conns > maxConns:
 		return nil, fmt.Errorf("-concurrency %d: use 1 to %d", o.conns, maxConns)
+	case o.target != "" && (set["snowflake-workers"] || set["snowflake-borrow"]):
+		return nil, errors.New("-snowflake-workers and -snowflake-borrow set the leafd that leafbench starts: with -target, that leafd's own settings apply")
 	case o.target != "" && o.leafdPath != "":
 		return nil, errors.New("-target and -leafd exclude each other: -target loads a running leafd, -leafd starts one")
 	case o.targetGRPC != "" && o.target == "":
@@ -283,6 +304,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("-range-refill %v: use a fraction in [0, 1)", o.rangeRefill)
 	case o.rangeCallers < 1 || o.rangeCallers > maxConns:
 		return nil, fmt.Errorf("-range-callers %d: use 1 to %d", o.rangeCallers, maxConns)
+	case o.snowflake.workers < 1 || o.snowflake.workers > maxSnowflakeWorkers:
+		return nil, fmt.Errorf("-snowflake-workers %d: use 1 to %d", o.snowflake.workers, maxSnowflakeWorkers)
+	case o.snowflake.borrow < 0 || o.snowflake.borrow > maxSnowflakeBorrow:
+		return nil, fmt.Errorf("-snowflake-borrow %v: use 0 (off) to %v", o.snowflake.borrow, maxSnowflakeBorrow)
 	}
 	if err := leafd.ValidateTag(o.tag); err != nil {
 		return nil, fmt.Errorf("-tag: %s", leafd.ErrorMessage(err))

@@ -85,12 +85,26 @@ func (p *process) lastOutput() string {
 	return "  " + strings.ReplaceAll(out, "\n", "\n  ")
 }
 
+// snowflakeSettings are the snowflake settings of the leafd that leafbench
+// starts (-snowflake-workers, -snowflake-borrow).
+type snowflakeSettings struct {
+	workers int           // snowflake.workers
+	borrow  time.Duration // snowflake.max_borrow, 0 for off
+}
+
+// String describes s for the report.
+func (s snowflakeSettings) String() string {
+	return fmt.Sprintf("snowflake.worker_id auto, snowflake.workers %d, snowflake.max_borrow %v", s.workers, s.borrow)
+}
+
 // leafdSettings are the LEAFD_* variables of the leafd that leafbench
 // starts: a fresh SQLite file, the benchmark tag with a large step so that
-// range loads are rare and in the background, snowflake on with a fixed
-// worker id (claimed at once in its fresh database), JSON logs to learn the port from;
-// with grpc, the gRPC API on a free loopback port too.
-func leafdSettings(dir, tag string, grpc bool) []string {
+// range loads are rare and in the background, snowflake on with worker ids
+// leased from that database (worker_id auto, which its fresh lease table
+// grants at once), sf.workers of them and max_borrow sf.borrow, JSON logs
+// to learn the port from; with grpc, the gRPC API on a free loopback port
+// too.
+func leafdSettings(dir, tag string, grpc bool, sf snowflakeSettings) []string {
 	s := []string{
 		"LEAFD_HTTP_ADDR=127.0.0.1:0",
 		"LEAFD_HTTP_SHUTDOWN_TIMEOUT=2s",
@@ -100,7 +114,9 @@ func leafdSettings(dir, tag string, grpc bool) []string {
 		"LEAFD_SEGMENT_SEED_TAGS=" + tag + ":" + strconv.Itoa(seedStep),
 		"LEAFD_SEGMENT_MAX_STEP=" + strconv.Itoa(maxStep),
 		"LEAFD_SNOWFLAKE_ENABLED=true",
-		"LEAFD_SNOWFLAKE_WORKER_ID=1",
+		"LEAFD_SNOWFLAKE_WORKER_ID=auto",
+		"LEAFD_SNOWFLAKE_WORKERS=" + strconv.Itoa(sf.workers),
+		"LEAFD_SNOWFLAKE_MAX_BORROW=" + sf.borrow.String(),
 		"LEAFD_LOG_FORMAT=json",
 		"LEAFD_LOG_LEVEL=info",
 	}
@@ -126,14 +142,14 @@ const (
 // variable, plus leafdSettings; its working directory is dir, so that no
 // config.yaml is read. With grpc it also serves gRPC, and reports the
 // address ("leafd gRPC serving", said before "leafd serving") in grpcAddr.
-func startLeafd(ctx context.Context, bin, dir, tag string, grpc bool, client *http.Client) (*process, error) {
+func startLeafd(ctx context.Context, bin, dir, tag string, grpc bool, sf snowflakeSettings, client *http.Client) (*process, error) {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "LEAFD_") {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, leafdSettings(dir, tag, grpc)...)
+	env = append(env, leafdSettings(dir, tag, grpc, sf)...)
 	var grpcAddr atomic.Pointer[string]
 	p, err := start(ctx, "leafd", testenv.Config{Path: bin, Args: []string{"serve"}, Dir: dir, Env: env,
 		Line: func(line string) {

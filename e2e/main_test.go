@@ -38,6 +38,9 @@ type profile struct {
 	// slowlorisTimeout waits for leafd's ReadHeaderTimeout (10s) to close
 	// connections that never finish their headers.
 	slowlorisTimeout bool
+	// poolRequests is how many snowflake requests scenario 5c sends at
+	// least, its phases lengthened until they have; 0: the phases alone.
+	poolRequests int64
 }
 
 var profiles = map[string]profile{
@@ -46,7 +49,8 @@ var profiles = map[string]profile{
 		kills: 1, dbRestarts: 2, workerCycles: 1, badRounds: 3},
 	"long": {name: "long", servers: 4, clients: 8, phase: 8 * time.Second,
 		shortOutage: 2 * time.Second, longOutage: 10 * time.Second,
-		kills: 5, dbRestarts: 8, workerCycles: 5, badRounds: 30, slowlorisTimeout: true},
+		kills: 5, dbRestarts: 8, workerCycles: 5, badRounds: 30, slowlorisTimeout: true,
+		poolRequests: 1_300_000},
 }
 
 // prof is the profile of this run; nil when the suite is off.

@@ -423,7 +423,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 
 		sf := eval[map[string]string](t, ctx, `Object.fromEntries([...document.querySelectorAll('#snowflake [data-field]')].map(e => [e.dataset.field, e.textContent]))`)
-		if sf["worker_id"] != "0, 1" || sf["worker_source"] != "leased from the store" || !strings.HasPrefix(sf["lease"], "expires in") ||
+		if sf["worker_id"] != "0, 1" || sf["worker_label"] != "Worker ids" || sf["worker_source"] != "leased from the store" || !strings.HasPrefix(sf["lease"], "expires in") ||
 			sf["issued"] != "5" || sf["backward_events"] != "0" || !strings.HasSuffix(sf["last"], "UTC") {
 			t.Errorf("snowflake shows %v", sf)
 		}

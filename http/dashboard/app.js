@@ -180,6 +180,7 @@
 
     const worker = f('worker_id');
     const ids = sf.worker_ids || [];
+    f('worker_label').textContent = ids.length > 1 ? 'Worker ids' : 'Worker id';
     worker.textContent = sf.worker_id == null ? 'none' : ids.length > 1 ? ids.join(', ') : String(sf.worker_id);
     tone(worker, sf.worker_id == null ? 'bad' : '');
     f('worker_source').textContent = sf.worker_source === 'lease' ? 'leased from the store' : 'static (snowflake.worker_id)';

@@ -424,20 +424,24 @@ func (g *Generator) tryNext(borrow bool) (ID, bool) {
 
 // take appends to dst up to n IDs that it can issue without waiting,
 // borrowing time only if borrow is set: it stops at the first wait (a
-// used-up millisecond, a clock behind, a lease being claimed or renewed)
-// or error, without acting on it, and returns what it took, ascending. A
-// Pool uses it to go on under another worker id instead of waiting.
-func (g *Generator) take(n int, borrow bool, dst []ID) []ID {
+// used-up millisecond, a clock behind, a lease being claimed or renewed),
+// without acting on it, or error, which it returns. The IDs it took are
+// ascending. A Pool uses it to go on under another worker id instead of
+// waiting.
+func (g *Generator) take(n int, borrow bool, dst []ID) ([]ID, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for start := len(dst); len(dst)-start < n; {
 		id, w, err := g.nextLocked(borrow)
-		if err != nil || !w.zero() {
+		if err != nil {
+			return dst, err
+		}
+		if !w.zero() {
 			break
 		}
 		dst = g.runLocked(n-len(dst)+start-1, append(dst, id))
 	}
-	return dst
+	return dst, nil
 }
 
 // runLocked appends up to n more IDs of the millisecond of the ID just
@@ -642,14 +646,6 @@ func (g *Generator) ended(ctx context.Context, why string) error {
 		cause = fmt.Errorf("%w; the last lease failure: %w", cause, last)
 	}
 	return leafd.Wrap(leafd.ESnowflakeUnavailable, cause, "snowflake IDs cannot be issued now: "+why+" (the request ended); retry later")
-}
-
-// done reports whether the generator is closed or has stopped for good:
-// every request then fails at once.
-func (g *Generator) done() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.closed || g.fatal != nil
 }
 
 // Ready returns nil when the generator can issue IDs now, and a not_ready

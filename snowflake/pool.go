@@ -76,9 +76,9 @@ func NewPool(s Settings, workers int) (*Pool, error) {
 	if owner == "" && workers > 1 {
 		owner = defaultOwner()
 	}
-	if workers > 1 && len(owner)+len("/16") > MaxOwnerLen {
-		return nil, fmt.Errorf("%w: %q is longer than %d bytes, with /1 to /%d after it for %d worker ids",
-			ErrInvalidOwner, owner[:32]+"…", MaxOwnerLen, workers, workers)
+	if suffix := len("/" + strconv.Itoa(workers)); workers > 1 && len(owner)+suffix > MaxOwnerLen {
+		return nil, fmt.Errorf("%w: %q is longer than %d bytes with /1 to /%d after it, for %d worker ids: use at most %d bytes",
+			ErrInvalidOwner, owner[:32]+"…", MaxOwnerLen, workers, workers, MaxOwnerLen-suffix)
 	}
 	for i := range p.gens {
 		si := s
@@ -215,8 +215,10 @@ func (p *Pool) NextN(ctx context.Context, n int, dst []ID) ([]ID, error) {
 		return dst, leafd.Errorf(leafd.EInvalidCount, "count %d is out of range: use 1 to %d", n, p.MaxBatch())
 	}
 	start := p.first()
-	out, pieces := p.fill(start, n, dst, dst)
-	out, err := p.wait(ctx, start, n, dst, out, pieces)
+	out, pieces, err := p.fill(start, n, dst, dst)
+	if err == nil {
+		out, err = p.wait(ctx, start, n, dst, out, pieces)
+	}
 	if err != nil {
 		return dst, err
 	}
@@ -225,26 +227,40 @@ func (p *Pool) NextN(ctx context.Context, n int, dst []ID) ([]ID, error) {
 
 // fill appends to out what the generators can issue at once, from start
 // on, until out holds n IDs after dst: first without borrowing, then with
-// it. pieces counts the generators that gave some.
-func (p *Pool) fill(start, n int, dst, out []ID) (_ []ID, pieces int) {
+// it. pieces counts the generators that gave some. err is set when every
+// generator failed (it is then the first one's error): closed, or the
+// clock outside the layout, which no waiting mends.
+func (p *Pool) fill(start, n int, dst, out []ID) (_ []ID, pieces int, err error) {
 	for _, borrow := range [2]bool{false, true} {
+		failed := 0
 		for i := 0; i < len(p.gens) && len(out)-len(dst) < n; i++ {
 			before := len(out)
-			out = p.gens[(start+i)%len(p.gens)].take(n-(before-len(dst)), borrow, out)
+			var e error
+			out, e = p.gens[(start+i)%len(p.gens)].take(n-(before-len(dst)), borrow, out)
 			if len(out) > before {
 				pieces++
 			}
+			if e != nil {
+				if failed == 0 {
+					err = e
+				}
+				failed++
+			}
+		}
+		if failed < len(p.gens) {
+			err = nil
 		}
 	}
-	return out, pieces
+	return out, pieces, err
 }
 
 // wait completes out to n IDs after dst when fill could not: it waits on
 // a generator that is ready (whose millisecond is merely used up, or whose
 // clock is a little behind), or, while none is, for any of them to
-// change, at most WaitTimeout; then it sorts what several pieces made.
+// change; WaitTimeout in all. Then it sorts what several pieces made.
 func (p *Pool) wait(ctx context.Context, start, n int, dst, out []ID, pieces int) ([]ID, error) {
 	var deadline *time.Timer
+	var until time.Time
 	defer func() {
 		if deadline != nil {
 			deadline.Stop()
@@ -255,15 +271,24 @@ func (p *Pool) wait(ctx context.Context, start, n int, dst, out []ID, pieces int
 		// Fill again after taking the channel: a change made in between
 		// is then not waited for in vain.
 		var more int
-		out, more = p.fill(start, n, dst, out)
+		var err error
+		if out, more, err = p.fill(start, n, dst, out); err != nil {
+			return dst, err
+		}
 		pieces += more
 		if len(out)-len(dst) == n {
 			break
 		}
 		if g := p.ready(start); g != nil {
+			gctx := ctx
+			if !until.IsZero() {
+				// What was waited for any worker id counts in WaitTimeout.
+				var cancel context.CancelFunc
+				gctx, cancel = context.WithDeadline(ctx, until)
+				defer cancel()
+			}
 			before := len(out)
-			var err error
-			if out, err = g.NextN(ctx, n-(len(out)-len(dst)), out); err != nil {
+			if out, err = g.NextN(gctx, n-(len(out)-len(dst)), out); err != nil {
 				return dst, err
 			}
 			if len(out) > before {
@@ -272,7 +297,8 @@ func (p *Pool) wait(ctx context.Context, start, n int, dst, out []ID, pieces int
 			break
 		}
 		if deadline == nil {
-			deadline = time.NewTimer(p.gens[0].set.WaitTimeout)
+			wt := p.gens[0].set.WaitTimeout
+			deadline, until = time.NewTimer(wt), time.Now().Add(wt)
 		}
 		select {
 		case <-changed:
@@ -291,12 +317,10 @@ func (p *Pool) wait(ctx context.Context, start, n int, dst, out []ID, pieces int
 }
 
 // ready returns the first generator from start that can issue now or
-// after a short wait of its own, or nil. A closed or failed one counts as
-// ready, so that its request gets its error at once.
+// after a short wait of its own, or nil.
 func (p *Pool) ready(start int) *Generator {
 	for i := range p.gens {
-		g := p.gens[(start+i)%len(p.gens)]
-		if g.Ready() == nil || g.done() {
+		if g := p.gens[(start+i)%len(p.gens)]; g.Ready() == nil {
 			return g
 		}
 	}

@@ -891,3 +891,27 @@ func TestPoolWaitingRequestMovesToReadyWorker(t *testing.T) {
 		}
 	}
 }
+
+// A clock past the end of the layout fails a request at once, with that
+// reason, as under one worker id: no worker id can help, so none is
+// waited for.
+func TestPoolClockOutsideLayoutFailsAtOnce(t *testing.T) {
+	lay := snowflake.Layout{Epoch: time.Now().Add(-24 * time.Hour).UnixMilli(), TimeBits: 30, WorkerBits: 20, SequenceBits: 13}
+	for _, k := range []int{1, 3} {
+		clock := &shiftClock{}
+		p := newPool(t, snowflake.Settings{Layout: lay, Leases: newMemLeases(), Owner: "r", Now: clock.Now, WaitTimeout: 5 * time.Second}, k)
+		waitLeased(t, p, k)
+		if _, err := p.Next(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		clock.Shift(20 * 24 * time.Hour) // the layout's 30 bits of ms last 12.4 days
+		for _, n := range []int{1, 100} {
+			t0 := time.Now()
+			_, err := p.NextN(context.Background(), n, nil)
+			wantCode(t, err, leafd.ESnowflakeUnavailable)
+			if took := time.Since(t0); took > 2*time.Second || !strings.Contains(err.Error(), "outside the ID layout") {
+				t.Errorf("%d worker ids, NextN(%d) with the clock outside the layout: %v after %v, want that reason at once", k, n, err, took)
+			}
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/snowflake"
 )
 
 // Config is the whole configuration of a leafd process. Build one with Load,
@@ -283,8 +284,8 @@ func Default() *Config {
 
 // Limits of the values Validate accepts.
 const (
-	// MaxWorkers is the largest snowflake.workers (snowflake.MaxPoolWorkers).
-	MaxWorkers = 16
+	// MaxWorkers is the largest snowflake.workers.
+	MaxWorkers = snowflake.MaxPoolWorkers
 	// MaxBatchLimit is the largest segment.max_batch.
 	MaxBatchLimit = 1_000_000
 	// MaxRangeLimit is the largest segment.max_range.
@@ -339,7 +340,7 @@ const (
 )
 
 // hintWorkers is snowflake.workers'.
-const hintWorkers = "use a whole number from 1 (the default) to 16"
+var hintWorkers = fmt.Sprintf("use a whole number from 1 (the default) to %d", MaxWorkers)
 
 // hintMaxBorrow is snowflake.max_borrow's, which may be 0.
 const hintMaxBorrow = "use a Go duration from 0 (off) to 1s, such as 5ms, and at most a tenth of snowflake.lease_ttl"

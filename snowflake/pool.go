@@ -141,11 +141,7 @@ func (p *Pool) Start() error {
 func (p *Pool) Close() error {
 	var wg sync.WaitGroup
 	for _, g := range p.gens {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = g.Close()
-		}()
+		wg.Go(func() { _ = g.Close() })
 	}
 	wg.Wait()
 	return nil

@@ -141,6 +141,25 @@ func (d *leaseDB) workerOwners(tb testing.TB) map[int64]string {
 	return owners
 }
 
+// burstOf asks p for n IDs count times and returns them, with the last
+// millisecond issued under each worker id.
+func burstOf(tb testing.TB, p *snowflake.Pool, count, n int) (issued map[snowflake.ID]bool, lastMs map[int64]int64) {
+	tb.Helper()
+	issued, lastMs = map[snowflake.ID]bool{}, map[int64]int64{}
+	for range count {
+		ids, err := p.NextN(context.Background(), n, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, id := range ids {
+			d := p.Layout().Decode(id)
+			issued[id] = true
+			lastMs[d.WorkerID] = max(lastMs[d.WorkerID], d.UnixMs)
+		}
+	}
+	return issued, lastMs
+}
+
 // takeFresh asks p for n IDs count times and fails unless each batch is
 // ascending, no ID is in issued, and each lies after last[its worker id]
 // (when there is one). It adds them to issued and returns the worker ids
@@ -721,19 +740,7 @@ func TestPoolRollbackSwitchesWorkers(t *testing.T) {
 		p := newPool(t, snowflake.Settings{Layout: burst, Leases: db.store(t), LeaseTTL: 2 * time.Second,
 			MaxBorrow: 50 * time.Millisecond, WaitTimeout: 10 * time.Second, Now: clock.Now, Sleep: clock.Sleep}, 3)
 		waitLeased(t, p, 3)
-		issued := map[snowflake.ID]bool{}
-		lastMs := map[int64]int64{}
-		for range 3 {
-			ids, err := p.NextN(context.Background(), 1000, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, id := range ids {
-				d := burst.Decode(id)
-				issued[id] = true
-				lastMs[d.WorkerID] = max(lastMs[d.WorkerID], d.UnixMs)
-			}
-		}
+		issued, lastMs := burstOf(t, p, 3, 1000)
 		old := p.State().WorkerIDs
 		if len(lastMs) != 3 {
 			t.Fatalf("the burst used worker ids %v, want all 3 of %v", lastMs, old)
@@ -804,25 +811,15 @@ func TestPoolRollbackOneSpareWorker(t *testing.T) {
 		p := newPool(t, snowflake.Settings{Layout: fourWorkers, Leases: db.store(t), LeaseTTL: 2 * time.Second,
 			MaxBorrow: 50 * time.Millisecond, WaitTimeout: 10 * time.Second, Now: clock.Now, Sleep: clock.Sleep}, 3)
 		waitLeased(t, p, 3)
-		issued := map[snowflake.ID]bool{}
-		lastMs := map[int64]int64{}
-		ids, err := p.NextN(context.Background(), 1000, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, id := range ids {
-			d := fourWorkers.Decode(id)
-			issued[id] = true
-			lastMs[d.WorkerID] = max(lastMs[d.WorkerID], d.UnixMs)
-		}
+		issued, lastMs := burstOf(t, p, 1, 1000)
 		old := p.State().WorkerIDs
 		if len(lastMs) != 3 {
 			t.Fatalf("the burst used worker ids %v, want all 3 of %v", lastMs, old)
 		}
 		spare := int64(6) - old[0] - old[1] - old[2] // 0+1+2+3 less the three held
 		clock.Shift(-time.Minute)
-		// Let one generator switch before asking, so that no request waits
-		// on a generator that cannot switch.
+		// Let one generator switch before asking, so that every request
+		// below is one the spare worker id serves.
 		deadline := time.Now().Add(20 * time.Second)
 		for !slices.Contains(p.State().WorkerIDs, spare) {
 			_ = p.Ready()

@@ -208,20 +208,7 @@ func (l *load) client(s *server, rng *rand.Rand) {
 		if len(query) > 0 {
 			o.path += "?" + strings.Join(query, "&")
 		}
-		o.sent = time.Now()
-		res, err := hc.Get(p.addr + o.path)
-		var body []byte
-		if err == nil {
-			body, err = io.ReadAll(res.Body)
-			res.Body.Close()
-		}
-		o.took = time.Since(o.sent)
-		if err != nil {
-			o.err = err.Error()
-			o.refused = errors.Is(err, syscall.ECONNREFUSED)
-		} else {
-			o.status = res.StatusCode
-		}
+		body, err := o.send(hc, p)
 		var ids []int64
 		switch {
 		case err != nil:
@@ -485,4 +472,24 @@ func (c *cluster) checkOutcomes() {
 		}
 		c.note("failed: %s", strings.Join(parts, ", "))
 	}
+}
+
+// send makes o's GET of o.path from p and records when it was sent, how
+// long it took, and its status or transport error; it returns the body.
+func (o *outcome) send(hc *http.Client, p *process) ([]byte, error) {
+	o.sent = time.Now()
+	res, err := hc.Get(p.addr + o.path)
+	var body []byte
+	if err == nil {
+		body, err = io.ReadAll(res.Body)
+		res.Body.Close()
+	}
+	o.took = time.Since(o.sent)
+	if err != nil {
+		o.err = err.Error()
+		o.refused = errors.Is(err, syscall.ECONNREFUSED)
+	} else {
+		o.status = res.StatusCode
+	}
+	return body, err
 }

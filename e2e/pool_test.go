@@ -4,14 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -272,21 +270,8 @@ func (pl *poolLoad) get(hc *http.Client, p *process, n int) []int64 {
 		o.path += "?count=" + strconv.Itoa(n)
 	}
 	pl.requests.Add(1)
-	o.sent = time.Now()
-	res, err := hc.Get(p.addr + o.path)
-	var body []byte
-	if err == nil {
-		body, err = io.ReadAll(res.Body)
-		res.Body.Close()
-	}
-	answered := time.Now()
-	o.took = answered.Sub(o.sent)
-	if err != nil {
-		o.err = err.Error()
-		o.refused = errors.Is(err, syscall.ECONNREFUSED)
-	} else {
-		o.status = res.StatusCode
-	}
+	body, err := o.send(hc, p)
+	answered := o.sent.Add(o.took)
 	var ids []int64
 	switch {
 	case err != nil:

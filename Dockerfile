@@ -6,7 +6,7 @@
 #   docker run -p 8080:8080 -e LEAFD_STORE_DRIVER=mysql \
 #     -e LEAFD_STORE_DSN='user:password@tcp(db:3306)/leaf?parseTime=true' leafd
 #
-# Configuration comes from LEAFD_* environment variables (SPEC section 6);
+# Configuration comes from LEAFD_* environment variables (docs/configuration.md);
 # the image holds no config.yaml, so unset keys take the built-in defaults
 # (no seed tags). Mount a file and pass --config to use one instead.
 

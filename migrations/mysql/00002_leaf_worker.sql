@@ -1,4 +1,4 @@
--- Snowflake worker id leases (SPEC section 2). One row per worker id that
+-- Snowflake worker id leases (docs/contract.md, Schema). One row per worker id that
 -- has ever been leased. Times are Unix milliseconds: lease_until_ms by the
 -- database's clock (it alone judges expiry), watermark_ms by the clock of
 -- the servers that issued under the worker id: it is at or after every

@@ -1,4 +1,4 @@
--- Snowflake worker id leases (SPEC section 2), as in the MySQL migration:
+-- Snowflake worker id leases (docs/contract.md, Schema), as in the MySQL migration:
 -- lease_until_ms by the database's clock, watermark_ms at or after every
 -- timestamp ever issued under the worker id.
 

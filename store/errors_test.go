@@ -155,6 +155,25 @@ func TestMySQLErrorsProvoked(t *testing.T) {
 		}
 	})
 
+	t.Run("ReadOnly", func(t *testing.T) {
+		// Every session of this DSN is read-only (SET tx_read_only = 1 at
+		// connect), as every session of a replica is: the server itself
+		// refuses the UPDATE (error 1792), with no other test disturbed.
+		cfg := mysqlConfig(t)
+		s := openMigratedMySQL(t, cfg.FormatDSN())
+		if _, err := s.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
+			t.Fatal(err)
+		}
+		ro := cfg.Clone()
+		ro.Params = map[string]string{"tx_read_only": "1"}
+		s = openMySQLOrFail(t, ro.FormatDSN())
+		_, err := s.Allocate(ctx, "t", 10)
+		wantMessage(t, err, "the database refuses writes (read-only, a replica)", "point store.dsn at the primary")
+		if code := leafd.ErrorCode(err); code != leafd.EStoreUnavailable {
+			t.Errorf("code of %v is %q, want %s", err, code, leafd.EStoreUnavailable)
+		}
+	})
+
 	t.Run("DeadlockRetriedOut", func(t *testing.T) {
 		// Every attempt is aborted as a deadlock victim would be: the
 		// database rolls the transaction back, and the error is the

@@ -77,7 +77,12 @@ func (a *Allocator) find(ctx context.Context, name string) (*tag, error) {
 	if until, ok := f.absent[name]; ok {
 		if now.Before(until) {
 			f.mu.Unlock()
-			return nil, unknownTag(name)
+			// The store may have the tag by now: say when it was
+			// asked, and do not tell the caller to create a tag that
+			// may exist.
+			return nil, leafd.Errorf(leafd.EUnknownTag,
+				"tag %q was not in the store when it was looked up less than %s ago; if it was just created, retry in a moment, "+
+					"otherwise create it with POST /api/tags or leafd tag add", name, f.ttl)
 		}
 		delete(f.absent, name)
 	}

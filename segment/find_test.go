@@ -188,8 +188,16 @@ func TestLookupNegativeCache(t *testing.T) {
 			t.Fatalf("3 requests for one absent name within MissTTL made %d lookups, want 1", n)
 		}
 		db.addTag(t, "ghost", 1, 10)
-		if _, err := a.Next(ctx, "ghost"); code(err) != leafd.EUnknownTag {
+		_, err := a.Next(ctx, "ghost")
+		if code(err) != leafd.EUnknownTag {
 			t.Fatalf("ghost created within MissTTL of its lookup: %v, want unknown_tag from memory", err)
+		}
+		// The tag exists now: the answer from memory says when the store
+		// was asked and to retry, before it says how to create the tag.
+		msg := leafd.ErrorMessage(err)
+		retry, create := strings.Index(msg, "if it was just created, retry in a moment"), strings.Index(msg, "create it with")
+		if !strings.Contains(msg, "looked up less than 1s ago") || retry < 0 || create < retry {
+			t.Errorf("unknown_tag from the negative cache says %q; want when it was looked up, then to retry, before how to create it", msg)
 		}
 		clock.Advance(time.Second)
 		if id, err := a.Next(ctx, "ghost"); err != nil || id != 1 {

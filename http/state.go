@@ -185,6 +185,10 @@ type (
 		// order.
 		State segment.Status `json:"state"`
 		Error string         `json:"error,omitempty"`
+		// ErrorCode is the code of Error (docs/contract.md section 4):
+		// tag_rewound, store_unavailable …, internal for a failure without
+		// one; absent with Error. The dashboard words a rewound tag by it.
+		ErrorCode string `json:"error_code,omitempty"`
 	}
 	stateBuffer struct {
 		Start   int64 `json:"start"`
@@ -299,6 +303,7 @@ func stateOfTag(t segment.TagState) stateTag {
 	}
 	if t.Err != nil {
 		j.Error = redactAccount(t.Err.Error())
+		j.ErrorCode = leafd.ErrorCode(t.Err)
 	}
 	return j
 }

@@ -79,6 +79,8 @@ type dashServer struct {
 	held    *heldStore
 	alloc   *segment.Allocator
 	gen     *snowflake.Pool
+	// dsn is the SQLite file of manyTagsServer, for a test's own SQL.
+	dsn string
 }
 
 // newDashServer serves tags from s, with cfg completed by quiet logging and
@@ -214,6 +216,7 @@ type apiTag struct {
 	Errors       int64       `json:"errors"`
 	LoadErrors   int64       `json:"load_errors"`
 	Error        string      `json:"error"`
+	ErrorCode    string      `json:"error_code"`
 }
 
 type apiBuffer struct {
@@ -864,10 +867,80 @@ func manyTagsServer(t *testing.T, n int, failing string) *dashServer {
 	if failing != "" {
 		st = &failingStore{dashStore: s, tag: failing}
 	}
-	return newDashServer(t, st, segment.Config{
+	d := newDashServer(t, st, segment.Config{
 		WaitTimeout: 5 * time.Second, RetryMin: 100 * time.Millisecond, RetryMax: time.Second, // slow loads on a busy machine
 		LoadTimeout: 5 * time.Minute, // a held load stays loading, whatever the test's length
 	})
+	d.dsn = dsn
+	return d
+}
+
+// rewind rewinds tag of d, a server over the SQLite file d.dsn, for real:
+// it takes an ID, so that the store's high-water mark passes 1, lowers the
+// tag's max_id below it by SQL, as an operator's mistaken UPDATE would, and
+// takes IDs until the buffered ones are gone and a range load is refused as
+// tag_rewound. It returns that error's message.
+func rewind(t *testing.T, d *dashServer, tag string) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := d.alloc.Next(ctx, tag); err != nil {
+		t.Fatalf("%s: %v", tag, err)
+	}
+	raw, err := sql.Open("sqlite", d.dsn+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.ExecContext(ctx, "UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = ?", tag); err != nil {
+		t.Fatal(err)
+	}
+	for range 1000 {
+		_, err := d.alloc.NextN(ctx, tag, 100, nil)
+		if err == nil {
+			continue
+		}
+		if !strings.Contains(err.Error(), "rewound") {
+			t.Fatalf("%s after its max_id was lowered: %v, want tag_rewound", tag, err)
+		}
+		return err.Error()
+	}
+	t.Fatalf("%s still serves 100,000 IDs after its max_id was lowered", tag)
+	return ""
+}
+
+// A rewound tag (its max_id lowered below IDs already issued) shows failing
+// in /api/state with error_code tag_rewound and the message that repairs
+// it; a tag whose loads fail without a code says internal; a healthy tag
+// has neither error nor error_code.
+func TestStateRewoundTag(t *testing.T) {
+	d := manyTagsServer(t, 3, manyTagName(2))
+	rewound, healthy, locked := manyTagName(0), manyTagName(1), manyTagName(2)
+	rewind(t, d, rewound)
+	if _, err := d.alloc.Next(context.Background(), healthy); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, _ = d.alloc.Next(short, locked)
+	cancel()
+	st := eventuallyState(t, d.url, "the rewound tag failing", func(st apiState) bool {
+		return st.tag(t, rewound).State == "failing" && st.tag(t, locked).State == "failing"
+	})
+	r := st.tag(t, rewound)
+	if r.ErrorCode != leafd.ETagRewound || !strings.Contains(r.Error, "was rewound") ||
+		!strings.Contains(r.Error, "UPDATE leaf_alloc SET max_id = ") {
+		t.Errorf("the rewound tag shows error_code %q, error %q; want tag_rewound and the UPDATE that repairs it", r.ErrorCode, r.Error)
+	}
+	if l := st.tag(t, locked); l.ErrorCode != leafd.EInternal || !strings.Contains(l.Error, "Lock wait timeout") {
+		t.Errorf("the tag whose loads fail without a code shows error_code %q, error %q", l.ErrorCode, l.Error)
+	}
+	if h := st.tag(t, healthy); h.ErrorCode != "" || h.Error != "" {
+		t.Errorf("the healthy tag shows error_code %q, error %q", h.ErrorCode, h.Error)
+	}
+	// The query finds it by its state, as the dashboard's first screen does.
+	page, _ := getStateQuery(t, d.url, "sort=problems&offset=0&limit=50")
+	if len(page.Segment.Tags) == 0 || page.Segment.Tags[0].State != "failing" || page.Segment.Tags[0].ErrorCode == "" {
+		t.Errorf("the first page begins with %+v, want a failing tag with its error_code", page.Segment.Tags)
+	}
 }
 
 // A store that refuses the login shows why in /api/state, without the

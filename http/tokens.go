@@ -107,9 +107,9 @@ type tokenKeeper struct {
 
 	// refusals counts the refused ID requests (leafd_token_refusals_total)
 	// by mode, tag and reason. The tag label follows metrics.per_tag: ""
-	// with off, and at most maxRefusalTags names, a request for any
-	// other counted under "(other)", so that a flood of made-up tags
-	// makes no flood of series.
+	// with basic and off; with full at most maxRefusalTags names, a
+	// request for any other counted under "(other)", so that a flood of
+	// made-up tags makes no flood of series.
 	refusals *prometheus.CounterVec
 	perTag   PerTag
 	tagsMu   sync.Mutex
@@ -132,7 +132,7 @@ func newTokenKeeper(st Tokens, refresh time.Duration, log *slog.Logger, m *Metri
 		perTag: m.perTag, tags: map[string]struct{}{}, byTag: map[string]*atomic.Int64{},
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leafd_token_refusals_total",
-			Help: "ID requests refused for their access token, by mode (segment or snowflake), tag (metrics.per_tag; empty for snowflake or with off) and reason (missing or refused).",
+			Help: "ID requests refused for their access token, by mode (segment or snowflake), tag (with metrics.per_tag full; empty for snowflake, or with basic or off) and reason (missing or refused).",
 		}, []string{"mode", "tag", "reason"}),
 	}
 	m.reg.MustRegister(k.refusals)
@@ -154,7 +154,9 @@ func (k *tokenKeeper) refused(mode, tag, reason string) {
 			c.Add(1)
 		}
 	}
-	if k.perTag == PerTagOff {
+	if k.perTag != PerTagFull {
+		// basic keeps to the few series per tag an alert needs; the
+		// refusals of each tag are in /api/state either way.
 		tag = ""
 	}
 	if tag != "" {

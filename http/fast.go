@@ -74,20 +74,61 @@ type idQuery struct {
 	hasCount, hasFormat, hasSize bool
 }
 
-// parseIDQuery reads the query string of an ID route in one pass over the
+// idParams is a set of the query parameters an ID route takes.
+type idParams uint8
+
+const (
+	takesCount idParams = 1 << iota
+	takesFormat
+	takesSize
+	// ignoresOthers reads count, format and size and passes over every
+	// other parameter instead of refusing it (parseIDQuery).
+	ignoresOthers
+
+	// The parameters of GET /segment/{tag} and GET /snowflake, and of GET
+	// /segment/{tag}/range, whose answer is JSON whatever format says.
+	segmentParams = takesCount | takesFormat
+	rangeParams   = takesSize | takesFormat
+)
+
+// names lists the parameters of p for a message: "count, format".
+func (p idParams) names() string {
+	var out []string
+	for _, n := range []struct {
+		bit  idParams
+		name string
+	}{{takesCount, "count"}, {takesFormat, "format"}, {takesSize, "size"}} {
+		if p&n.bit != 0 {
+			out = append(out, n.name)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// parseIDQuery reads count, format and size as readIDQuery does, passing
+// over any other parameter.
+func parseIDQuery(raw string) (idQuery, error) {
+	return readIDQuery(raw, takesCount|takesFormat|takesSize|ignoresOthers)
+}
+
+// readIDQuery reads the query string of an ID route in one pass over the
 // raw string, without building url.Values: the values are substrings of raw
-// unless they hold an escape. Other parameters are ignored, as before, but
-// the query must be well formed, and count and format may each be given
-// once. Where url.ParseQuery (and so gin's c.GetQuery) would drop a pair it
-// cannot read, or keep the first of two values, and the request would go on
-// with a default (count=5;format=json answered one ID), this refuses:
+// unless they hold an escape, so that the common query costs no
+// allocation. takes is what the route reads; the query must be well formed
+// and name nothing else. Where url.ParseQuery (and so gin's c.GetQuery)
+// would drop a pair it cannot read, or keep the first of two values, and
+// the request would go on with a default (count=5;format=json answered one
+// ID), this refuses:
 //
 //   - count given twice: invalid_count;
 //   - format given twice: invalid_query;
 //   - size given twice: invalid_size;
 //   - a ';' anywhere, which is not a separator (escape it as %3B), or a
-//     malformed %-escape: invalid_query.
-func parseIDQuery(raw string) (idQuery, error) {
+//     malformed %-escape: invalid_query;
+//   - a parameter the route does not take (token among them: the native
+//     routes take a token in the Authorization header only), unless takes
+//     holds ignoresOthers: invalid_query.
+func readIDQuery(raw string, takes idParams) (idQuery, error) {
 	var q idQuery
 	if raw == "" {
 		return q, nil
@@ -109,22 +150,30 @@ func parseIDQuery(raw string) (idQuery, error) {
 		}
 		var dst *string
 		var seen *bool
+		var bit idParams
 		switch key {
 		case "count":
-			if q.hasCount {
-				return q, leafd.Errorf(leafd.EInvalidCount, "the query parameter count is repeated: give it once")
-			}
-			dst, seen = &q.count, &q.hasCount
+			bit, dst, seen = takesCount, &q.count, &q.hasCount
 		case "format":
-			if q.hasFormat {
-				return q, leafd.Errorf(leafd.EInvalidQuery, "the query parameter format is repeated: give it once")
-			}
-			dst, seen = &q.format, &q.hasFormat
+			bit, dst, seen = takesFormat, &q.format, &q.hasFormat
 		case "size":
-			if q.hasSize {
-				return q, leafd.Errorf(leafd.EInvalidSize, "the query parameter size is repeated: give it once")
+			bit, dst, seen = takesSize, &q.size, &q.hasSize
+		}
+		if takes&bit == 0 {
+			if takes&ignoresOthers == 0 {
+				return q, unknownParam(key, takes)
 			}
-			dst, seen = &q.size, &q.hasSize
+			dst, seen = nil, nil
+		}
+		if seen != nil && *seen {
+			code := leafd.EInvalidQuery
+			switch bit {
+			case takesCount:
+				code = leafd.EInvalidCount
+			case takesSize:
+				code = leafd.EInvalidSize
+			}
+			return q, leafd.Errorf(code, "the query parameter %s is repeated: give it once", key)
 		}
 		if value, err = unescapeQuery(value); err != nil {
 			return q, err
@@ -134,6 +183,76 @@ func parseIDQuery(raw string) (idQuery, error) {
 		}
 	}
 	return q, nil
+}
+
+// unknownParam is the error of a parameter that an ID route does not take.
+func unknownParam(key string, takes idParams) error {
+	if key == "token" {
+		return leafd.Errorf(leafd.EInvalidQuery,
+			"the query parameter token is not read on this route: send an access token in the header Authorization: Bearer TOKEN, never in the URL (URLs end up in logs); only the Leaf-compatible routes take ?token=")
+	}
+	return leafd.Errorf(leafd.EInvalidQuery,
+		"the query parameter %q is not one this route takes: it takes %s; leave the others out", truncate(key), takes.names())
+}
+
+// rangeQuery puts the query rule of the range route in front of h: the
+// query names size and format alone, each once, and is well formed (the
+// handler then reads size with parseIDQuery).
+func (s *Server) rangeQuery(h gin.HandlerFunc) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if raw := c.Request.URL.RawQuery; raw != "" {
+			if _, err := readIDQuery(raw, rangeParams); err != nil {
+				s.writeError(c, err)
+				return
+			}
+		}
+		h(c)
+	}
+}
+
+// checkLeafQuery reads the query of a Leaf-compatible ID route as Leaf
+// would, which ignores what it does not take: any parameter, repeated or
+// not, and a ';' pass. What it refuses (invalid_query) is a malformed
+// %-escape anywhere, and a token given more than once, which could be read
+// two ways. No allocation unless a name holds an escape.
+func checkLeafQuery(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	if !validEscapes(raw) {
+		return leafd.Errorf(leafd.EInvalidQuery, "the query string %q holds a malformed %%-escape: write a %% as %%25", truncate(raw))
+	}
+	seen := false
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		key, _, _ := strings.Cut(pair, "=")
+		key, _ = unescapeQuery(key) // escapes checked above
+		if key != "token" {
+			continue
+		}
+		if seen {
+			return leafd.Errorf(leafd.EInvalidQuery, "the query parameter token is repeated: give it once")
+		}
+		seen = true
+	}
+	return nil
+}
+
+// validEscapes reports whether every '%' in s starts an escape of two hex
+// digits, the only thing url.QueryUnescape refuses.
+func validEscapes(s string) bool {
+	for i := strings.IndexByte(s, '%'); i >= 0; i = strings.IndexByte(s, '%') {
+		if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+			return false
+		}
+		s = s[i+3:]
+	}
+	return true
+}
+
+func isHex(b byte) bool {
+	return '0' <= b && b <= '9' || 'a' <= b && b <= 'f' || 'A' <= b && b <= 'F'
 }
 
 // unescapeQuery decodes a key or value of a query string as url.ParseQuery

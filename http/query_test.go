@@ -48,8 +48,8 @@ func TestIDRouteQuery(t *testing.T) {
 				})
 			}
 			// What still works: the parameters once each, in any order,
-			// escaped or not, beside parameters of the client's own.
-			for _, query := range []string{"count=3", "format=text&count=3", "count=3&_=1700000000&_=2", "c%6Funt=3", "count=3&&"} {
+			// escaped or not, with empty pairs between them.
+			for _, query := range []string{"count=3", "format=text&count=3", "c%6Funt=3", "count=3&&", "&count=3&format=text&"} {
 				r := do(t, "GET", route.url+"?"+query)
 				if r.status != 200 || strings.Count(r.body, "\n") != 3 || !strings.HasPrefix(r.contentType, "text/plain") {
 					t.Fatalf("GET ?%s = %d %q %q, want three IDs as text", query, r.status, r.contentType, r.body)
@@ -68,14 +68,65 @@ func TestIDRouteQuery(t *testing.T) {
 	}
 }
 
-// The Leaf-compatible routes take no query and read none: whatever the
-// client sends there is ignored, as before.
-func TestLeafRoutesIgnoreQuery(t *testing.T) {
+// The native ID routes take only their own parameters: any other, a cache
+// buster or a token included, is 400 invalid_query naming it and what the
+// route takes, before any ID is taken.
+func TestIDRouteUnknownParams(t *testing.T) {
 	seg, _ := newServer(t, map[string]int64{"order": 1})
 	sf, _ := newSnowflakeServer(t)
-	for _, u := range []string{seg.URL + "/api/segment/get/order?x=1;y=2&x=3", sf.URL + "/api/snowflake/get/k?count=1&count=2"} {
-		if r := do(t, "GET", u); r.status != 200 {
-			t.Fatalf("GET %s = %d %q", u, r.status, r.body)
+	for _, tc := range []struct {
+		url, query, message string
+	}{
+		{seg.URL + "/segment/order", "count=2&foo=bar", `"foo" is not one this route takes: it takes count, format`},
+		{seg.URL + "/segment/order", "_=1700000000", `"_" is not one this route takes: it takes count, format`},
+		{seg.URL + "/segment/order", "size=3", `"size" is not one this route takes: it takes count, format`},
+		{seg.URL + "/segment/order", "Count=3", `"Count" is not one this route takes`},
+		{seg.URL + "/segment/order", "=3", `"" is not one this route takes`},
+		{seg.URL + "/segment/order", "f%6F%6F=1", `"foo" is not one this route takes`},
+		{seg.URL + "/segment/order", "count=2&token=secret", "Authorization: Bearer"},
+		{seg.URL + "/segment/order/range", "size=2&count=2", `"count" is not one this route takes: it takes format, size`},
+		{seg.URL + "/segment/order/range", "size=2&x", `"x" is not one this route takes: it takes format, size`},
+		{seg.URL + "/segment/order/range", "token=a&size=2", "Authorization: Bearer"},
+		{sf.URL + "/snowflake", "count=2&foo=bar", `"foo" is not one this route takes: it takes count, format`},
+		{sf.URL + "/snowflake", "token=a", "Authorization: Bearer"},
+	} {
+		r := do(t, "GET", tc.url+"?"+tc.query)
+		var body struct {
+			Error struct{ Code, Message string }
+		}
+		_ = json.Unmarshal([]byte(r.body), &body)
+		if r.status != 400 || body.Error.Code != leafd.EInvalidQuery || !strings.Contains(body.Error.Message, tc.message) {
+			t.Errorf("GET %s?%s = %d %q, want 400 invalid_query saying %q", tc.url, tc.query, r.status, r.body, tc.message)
+		}
+	}
+	// No ID was taken by the refusals: the next is the tag's first.
+	if r := do(t, "GET", seg.URL+"/segment/order"); r.status != 200 || r.body != "1\n" {
+		t.Fatalf("GET /segment/order after the refusals = %d %q, want the first ID", r.status, r.body)
+	}
+	// The range route still takes format (its answer is JSON either way).
+	if r := do(t, "GET", seg.URL+"/segment/order/range?size=2&format=json"); r.status != 200 || !strings.HasPrefix(r.contentType, "application/json") {
+		t.Fatalf("GET /segment/order/range?size=2&format=json = %d %q", r.status, r.body)
+	}
+}
+
+// The Leaf-compatible routes read their query as Leaf does, ignoring what
+// they do not take (drop-in clients send their own parameters), but a
+// malformed escape or a repeated token is refused, in the routes' text
+// shape.
+func TestLeafRoutesQuery(t *testing.T) {
+	seg, _ := newServer(t, map[string]int64{"order": 1})
+	sf, _ := newSnowflakeServer(t)
+	for _, base := range []string{seg.URL + "/api/segment/get/order", sf.URL + "/api/snowflake/get/k"} {
+		for _, q := range []string{"x=1;y=2&x=3", "count=1&count=2", "token=a", "_=1&_=2&format=json"} {
+			if r := do(t, "GET", base+"?"+q); r.status != 200 {
+				t.Errorf("GET %s?%s = %d %q, want 200", base, q, r.status, r.body)
+			}
+		}
+		for _, q := range []string{"token=a&token=b", "token=a&t%6Fken=b", "x=%zz", "x=1&y=%", "%g1=2"} {
+			r := do(t, "GET", base+"?"+q)
+			if r.status != 500 || !strings.HasPrefix(r.contentType, "text/plain") || !strings.HasPrefix(r.body, leafd.EInvalidQuery+": ") {
+				t.Errorf("GET %s?%s = %d %q %q, want 500 text invalid_query", base, q, r.status, r.contentType, r.body)
+			}
 		}
 	}
 }

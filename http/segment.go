@@ -34,7 +34,8 @@ func (buf *batchBuf) release() {
 }
 
 // getSegment answers GET /segment/{tag}[?count=N][&format=json]. The query
-// is read by parseIDQuery: a repeated count or format is refused.
+// is read by readIDQuery: a repeated count or format, or any other
+// parameter, is refused.
 func (s *Server) getSegment(c *gin.Context) {
 	if s.seg == nil {
 		s.writeError(c, leafd.Errorf(leafd.EModeDisabled, "segment mode is switched off on this server (segment.enabled: false)"))
@@ -50,7 +51,7 @@ func (s *Server) getSegment(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	q, err := parseIDQuery(c.Request.URL.RawQuery)
+	q, err := readIDQuery(c.Request.URL.RawQuery, segmentParams)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -91,7 +92,8 @@ func (s *Server) getSegment(c *gin.Context) {
 }
 
 // getLeafSegment answers Leaf's GET /api/segment/get/{tag}: the bare
-// decimal ID, errors as HTTP 500 with a text body.
+// decimal ID, errors as HTTP 500 with a text body. Its query is read as
+// Leaf reads it, ignoring what it does not take (checkLeafQuery).
 func (s *Server) getLeafSegment(c *gin.Context) {
 	if s.seg == nil {
 		s.writeLeafError(c, leafd.Errorf(leafd.EModeDisabled, "segment mode is switched off on this server"))
@@ -99,6 +101,10 @@ func (s *Server) getLeafSegment(c *gin.Context) {
 	}
 	tag := c.Param("tag")
 	if err := leafd.ValidateTag(tag); err != nil { // as in getSegment
+		s.writeLeafError(c, err)
+		return
+	}
+	if err := checkLeafQuery(c.Request.URL.RawQuery); err != nil {
 		s.writeLeafError(c, err)
 		return
 	}

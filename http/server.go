@@ -211,7 +211,7 @@ func New(cfg Config) *Server {
 	get(e, "/healthz", s.healthz)
 	get(e, "/readyz", s.readyz)
 	get(e, "/segment/:tag", s.guard(false, false, s.getSegment)...)
-	get(e, "/segment/:tag/range", s.guard(false, false, s.getSegmentRange)...)
+	get(e, "/segment/:tag/range", s.guard(false, false, s.rangeQuery(s.getSegmentRange))...)
 	get(e, "/api/segment/get/:tag", s.guard(false, true, s.getLeafSegment)...)
 	get(e, "/snowflake", s.guard(true, false, s.getSnowflake)...)
 	get(e, "/snowflake/:id", s.decodeSnowflake)

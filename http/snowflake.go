@@ -20,13 +20,13 @@ type idBuf struct {
 }
 
 // getSnowflake answers GET /snowflake[?count=N][&format=json], the query
-// read as on the segment route (parseIDQuery).
+// read as on the segment route (readIDQuery).
 func (s *Server) getSnowflake(c *gin.Context) {
 	if s.sf == nil {
 		s.writeError(c, snowflakeDisabled())
 		return
 	}
-	q, err := parseIDQuery(c.Request.URL.RawQuery)
+	q, err := readIDQuery(c.Request.URL.RawQuery, segmentParams)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -72,10 +72,15 @@ func (s *Server) getSnowflake(c *gin.Context) {
 }
 
 // getLeafSnowflake answers Leaf's GET /api/snowflake/get/{key}: the bare
-// decimal ID. The key is ignored, as Leaf ignores it.
+// decimal ID. The key is ignored, as Leaf ignores it, and the query is
+// read as on the other Leaf route (checkLeafQuery).
 func (s *Server) getLeafSnowflake(c *gin.Context) {
 	if s.sf == nil {
 		s.writeLeafError(c, snowflakeDisabled())
+		return
+	}
+	if err := checkLeafQuery(c.Request.URL.RawQuery); err != nil {
+		s.writeLeafError(c, err)
 		return
 	}
 	id, err := s.sf.Next(c.Request.Context())

@@ -41,8 +41,9 @@ func (m *issuedMarks) admit(name string, a Allocation) error {
 		return leafd.Errorf(leafd.ETagRewound,
 			"tag %q was rewound: the store handed out [%d, %d), but this server already issued IDs of the tag up to %d — "+
 				"its max_id was lowered by an UPDATE, or the tag was deleted and created again; the range was dropped. "+
-				"Raise it above them: UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = '%s'",
-			name, a.Start, a.End, top-1, top, name)
+				"Repair it with POST /api/tags/%s/repair (or leafd tag repair %s), which raises max_id to the tag's high-water mark; "+
+				"or by SQL: UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = '%s'",
+			name, a.Start, a.End, top-1, name, name, top, name)
 	}
 	if m.above == nil {
 		m.above = map[string]int64{}

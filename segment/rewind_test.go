@@ -142,8 +142,10 @@ func (s *rewindServers) checkRewound(what string, codes [][]string) {
 		}
 	}
 	_, err := s.as[0].Next(context.Background(), "order")
-	if msg := leafd.ErrorMessage(err); !strings.Contains(msg, "UPDATE leaf_alloc SET max_id = ") {
-		s.t.Fatalf("%s: message %q does not give the repair", what, msg)
+	msg := leafd.ErrorMessage(err)
+	action, sql := strings.Index(msg, "POST /api/tags/order/repair"), strings.Index(msg, "UPDATE leaf_alloc SET max_id = ")
+	if action < 0 || !strings.Contains(msg, "leafd tag repair order") || sql < action {
+		s.t.Fatalf("%s: message %q does not give the repair action, then the SQL", what, msg)
 	}
 }
 
@@ -217,7 +219,11 @@ func TestRewoundTagNeverReissues(t *testing.T) {
 		}
 		s.checkRewound("after delete and create again", s.load("order", untilRewound))
 
-		repair()
+		// Repaired through the store's audited action this time.
+		r, err := db.store(t).RepairTag(context.Background(), "order")
+		if err != nil || !r.Raised || r.After.MaxID != mark() || r.Before.MaxID >= r.After.MaxID {
+			t.Fatalf("RepairTag = %+v, %v; want max_id raised to the mark %d", r, err, mark())
+		}
 		s.load("order", serve)
 		if t.Failed() {
 			return
@@ -282,7 +288,7 @@ func TestRewoundInMemory(t *testing.T) {
 			if code(err) != leafd.ETagRewound {
 				t.Fatalf("after the store was rewound: %v, want tag_rewound", err)
 			}
-			if msg := leafd.ErrorMessage(err); !strings.Contains(msg, "this server already issued") {
+			if msg := leafd.ErrorMessage(err); !strings.Contains(msg, "this server already issued") || !strings.Contains(msg, "POST /api/tags/t/repair") {
 				t.Fatalf("message %q", msg)
 			}
 			break

@@ -100,7 +100,123 @@ func markErr(err error) error {
 func rewoundError(tag string, start, mark int64) *leafd.Error {
 	return leafd.Errorf(leafd.ETagRewound,
 		"tag %q was rewound: its max_id (%d) is below IDs already issued, up to %d — it was lowered by an UPDATE, "+
-			"or the tag was deleted and created again; no ID was handed out. Raise it above them: "+
-			"UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = '%s'",
-		tag, start, mark-1, mark, tag)
+			"or the tag was deleted and created again; no ID was handed out. Repair it with POST /api/tags/%s/repair "+
+			"(or leafd tag repair %s), which raises max_id to %d; or by SQL: UPDATE leaf_alloc SET max_id = %d WHERE biz_tag = '%s'",
+		tag, start, mark-1, tag, tag, mark, mark, tag)
+}
+
+// Repair is the outcome of RepairTag: the tag's row before and after, and
+// the high-water mark they were held against.
+type Repair struct {
+	// Before and After are the tag's row as read under its lock, and as it
+	// is once the repair committed: the same row when nothing changed.
+	Before, After leafd.Tag
+	// Mark is the tag's high-water mark, the end of the highest range ever
+	// handed out for it; 0 when leafd never loaded a range of it.
+	Mark int64
+	// Raised says whether max_id was raised (from Before.MaxID to Mark).
+	Raised bool
+}
+
+// raiseToMarkSQL raises a rewound tag's max_id to its mark (arguments: mark,
+// tag, mark). The guard makes it a no-op on a row already at or above the
+// mark: a repair never lowers max_id.
+const raiseToMarkSQL = `UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND max_id < ?`
+
+// RepairTag mends a rewound tag: when the tag's max_id is below its
+// high-water mark, it raises max_id to the mark, so that the next range
+// starts right above every ID ever handed out for the tag. It never lowers
+// anything: a tag at or above its mark, or that leafd never loaded (no
+// mark), is left as it is and reported unchanged, so that a repair can be
+// run again safely.
+//
+// One transaction reads the tag's row under its lock (the lock every range
+// load takes first), then its mark, and raises max_id only if it is still
+// below the mark: a load running meanwhile either committed before (and
+// the repair sees its max_id and mark) or waits for the repair, and is
+// never undone.
+//
+// Errors: invalid_tag for a name leafd.ValidateTag refuses; unknown_tag
+// when no row has exactly that name; store_unavailable when the database
+// cannot be reached; an error without a code otherwise (the mark's table
+// missing: run leafd migrate).
+func (s *db) RepairTag(ctx context.Context, name string) (Repair, error) {
+	if err := leafd.ValidateTag(name); err != nil {
+		return Repair{}, err
+	}
+	var r Repair
+	err := s.write(ctx, func(ctx context.Context) error {
+		r = Repair{}
+		tx, err := s.x.BeginTxx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		before, ok, err := exactRow(ctx, tx, name, s.lockSuffix)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return unknownTagNear(ctx, tx, name)
+		}
+		var mark int64
+		err = tx.QueryRowContext(ctx, s.q(readMarkSQL+s.lockSuffix), name).Scan(&mark)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			mark = 0 // never loaded by leafd: nothing was issued that it knows of
+		case err != nil:
+			return markErr(err)
+		}
+		after := before
+		if before.MaxID < mark {
+			res, err := tx.ExecContext(ctx, s.q(raiseToMarkSQL), mark, name, mark)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n != 1 {
+				return fmt.Errorf("raising max_id of %q from %d to %d changed %d rows, want 1", name, before.MaxID, mark, n)
+			}
+			if after, ok, err = exactRow(ctx, tx, name, ""); err != nil {
+				return err
+			} else if !ok {
+				return fmt.Errorf("the row of %q is gone after its UPDATE", name)
+			}
+			r.Raised = true
+		}
+		both := []leafd.Tag{before.tag(), after.tag()}
+		if err := s.withFormats(ctx, tx, both, name); err != nil {
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		r.Before, r.After, r.Mark = both[0], both[1], mark
+		return nil
+	})
+	if err != nil {
+		return Repair{}, s.wrap(err, fmt.Sprintf("repair tag %q", name))
+	}
+	return r, nil
+}
+
+// RepairTag of a sharded store: its tags' IDs come from the slots'
+// counters (leafd_slot_alloc), which leafd alone writes and which keep no
+// high-water mark, so a lowered max_id in leaf_alloc (only the base the
+// slots started above) rewinds nothing, and there is nothing this action
+// could raise.
+//
+// Errors: invalid_tag for a bad name; unknown_tag when no database has the
+// tag; store_unavailable when none answered; range_unsupported otherwise.
+func (s *Sharded) RepairTag(ctx context.Context, name string) (Repair, error) {
+	if err := leafd.ValidateTag(name); err != nil {
+		return Repair{}, err
+	}
+	if _, err := s.LookupTag(ctx, name); err != nil {
+		return Repair{}, err
+	}
+	return Repair{}, leafd.Errorf(leafd.ERangeUnsupported,
+		"tag %q is in a sharded store (store.shards): its IDs come from the slots' counters, which keep no high-water mark "+
+			"and are not moved back by a change of leaf_alloc: there is nothing to repair", name)
 }

@@ -34,6 +34,9 @@ type Store interface {
 	TagNames(ctx context.Context) ([]string, error)
 	CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error)
 	UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old, updated leafd.Tag, err error)
+	// RepairTag raises a rewound tag's max_id to its high-water mark
+	// (highwater.go).
+	RepairTag(ctx context.Context, name string) (Repair, error)
 	// The access tokens of the ID routes (tokens.go).
 	CreateToken(ctx context.Context, tags []string, description string) (Token, string, error)
 	ListTokens(ctx context.Context) ([]Token, error)

@@ -83,6 +83,8 @@ func Run(t *testing.T, newDatabase func(t *testing.T) *Database) {
 		{"RewoundConcurrently", testRewoundConcurrently},
 		{"HighWaterMarkOfLeafTable", testHighWaterMarkOfLeafTable},
 		{"HighWaterTableMissing", testHighWaterTableMissing},
+		{"RepairTag", testRepairTag},
+		{"RepairUnderLoad", testRepairUnderLoad},
 		{"ClaimLowestFirst", testClaimLowestFirst},
 		{"ClaimLiveLeaseNotTaken", testClaimLiveLeaseNotTaken},
 		{"ClaimExpiredLease", testClaimExpiredLease},

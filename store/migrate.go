@@ -3,9 +3,13 @@ package store
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"io/fs"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
+
+	"github.com/leafd/leafd/migrations"
 )
 
 // up applies the pending migrations in fsys with goose's Provider, which
@@ -21,4 +25,76 @@ func up(ctx context.Context, dialect goose.Dialect, sqlDB *sql.DB, fsys fs.FS) e
 	}
 	_, err = p.Up(ctx)
 	return err
+}
+
+// appliedSQL lists the migrations goose recorded as applied.
+const appliedSQL = `SELECT version_id FROM goose_db_version WHERE is_applied`
+
+// pendingIn reports whether a migration in fsys is not recorded as applied
+// in goose's version table of x, or the table is missing. It only reads:
+// goose itself would create the table.
+func pendingIn(ctx context.Context, x *sqlx.DB, dialect goose.Dialect, fsys fs.FS) (bool, error) {
+	p, err := goose.NewProvider(dialect, x.DB, fsys)
+	if err != nil {
+		return false, err
+	}
+	var applied []int64
+	if err := x.SelectContext(ctx, &applied, appliedSQL); err != nil {
+		if MissingTable(err) {
+			return true, nil
+		}
+		return false, err
+	}
+	done := map[int64]bool{}
+	for _, v := range applied {
+		done[v] = true
+	}
+	for _, src := range p.ListSources() {
+		if !done[src.Version] {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// PendingMigrations reports whether the database lacks a migration this
+// leafd needs: a server started with store.migrate false waits for
+// `leafd migrate` rather than serve from a schema that is behind it.
+// Errors are the store's own (store_unavailable when it cannot be asked).
+func (s *MySQL) PendingMigrations(ctx context.Context) (bool, error) {
+	p, err := s.pendingMigrations(ctx)
+	return p, s.wrap(err, "check migrations")
+}
+
+// PendingMigrations: see (*MySQL).PendingMigrations.
+func (s *Postgres) PendingMigrations(ctx context.Context) (bool, error) {
+	p, err := pendingIn(ctx, s.x, goose.DialectPostgres, migrations.Postgres)
+	return p, s.wrap(err, "check migrations")
+}
+
+// PendingMigrations: see (*MySQL).PendingMigrations.
+func (s *SQLite) PendingMigrations(ctx context.Context) (bool, error) {
+	p, err := pendingIn(ctx, s.x, goose.DialectSQLite3, migrations.SQLite)
+	return p, s.wrap(err, "check migrations")
+}
+
+// PendingMigrations reports whether any of the databases lacks a migration
+// (see (*MySQL).PendingMigrations).
+func (s *Sharded) PendingMigrations(ctx context.Context) (bool, error) {
+	for i, d := range s.dbs {
+		c, ok := d.Store.(interface {
+			PendingMigrations(context.Context) (bool, error)
+		})
+		if !ok {
+			continue
+		}
+		pending, err := c.PendingMigrations(ctx)
+		if err != nil {
+			return false, fmt.Errorf("store.shards[%d]: %w", i, err)
+		}
+		if pending {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -41,7 +41,6 @@ WHERE name = ? AND (holder = '' OR expires_ms < %[1]s)`
 	extendLockRowSQL  = `UPDATE leafd_lock SET expires_ms = %[1]s + ? WHERE name = ? AND holder = ?`
 	releaseLockRowSQL = `UPDATE leafd_lock SET holder = '', expires_ms = 0 WHERE name = ? AND holder = ?`
 	readLockRowSQL    = `SELECT holder, expires_ms - %[1]s FROM leafd_lock WHERE name = ?`
-	appliedSQL        = `SELECT version_id FROM goose_db_version WHERE is_applied`
 )
 
 // lockRowTTL is how long the lock row holds without being renewed; it is
@@ -83,30 +82,9 @@ func (s *MySQL) migrateWithoutNamedLock(ctx context.Context, refusal error) erro
 }
 
 // pendingMigrations reports whether a migration of package migrations is
-// not recorded as applied in goose's version table (or the table is
-// missing). It only reads: goose itself would create the table.
+// not recorded as applied (pendingIn).
 func (s *MySQL) pendingMigrations(ctx context.Context) (bool, error) {
-	p, err := goose.NewProvider(goose.DialectMySQL, s.x.DB, migrations.MySQL)
-	if err != nil {
-		return false, err
-	}
-	var applied []int64
-	if err := s.x.SelectContext(ctx, &applied, appliedSQL); err != nil {
-		if MissingTable(err) {
-			return true, nil
-		}
-		return false, err
-	}
-	done := map[int64]bool{}
-	for _, v := range applied {
-		done[v] = true
-	}
-	for _, src := range p.ListSources() {
-		if !done[src.Version] {
-			return true, nil
-		}
-	}
-	return false, nil
+	return pendingIn(ctx, s.x, goose.DialectMySQL, migrations.MySQL)
 }
 
 // takeLockRow takes leafd's lock row, waiting up to s.lockWait while

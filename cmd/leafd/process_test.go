@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -209,6 +210,56 @@ func TestServeWithoutDatabase(t *testing.T) {
 	}
 	if code := p.stop(t); code != 0 {
 		t.Fatalf("exit %d after SIGTERM", code)
+	}
+}
+
+// A server started with store.migrate false on a database that lacks its
+// migrations (here Meituan Leaf's database, leaf_alloc and nothing of
+// leafd's) is not ready, and says why in its log, until `leafd migrate`
+// has run; then it serves without a restart. Without the check it would be
+// ready at once and fail every range load.
+func TestMigrateFalseWaitsForMigrations(t *testing.T) {
+	leafTable := map[string]string{
+		"mysql": `CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT NULL DEFAULT '', max_id bigint(20) NOT NULL DEFAULT '1',
+step int(11) NOT NULL, description varchar(256) DEFAULT NULL,
+update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag)) ENGINE=InnoDB`,
+		"sqlite": `CREATE TABLE leaf_alloc (biz_tag VARCHAR(128) NOT NULL DEFAULT '', max_id INTEGER NOT NULL DEFAULT 1,
+step INTEGER NOT NULL, description VARCHAR(256) DEFAULT NULL,
+update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag))`,
+	}
+	for _, driver := range []string{"sqlite", "mysql"} {
+		t.Run(driver, func(t *testing.T) {
+			dir, dsn := t.TempDir(), testDSN(t, driver)
+			raw, err := sql.Open(driver, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			for _, q := range []string{leafTable[driver], "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('order', 1, 100)"} {
+				if _, err := raw.Exec(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			env := []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsn}
+			p := startLeafdIn(t, dir, append(env, "LEAFD_STORE_MIGRATE=false")...)
+			deadline := time.Now().Add(1500 * time.Millisecond)
+			for time.Now().Before(deadline) {
+				if code, body := get(t, http.DefaultClient, p.addr+"/readyz"); code != http.StatusServiceUnavailable {
+					t.Fatalf("/readyz = %d %s before the migrations ran, want 503", code, body)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if out := p.Output(); !strings.Contains(out, "store.migrate is false: run leafd migrate") {
+				t.Fatalf("the log does not say the migrations are missing:\n%s", out)
+			}
+			if code, out := runLeafd(t, dir, env, "migrate"); code != 0 {
+				t.Fatalf("leafd migrate: exit %d\n%s", code, out)
+			}
+			waitReady(t, p)
+			if code, body := get(t, http.DefaultClient, p.addr+"/segment/order"); code != http.StatusOK {
+				t.Fatalf("/segment/order = %d %s once migrated", code, body)
+			}
+		})
 	}
 }
 

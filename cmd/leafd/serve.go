@@ -289,6 +289,9 @@ func bootstrap(ctx context.Context, cfg *config.Config, db store.Store, alloc *s
 	if cfg.Store.Migrate && !retry(ctx, log, "migrations", func() error { return db.Migrate(ctx) }) {
 		return
 	}
+	if !cfg.Store.Migrate && !retry(ctx, log, "migrations", func() error { return migrated(ctx, db) }) {
+		return
+	}
 	if gen != nil {
 		// Start fails only on a generator already closed: the server is
 		// shutting down.
@@ -303,6 +306,28 @@ func bootstrap(ctx context.Context, cfg *config.Config, db store.Store, alloc *s
 	if alloc != nil {
 		alloc.Start() // reads the tag list at once, then every tag_refresh
 	}
+}
+
+// migrated returns nil when the database holds every migration this leafd
+// needs. With store.migrate false another process (`leafd migrate`) applies
+// them; until it has, the server neither serves nor reads the tag list,
+// and /readyz answers 503, rather than fail every range load against a
+// schema that is behind it.
+func migrated(ctx context.Context, db store.Store) error {
+	c, ok := db.(interface {
+		PendingMigrations(context.Context) (bool, error)
+	})
+	if !ok {
+		return nil
+	}
+	pending, err := c.PendingMigrations(ctx)
+	if err != nil {
+		return err
+	}
+	if pending {
+		return errors.New("the database lacks migrations this leafd needs, and store.migrate is false: run leafd migrate")
+	}
+	return nil
 }
 
 // retry runs f until it succeeds, with backoff, and reports whether it did

@@ -235,6 +235,7 @@ func New(cfg Config) *Server {
 	get(admin, "", s.listTags)
 	admin.POST("", s.createTag)
 	admin.PATCH("/:tag", s.updateTag)
+	admin.POST("/:tag/repair", s.repairTag)
 	tokens := e.Group("/api/tokens", s.requireAdmin)
 	get(tokens, "", s.listTokens)
 	tokens.POST("", s.createToken)

@@ -28,7 +28,7 @@ const storeTimeout = time.Minute
 func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command {
 	tag := &cobra.Command{
 		Use:   "tag",
-		Short: "Create, list and resize segment tags in the configured store",
+		Short: "Create, list, resize and repair segment tags in the configured store",
 		Args:  cobra.NoArgs,
 	}
 	var (
@@ -128,7 +128,36 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 			})
 		},
 	}
-	tag.AddCommand(add, list, setStep)
+	repair := &cobra.Command{
+		Use:   "repair NAME",
+		Short: "Raise a rewound tag's max_id to its high-water mark, so that it serves again above every ID issued",
+		Long: "Raise a rewound tag's max_id to its high-water mark, the end of the highest range ever handed out for it,\n" +
+			"so that it serves again above every ID issued. It never lowers anything: a tag that is not rewound is left as it is.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := leafd.ValidateTag(args[0]); err != nil {
+				return usageError{errors.New(leafd.ErrorMessage(err))}
+			}
+			return withStore(cmd.Context(), *configPath, stderr, true, func(ctx context.Context, db store.Store, _ *config.Config) error {
+				r, err := db.RepairTag(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if r.Raised {
+					fmt.Fprintf(stdout, "tag %s repaired: max_id %d -> %d (its high-water mark); servers serve it from their next request\n",
+						r.After.Name, r.Before.MaxID, r.After.MaxID)
+					return nil
+				}
+				mark := "none: leafd never loaded a range of it"
+				if r.Mark > 0 {
+					mark = strconv.FormatInt(r.Mark, 10)
+				}
+				fmt.Fprintf(stdout, "tag %s is not rewound: max_id %d, high-water mark %s; nothing changed\n", r.After.Name, r.After.MaxID, mark)
+				return nil
+			})
+		},
+	}
+	tag.AddCommand(add, list, setStep, repair)
 	return tag
 }
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"database/sql"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -52,6 +54,35 @@ func TestTagCommands(t *testing.T) {
 			waitReady(t, p)
 			if code, body := get(t, http.DefaultClient, p.addr+"/segment/pay"); code != 200 || body != "90001\n" {
 				t.Fatalf("GET /segment/pay after leafd tag add = %d %q", code, body)
+			}
+
+			// leafd tag repair: nothing to do on a tag never loaded or not
+			// rewound; a tag created again below its mark is raised to it.
+			p.stop(t)
+			raw, err := sql.Open(driver, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			var mark int64
+			if err := raw.QueryRow("SELECT max_id FROM leafd_tag_highwater WHERE biz_tag = 'pay'").Scan(&mark); err != nil || mark <= 90001 {
+				t.Fatalf("the mark of pay: %d, %v", mark, err)
+			}
+			run(0, "tag order is not rewound: max_id 1, high-water mark none", "tag", "repair", "order")
+			run(0, fmt.Sprintf("tag pay is not rewound: max_id %d, high-water mark %d; nothing changed", mark, mark), "tag", "repair", "pay")
+			run(1, "not defined", "tag", "repair", "nope")
+			run(2, "not valid", "tag", "repair", "bad tag")
+			run(2, "accepts 1 arg", "tag", "repair")
+			if _, err := raw.Exec("DELETE FROM leaf_alloc WHERE biz_tag = 'pay'"); err != nil {
+				t.Fatal(err)
+			}
+			run(0, "created tag pay: max_id 1", "tag", "add", "pay")
+			run(0, fmt.Sprintf("tag pay repaired: max_id 1 -> %d (its high-water mark)", mark), "tag", "repair", "pay")
+			run(0, fmt.Sprintf("tag pay is not rewound: max_id %d", mark), "tag", "repair", "pay")
+			p = startLeafd(t, env...)
+			waitReady(t, p)
+			if code, body := get(t, http.DefaultClient, p.addr+"/segment/pay"); code != 200 || body != fmt.Sprintf("%d\n", mark) {
+				t.Fatalf("GET /segment/pay after leafd tag repair = %d %q, want %d", code, body, mark)
 			}
 		})
 	}

@@ -52,6 +52,18 @@ const (
 	EUnknownToken  = "unknown_token"  // DELETE /api/tokens/{id} of an id that no token has
 )
 
+// Error codes of the requests that net/http cannot read, which it refuses
+// before any handler runs (a path with a malformed %-escape, a header with a
+// control character, headers too large, an unknown Transfer-Encoding, an
+// HTTP version it does not speak); the http package gives them the JSON
+// error shape (http/rawerrors.go).
+const (
+	EInvalidRequest              = "invalid_request"               // 400: a request line, path, header or Content-Length that does not parse
+	EHeadersTooLarge             = "headers_too_large"             // 431: headers over http's MaxHeaderBytes
+	EUnsupportedTransferEncoding = "unsupported_transfer_encoding" // 501: a Transfer-Encoding other than chunked
+	EUnsupportedHTTPVersion      = "unsupported_http_version"      // 505: an HTTP version other than 1.x
+)
+
 // Error is an error with a code from the list above and a message meant for
 // the client: it says what went wrong and what to do about it.
 type Error struct {
@@ -140,6 +152,11 @@ var statuses = map[string]int{
 	ETokenRequired:        http.StatusUnauthorized,
 	ETokenRefused:         http.StatusForbidden,
 	EUnknownToken:         http.StatusNotFound,
+
+	EInvalidRequest:              http.StatusBadRequest,
+	EHeadersTooLarge:             http.StatusRequestHeaderFieldsTooLarge,
+	EUnsupportedTransferEncoding: http.StatusNotImplemented,
+	EUnsupportedHTTPVersion:      http.StatusHTTPVersionNotSupported,
 }
 
 // HTTPStatus returns the HTTP status of code, and whether code is one of

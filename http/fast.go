@@ -135,7 +135,7 @@ func readIDQuery(raw string, takes idParams) (idQuery, error) {
 	}
 	if strings.IndexByte(raw, ';') >= 0 {
 		return q, leafd.Errorf(leafd.EInvalidQuery,
-			`the query string %q holds ";", which is not a separator: separate parameters with "&", and write a ";" inside a value as %%3B`, truncate(raw))
+			`the query string %q does not parse: it holds ";", which is not a separator; separate parameters with "&", and write a ";" inside a value as %%3B`, truncate(raw))
 	}
 	for raw != "" {
 		var pair string
@@ -220,7 +220,7 @@ func checkLeafQuery(raw string) error {
 		return nil
 	}
 	if !validEscapes(raw) {
-		return leafd.Errorf(leafd.EInvalidQuery, "the query string %q holds a malformed %%-escape: write a %% as %%25", truncate(raw))
+		return leafd.Errorf(leafd.EInvalidQuery, "the query string %q does not parse: it holds a malformed %%-escape; write a %% as %%25", truncate(raw))
 	}
 	seen := false
 	for raw != "" {
@@ -263,7 +263,7 @@ func unescapeQuery(s string) (string, error) {
 	}
 	u, err := url.QueryUnescape(s)
 	if err != nil {
-		return "", leafd.Errorf(leafd.EInvalidQuery, "the query string holds %q, a malformed %%-escape: write a %% as %%25", truncate(s))
+		return "", leafd.Errorf(leafd.EInvalidQuery, "the query string does not parse: it holds %q, a malformed %%-escape; write a %% as %%25", truncate(s))
 	}
 	return u, nil
 }
@@ -340,4 +340,60 @@ func appendRun(b []byte, start, end int64, before, after string) []byte {
 			d[j]++
 		}
 	}
+}
+
+// onceQuery guards the routes other than the ID routes, which read their
+// query themselves (readIDQuery, checkLeafQuery): it refuses a query that
+// url.ParseQuery, and so gin's c.Query, would read in part, where the
+// handler would go on with what was left. That is a ';' (not a separator),
+// a malformed %-escape, or a parameter given more than once (the handler
+// would read its first value): 400, with the code codes gives the
+// parameter (snowflakeId: invalid_id), invalid_query otherwise.
+func (s *Server) onceQuery(codes map[string]string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if err := checkQueryOnce(c.Request.URL.RawQuery, codes); err != nil {
+			s.writeError(c, err)
+			return
+		}
+		c.Next()
+	}
+}
+
+// checkQueryOnce is onceQuery's check of a raw query string.
+func checkQueryOnce(raw string, codes map[string]string) error {
+	if raw == "" {
+		return nil
+	}
+	if strings.IndexByte(raw, ';') >= 0 {
+		return leafd.Errorf(leafd.EInvalidQuery,
+			`the query string %q does not parse: it holds ";", which is not a separator; separate parameters with "&", and write a ";" inside a value as %%3B`, truncate(raw))
+	}
+	var seen map[string]struct{}
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if pair == "" {
+			continue
+		}
+		key, value, _ := strings.Cut(pair, "=")
+		key, err := unescapeQuery(key)
+		if err != nil {
+			return err
+		}
+		if _, err := unescapeQuery(value); err != nil {
+			return err
+		}
+		if _, dup := seen[key]; dup {
+			code := codes[key]
+			if code == "" {
+				code = leafd.EInvalidQuery
+			}
+			return leafd.Errorf(code, "the query parameter %q is repeated: give it once", truncate(key))
+		}
+		if seen == nil {
+			seen = make(map[string]struct{})
+		}
+		seen[key] = struct{}{}
+	}
+	return nil
 }

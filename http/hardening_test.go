@@ -3,7 +3,7 @@ package http_test
 import (
 	"bufio"
 	"bytes"
-	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/leafd/leafd"
 	leafhttp "github.com/leafd/leafd/http"
@@ -176,26 +177,72 @@ func TestAdminAuditCaller(t *testing.T) {
 }
 
 // A bad escape that still parses reaches the router and is answered in the
-// JSON shape; a path net/http cannot parse never reaches a handler, and
-// net/http's own text answer is what the contract documents.
+// JSON shape. A request net/http cannot read never reaches a handler:
+// net/http answers it itself, and Serve's connections rewrite that answer
+// into the JSON shape, with the same status, a code of the contract and
+// Connection: close. Over a real TCP listener, as in production.
 func TestErrorsBelowTheRouter(t *testing.T) {
 	srv := newAdminServer(t, "sqlite", testdb.SQLite(t), token)
 	r := send(t, "GET", srv.url+"/segment/a%00b", "")
 	if r.status != 400 || errorCode(t, r) != leafd.EInvalidTag {
 		t.Errorf("GET /segment/a%%00b = %d %q, want 400 invalid_tag in JSON", r.status, r.body)
 	}
-	c, err := net.Dial("tcp", strings.TrimPrefix(srv.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
+	addr := limitServer(t, leafhttp.Config{MaxHeaderBytes: 4 << 10})
+	for _, tc := range []struct {
+		name, request string
+		status        int
+		code, says    string
+	}{
+		{"MalformedPathEscape", "GET /segment/%zz HTTP/1.1\r\nHost: x\r\n\r\n", 400, leafd.EInvalidRequest, "escape a '%' as %25"},
+		{"MalformedRequestLine", "GET\r\nHost: x\r\n\r\n", 400, leafd.EInvalidRequest, "request line"},
+		{"NULInHeaderValue", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n", 400, leafd.EInvalidRequest, "control character"},
+		{"BadHeaderName", "GET /healthz HTTP/1.1\r\nHost: x\r\nX A: b\r\n\r\n", 400, leafd.EInvalidRequest, ""},
+		{"NoHost", "GET /healthz HTTP/1.1\r\n\r\n", 400, leafd.EInvalidRequest, "no Host header"},
+		{"BadHost", "GET /healthz HTTP/1.1\r\nHost: a b\r\n\r\n", 400, leafd.EInvalidRequest, "Host header is malformed"},
+		{"BadContentLength", "POST /api/tags HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n", 400, leafd.EInvalidRequest, "Content-Length"},
+		{"HeadersTooLarge", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 2<<20) + "\r\n\r\n", 431, leafd.EHeadersTooLarge, "4096 bytes"},
+		{"UnknownTransferEncoding", "POST /api/tags HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, leafd.EUnsupportedTransferEncoding, "Transfer-Encoding"},
+		{"HTTP2RequestLine", "GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n", 505, leafd.EUnsupportedHTTPVersion, "HTTP/1.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			go func() { _, _ = io.WriteString(c, tc.request) }() // the server may answer before it read it all
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := res.Header
+			if res.StatusCode != tc.status || h.Get("Content-Type") != "application/json; charset=utf-8" || !res.Close ||
+				h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Cache-Control") != "no-store" ||
+				res.ContentLength != int64(len(body)) {
+				t.Errorf("%d %v (Close %v), want %d in JSON with nosniff, no-store, Connection: close and its length", res.StatusCode, h, res.Close, tc.status)
+			}
+			got := errorCode(t, response{status: res.StatusCode, body: string(body)})
+			if got != tc.code || !strings.Contains(string(body), tc.says) {
+				t.Errorf("body %s, want code %s saying %q", body, tc.code, tc.says)
+			}
+			if status, _ := leafd.HTTPStatus(got); status != res.StatusCode {
+				t.Errorf("code %s is %d in errors.go, answered with %d", got, status, res.StatusCode)
+			}
+		})
 	}
-	defer c.Close()
-	fmt.Fprint(c, "GET /segment/%zz HTTP/1.1\r\nHost: x\r\n\r\n")
-	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	// The server still serves, and a handler's answer passes untouched.
+	res, err := http.Get("http://" + addr + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	if res.StatusCode != 400 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/plain") {
-		t.Errorf("GET /segment/%%zz = %d %s: net/http's answer changed; update docs/contract.md (Errors)", res.StatusCode, res.Header.Get("Content-Type"))
+	if res.StatusCode != 200 || res.Header.Get("Date") == "" {
+		t.Fatalf("GET /healthz after the refusals = %d %v", res.StatusCode, res.Header)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/internal/testdb"
 )
 
 // The query of the ID routes is read whole, or not at all: a repeated
@@ -153,6 +154,61 @@ func TestIDRouteQueryAllocates(t *testing.T) {
 	} {
 		if got := allocs(t, tc.h, tc.path); got > floor {
 			t.Errorf("GET %s: %v allocations a request, more than the bare gin handler's %v", tc.path, got, floor)
+		}
+	}
+}
+
+// The routes other than the ID routes refuse a query that url.ParseQuery
+// would read in part: a parameter given twice (the handler would take the
+// first value), a ';', a malformed escape. The admin routes check the
+// token first.
+func TestQueryOnce(t *testing.T) {
+	srv := newAdminServer(t, "sqlite", testdb.SQLite(t), token)
+	sf, _ := newSnowflakeServer(t)
+	for _, tc := range []struct {
+		url        string
+		auth       bool
+		status     int
+		code, says string
+	}{
+		{sf.URL + "/decodeSnowflakeId?snowflakeId=1&snowflakeId=2", false, 400, leafd.EInvalidID, `"snowflakeId" is repeated`},
+		{sf.URL + "/decodeSnowflakeId?snowflakeId=1;x=2", false, 400, leafd.EInvalidQuery, `";", which is not a separator`},
+		{sf.URL + "/decodeSnowflakeId?snowflakeId=%zz", false, 400, leafd.EInvalidQuery, "malformed %-escape"},
+		{sf.URL + "/snowflake/1?a=1&a=2", false, 400, leafd.EInvalidQuery, `"a" is repeated`},
+		{sf.URL + "/snowflake/at/0?a=%", false, 400, leafd.EInvalidQuery, "malformed %-escape"},
+		{srv.url + "/api/state?limit=1&limit=2", false, 400, leafd.EInvalidQuery, `"limit" is repeated`},
+		{srv.url + "/api/state?l%69mit=1&limit=1", false, 400, leafd.EInvalidQuery, `"limit" is repeated`},
+		{srv.url + "/api/state?limit=1;sort=rate", false, 400, leafd.EInvalidQuery, `";", which is not a separator`},
+		{srv.url + "/dashboard?poll=1&poll=2", false, 400, leafd.EInvalidQuery, `"poll" is repeated`},
+		{srv.url + "/?poll=1&poll=2", false, 400, leafd.EInvalidQuery, `"poll" is repeated`},
+		{srv.url + "/metrics?x&x", false, 400, leafd.EInvalidQuery, `"x" is repeated`},
+		{srv.url + "/healthz?x=1&x=1", false, 400, leafd.EInvalidQuery, `"x" is repeated`},
+		{srv.url + "/readyz?x=%zz", false, 400, leafd.EInvalidQuery, "malformed %-escape"},
+		{srv.url + "/api/tags?x=1&x=2", false, 401, leafd.EUnauthorized, ""},
+		{srv.url + "/api/tags?x=1&x=2", true, 400, leafd.EInvalidQuery, `"x" is repeated`},
+		{srv.url + "/api/tokens?x=%zz", true, 400, leafd.EInvalidQuery, "malformed %-escape"},
+	} {
+		var r response
+		if tc.auth {
+			r = authed(t, "GET", tc.url, "")
+		} else {
+			r = do(t, "GET", tc.url)
+		}
+		var body struct {
+			Error struct{ Code, Message string }
+		}
+		_ = json.Unmarshal([]byte(r.body), &body)
+		if r.status != tc.status || body.Error.Code != tc.code || !strings.Contains(body.Error.Message, tc.says) {
+			t.Errorf("GET %s = %d %q, want %d %s saying %q", tc.url, r.status, r.body, tc.status, tc.code, tc.says)
+		}
+	}
+	// Each parameter once still works.
+	for _, u := range []string{
+		sf.URL + "/decodeSnowflakeId?snowflakeId=1", srv.url + "/api/state?limit=1&sort=rate", srv.url + "/healthz?x=1&y=1&&",
+		srv.url + "/metrics?name%5B%5D=x",
+	} {
+		if r := do(t, "GET", u); r.status != 200 {
+			t.Errorf("GET %s = %d %q, want 200", u, r.status, r.body)
 		}
 	}
 }

@@ -208,16 +208,19 @@ func New(cfg Config) *Server {
 		g.GET(path, h...)
 		g.HEAD(path, h...)
 	}
-	get(e, "/healthz", s.healthz)
-	get(e, "/readyz", s.readyz)
+	// The routes that are not ID routes refuse a query that would be read
+	// in part (onceQuery); the ID routes read theirs themselves.
+	once := s.onceQuery(nil)
+	get(e, "/healthz", once, s.healthz)
+	get(e, "/readyz", once, s.readyz)
 	get(e, "/segment/:tag", s.guard(false, false, s.getSegment)...)
 	get(e, "/segment/:tag/range", s.guard(false, false, s.rangeQuery(s.getSegmentRange))...)
 	get(e, "/api/segment/get/:tag", s.guard(false, true, s.getLeafSegment)...)
 	get(e, "/snowflake", s.guard(true, false, s.getSnowflake)...)
-	get(e, "/snowflake/:id", s.decodeSnowflake)
-	get(e, "/snowflake/at/:time", s.composeSnowflake)
+	get(e, "/snowflake/:id", once, s.decodeSnowflake)
+	get(e, "/snowflake/at/:time", once, s.composeSnowflake)
 	get(e, "/api/snowflake/get/:key", s.guard(true, true, s.getLeafSnowflake)...)
-	get(e, "/decodeSnowflakeId", s.decodeLeafSnowflake)
+	get(e, "/decodeSnowflakeId", s.onceQuery(map[string]string{"snowflakeId": leafd.EInvalidID}), s.decodeLeafSnowflake)
 	// The dashboard, the state it shows and the metrics (which name every
 	// tag), in groups built here so that one middleware in front guards
 	// them all (admin.protect_dashboard).
@@ -227,16 +230,18 @@ func New(cfg Config) *Server {
 		dash.Use(s.requireDashboard)
 		metrics.Use(s.requireDashboard)
 	}
+	dash.Use(once) // after the token, as on the admin routes
+	metrics.Use(once)
 	get(dash, "/", s.redirectDashboard)
 	get(dash, "/dashboard", s.getDashboard)
 	get(dash, "/api/state", s.getState)
 	get(metrics, "/metrics", s.getMetrics)
-	admin := e.Group("/api/tags", s.requireAdmin)
+	admin := e.Group("/api/tags", s.requireAdmin, once)
 	get(admin, "", s.listTags)
 	admin.POST("", s.createTag)
 	admin.PATCH("/:tag", s.updateTag)
 	admin.POST("/:tag/repair", s.repairTag)
-	tokens := e.Group("/api/tokens", s.requireAdmin)
+	tokens := e.Group("/api/tokens", s.requireAdmin, once)
 	get(tokens, "", s.listTokens)
 	tokens.POST("", s.createToken)
 	tokens.DELETE("/:id", s.revokeToken)
@@ -295,9 +300,12 @@ func (s *Server) Routes() []Route {
 }
 
 // Serve answers requests on ln until Shutdown, at most MaxConnections at a
-// time (see limitListener). It returns nil after a Shutdown. Call it once.
+// time (see limitListener), net/http's own error answers in the JSON error
+// shape (rawErrorListener). It returns nil after a Shutdown. Call it once.
 func (s *Server) Serve(ln net.Listener) error {
-	ll := newLimitListener(ln, s.maxConns)
+	// net/http's own answers to requests it cannot read get the JSON error
+	// shape (rawerrors.go); the limit counts those connections too.
+	ll := newLimitListener(rawErrorListener{Listener: ln, maxHeaderBytes: s.http.MaxHeaderBytes}, s.maxConns)
 	s.http.ConnState = ll.connState
 	if err := s.http.Serve(ll); !errors.Is(err, http.ErrServerClosed) {
 		return err

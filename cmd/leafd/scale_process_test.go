@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/leafd/leafd/internal/testenv"
@@ -45,9 +47,11 @@ const (
 func scaleTag(i int) string { return fmt.Sprintf("scale%05d", i) }
 
 // A server over a MariaDB holding 10,000 tags, 2,000 of them in use:
-//   - while one tag's row is held by a long transaction and that tag runs
-//     dry, /readyz stays 200, the other tags keep serving, and the tag's
-//     trouble shows in /api/state;
+//   - while one tag's row is held by a long transaction (SELECT … FOR
+//     UPDATE) and that tag runs dry, /readyz stays 200, the other tags keep
+//     serving, and the tag shows failing for its row lock on the first page
+//     the dashboard asks /api/state for, and on the dashboard's first
+//     screen in Chromium (where there is one);
 //   - a tag inserted by plain SQL is served within 3 seconds, long before
 //     the next tag_refresh;
 //   - 3,000 requests for distinct tags that exist nowhere cost at most 20
@@ -300,27 +304,32 @@ func scaleRowLocked(t *testing.T, p *process, raw *sql.DB, client *http.Client, 
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
-	// What /api/state shows of the tag, each kind the first time it is
-	// seen: a status (failing or waiting), and the error of its load.
-	shown := map[string]string{}
-	for time.Since(dryAt) < window && len(shown) < 2 {
-		time.Sleep(time.Second)
-		// ?q= narrows the answer where the server supports it; the tag is
-		// looked for by its exact name either way.
-		_, _, body := timedGet(t, p.addr+"/api/state?q="+locked, false)
-		after := time.Since(dryAt).Round(time.Millisecond)
-		for _, st := range stateTags(t, body) {
+	// The tag as the dashboard's first screen shows it: the page it asks
+	// /api/state for (gzip, as a browser asks), polled until the tag is in
+	// it, failing, with its row lock for a cause.
+	var (
+		shown    *scaleTagState
+		shownAt  time.Duration
+		lastSeen = "not in the page"
+	)
+	for time.Since(dryAt) < window && shown == nil {
+		time.Sleep(500 * time.Millisecond)
+		_, _, body := timedGet(t, p.addr+dashboardFirstPage, true)
+		tags := stateTags(t, body)
+		lastSeen = fmt.Sprintf("not among the %d tags of the page", len(tags))
+		for i, st := range tags {
 			if st.Tag != locked {
 				continue
 			}
-			status := cmp.Or(st.Status, st.State)
-			if _, seen := shown["status"]; !seen && (status == "failing" || status == "waiting") {
-				shown["status"] = fmt.Sprintf("status %s %v after it ran dry", status, after)
-			}
-			if _, seen := shown["error"]; !seen && st.Error != "" {
-				shown["error"] = fmt.Sprintf("error %q %v after it ran dry", st.Error, after)
+			lastSeen = fmt.Sprintf("row %d: state %q, error_code %q, error %q", i+1, cmp.Or(st.State, st.Status), st.ErrorCode, st.Error)
+			if cmp.Or(st.State, st.Status) == "failing" && rowLockCause(st.Error) {
+				shown, shownAt = &st, time.Since(dryAt).Round(time.Millisecond)
 			}
 		}
+	}
+	// The dashboard itself, while the row is still locked.
+	if shown != nil {
+		t.Run("DashboardFirstScreen", func(t *testing.T) { dashboardShowsLocked(t, p.addr, locked) })
 	}
 	for time.Since(dryAt) < window {
 		time.Sleep(100 * time.Millisecond)
@@ -340,13 +349,11 @@ func scaleRowLocked(t *testing.T, p *process, raw *sql.DB, client *http.Client, 
 	if servedBad.Load() > 0 || served.Load() == 0 {
 		t.Errorf("other tags: %d of %d requests failed while one tag's row was locked", servedBad.Load(), served.Load())
 	}
-	if len(shown) == 0 {
-		t.Errorf("/api/state never showed the trouble of %s (an error, or status failing or waiting) in %v", locked, window)
-	}
-	for _, kind := range []string{"status", "error"} {
-		if s, ok := shown[kind]; ok {
-			t.Logf("/api/state showed %s", s)
-		}
+	if shown == nil {
+		t.Errorf("GET %s never showed %s failing for its row lock (a cause that says the row is locked, lock wait timeout) in %v after it ran dry; last: %s",
+			dashboardFirstPage, locked, window, lastSeen)
+	} else {
+		t.Logf("GET %s showed %s failing %v after it ran dry: error_code %q, error %q", dashboardFirstPage, locked, shownAt, shown.ErrorCode, shown.Error)
 	}
 
 	// Once the lock is gone the tag serves again.
@@ -513,10 +520,24 @@ func timedGet(t *testing.T, url string, gz bool) (int, time.Duration, []byte) {
 // scaleTagState is what these tests read of a tag in /api/state. Status and
 // State cover either name of the tag's summary, where the server gives one.
 type scaleTagState struct {
-	Tag    string `json:"tag"`
-	Error  string `json:"error"`
-	Status string `json:"status"`
-	State  string `json:"state"`
+	Tag       string `json:"tag"`
+	Error     string `json:"error"`
+	ErrorCode string `json:"error_code"`
+	Status    string `json:"status"`
+	State     string `json:"state"`
+}
+
+// dashboardFirstPage is what the dashboard asks /api/state for on its
+// first screen (pageQuery in http/dashboard/app.js, with its defaults:
+// problems first, the first page of 50 rows).
+const dashboardFirstPage = "/api/state?sort=problems&offset=0&limit=50"
+
+// rowLockCause reports whether a tag's error says that its row is locked
+// (MySQL's lock wait timeout), not that the database cannot be reached.
+func rowLockCause(msg string) bool {
+	m := strings.ToLower(msg)
+	return (strings.Contains(m, "row is locked") || strings.Contains(m, "lock wait timeout")) &&
+		!strings.Contains(m, "cannot be reached")
 }
 
 func stateTags(t *testing.T, body []byte) []scaleTagState {
@@ -728,3 +749,85 @@ func gunzip(t *testing.T, b []byte) []byte {
 	}
 	return out
 }
+
+// dashboardShowsLocked opens the dashboard of the server at addr in
+// headless Chromium, as a person would (no query: the first screen), and
+// checks that the row of locked is on it, failing, with its row lock for a
+// cause in the row itself. It skips where there is no Chromium, unless
+// LEAFD_TEST_REQUIRE_BROWSER=1 (LEAFD_TEST_CHROMIUM names one, as for the
+// browser tests of package http).
+func dashboardShowsLocked(t *testing.T, addr, locked string) {
+	path := os.Getenv("LEAFD_TEST_CHROMIUM")
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless-shell"} {
+		if path != "" {
+			break
+		}
+		path, _ = exec.LookPath(name)
+	}
+	if path == "" {
+		const msg = "no Chromium found (chromium, chromium-browser, google-chrome, headless-shell on PATH, or LEAFD_TEST_CHROMIUM)"
+		if os.Getenv("LEAFD_TEST_REQUIRE_BROWSER") == "1" {
+			t.Fatal(msg + " (LEAFD_TEST_REQUIRE_BROWSER=1)")
+		}
+		t.Skip(msg)
+	}
+	var out bytes.Buffer
+	var mu sync.Mutex
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
+		chromedp.CombinedOutput(writerFunc(func(b []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return out.Write(b) })),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	defer cancel()
+	if err := chromedp.Do(ctx); err != nil { // starts the browser: no timeout on it
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("start %s: %v\n%s", path, err, out.String())
+	}
+	tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer tcancel()
+	if err := chromedp.Do(tctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate("http://"+strings.TrimPrefix(addr, "http://")+"/dashboard")); err != nil {
+		t.Fatalf("open the dashboard: %v", err)
+	}
+	// The row, on the first screen, and the cause in the row: the state
+	// cell's note and the line below it.
+	rowJS := fmt.Sprintf(`(() => {
+		const r = document.querySelector('#rows tr[data-tag=%q]');
+		if (!r) return null;
+		const b = r.getBoundingClientRect();
+		const why = r.querySelector('.why');
+		const err = r.nextElementSibling && r.nextElementSibling.dataset.for === r.dataset.tag ? r.nextElementSibling.textContent : '';
+		return {Status: r.dataset.status, Why: why && !why.hidden ? why.textContent : '', Error: err,
+			InView: b.top >= 0 && b.bottom <= innerHeight};
+	})()`, locked)
+	type rowView struct {
+		Status, Why, Error string
+		InView             bool
+	}
+	if _, err := chromedp.Run(tctx, chromedp.Poll[chromedp.Void](
+		fmt.Sprintf(`(() => { const v = %s; return v && v.Status === 'failing' && v.Error !== '' })()`, rowJS),
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		text, _ := chromedp.Run(context.WithoutCancel(tctx), chromedp.Evaluate[string](`document.getElementById('rows').innerText`))
+		t.Fatalf("the dashboard's first screen has no failing row of %s: %v\nthe table says:\n%s", locked, err, text)
+	}
+	row, err := chromedp.Run(tctx, chromedp.Evaluate[rowView](rowJS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the dashboard's row of %s: %+v", locked, row)
+	if !row.InView {
+		t.Errorf("the row of %s is on the first page but not on the first screen", locked)
+	}
+	if row.Why != "row locked" || !rowLockCause(row.Error) {
+		t.Errorf("the row of %s says %q with %q below it; want \"row locked\" and the lock wait timeout", locked, row.Why, row.Error)
+	}
+}
+
+// writerFunc is an io.Writer of a function.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

@@ -311,20 +311,31 @@ type cardView struct {
 	Buffers                                                   []bufferView
 }
 
-// rowsJS lists the table's rows: tag, state, and the error shown on the
-// line below.
+// rowsJS lists the table's rows: tag, state, the error shown on the line
+// below, and the cause shown under the state.
 const rowsJS = `[...document.querySelectorAll('#rows tr[data-tag]')].map(r => ({
 	Tag: r.dataset.tag, State: r.querySelector('.st').textContent,
 	Error: r.nextElementSibling?.dataset.for === r.dataset.tag ? r.nextElementSibling.textContent : '',
+	Why: r.querySelector('.why').hidden ? '' : r.querySelector('.why').textContent,
 }))`
 
-type rowView struct{ Tag, State, Error string }
+type rowView struct{ Tag, State, Error, Why string }
 
-// openCard clicks the row of tag and waits for its card. The table is
-// drawn anew at each poll, so the row found may be gone before the click
-// reaches it ("Could not find node with given id", and no click was made):
-// then the row is found again, a few times.
+// openCard clicks the row of tag and waits for its card and the range in
+// it.
 func (b *browser) openCard(t *testing.T, ctx context.Context, tag string) cardView {
+	t.Helper()
+	b.openCardOf(t, ctx, tag)
+	waitFor(t, ctx, "the range in the card of "+tag, fmt.Sprintf(`document.querySelector('#detail [data-tag=%q] .range')?.textContent !== ''`, tag))
+	return eval[cardView](t, ctx, cardJS)
+}
+
+// openCardOf clicks the row of tag and waits for its card, which may have
+// no range (a failing tag). The table is drawn anew at each poll, so the
+// row found may be gone before the click reaches it ("Could not find node
+// with given id", and no click was made): then the row is found again, a
+// few times.
+func (b *browser) openCardOf(t *testing.T, ctx context.Context, tag string) cardView {
 	t.Helper()
 	click := chromedp.Click(fmt.Sprintf(`#rows tr[data-tag=%q]`, tag))
 	for attempt := 1; ; attempt++ {
@@ -338,7 +349,7 @@ func (b *browser) openCard(t *testing.T, ctx context.Context, tag string) cardVi
 			t.Fatalf("click the row of %s: %v\nconsole: %q", tag, err, b.consoleErrors())
 		}
 	}
-	waitFor(t, ctx, "the card of "+tag, fmt.Sprintf(`document.querySelector('#detail [data-tag=%q] .range')?.textContent !== ''`, tag))
+	waitFor(t, ctx, "the card of "+tag, fmt.Sprintf(`document.querySelector('#detail [data-tag=%q] .tag-status')?.textContent !== ''`, tag))
 	return eval[cardView](t, ctx, cardJS)
 }
 
@@ -369,7 +380,7 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	t.Run("RowsProblemsFirst", func(t *testing.T) {
 		rows := eval[[]rowView](t, ctx, rowsJS)
-		want := []rowView{{"invoice", "waiting", ""}, {"payment", "loading", ""}, {"order", "serving", ""}, {"refund", "idle", ""}}
+		want := []rowView{{"invoice", "waiting", "", ""}, {"payment", "loading", "", ""}, {"order", "serving", "", ""}, {"refund", "idle", "", ""}}
 		if fmt.Sprint(rows) != fmt.Sprint(want) {
 			t.Errorf("rows %v, want %v", rows, want)
 		}
@@ -593,16 +604,20 @@ func traffic(t *testing.T, d *dashServer, run time.Duration) {
 
 // TestDashboardManyTags loads the dashboard of a server with 10,000 tags
 // (a real allocator over a real SQLite file), a few hundred of them in use
-// and one failing: a row lock that makes each of its range loads time out.
-// The failing tag shows on the first screen, the page stays small (in the
-// DOM and on the wire), search finds the last tag, the failing count
-// filters to it, and a row opens its card.
+// and two failing: one behind a row lock that makes each of its range loads
+// time out, one rewound (its max_id lowered by SQL below IDs it issued).
+// The failing tags show on the first screen, each with its cause; the page
+// stays small (in the DOM and on the wire), search finds the last tag,
+// every count of the header and of the filters filters to its state, and a
+// row opens its card.
 func TestDashboardManyTags(t *testing.T) {
 	b := startBrowser(t)
 	artifacts := artifactDir(t)
 	const n = 10_000
 	failing := manyTagName(6_800) // payment-6800, far from the first page by name
+	rewound := manyTagName(7_777) // refund-7777: not among the tags in use below
 	d := manyTagsServer(t, n, failing)
+	rewind(t, d, rewound)
 
 	// Some hundreds in use: every 30th tag, a few IDs each, at rates that
 	// differ; three with their next load held (loading), one waiting for
@@ -664,18 +679,36 @@ func TestDashboardManyTags(t *testing.T) {
 
 	t.Run("FailingFirst", func(t *testing.T) {
 		rows := eval[[]rowView](t, tab, rowsJS)
-		if len(rows) == 0 || rows[0].Tag != failing || rows[0].State != "failing" || !strings.Contains(rows[0].Error, "Lock wait timeout exceeded") {
-			t.Fatalf("the first row is %+v, want %s failing with its lock wait timeout", rows[0], failing)
+		if len(rows) < 2 {
+			t.Fatalf("%d rows", len(rows))
 		}
-		inView := eval[bool](t, tab, fmt.Sprintf(`(() => { const r = document.querySelector('#rows tr[data-tag=%q]').getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight })()`, failing))
-		if !inView {
-			t.Error("the failing tag's row is not on the first screen")
+		first := map[string]rowView{rows[0].Tag: rows[0], rows[1].Tag: rows[1]}
+		// The row lock: failing, "row locked" under it, the timeout below.
+		if r := first[failing]; r.State != "failing" || r.Why != "row locked" ||
+			!strings.HasPrefix(r.Error, "row locked (lock wait timeout): ") || !strings.Contains(r.Error, "Lock wait timeout exceeded") {
+			t.Errorf("the first rows are %+v, want %s failing for its row lock, with the lock wait timeout", rows[:2], failing)
 		}
-		if got := eval[string](t, tab, `document.getElementById('alert').textContent`); got != "1 failing" {
-			t.Errorf("the header's alert says %q, want 1 failing", got)
+		// The rewound tag: "rewound" in place of failing, and the message,
+		// which carries the UPDATE that repairs it, not "last load failed".
+		if r := first[rewound]; r.State != "rewound" || !strings.HasPrefix(r.Error, "rewound: ") ||
+			!strings.Contains(r.Error, "UPDATE leaf_alloc SET max_id = ") || strings.Contains(r.Error, "last load failed") {
+			t.Errorf("the first rows are %+v, want %s shown rewound with its repair", rows[:2], rewound)
 		}
-		if c := eval[cardView](t, tab, cardJS); c.Tag != failing || c.Status != "failing" {
-			t.Errorf("the open card is %+v, want the failing tag's", c)
+		for _, tag := range []string{failing, rewound} {
+			inView := eval[bool](t, tab, fmt.Sprintf(`(() => { const r = document.querySelector('#rows tr[data-tag=%q]').getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight })()`, tag))
+			if !inView {
+				t.Errorf("the row of %s is not on the first screen", tag)
+			}
+			cell := fmt.Sprintf(`document.querySelector('#rows tr[data-tag=%q] .c-state')`, tag)
+			if w := eval[[]int](t, tab, `[`+cell+`.scrollWidth, `+cell+`.clientWidth]`); w[0] > w[1] {
+				t.Errorf("the state of %s is cut: %d px wide in a cell of %d", tag, w[0], w[1])
+			}
+		}
+		if got := eval[string](t, tab, `document.querySelector('#head-counts [data-filter=failing]').textContent`); got != "2 failing" {
+			t.Errorf("the header's failing count says %q, want 2 failing", got)
+		}
+		if c := eval[cardView](t, tab, cardJS); c.Status != "failing" || (c.Tag != failing && c.Tag != rewound) {
+			t.Errorf("the open card is %+v, want a failing tag's", c)
 		}
 		if got := eval[string](t, tab, `document.getElementById('page-range').textContent`); got != "1–50 of 10,000" {
 			t.Errorf("the pager says %q", got)
@@ -732,16 +765,69 @@ func TestDashboardManyTags(t *testing.T) {
 		waitFor(t, tab, "every tag again", `document.getElementById('page-range').textContent === '1–50 of 10,000'`)
 	})
 
+	t.Run("RewoundCard", func(t *testing.T) {
+		c := b.openCardOf(t, tab, rewound)
+		if c.Status != "failing" || c.Chip != "empty · rewound" {
+			t.Errorf("the card of the rewound tag shows %+v, want its chip to say empty · rewound", c)
+		}
+		if msg := eval[string](t, tab, `document.querySelector('#detail .tag-error').textContent`); !strings.HasPrefix(msg, "rewound: ") ||
+			!strings.Contains(msg, "UPDATE leaf_alloc SET max_id = ") {
+			t.Errorf("the card of the rewound tag says %q, want rewound and the UPDATE that repairs it", msg)
+		}
+		c = b.openCardOf(t, tab, failing)
+		if c.Chip != "empty · row locked" {
+			t.Errorf("the card of the locked tag shows %+v, want its chip to say empty · row locked", c)
+		}
+		b.do(t, tab, "close the card", chromedp.Click(`#detail .close`))
+		waitFor(t, tab, "no tag in the URL", `!location.search.includes('tag=')`)
+	})
+
 	t.Run("FailingCountFilters", func(t *testing.T) {
 		b.do(t, tab, "click the failing count", chromedp.Click(`#filters [data-filter=failing]`))
-		waitFor(t, tab, "the failing tags alone", fmt.Sprintf(`document.querySelectorAll('#rows tr[data-tag]').length === 1 && document.querySelector('#rows tr[data-tag]').dataset.tag === %q`, failing))
+		waitFor(t, tab, "the failing tags alone", fmt.Sprintf(`(() => { const r = [...document.querySelectorAll('#rows tr[data-tag]')].map(r => r.dataset.tag).sort(); return r.join() === %q })()`, failing+","+rewound))
 		if u := eval[string](t, tab, `location.search`); u != "?state=failing" {
 			t.Errorf("the URL is %q, want ?state=failing", u)
 		}
 		b.do(t, tab, "click All", chromedp.Click(`#filters [data-filter=""]`))
 		waitFor(t, tab, "every tag again", `document.getElementById('page-range').textContent === '1–50 of 10,000'`)
-		b.do(t, tab, "click the header's alert", chromedp.Click(`#alert`))
-		waitFor(t, tab, "the failing tags alone", `document.querySelectorAll('#rows tr[data-tag]').length === 1 && document.getElementById('page-range').textContent === '1–1 of 1'`)
+	})
+
+	// Each count in the header is a link to its state: clicked, the table
+	// holds that state's tags alone, as many as the count says; clicked
+	// again, every tag. The idle one is followed from the keyboard.
+	t.Run("HeaderCountsFilter", func(t *testing.T) {
+		shown := eval[[]string](t, tab, `[...document.querySelectorAll('#head-counts [data-status]')].filter(a => !a.hidden).map(a => a.dataset.status)`)
+		if want := []string{"failing", "waiting", "loading", "serving", "idle"}; !slices.Equal(shown, want) {
+			t.Fatalf("the header shows the counts of %v, want %v", shown, want)
+		}
+		for _, state := range shown {
+			link := fmt.Sprintf(`#head-counts [data-filter=%s]`, state)
+			if !eval[bool](t, tab, fmt.Sprintf(`(() => { const a = document.querySelector(%q); return a.tagName === 'A' && a.getAttribute('href') === '?state=%s' && a.tabIndex === 0 })()`, link, state)) {
+				t.Errorf("the header's %s count is not a link to ?state=%s that the keyboard reaches", state, state)
+			}
+			if state == "idle" {
+				eval[bool](t, tab, fmt.Sprintf(`document.querySelector(%q).focus(), true`, link))
+				b.do(t, tab, "press Enter on the idle count", chromedp.KeyEvent(kb.Enter))
+			} else {
+				b.do(t, tab, "click the header's "+state+" count", chromedp.Click(link))
+			}
+			// The rows and the count come from the same answer: the table
+			// shows as many as the header's count, every one in the state.
+			waitFor(t, tab, "the "+state+" tags alone", fmt.Sprintf(`(() => {
+				const rows = [...document.querySelectorAll('#rows tr[data-tag]')];
+				const n = document.querySelector(%q).textContent.split(' ')[0];
+				return location.search === '?state=%s' && rows.length > 0 && rows.every(r => r.dataset.status === %q) &&
+					document.getElementById('page-range').textContent.endsWith(' of ' + n) &&
+					document.querySelector(%q).getAttribute('aria-current') === 'true';
+			})()`, link, state, state, link))
+			b.do(t, tab, "click the "+state+" count again", chromedp.Click(link))
+			waitFor(t, tab, "every tag again after "+state, `location.search === '' && document.getElementById('page-range').textContent === '1–50 of 10,000'`)
+		}
+		// The header's clear link shows every tag too.
+		b.do(t, tab, "click the header's waiting count", chromedp.Click(`#head-counts [data-filter=waiting]`))
+		waitFor(t, tab, "the waiting tags alone", `location.search === '?state=waiting' && !document.getElementById('head-clear').hidden`)
+		b.do(t, tab, "click the header's clear link", chromedp.Click(`#head-clear`))
+		waitFor(t, tab, "every tag again", `location.search === '' && document.getElementById('page-range').textContent === '1–50 of 10,000' && document.getElementById('head-clear').hidden`)
 	})
 
 	t.Run("RowOpensCard", func(t *testing.T) {
@@ -767,7 +853,7 @@ func TestDashboardManyTags(t *testing.T) {
 		defer cancel()
 		b.listen(other)
 		b.do(t, other, "open the link", darkMode(true), chromedp.Navigate(d.url+"/dashboard?state=failing"))
-		waitFor(t, other, "the failing tags alone", fmt.Sprintf(`document.querySelectorAll('#rows tr[data-tag]').length === 1 && document.querySelector('#rows tr[data-tag]').dataset.tag === %q`, failing))
+		waitFor(t, other, "the failing tags alone", `document.querySelectorAll('#rows tr[data-tag]').length === 2 && document.getElementById('page-range').textContent === '1–2 of 2'`)
 	})
 
 	if errs := b.consoleErrors(); len(errs) > 0 {

@@ -241,14 +241,29 @@
   }
   const bufferLabel = { ready: 'ready', loading: 'loading…', used: 'used up', empty: 'empty' };
 
+  // cause words a tag's last load failure: a rewound tag (error_code
+  // tag_rewound, whose message gives the UPDATE that repairs it) and a row
+  // lock that outlasted the database's lock wait are named as such; any
+  // other failure is "last load failed".
+  function cause(t) {
+    if (!t.error) return null;
+    if (t.error_code === 'tag_rewound') return { kind: 'rewound', short: 'rewound', text: 'rewound: ' + t.error };
+    if (/lock wait timeout|lock_timeout|row is locked/i.test(t.error)) {
+      return { kind: 'locked', short: 'row locked', text: 'row locked (lock wait timeout): ' + t.error };
+    }
+    return { kind: 'failed', short: 'load failing', text: 'last load failed: ' + t.error };
+  }
+
   function tagStatus(t) {
     const hasIDs = t.buffers[0].ready || t.buffers[1].ready;
+    const why = cause(t);
     if (hasIDs) {
-      if (t.error) return ['degraded', 'serving · load failing'];
+      if (why) return ['degraded', 'serving · ' + why.short];
       if (t.loading) return ['loading', 'serving · loading next'];
       return ['serving', t.buffers[1 - t.current].ready ? 'serving · next ready' : 'serving'];
     }
-    if (t.error) return ['failing', t.loading ? 'empty · load failing' : 'empty · failed'];
+    if (why && why.kind !== 'failed') return ['failing', 'empty · ' + why.short];
+    if (why) return ['failing', t.loading ? 'empty · load failing' : 'empty · failed'];
     if (t.loading) return ['loading', 'loading first range'];
     if (t.loads === 0) return ['idle', 'idle · loads on first request'];
     return ['empty', 'empty'];
@@ -353,8 +368,10 @@
     tone(errors, fresh && t.errors > 0 ? 'bad' : fresh || t.errors > 0 ? 'warn' : '');
 
     const err = el.querySelector('.tag-error');
-    err.hidden = !t.error;
-    err.textContent = t.error ? 'last load failed: ' + t.error : '';
+    const why = cause(t);
+    err.hidden = !why;
+    err.textContent = why ? why.text : '';
+    err.dataset.cause = why ? why.kind : '';
 
     const r = track('tag:' + t.tag, now, t.issued);
     setRate(el.querySelector('.rate-num'), r == null ? t.rate : r);
@@ -423,14 +440,16 @@
       if (e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return; // a new tab: let it go
       e.preventDefault();
       const f = a.dataset.filter;
-      change(() => { view.state = view.state === f && a.id !== 'alert' ? '' : f; view.page = 0; });
+      // A count clicked again shows every tag again.
+      change(() => { view.state = view.state === f ? '' : f; view.page = 0; });
     });
   }
 
   function renderControls() {
-    for (const a of document.querySelectorAll('#filters [data-filter]')) {
+    for (const a of document.querySelectorAll('#filters [data-filter], #head-counts [data-filter]')) {
       a.setAttribute('aria-current', String(a.dataset.filter === view.state));
     }
+    $('head-clear').hidden = !view.state;
     const search = $('search');
     if (document.activeElement !== search) search.value = view.q;
     $('sort').value = view.sort;
@@ -506,9 +525,18 @@
 
   function renderRow(tr, t, now) {
     tr.dataset.status = t.state;
+    const why = cause(t);
+    tr.dataset.cause = why ? why.kind : '';
     const st = tr.querySelector('.st');
-    st.textContent = stateLabel[t.state] || t.state;
+    // A rewound tag says so in place of its state; a tag that fails for a
+    // row lock says that under it.
+    st.textContent = why && why.kind === 'rewound' && t.state === 'failing' ? 'rewound' : stateLabel[t.state] || t.state;
     st.dataset.status = t.state;
+    st.title = why ? `${t.state}: ${why.text}` : '';
+    const wh = tr.querySelector('.why');
+    const showWhy = !!why && why.kind !== 'failed' && st.textContent !== why.short;
+    wh.hidden = !showWhy;
+    wh.textContent = showWhy ? why.short : '';
     // The rate right now, from this page's polls, as the card has it; the
     // server's (since the last load, which sort=rate orders by) until
     // there are two.
@@ -578,7 +606,9 @@
           tr.errRow.append(document.createElement('td'));
           tr.errRow.firstChild.colSpan = 7;
         }
-        tr.errRow.firstChild.textContent = 'last load failed: ' + t.error;
+        const why = cause(t);
+        tr.errRow.firstChild.textContent = why.text;
+        tr.errRow.dataset.cause = why.kind;
         tr.errRow.title = t.error;
         tbody.append(tr.errRow);
       } else if (tr.errRow) {
@@ -618,15 +648,13 @@
       el.textContent = fmtNum(n);
       el.closest('.filter').dataset.zero = String(n === 0);
     }
-    const alert = $('alert');
-    const worst = c && ['failing', 'waiting'].find((s) => c[s] > 0);
-    alert.hidden = !worst;
-    if (worst) {
-      alert.dataset.filter = worst;
-      alert.dataset.status = worst;
-      alert.href = '?state=' + worst;
-      alert.textContent = `${fmtNum(c[worst])} ${worst}`;
-      alert.title = `Show the ${worst} tags`;
+    // The header's counts: each state that some tag is in, a link that
+    // filters the table to it (and, clicked again, shows every tag).
+    for (const a of document.querySelectorAll('#head-counts [data-status]')) {
+      const s = a.dataset.status, n = c ? c[s] || 0 : 0;
+      a.hidden = n === 0 && view.state !== s;
+      a.textContent = `${fmtNum(n)} ${s}`;
+      a.title = view.state === s ? 'Show every tag' : `Show the ${s} tags`;
     }
     $('seg-summary').textContent = c ? `${fmtNum(c.all)} ${c.all === 1 ? 'tag' : 'tags'}` : '';
   }

@@ -139,21 +139,32 @@ type UpdateTagRequest struct {
 // the API itself writes IDs.
 type Integer int64
 
-// UnmarshalJSON accepts 123 or "123".
+// UnmarshalJSON accepts 123 or "123": a string holds digits alone, no
+// sign, space or escape.
 func (n *Integer) UnmarshalJSON(b []byte) error {
-	s := string(bytes.Trim(b, `"`))
-	v, err := strconv.ParseInt(s, 10, 64)
+	s := b
+	if len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"' {
+		s = b[1 : len(b)-1]
+		if len(s) == 0 || bytes.ContainsFunc(s, func(r rune) bool { return r < '0' || r > '9' }) {
+			return integerError{value: string(b), notDigits: true}
+		}
+	}
+	v, err := strconv.ParseInt(string(s), 10, 64)
 	if err != nil {
-		return integerError(b)
+		return integerError{value: string(b)}
 	}
 	*n = Integer(v)
 	return nil
 }
 
-// integerError is the JSON value that an Integer refused.
-type integerError string
+// integerError is the JSON value that an Integer refused; notDigits when
+// it is a string of something else than digits.
+type integerError struct {
+	value     string
+	notDigits bool
+}
 
-func (e integerError) Error() string { return string(e) + " is not a whole number below 2^63" }
+func (e integerError) Error() string { return e.value + " is not a whole number below 2^63" }
 
 // ParseCreateTag decodes and checks a POST /api/tags body against maxStep
 // and returns the tag to create, defaults filled in.
@@ -244,24 +255,28 @@ func ParseUpdateTag(body io.Reader, maxStep int64) (leafd.TagUpdate, error) {
 // decodeJSON reads exactly one JSON object of dst's fields from body, at
 // most 64 KiB. A body it refuses is told in the API's terms: which field
 // wants what (a step from 1 to maxStep), or where the JSON breaks, never
-// the Go types behind them; example is a body that would do.
+// the Go types behind them; example is a body that would do. Keys match
+// exactly and once, and strings hold no NUL, unpaired surrogate or bytes
+// that are not UTF-8 (checkStrictJSON).
 func decodeJSON(body io.Reader, dst any, maxStep int64, example string) error {
+	// The whole body is read before it is judged: an object in the first
+	// 64 KiB padded with a megabyte of spaces is too large, not one object.
 	lr := &io.LimitedReader{R: body, N: maxBodyBytes + 1}
-	dec := json.NewDecoder(lr)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(dst)
-	// What follows the object is read before the size is judged: an
-	// object in the first 64 KiB padded with a megabyte of spaces is too
-	// large, not one object.
-	var trailing error
-	if err == nil {
-		trailing = dec.Decode(&json.RawMessage{})
-	}
+	b, err := io.ReadAll(lr)
 	var tooLarge *http.MaxBytesError // http.MaxBytesReader's, on the admin routes
-	if lr.N <= 0 || errors.As(err, &tooLarge) || errors.As(trailing, &tooLarge) {
+	if lr.N <= 0 || errors.As(err, &tooLarge) {
 		return leafd.Errorf(leafd.EBodyTooLarge, "the body is over %d KiB", maxBodyBytes>>10)
 	}
-	if err == nil && trailing != io.EOF {
+	if err != nil {
+		return leafd.Errorf(leafd.EInvalidBody, "the body could not be read to its end: send it again")
+	}
+	if msg := checkStrictJSON(b, dst); msg != "" {
+		return leafd.Errorf(leafd.EInvalidBody, "%s; send one JSON object, such as %s", msg, example)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	err = dec.Decode(dst)
+	if err == nil && dec.Decode(&json.RawMessage{}) != io.EOF {
 		return leafd.Errorf(leafd.EInvalidBody, "the body holds more than one JSON value: send one object, such as %s", example)
 	}
 	if err == nil {
@@ -284,8 +299,10 @@ func decodeJSON(body io.Reader, dst any, maxStep int64, example string) error {
 		msg = "the body is " + jsonKind(typ.Value) + ", not a JSON object"
 	case errors.As(err, &typ):
 		msg = fieldRule(typ.Field, maxStep) + ", not " + jsonKind(typ.Value)
+	case errors.As(err, &integer) && integer.notDigits:
+		msg = fieldRule("max_id", maxStep) + ", not " + truncate(integer.value) + `: write digits only, e.g. "7" or 7`
 	case errors.As(err, &integer):
-		msg = fieldRule("max_id", maxStep) + ", not " + truncate(string(integer))
+		msg = fieldRule("max_id", maxStep) + ", not " + truncate(integer.value)
 	default:
 		// The decoder's only other error is an unknown field, which it
 		// does not export: its text is matched.

@@ -36,7 +36,9 @@ import (
 //	LEAFD_TEST_ARTIFACTS=DIR                keep the screenshots there (default: the test's
 //	                                         temporary directory, removed afterwards)
 //	LEAFD_DASHBOARD_PNG=FILE                also write the README's screenshot there, after a
-//	                                         longer run of traffic (docs/dashboard.png)
+//	                                         longer run of traffic (docs/dashboard.png), and the
+//	                                         first screen at 10,000 tags beside it
+//	                                         (dashboard-10000.png)
 
 // chromiumPath finds a Chromium to drive, or skips the test.
 func chromiumPath(t *testing.T) string {

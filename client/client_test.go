@@ -449,13 +449,17 @@ func TestTypedErrors(t *testing.T) {
 			t.Run("UnknownTag", func(t *testing.T) {
 				before := srv.rec.requests.Load()
 				_, err := c.Next(ctx, "nope")
-				check(t, err, client.ErrUnknownTag, 404, `tag "nope" is not defined`)
+				check(t, err, client.ErrUnknownTag, 404, `tag "nope"`)
 				if srv.rec.requests.Load() == before {
 					t.Fatal("the answer did not come from the server")
 				}
 				// The next call asks again (no stale buffer is kept).
+				before = srv.rec.requests.Load()
 				_, err = c.Next(ctx, "nope")
-				check(t, err, client.ErrUnknownTag, 404, "not defined")
+				check(t, err, client.ErrUnknownTag, 404, `tag "nope"`)
+				if srv.rec.requests.Load() == before {
+					t.Fatal("the second answer did not come from the server")
+				}
 			})
 			t.Run("InvalidCount", func(t *testing.T) {
 				before := srv.rec.requests.Load()

@@ -215,9 +215,16 @@ func TestRangesFailover(t *testing.T) {
 				ids      = map[int64]bool{}
 				failures []error
 			)
+			// Each worker makes a third of its calls, waits for the
+			// failure, then makes the rest: the calls after it need far
+			// more IDs than the client holds, so they must fail over.
+			failed := make(chan struct{})
 			for range workers {
 				wg.Go(func() {
-					for range calls {
+					for i := range calls {
+						if i == calls/3 {
+							<-failed
+						}
 						id, err := c.Next(context.Background(), "order")
 						mu.Lock()
 						switch {
@@ -233,8 +240,9 @@ func TestRangesFailover(t *testing.T) {
 					}
 				})
 			}
-			waitFor(t, "a third of the calls", func() bool { return done.Load() >= workers*calls/3 })
+			waitFor(t, "a third of the calls", func() bool { return done.Load() >= workers*(calls/3) })
 			tc.fail(a)
+			close(failed)
 			wg.Wait()
 			for _, err := range failures {
 				t.Error(err)

@@ -45,6 +45,11 @@ var grpcCodes = map[string]codes.Code{
 	leafd.ETokenRequired:        codes.Unauthenticated,
 	leafd.ETokenRefused:         codes.PermissionDenied,
 	leafd.EUnknownToken:         codes.NotFound,
+	// Answers of the HTTP server to requests it cannot read.
+	leafd.EInvalidRequest:              codes.InvalidArgument,
+	leafd.EHeadersTooLarge:             codes.ResourceExhausted,
+	leafd.EUnsupportedTransferEncoding: codes.Unimplemented,
+	leafd.EUnsupportedHTTPVersion:      codes.Unimplemented,
 }
 
 // internalMessage is the only message an internal error shows: its cause is

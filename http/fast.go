@@ -81,9 +81,6 @@ const (
 	takesCount idParams = 1 << iota
 	takesFormat
 	takesSize
-	// ignoresOthers reads count, format and size and passes over every
-	// other parameter instead of refusing it (parseIDQuery).
-	ignoresOthers
 
 	// The parameters of GET /segment/{tag} and GET /snowflake, and of GET
 	// /segment/{tag}/range, whose answer is JSON whatever format says.
@@ -105,12 +102,6 @@ func (p idParams) names() string {
 	return strings.Join(out, ", ")
 }
 
-// parseIDQuery reads count, format and size as readIDQuery does, passing
-// over any other parameter.
-func parseIDQuery(raw string) (idQuery, error) {
-	return readIDQuery(raw, takesCount|takesFormat|takesSize|ignoresOthers)
-}
-
 // readIDQuery reads the query string of an ID route in one pass over the
 // raw string, without building url.Values: the values are substrings of raw
 // unless they hold an escape, so that the common query costs no
@@ -126,8 +117,7 @@ func parseIDQuery(raw string) (idQuery, error) {
 //   - a ';' anywhere, which is not a separator (escape it as %3B), or a
 //     malformed %-escape: invalid_query;
 //   - a parameter the route does not take (token among them: the native
-//     routes take a token in the Authorization header only), unless takes
-//     holds ignoresOthers: invalid_query.
+//     routes take a token in the Authorization header only): invalid_query.
 func readIDQuery(raw string, takes idParams) (idQuery, error) {
 	var q idQuery
 	if raw == "" {
@@ -160,12 +150,9 @@ func readIDQuery(raw string, takes idParams) (idQuery, error) {
 			bit, dst, seen = takesSize, &q.size, &q.hasSize
 		}
 		if takes&bit == 0 {
-			if takes&ignoresOthers == 0 {
-				return q, unknownParam(key, takes)
-			}
-			dst, seen = nil, nil
+			return q, unknownParam(key, takes)
 		}
-		if seen != nil && *seen {
+		if *seen {
 			code := leafd.EInvalidQuery
 			switch bit {
 			case takesCount:
@@ -178,9 +165,7 @@ func readIDQuery(raw string, takes idParams) (idQuery, error) {
 		if value, err = unescapeQuery(value); err != nil {
 			return q, err
 		}
-		if dst != nil {
-			*dst, *seen = value, true
-		}
+		*dst, *seen = value, true
 	}
 	return q, nil
 }
@@ -193,21 +178,6 @@ func unknownParam(key string, takes idParams) error {
 	}
 	return leafd.Errorf(leafd.EInvalidQuery,
 		"the query parameter %q is not one this route takes: it takes %s; leave the others out", truncate(key), takes.names())
-}
-
-// rangeQuery puts the query rule of the range route in front of h: the
-// query names size and format alone, each once, and is well formed (the
-// handler then reads size with parseIDQuery).
-func (s *Server) rangeQuery(h gin.HandlerFunc) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		if raw := c.Request.URL.RawQuery; raw != "" {
-			if _, err := readIDQuery(raw, rangeParams); err != nil {
-				s.writeError(c, err)
-				return
-			}
-		}
-		h(c)
-	}
 }
 
 // checkLeafQuery reads the query of a Leaf-compatible ID route as Leaf

@@ -41,11 +41,11 @@ func (s *Server) getSegmentRange(c *gin.Context) {
 	writeOK(c, contentJSON, b)
 }
 
-// parseSize reads the size parameter of a range request (parseIDQuery):
-// given once, a decimal integer in 1..max. Other parameters are ignored,
-// as on the other ID routes.
+// parseSize reads the query of a range request (readIDQuery): size, given
+// once, a decimal integer in 1..max, and format at most once; no other
+// parameter.
 func parseSize(rawQuery string, max int64) (int64, error) {
-	q, err := parseIDQuery(rawQuery)
+	q, err := readIDQuery(rawQuery, rangeParams)
 	if err != nil {
 		return 0, err
 	}

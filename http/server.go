@@ -214,7 +214,7 @@ func New(cfg Config) *Server {
 	get(e, "/healthz", once, s.healthz)
 	get(e, "/readyz", once, s.readyz)
 	get(e, "/segment/:tag", s.guard(false, false, s.getSegment)...)
-	get(e, "/segment/:tag/range", s.guard(false, false, s.rangeQuery(s.getSegmentRange))...)
+	get(e, "/segment/:tag/range", s.guard(false, false, s.getSegmentRange)...)
 	get(e, "/api/segment/get/:tag", s.guard(false, true, s.getLeafSegment)...)
 	get(e, "/snowflake", s.guard(true, false, s.getSnowflake)...)
 	get(e, "/snowflake/:id", once, s.decodeSnowflake)

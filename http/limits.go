@@ -1,8 +1,11 @@
 package http
 
 import (
+	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -11,10 +14,13 @@ import (
 // that is slow on purpose, or that never reads, holds a connection, a
 // goroutine and, while an answer waits to be written, that answer's
 // buffer: the timeouts bound how long, the connection cap how many.
-const (
-	// DefaultMaxConnections is the cap on concurrent connections
-	// (http.max_connections) when Config.MaxConnections is 0.
-	DefaultMaxConnections = 1024
+// DefaultMaxConnections is the cap on concurrent connections
+// (http.max_connections) when Config.MaxConnections is 0.
+const DefaultMaxConnections = 1024
+
+// The limits New uses where Config leaves them 0. Variables only so that
+// testLimitsEnv can shorten them in a test's process.
+var (
 	// defaultReadHeaderTimeout bounds reading a request's headers: a
 	// slowloris that trickles them is cut.
 	defaultReadHeaderTimeout = 10 * time.Second
@@ -41,31 +47,72 @@ const (
 	defaultMaxHeaderBytes = 64 << 10
 )
 
+// testLimitsEnv names the variable through which a process test (one that
+// runs the leafd binary, cmd/leafd/limits_process_test.go) shortens the
+// timeouts above, which the configuration does not expose: a
+// space-separated list of read_header_timeout, read_timeout, write_timeout
+// and idle_timeout set to Go durations, such as
+// "read_header_timeout=2s idle_timeout=3s". The configuration leaves
+// LEAFD_TEST_ names to leafd's tests; an entry that does not parse stops
+// the process, so that a test never runs against limits it did not ask
+// for.
+const testLimitsEnv = "LEAFD_TEST_HTTP_LIMITS"
+
+func init() {
+	v := os.Getenv(testLimitsEnv)
+	if v == "" {
+		return
+	}
+	targets := map[string]*time.Duration{"read_header_timeout": &defaultReadHeaderTimeout,
+		"read_timeout": &defaultReadTimeout, "write_timeout": &defaultWriteTimeout, "idle_timeout": &defaultIdleTimeout}
+	for _, f := range strings.Fields(v) {
+		name, val, _ := strings.Cut(f, "=")
+		d, err := time.ParseDuration(val)
+		target := targets[name]
+		if target == nil || err != nil || d <= 0 {
+			panic(fmt.Sprintf("%s: %q is not a timeout=duration of %s", testLimitsEnv, f, "read_header_timeout, read_timeout, write_timeout, idle_timeout"))
+		}
+		*target = d
+	}
+}
+
 // limitListener accepts at most n connections at a time. At the cap, Accept
-// first closes the connection that has been idle the longest between
-// requests (a keep-alive connection with no request in flight, which a
-// client may lose at any time and reopens); while no connection is idle, it
-// waits for one to close, and new clients wait in the kernel's accept queue
-// (their connect succeeds, their request is read once a slot frees). So
-// idle connections cannot lock honest clients out, and a client that hogs
-// a slot with a request is cut by the server's timeouts.
+// first closes the connection that has waited the longest for a request:
+// one idle between requests (a keep-alive connection, which a client may
+// lose at any time and reopens) or one that has not finished its first
+// request since it was accepted (a slowloris; an honest client sends its
+// request at once). It closes only one that has waited at least
+// evictAfter: a connection between two requests of a busy client is not
+// taken from it, which would only send that client to the back of the
+// accept queue. While none qualifies, Accept waits for a connection to
+// close, and new clients wait in the kernel's accept queue (their connect
+// succeeds, their request is read once a slot frees). So idle and
+// trickling connections cannot lock honest clients out, and a client that
+// hogs a slot inside a request (a slow body, an answer it does not read)
+// is cut by the server's timeouts.
 type limitListener struct {
 	net.Listener
 	slots chan struct{}
 	done  chan struct{}
 	once  sync.Once
 
-	mu   sync.Mutex
-	idle map[*limitConn]time.Time // connections between requests, since when
+	mu sync.Mutex
+	// waiting are the connections with no request in flight (accepted and
+	// not yet read a request, or idle between requests), since when.
+	waiting map[*limitConn]time.Time
 }
+
+// evictAfter is how long a connection must have waited for a request
+// before Accept closes it to make room.
+const evictAfter = 500 * time.Millisecond
 
 // newLimitListener returns ln accepting at most n connections at a time.
 func newLimitListener(ln net.Listener, n int) *limitListener {
 	return &limitListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}),
-		idle: make(map[*limitConn]time.Time)}
+		waiting: make(map[*limitConn]time.Time)}
 }
 
-// Accept waits for a free slot, closing an idle connection to make one,
+// Accept waits for a free slot, closing a waiting connection to make one,
 // then for a connection.
 func (l *limitListener) Accept() (net.Conn, error) {
 	for acquired := false; !acquired; {
@@ -77,9 +124,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, net.ErrClosed
 		default:
 		}
-		l.closeIdlest()
+		l.closeLongestWaiting()
 		// The closed connection frees its slot once net/http sees it
-		// closed; with none idle, wait for a close or look again.
+		// closed; with none closed, wait for a close or look again.
 		select {
 		case l.slots <- struct{}{}:
 			acquired = true
@@ -96,27 +143,30 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	return &limitConn{Conn: c, l: l}, nil
 }
 
-// closeIdlest closes the connection idle the longest, if any.
-func (l *limitListener) closeIdlest() {
+// closeLongestWaiting closes the connection that has waited for a request
+// the longest, if it has waited evictAfter at least.
+func (l *limitListener) closeLongestWaiting() {
 	l.mu.Lock()
 	var (
 		oldest *limitConn
-		since  time.Time
+		since  = time.Now().Add(-evictAfter)
 	)
-	for c, t := range l.idle {
-		if oldest == nil || t.Before(since) {
+	for c, t := range l.waiting {
+		if !t.After(since) {
 			oldest, since = c, t
 		}
 	}
-	delete(l.idle, oldest)
+	delete(l.waiting, oldest)
 	l.mu.Unlock()
 	if oldest != nil {
 		_ = oldest.Conn.Close() // net/http's read fails, and it closes the limitConn
 	}
 }
 
-// connState is the http.Server's ConnState hook: it keeps the set of idle
-// connections.
+// connState is the http.Server's ConnState hook: it keeps the set of
+// connections waiting for a request. net/http reports a connection New
+// until its first request's headers are read, Active from then to the end
+// of the answer, then Idle until the next request's headers are read.
 func (l *limitListener) connState(c net.Conn, state http.ConnState) {
 	lc, ok := c.(*limitConn)
 	if !ok {
@@ -124,10 +174,10 @@ func (l *limitListener) connState(c net.Conn, state http.ConnState) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if state == http.StateIdle {
-		l.idle[lc] = time.Now()
+	if state == http.StateNew || state == http.StateIdle {
+		l.waiting[lc] = time.Now()
 	} else {
-		delete(l.idle, lc)
+		delete(l.waiting, lc)
 	}
 }
 
@@ -148,7 +198,7 @@ func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
 		c.l.mu.Lock()
-		delete(c.l.idle, c)
+		delete(c.l.waiting, c)
 		c.l.mu.Unlock()
 		<-c.l.slots
 	})

@@ -218,6 +218,93 @@ func TestConnectionCapClosesIdle(t *testing.T) {
 	}
 }
 
+// At the cap, connections that trickle their first request's headers
+// (slowloris) do not lock a new client out until ReadHeaderTimeout: the one
+// that has waited the longest for its request is closed to make room.
+func TestConnectionCapClosesSlowloris(t *testing.T) {
+	addr := limitServer(t, leafhttp.Config{MaxConnections: 3, ReadHeaderTimeout: 30 * time.Second})
+	var held []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: a") // and never more
+		held = append(held, c)
+		time.Sleep(50 * time.Millisecond)
+	}
+	start := time.Now()
+	res, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatalf("a new client was locked out by three connections trickling their headers: %v", err)
+	}
+	res.Body.Close()
+	t.Logf("served at the cap after %v", time.Since(start).Round(time.Millisecond))
+	if closed, _ := closedWithin(held[0], time.Second); !closed {
+		t.Error("the connection that waited the longest for its request was not the one closed")
+	}
+}
+
+// At the cap, a busy keep-alive connection (idle only for moments between
+// its requests) keeps its slot: a new client waits for it to go quiet
+// rather than take it, which would only send the busy client to the back
+// of the accept queue.
+func TestConnectionCapKeepsBusyConnection(t *testing.T) {
+	addr := limitServer(t, leafhttp.Config{MaxConnections: 1})
+	busy, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	r := bufio.NewReader(busy)
+	ask := func() error {
+		if _, err := fmt.Fprint(busy, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			return err
+		}
+		_ = busy.SetReadDeadline(time.Now().Add(5 * time.Second))
+		res, err := http.ReadResponse(r, nil)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		return res.Body.Close()
+	}
+	if err := ask(); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		err error
+		at  time.Time
+	}
+	served := make(chan result, 1)
+	go func() {
+		res, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + addr + "/healthz")
+		if err == nil {
+			res.Body.Close()
+		}
+		served <- result{err, time.Now()}
+	}()
+	// Busy for 1.5 s: a request every 20 ms, on the one connection.
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if err := ask(); err != nil {
+			t.Fatalf("the busy connection lost its slot to a new client: %v", err)
+		}
+	}
+	quiet := time.Now()
+	got := <-served
+	if got.err != nil {
+		t.Fatalf("the new client was not served once the busy connection went quiet: %v", got.err)
+	}
+	if got.at.Before(quiet) {
+		t.Fatal("a second connection was served while the cap is 1 and the first was busy")
+	}
+	t.Logf("the new client was served %v after the busy connection went quiet", got.at.Sub(quiet).Round(time.Millisecond))
+	if closed, _ := closedWithin(busy, time.Second); !closed {
+		t.Error("the quiet connection was not the one closed to make room")
+	}
+}
+
 // 400 clients pipeline requests for 10,000 IDs in JSON and never read:
 // each holds at most one answer (about 80 KB here) while its write is
 // blocked, and what the kernel buffered before. WriteTimeout cuts a

@@ -1,11 +1,8 @@
 package http
 
 import (
-	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"strings"
 	"sync"
 	"time"
 )
@@ -18,9 +15,10 @@ import (
 // (http.max_connections) when Config.MaxConnections is 0.
 const DefaultMaxConnections = 1024
 
-// The limits New uses where Config leaves them 0. Variables only so that
-// testLimitsEnv can shorten them in a test's process.
-var (
+// The limits New uses where Config leaves them 0 (the defaults of
+// http.read_header_timeout, http.read_timeout, http.write_timeout and
+// http.idle_timeout).
+const (
 	// defaultReadHeaderTimeout bounds reading a request's headers: a
 	// slowloris that trickles them is cut.
 	defaultReadHeaderTimeout = 10 * time.Second
@@ -46,35 +44,6 @@ var (
 	// adds 4 KiB of slack); past it net/http answers 431.
 	defaultMaxHeaderBytes = 64 << 10
 )
-
-// testLimitsEnv names the variable through which a process test (one that
-// runs the leafd binary, cmd/leafd/limits_process_test.go) shortens the
-// timeouts above, which the configuration does not expose: a
-// space-separated list of read_header_timeout, read_timeout, write_timeout
-// and idle_timeout set to Go durations, such as
-// "read_header_timeout=2s idle_timeout=3s". The configuration leaves
-// LEAFD_TEST_ names to leafd's tests; an entry that does not parse stops
-// the process, so that a test never runs against limits it did not ask
-// for.
-const testLimitsEnv = "LEAFD_TEST_HTTP_LIMITS"
-
-func init() {
-	v := os.Getenv(testLimitsEnv)
-	if v == "" {
-		return
-	}
-	targets := map[string]*time.Duration{"read_header_timeout": &defaultReadHeaderTimeout,
-		"read_timeout": &defaultReadTimeout, "write_timeout": &defaultWriteTimeout, "idle_timeout": &defaultIdleTimeout}
-	for _, f := range strings.Fields(v) {
-		name, val, _ := strings.Cut(f, "=")
-		d, err := time.ParseDuration(val)
-		target := targets[name]
-		if target == nil || err != nil || d <= 0 {
-			panic(fmt.Sprintf("%s: %q is not a timeout=duration of %s", testLimitsEnv, f, "read_header_timeout, read_timeout, write_timeout, idle_timeout"))
-		}
-		*target = d
-	}
-}
 
 // limitListener accepts at most n connections at a time. At the cap, Accept
 // first closes the connection that has waited the longest for a request:

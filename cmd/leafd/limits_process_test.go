@@ -25,9 +25,9 @@ import (
 )
 
 // The limits the leafd processes of TestHTTPLimitsProcess run with: the
-// timeouts shortened (through LEAFD_TEST_HTTP_LIMITS, see http/limits.go)
-// so that each attack ends within seconds, and a connection cap below the
-// number of attacking connections.
+// timeouts shortened (http.read_header_timeout and the others) so that each
+// attack ends within seconds, and a connection cap below the number of
+// attacking connections.
 const (
 	limReadHeader = 2 * time.Second
 	limRead       = 3 * time.Second
@@ -155,8 +155,8 @@ func runAttack(t *testing.T, dbPath string, a attack) {
 	env := append(baseEnv(t), "LEAFD_STORE_DRIVER=sqlite", "LEAFD_STORE_DSN=file:"+dbPath,
 		"LEAFD_SEGMENT_SEED_TAGS=good:100000 bulk:1000000", "LEAFD_SNOWFLAKE_ENABLED=true", "LEAFD_SNOWFLAKE_WORKER_ID=1",
 		"LEAFD_ADMIN_TOKEN="+limAdminToken, "LEAFD_HTTP_MAX_CONNECTIONS="+strconv.Itoa(limMaxConns),
-		fmt.Sprintf("LEAFD_TEST_HTTP_LIMITS=read_header_timeout=%v read_timeout=%v write_timeout=%v idle_timeout=%v",
-			limReadHeader, limRead, limWrite, limIdle))
+		"LEAFD_HTTP_READ_HEADER_TIMEOUT="+limReadHeader.String(), "LEAFD_HTTP_READ_TIMEOUT="+limRead.String(),
+		"LEAFD_HTTP_WRITE_TIMEOUT="+limWrite.String(), "LEAFD_HTTP_IDLE_TIMEOUT="+limIdle.String())
 	tp := testenv.MustStart(t, testenv.Config{Path: plainLeafd(t), Dir: t.TempDir(), Env: env}, 30*time.Second)
 	p := &process{Process: tp, addr: tp.URL()}
 	waitReady(t, p)

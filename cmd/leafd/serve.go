@@ -175,6 +175,8 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 		AdminToken: cfg.Admin.Token, ProtectDashboard: cfg.Admin.ProtectDashboard, Logger: log,
 		Tokens: db, SegmentRequireToken: cfg.Segment.RequireToken, SnowflakeRequireToken: cfg.Snowflake.RequireToken,
 		MaxConnections: cfg.HTTP.MaxConnections, TrustedProxies: cfg.HTTP.TrustedProxies,
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, ReadTimeout: cfg.HTTP.ReadTimeout,
+		WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
 	})
 	grpcSrv, err := newGRPCServer(grpcLn, srv, metrics, alloc, gen, log)
 	if err != nil {

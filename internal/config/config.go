@@ -54,6 +54,11 @@ type HTTP struct {
 	// whose X-Forwarded-For and X-Real-IP name the client
 	// (http.trusted_proxies). Empty, the default, trusts none.
 	TrustedProxies []string
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound
+	// how long a client may take to send its headers, its whole request,
+	// and to take its answer, and how long a keep-alive connection may
+	// idle (http.read_header_timeout, …): a client slow on purpose is cut.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 }
 
 // GRPC is the grpc section.
@@ -248,7 +253,9 @@ type Metrics struct {
 func Default() *Config {
 	return &Config{
 		HTTP: HTTP{Addr: "127.0.0.1:8080", ShutdownTimeout: 10 * time.Second,
-			MaxConnections: 1024, TrustedProxies: []string{}},
+			MaxConnections: 1024, TrustedProxies: []string{},
+			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second,
+			WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute},
 		Store: Store{Driver: "sqlite", DSN: "file:data/leafd.db", FallbackDSNs: []string{}, Shards: []string{}, ShardSlots: 16, Migrate: true},
 		Segment: Segment{
 			Enabled:     true,
@@ -433,6 +440,15 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 		bad("http.addr", "%q is not host:port: %s", c.HTTP.Addr, hintAddr)
 	}
 	positive("http.shutdown_timeout", c.HTTP.ShutdownTimeout)
+	positive("http.read_header_timeout", c.HTTP.ReadHeaderTimeout)
+	positive("http.read_timeout", c.HTTP.ReadTimeout)
+	positive("http.idle_timeout", c.HTTP.IdleTimeout)
+	// The write timeout runs from the end of a request's headers to the end
+	// of its answer: it must leave a request time to wait for a range.
+	if c.HTTP.WriteTimeout <= c.Segment.WaitTimeout {
+		bad("http.write_timeout", "%s is not longer than segment.wait_timeout (%s): a request that waits for a range would be cut before its answer; make it a few times longer", c.HTTP.WriteTimeout, c.Segment.WaitTimeout).
+			also("segment.wait_timeout")
+	}
 	if c.GRPC.Addr != "" {
 		if _, _, err := net.SplitHostPort(c.GRPC.Addr); err != nil {
 			bad("grpc.addr", "%q is not host:port: %s", c.GRPC.Addr, hintGRPCAddr)

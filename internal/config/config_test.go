@@ -76,7 +76,9 @@ func problems(err error) []*config.KeyError {
 func spec() *config.Config {
 	return &config.Config{
 		HTTP: config.HTTP{Addr: "127.0.0.1:8080", ShutdownTimeout: 10 * time.Second,
-			MaxConnections: 1024, TrustedProxies: []string{}},
+			MaxConnections: 1024, TrustedProxies: []string{},
+			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second,
+			WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute},
 		Store: config.Store{Driver: "sqlite", DSN: "file:data/leafd.db", FallbackDSNs: []string{}, Shards: []string{}, ShardSlots: 16, Migrate: true},
 		Segment: config.Segment{
 			Enabled: true, RefillMin: 15 * time.Minute, RefillMax: 30 * time.Minute, MaxStep: 1000000,
@@ -305,6 +307,12 @@ func TestLoadFileValues(t *testing.T) {
 			func(c *config.Config) bool { return c.Metrics.PerTag == "off" }},
 		{"MetricsPerTagFull", "metrics: {per_tag: FULL}",
 			func(c *config.Config) bool { return c.Metrics.PerTag == "full" }},
+		{"HTTPTimeouts", "http: {read_header_timeout: 2s, read_timeout: 3s, write_timeout: 4s, idle_timeout: 5s}",
+			func(c *config.Config) bool {
+				h := c.HTTP
+				return h.ReadHeaderTimeout == 2*time.Second && h.ReadTimeout == 3*time.Second &&
+					h.WriteTimeout == 4*time.Second && h.IdleTimeout == 5*time.Second
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -384,6 +392,10 @@ func TestLoadBadValue(t *testing.T) {
 		{"DurationFromEnv", "", map[string]string{"LEAFD_SEGMENT_WAIT_TIMEOUT": "soon"}, "segment.wait_timeout", "Go duration"},
 		{"DurationWithoutUnit", "http: {shutdown_timeout: 10}", nil, "http.shutdown_timeout", "has no unit"},
 		{"DurationZero", "segment: {tag_refresh: 0s}", nil, "segment.tag_refresh", "greater than 0"},
+		{"IdleTimeoutZero", "http: {idle_timeout: 0s}", nil, "http.idle_timeout", "greater than 0"},
+		{"ReadHeaderTimeoutFromEnv", "", map[string]string{"LEAFD_HTTP_READ_HEADER_TIMEOUT": "-1s"}, "http.read_header_timeout", "greater than 0"},
+		{"WriteTimeoutBelowWait", "http: {write_timeout: 2s}\nsegment: {wait_timeout: 2s}", nil,
+			"http.write_timeout", "not longer than segment.wait_timeout (2s)"},
 		{"DurationNegative", "segment: {wait_timeout: -5ms}", nil, "segment.wait_timeout", "greater than 0"},
 		{"MaxBackwardNegative", "snowflake: {max_backward: -5ms}", nil, "snowflake.max_backward", "use 1ms to 1s"},
 		{"MaxBackwardTooLong", "snowflake: {max_backward: 2s}", nil, "snowflake.max_backward", "use 1ms to 1s"},

@@ -377,6 +377,10 @@ func fields() []field {
 		durationField("http.shutdown_timeout", func(c *Config) *time.Duration { return &c.HTTP.ShutdownTimeout }),
 		smallIntField("http.max_connections", hintMaxConnections(), func(c *Config) *int { return &c.HTTP.MaxConnections }),
 		listField("http.trusted_proxies", hintProxies, func(c *Config) *[]string { return &c.HTTP.TrustedProxies }),
+		durationField("http.read_header_timeout", func(c *Config) *time.Duration { return &c.HTTP.ReadHeaderTimeout }),
+		durationField("http.read_timeout", func(c *Config) *time.Duration { return &c.HTTP.ReadTimeout }),
+		durationField("http.write_timeout", func(c *Config) *time.Duration { return &c.HTTP.WriteTimeout }),
+		durationField("http.idle_timeout", func(c *Config) *time.Duration { return &c.HTTP.IdleTimeout }),
 
 		stringField("grpc.addr", hintGRPCAddr, true, func(c *Config) *string { return &c.GRPC.Addr }),
 

@@ -35,28 +35,153 @@ func writeOK(c *gin.Context, ct []string, b []byte) {
 	_, _ = c.Writer.Write(b)
 }
 
-// The batch routes keep their buffers in a sync.Pool (bufPool, idPool) for
-// the next batch. A pooled buffer is as large as the largest batch it
-// served, and stays until two garbage collections pass without a request
-// taking it: with segment.max_batch at a million, one such batch would
-// leave a buffer of 23 MB per concurrent request in the pool. So a buffer
-// is pooled only up to what a batch of pooledBatch IDs needs, the default
-// segment.max_batch (which bounds snowflake batches too): with the default
-// settings every batch reuses a pooled buffer, and a larger batch allocates
-// its own, which the garbage collector takes back. Each cap is twice the need,
+// The batch routes keep their buffers and slices in a sync.Pool (bufPool,
+// idPool) for the next batch; what the pool holds stays until two garbage
+// collections pass without a request taking it. An answer's text is
+// formatted and written in chunks of at most answerChunk bytes
+// (chunkedAnswer), so its buffer never grows past one chunk, whatever the
+// batch. The ranges and IDs a batch holds do grow with it: with
+// segment.max_batch at a million, a snowflake batch would leave 8 MB of IDs
+// per concurrent request in the pool. So those are pooled only up to what
+// a batch of pooledBatch IDs needs, the default segment.max_batch (which
+// bounds snowflake batches too): with the default settings every batch
+// reuses a pooled slice, and a larger batch allocates its own, which the
+// garbage collector takes back. Each of those caps is twice the need,
 // since append grows a slice past what it holds (by up to a quarter, then
 // to a size class).
 const (
 	pooledBatch = 10_000
-	// maxPooledBytes: the widest answer of pooledBatch IDs is JSON with
-	// IDs of 19 digits, each written "…", (22 bytes): 220 KB.
-	maxPooledBytes = 512 << 10
+	// maxPooledBytes: a buffer holds one chunk of an answer, and
+	// chunkedAnswer sizes it to at most answerChunk.
+	maxPooledBytes = answerChunk
 	// maxPooledRanges: a segment batch of pooledBatch IDs spans one range
 	// per step's worth of IDs, at most pooledBatch ranges (a step of 1).
 	maxPooledRanges = 2 * pooledBatch
 	// maxPooledIDs: a snowflake batch holds its IDs.
 	maxPooledIDs = 2 * pooledBatch
 )
+
+// A batch answer is formatted and written in chunks of at most answerChunk
+// bytes, the one buffer reused for each. A client that reads nothing
+// blocks the handler in a Write until the server's WriteTimeout: what it
+// pins then is one chunk, not the whole answer (220 KB for 10,000 IDs of 19
+// digits in JSON, 23 MB for a million). 32 KiB is the largest small size
+// class of Go's allocator, so a buffer of one chunk wastes nothing, and
+// amply more than the write buffers of net/http (4 KiB), so that writing
+// in chunks costs at most one more write to the socket per 32 KiB.
+const (
+	answerChunk = 32 << 10
+	// maxIDBytes is the most one ID takes in an answer: 19 digits (2^63-1)
+	// written "…", in JSON.
+	maxIDBytes = 22
+	// answerTail is the most an answer writes after its last ID: "]}\n".
+	answerTail = 3
+)
+
+// chunkedAnswer writes a 200 answer whose text may exceed answerChunk: the
+// handler appends to b through room or fits, which write b out as the next
+// chunk when another ID might not fit, then calls finish. An answer that
+// fits in one chunk goes out in one Write when finished, as writeOK writes
+// it, so that net/http gives a small one its Content-Length; a larger one
+// goes out in several, after the status and Content-Type are set once,
+// and net/http sends it chunked as it would send one large Write. The bytes
+// of the body are the same either way.
+type chunkedAnswer struct {
+	c  *gin.Context
+	ct []string // contentTextPlain or contentJSON
+	b  []byte
+	// sent: the status line is written and b holds what follows the
+	// chunks already written; failed: a Write failed (the client is gone,
+	// or WriteTimeout passed), so nothing more is formatted or written.
+	sent, failed bool
+}
+
+// newAnswer starts an answer of content type ct in the pooled buffer b, for
+// ids IDs after head bytes: b is made to hold the whole answer, or a chunk
+// when the answer is larger, so that appending never grows it.
+func newAnswer(c *gin.Context, ct []string, b []byte, head, ids int) chunkedAnswer {
+	need := answerChunk
+	if ids < answerChunk/maxIDBytes {
+		need = min(need, head+ids*maxIDBytes+answerTail)
+	}
+	if cap(b) < need {
+		b = make([]byte, 0, need)
+	}
+	return chunkedAnswer{c: c, ct: ct, b: b[:0]}
+}
+
+// room returns how many more IDs the chunk in a.b surely holds, at least
+// one: when it holds none, it writes the chunk out first.
+func (a *chunkedAnswer) room() int {
+	n := (answerChunk - answerTail - len(a.b)) / maxIDBytes
+	if n <= 0 {
+		a.flush()
+		n = (answerChunk - answerTail) / maxIDBytes
+	}
+	return n
+}
+
+// fits makes room in a.b for one more ID, writing the chunk out when it
+// might not fit, and reports whether the answer is still being written.
+func (a *chunkedAnswer) fits() bool {
+	if len(a.b) > answerChunk-answerTail-maxIDBytes {
+		a.flush()
+	}
+	return !a.failed
+}
+
+// flush writes a.b out as the next chunk, the status line first, and
+// empties it.
+func (a *chunkedAnswer) flush() {
+	if !a.sent {
+		a.c.Writer.Header()["Content-Type"] = a.ct
+		a.c.Writer.WriteHeader(http.StatusOK)
+		a.sent = true
+	}
+	if !a.failed {
+		if _, err := a.c.Writer.Write(a.b); err != nil {
+			a.failed = true
+		}
+	}
+	a.b = a.b[:0]
+}
+
+// appendRange appends the IDs of r as appendRange does, in pieces of at
+// most room() IDs, so that a range of any size is formatted a chunk at a
+// time.
+func (a *chunkedAnswer) appendRange(r segment.Range, before, after string) {
+	for r.Start < r.End && !a.failed {
+		var head segment.Range
+		head, r = splitRange(r, a.room())
+		a.b = appendRange(a.b, head, before, after)
+	}
+}
+
+// finish writes what is left of the answer: all of it in one Write when it
+// fit in one chunk. It returns the buffer, to put back in its pool.
+func (a *chunkedAnswer) finish() []byte {
+	if !a.sent {
+		writeOK(a.c, a.ct, a.b)
+	} else if !a.failed && len(a.b) > 0 {
+		_, _ = a.c.Writer.Write(a.b)
+	}
+	return a.b
+}
+
+// splitRange splits r, which holds at least one ID, after its first n IDs
+// (n >= 1): head holds those, rest the others, empty (Start == End) when r
+// holds no more than n. The IDs of r are Start, Start+Stride, ... below
+// End, as appendRange writes them; rest starts at the ID after head's
+// last, which is below End, so that nothing overflows near 2^63-1.
+func splitRange(r segment.Range, n int) (head, rest segment.Range) {
+	stride := max(r.Stride, 1)
+	if (r.End-r.Start-1)/stride < int64(n) { // r holds (End-Start-1)/stride + 1 IDs
+		return r, segment.Range{}
+	}
+	mid := r.Start + int64(n)*stride // at most End-1: n*stride <= End-Start-1
+	return segment.Range{Start: r.Start, End: mid, Stride: r.Stride},
+		segment.Range{Start: mid, End: r.End, Stride: r.Stride}
+}
 
 // poolable returns s to keep in a pool, or nil when it grew past max
 // elements, so that the pool does not keep it (see pooledBatch).

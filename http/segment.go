@@ -69,26 +69,35 @@ func (s *Server) getSegment(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	b := buf.b[:0]
-	if wantJSON(c, q) {
-		b = append(b, `{"tag":"`...)
-		b = append(b, tag...) // a valid tag needs no JSON escaping
-		b = append(b, `","ids":[`...)
-		for _, r := range buf.ranges {
-			b = appendRange(b, r, `"`, `",`)
+	buf.b = writeSegmentAnswer(c, buf.b, tag, buf.ranges, n, wantJSON(c, q))
+}
+
+// writeSegmentAnswer writes the answer of GET /segment/{tag}: the n IDs of
+// ranges, one a line in text or as {"tag":…,"ids":[…]} in JSON, formatted
+// in b a chunk at a time (chunkedAnswer). It returns the buffer, to pool.
+func writeSegmentAnswer(c *gin.Context, b []byte, tag string, ranges []segment.Range, n int, json bool) []byte {
+	if !json {
+		a := newAnswer(c, contentTextPlain, b, 0, n)
+		for _, r := range ranges {
+			a.appendRange(r, "", "\n")
 		}
-		if b[len(b)-1] == ',' {
-			b = b[:len(b)-1]
-		}
-		b = append(b, "]}\n"...)
-		writeOK(c, contentJSON, b)
-	} else {
-		for _, r := range buf.ranges {
-			b = appendRange(b, r, "", "\n")
-		}
-		writeOK(c, contentTextPlain, b)
+		return a.finish()
 	}
-	buf.b = b
+	const open, mid = `{"tag":"`, `","ids":[`
+	a := newAnswer(c, contentJSON, b, len(open)+len(tag)+len(mid), n)
+	a.b = append(a.b, open...)
+	a.b = append(a.b, tag...) // a valid tag needs no JSON escaping
+	a.b = append(a.b, mid...)
+	for _, r := range ranges {
+		a.appendRange(r, `"`, `",`)
+	}
+	// The last ID is still in a.b: a chunk is written out only when
+	// another ID follows (room), or when a Write failed.
+	if l := len(a.b); l > 0 && a.b[l-1] == ',' {
+		a.b = a.b[:l-1]
+	}
+	a.b = append(a.b, "]}\n"...)
+	return a.finish()
 }
 
 // getLeafSegment answers Leaf's GET /api/segment/get/{tag}: the bare

@@ -48,27 +48,40 @@ func (s *Server) getSnowflake(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	b := buf.b[:0]
-	if wantJSON(c, q) {
-		b = append(b, `{"ids":[`...)
-		for i, id := range buf.ids {
-			if i > 0 {
-				b = append(b, ',')
+	buf.b = writeSnowflakeAnswer(c, buf.b, buf.ids, wantJSON(c, q))
+}
+
+// writeSnowflakeAnswer writes the answer of GET /snowflake: ids, one a
+// line in text or as {"ids":[…]} in JSON, formatted in b a chunk at a time
+// (chunkedAnswer). It returns the buffer, to pool.
+func writeSnowflakeAnswer(c *gin.Context, b []byte, ids []snowflake.ID, json bool) []byte {
+	if !json {
+		a := newAnswer(c, contentTextPlain, b, 0, len(ids))
+		for _, id := range ids {
+			if !a.fits() {
+				break
 			}
-			b = append(b, '"')
-			b = strconv.AppendInt(b, int64(id), 10)
-			b = append(b, '"')
+			a.b = strconv.AppendInt(a.b, int64(id), 10)
+			a.b = append(a.b, '\n')
 		}
-		b = append(b, "]}\n"...)
-		writeOK(c, contentJSON, b)
-	} else {
-		for _, id := range buf.ids {
-			b = strconv.AppendInt(b, int64(id), 10)
-			b = append(b, '\n')
-		}
-		writeOK(c, contentTextPlain, b)
+		return a.finish()
 	}
-	buf.b = b
+	const open = `{"ids":[`
+	a := newAnswer(c, contentJSON, b, len(open), len(ids))
+	a.b = append(a.b, open...)
+	for i, id := range ids {
+		if !a.fits() {
+			break
+		}
+		if i > 0 {
+			a.b = append(a.b, ',')
+		}
+		a.b = append(a.b, '"')
+		a.b = strconv.AppendInt(a.b, int64(id), 10)
+		a.b = append(a.b, '"')
+	}
+	a.b = append(a.b, "]}\n"...)
+	return a.finish()
 }
 
 // getLeafSnowflake answers Leaf's GET /api/snowflake/get/{key}: the bare

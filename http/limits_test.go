@@ -306,8 +306,9 @@ func TestConnectionCapKeepsBusyConnection(t *testing.T) {
 }
 
 // 400 clients pipeline requests for 10,000 IDs in JSON and never read:
-// each holds at most one answer (about 80 KB here) while its write is
-// blocked, and what the kernel buffered before. WriteTimeout cuts a
+// each holds at most one chunk of an answer (32 KiB, of an answer of about
+// 80 KB here) while its write is blocked, and what the kernel buffered
+// before. WriteTimeout cuts a
 // connection blocked in a write, IdleTimeout one whose answers all fit the
 // kernel's buffers, so the memory they pin is bounded by the connections
 // (http.max_connections) and comes back; a well-behaved client keeps being
@@ -399,9 +400,9 @@ func TestNonReadingClientsAreCut(t *testing.T) {
 	if open > 0 {
 		t.Errorf("%d of %d non-reading connections were still open %v after WriteTimeout and IdleTimeout", open, attackers, drain)
 	}
-	// Each attacker pins at most one answer: ~200 KB, and 64 KB of buffers.
-	if limit := base + attackers*300<<10 + 32<<20; peak > limit {
-		t.Errorf("heap grew to %.1f MB under attack, more than one answer per connection (%.1f MB)", mb(peak), mb(limit))
+	// Each attacker pins at most one chunk, 32 KiB, and 64 KB of buffers.
+	if limit := base + attackers*128<<10 + 32<<20; peak > limit {
+		t.Errorf("heap grew to %.1f MB under attack, more than a chunk and buffers per connection (%.1f MB)", mb(peak), mb(limit))
 	}
 	if after > base+16<<20 {
 		t.Errorf("heap stayed at %.1f MB after the attackers were cut (%.1f MB at rest)", mb(after), mb(base))

@@ -111,10 +111,10 @@ func TestHTTPLimitsProcess(t *testing.T) {
 		},
 	}, {
 		name: "SlowReader", conns: 400, timeout: limWrite,
-		// Each pins the answer whose write is blocked, for at most
-		// WriteTimeout: the bound allows for one per connection slot (see
-		// answerBytes).
-		rssGrowth: 40<<20 + limMaxConns*answerBytes,
+		// Each pins the chunk of an answer whose write is blocked, for at
+		// most WriteTimeout: the bound allows for one per connection slot
+		// (see chunkBytes), a seventh of what whole answers would take.
+		rssGrowth: 40<<20 + limMaxConns*chunkBytes,
 		run: func(c net.Conn, stop <-chan struct{}) {
 			// 128 requests (9 KB) at once, more than the server's read
 			// buffer (4 KB) takes: it reads the next request only once an
@@ -166,8 +166,8 @@ func runAttack(t *testing.T, dbPath string, a attack) {
 	good := startGoodClient(t, p.addr)
 	defer good.stop()
 	time.Sleep(time.Second) // warm: the good client's ranges, buffers and connections
-	if code, body := get(t, http.DefaultClient, p.addr+"/segment/bulk?count=10000&format=json"); code != 200 || len(body) > 10_000*(8+3) {
-		t.Fatalf("GET /segment/bulk?count=10000&format=json: %d, %d bytes; the slow readers' bound allows %d", code, len(body), 10_000*(8+3))
+	if code, body := get(t, http.DefaultClient, p.addr+"/segment/bulk?count=10000&format=json"); code != 200 || len(body) < 2*32<<10 {
+		t.Fatalf("GET /segment/bulk?count=10000&format=json: %d, %d bytes; the slow readers need answers of several 32 KiB chunks", code, len(body))
 	}
 	baseline := rss(t, pid)
 	fdBase := fds(t, pid)
@@ -328,13 +328,13 @@ func runAttack(t *testing.T, dbPath string, a attack) {
 }
 
 const (
-	// answerBytes is what one answer of the slow readers costs in RSS:
-	// 10,000 IDs in JSON, each quoted and followed by a comma, of 8 digits
-	// at most here (the attack takes about 16 million IDs), and two and a
-	// half times over: the buffer holding it has up to a quarter spare, and
-	// the garbage collector lets the heap grow to twice what is live
-	// (GOGC=100) before it collects. runAttack checks an answer's size.
-	answerBytes = 10_000 * (8 + 3) * 5 / 2
+	// chunkBytes is what the blocked write of a slow reader costs in RSS:
+	// the server formats and writes a batch 32 KiB at a time, whatever its
+	// size, and holds only the chunk it is writing, two and a half times
+	// over: the buffer has up to a quarter spare, and the garbage collector
+	// lets the heap grow to twice what is live (GOGC=100) before it
+	// collects. runAttack checks that an answer spans several chunks.
+	chunkBytes = 32 << 10 * 5 / 2
 	// rssSettled is how near its baseline RSS must come back once the
 	// attack is over.
 	rssSettled = 16 << 20

@@ -38,7 +38,7 @@ const (
 	defaultMaxStep     = 1_000_000
 	tokenHint          = "send the header Authorization: Bearer TOKEN, where TOKEN is admin.token"
 	adminDisabledHint  = "the admin routes are switched off: set admin.token (LEAFD_ADMIN_TOKEN) to use them"
-	maxIDImmutableHint = "max_id cannot be changed: lowering it would hand out IDs again, raising it is done by SQL if you must"
+	maxIDImmutableHint = "max_id cannot be changed: lowering it would hand out IDs again; a rewound tag is raised to its high-water mark by POST /api/tags/{tag}/repair"
 )
 
 // requireAdmin lets a request through only with the right bearer token. No

@@ -286,8 +286,17 @@ func (s *Server) checkIDToken(c *gin.Context, snowflake, leaf bool) {
 		text = strings.TrimSpace(rest)
 	}
 	var err error
-	if text == "" && leaf {
+	switch {
+	case text == "" && leaf:
 		text, err = queryToken(c.Request.URL.RawQuery)
+	case text == "":
+		// A token in the URL of a native route is refused as the handler
+		// would refuse it, rather than answered token_required: the caller
+		// learns where the token goes.
+		if token, qerr := queryToken(c.Request.URL.RawQuery); qerr != nil || token != "" {
+			s.writeError(c, unknownParam("token", 0))
+			return
+		}
 	}
 	if err == nil { // else a malformed query: not a refusal
 		err = s.checkAccessToken(text, tag, snowflake)
@@ -378,7 +387,8 @@ func (s *Server) CheckIDToken(token, tag string, snowflake bool) error {
 func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }
 
 // queryToken reads the token parameter of a Leaf route's query, given at
-// most once.
+// most once. Names are %-decoded, as the rest of the query is read:
+// %74oken is token.
 func queryToken(raw string) (string, error) {
 	var token string
 	seen := false
@@ -386,6 +396,10 @@ func queryToken(raw string) (string, error) {
 		var pair string
 		pair, raw, _ = strings.Cut(raw, "&")
 		key, value, _ := strings.Cut(pair, "=")
+		key, err := unescapeQuery(key)
+		if err != nil {
+			return "", err
+		}
 		if key != "token" {
 			continue
 		}

@@ -174,6 +174,15 @@ func testTokens(t *testing.T, driver, dsn string) {
 		wantStatus(t, "*", status, body, http.StatusOK, "\n")
 		status, body = tokenDo(t, "GET", srv.url+"/segment/a%20b", order, "", "")
 		wantStatus(t, "an invalid tag", status, body, http.StatusBadRequest, leafd.EInvalidTag)
+		// A token in the URL of a native route is refused, saying where it
+		// goes, not answered token_required.
+		status, body = tokenDo(t, "GET", srv.url+"/segment/order?token="+order, "", "", "")
+		wantStatus(t, "?token= on a native route", status, body, http.StatusBadRequest, leafd.EInvalidQuery)
+		if !strings.Contains(body, "Authorization: Bearer") {
+			t.Errorf("?token= on a native route: %s; want the message to name the header", body)
+		}
+		status, body = tokenDo(t, "GET", srv.url+"/snowflake?%74oken="+sf, "", "", "")
+		wantStatus(t, "?%74oken= on the snowflake route", status, body, http.StatusBadRequest, leafd.EInvalidQuery)
 
 		// Leaf's route: ?token= or the header; refusals with their status.
 		status, body = tokenDo(t, "GET", srv.url+"/api/segment/get/order?token="+order, "", "", "")
@@ -186,6 +195,11 @@ func testTokens(t *testing.T, driver, dsn string) {
 		wantStatus(t, "Leaf route, another tag", status, body, http.StatusForbidden, leafd.ETokenRefused+": ")
 		status, body = tokenDo(t, "GET", srv.url+"/api/segment/get/order?token="+order+"&token="+order, "", "", "")
 		wantStatus(t, "Leaf route, token twice", status, body, http.StatusInternalServerError, leafd.EInvalidQuery+": ")
+		// Names are %-decoded, as everywhere in a query.
+		status, body = tokenDo(t, "GET", srv.url+"/api/segment/get/order?%74oken="+order, "", "", "")
+		wantStatus(t, "Leaf route with ?%74oken=", status, body, http.StatusOK, "")
+		status, body = tokenDo(t, "GET", srv.url+"/api/segment/get/order?token="+order+"&%74oken="+order, "", "", "")
+		wantStatus(t, "Leaf route, token twice, once escaped", status, body, http.StatusInternalServerError, leafd.EInvalidQuery+": ")
 
 		// The refusals show per tag in /api/state, never the tokens.
 		status, body = tokenDo(t, "GET", srv.url+"/api/state", "", "", "")

@@ -56,24 +56,14 @@ ON CONFLICT (biz_tag) DO UPDATE SET max_id = excluded.max_id, update_time = CURR
 // writes nothing, when the range starts below the mark; the caller rolls
 // the transaction back, so the UPDATE of leaf_alloc is undone too.
 func (s *db) raiseMark(ctx context.Context, tx *sqlx.Tx, tag string, start, end int64) error {
-	byUpdate := s.markByUpdate
-	if byUpdate {
-		if _, err := tx.ExecContext(ctx, s.q(ensureMarkMySQL), tag); err != nil {
-			return markErr(err)
-		}
-	}
-	var mark int64
-	err := tx.QueryRowContext(ctx, s.q(readMarkSQL+s.lockSuffix), tag).Scan(&mark)
-	switch {
-	case errors.Is(err, sql.ErrNoRows) && !byUpdate:
-		mark = 0 // no mark yet: the tag's first load by leafd
-	case err != nil:
-		return markErr(err)
+	mark, err := s.lockMark(ctx, tx, tag)
+	if err != nil {
+		return err
 	}
 	if start < mark {
 		return rewoundError(tag, start, mark)
 	}
-	if byUpdate {
+	if s.markByUpdate {
 		_, err = tx.ExecContext(ctx, s.q(raiseMarkMySQL), end, tag)
 	} else {
 		_, err = tx.ExecContext(ctx, s.q(upsertMarkSQL), tag, end)
@@ -82,6 +72,26 @@ func (s *db) raiseMark(ctx context.Context, tx *sqlx.Tx, tag string, start, end 
 		return markErr(err)
 	}
 	return nil
+}
+
+// lockMark reads tag's high-water mark inside tx, locking its row where the
+// dialect locks rows (on MySQL it first makes sure the row exists, so that
+// the locking read takes no gap lock); 0 when the tag has no mark yet.
+func (s *db) lockMark(ctx context.Context, tx *sqlx.Tx, tag string) (int64, error) {
+	if s.markByUpdate {
+		if _, err := tx.ExecContext(ctx, s.q(ensureMarkMySQL), tag); err != nil {
+			return 0, markErr(err)
+		}
+	}
+	var mark int64
+	err := tx.QueryRowContext(ctx, s.q(readMarkSQL+s.lockSuffix), tag).Scan(&mark)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) && !s.markByUpdate:
+		return 0, nil // no mark yet: the tag's first load by leafd
+	case err != nil:
+		return 0, markErr(err)
+	}
+	return mark, nil
 }
 
 // markErr says, for the log, that a failure was about the high-water mark,
@@ -159,13 +169,9 @@ func (s *db) RepairTag(ctx context.Context, name string) (Repair, error) {
 		if !ok {
 			return unknownTagNear(ctx, tx, name)
 		}
-		var mark int64
-		err = tx.QueryRowContext(ctx, s.q(readMarkSQL+s.lockSuffix), name).Scan(&mark)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			mark = 0 // never loaded by leafd: nothing was issued that it knows of
-		case err != nil:
-			return markErr(err)
+		mark, err := s.lockMark(ctx, tx, name) // 0: never loaded by leafd
+		if err != nil {
+			return err
 		}
 		after := before
 		if before.MaxID < mark {

@@ -1,11 +1,9 @@
 package http
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -17,10 +15,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/leafd/leafd"
-	"github.com/leafd/leafd/internal/testdb"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
-	"github.com/leafd/leafd/store"
 )
 
 // oneBufferSegment is the answer of GET /segment/{tag} as it was written
@@ -365,28 +361,7 @@ func TestSplitRange(t *testing.T) {
 // Through the router and net/http: an answer that fits net/http's buffer
 // keeps its Content-Length, one of 10,000 IDs goes out chunked, whole.
 func TestChunkedAnswerOnTheWire(t *testing.T) {
-	s, err := store.OpenSQLite(testdb.SQLite(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.CreateTag(ctx, leafd.Tag{Name: "wide", MaxID: 1_000_000_000_000_000_000, Step: 10_000_000}); err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := segment.New(s, segment.Config{MaxStep: 10_000_000, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	if err := a.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
-	a.Start()
+	a := wideAllocator(t, 0)
 	g, err := snowflake.New(snowflake.Settings{WorkerID: 1, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

@@ -16,9 +16,7 @@ import (
 
 	"github.com/leafd/leafd"
 	leafhttp "github.com/leafd/leafd/http"
-	"github.com/leafd/leafd/internal/testdb"
 	"github.com/leafd/leafd/segment"
-	"github.com/leafd/leafd/store"
 )
 
 // 200 clients pipeline requests for 10,000 IDs of 19 digits in JSON (220
@@ -32,11 +30,7 @@ func TestNonReadingClientPinsOneChunk(t *testing.T) {
 		t.Skip("opens 200 connections")
 	}
 	const conns = 200
-	s, err := store.OpenSQLite(testdb.SQLite(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openSQLite(t)
 	ctx := context.Background()
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
@@ -44,15 +38,7 @@ func TestNonReadingClientPinsOneChunk(t *testing.T) {
 	if _, err := s.CreateTag(ctx, leafd.Tag{Name: "wide", MaxID: 1_000_000_000_000_000_000, Step: 100_000_000}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := segment.New(s, segment.Config{MaxStep: 100_000_000, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	if err := a.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
-	a.Start()
+	a := startAllocator(t, s, segment.Config{MaxStep: 100_000_000, Logger: quiet})
 	router := leafhttp.New(leafhttp.Config{Segment: a, Logger: quiet}).Handler()
 	var inFlight atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -15,13 +15,14 @@ import (
 	"github.com/leafd/leafd/store"
 )
 
-// A batch of the default max_batch leaves its buffer, one chunk of its
-// answer, in the pool for the next; a batch ten times larger, written in
-// chunks too, leaves nothing larger, however often it is asked for.
-// The handler runs on the test's goroutine, so that the pool hands the
-// buffer it just put back to the Get that follows (unless the race
-// detector's pool drops it, as it does at random; hence the rounds).
-func TestBatchBufferPoolCapped(t *testing.T) {
+// quiet is a logger that writes nothing.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// wideAllocator starts an allocator over a fresh SQLite store holding the
+// tag "wide", whose IDs have 19 digits (the widest answers) and whose step
+// serves any batch up to maxBatch (0: the default) from one range.
+func wideAllocator(t *testing.T, maxBatch int) *segment.Allocator {
+	t.Helper()
 	s, err := store.OpenSQLite(testdb.SQLite(t))
 	if err != nil {
 		t.Fatal(err)
@@ -31,12 +32,10 @@ func TestBatchBufferPoolCapped(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// IDs of 19 digits: the widest answers.
 	if _, err := s.CreateTag(ctx, leafd.Tag{Name: "wide", MaxID: 1_000_000_000_000_000_000, Step: 10_000_000}); err != nil {
 		t.Fatal(err)
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := segment.New(s, segment.Config{MaxStep: 10_000_000, MaxBatch: 10 * pooledBatch, Logger: quiet})
+	a, err := segment.New(s, segment.Config{MaxStep: 10_000_000, MaxBatch: maxBatch, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +44,17 @@ func TestBatchBufferPoolCapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Start()
+	return a
+}
+
+// A batch of the default max_batch leaves its buffer, one chunk of its
+// answer, in the pool for the next; a batch ten times larger, written in
+// chunks too, leaves nothing larger, however often it is asked for.
+// The handler runs on the test's goroutine, so that the pool hands the
+// buffer it just put back to the Get that follows (unless the race
+// detector's pool drops it, as it does at random; hence the rounds).
+func TestBatchBufferPoolCapped(t *testing.T) {
+	a := wideAllocator(t, 10*pooledBatch)
 	h := New(Config{Segment: a, Logger: quiet}).Handler()
 	batch := func(n int) {
 		t.Helper()

@@ -2,7 +2,6 @@ package http_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -57,15 +56,7 @@ func TestRepairTag(t *testing.T) {
 		}).Handler())
 		t.Cleanup(hs.Close)
 		srv := hs.URL
-		rawDSN := dsn
-		if driver == "sqlite" {
-			rawDSN += "?_pragma=busy_timeout(10000)"
-		}
-		raw, err := sql.Open(driver, rawDSN)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { raw.Close() })
+		raw := openRaw(t, driver, dsn)
 		exec := func(q string) {
 			t.Helper()
 			if _, err := raw.Exec(q); err != nil {

@@ -34,15 +34,7 @@ func TestRewoundTagRecreated(t *testing.T) {
 		}).Handler())
 		t.Cleanup(hs.Close)
 		srv := hs.URL
-		rawDSN := dsn
-		if driver == "sqlite" {
-			rawDSN += "?_pragma=busy_timeout(10000)"
-		}
-		raw, err := sql.Open(driver, rawDSN)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { raw.Close() })
+		raw := openRaw(t, driver, dsn)
 
 		issued := map[int64]bool{}
 		take := func(n int) (first int64) {
@@ -124,4 +116,20 @@ func TestRewoundTagRecreated(t *testing.T) {
 			t.Fatalf("after the repair the first ID is %d, want the mark %d", first, mark)
 		}
 	})
+}
+
+// openRaw opens a plain connection pool to the test's database, for the
+// SQL an operator would run beside leafd (on SQLite waiting for the file's
+// lock rather than failing at once).
+func openRaw(t *testing.T, driver, dsn string) *sql.DB {
+	t.Helper()
+	if driver == "sqlite" {
+		dsn += "?_pragma=busy_timeout(10000)"
+	}
+	raw, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	return raw
 }

@@ -496,17 +496,30 @@ func containsFold(s, substr string) bool {
 	return false
 }
 
-// account matches a MySQL account as the server's messages quote it,
-// 'user'@'host' (Access denied for user 'leafd'@'10.0.0.9' …).
-var account = regexp.MustCompile(`'[^']*'@'[^']*'`)
+// The database names and accounts the servers' messages quote: a MySQL
+// account 'user'@'host' (Access denied for user 'leafd'@'10.0.0.9' …);
+// pgx's `user=leafd database=leaf` before every failed PostgreSQL
+// connection; PostgreSQL's role "leafd", user "leafd" and database "leaf"
+// (role "leafd" does not exist; no pg_hba.conf entry for host "10.0.0.9",
+// user "leafd", database "leaf"), and the names it and leafd write without
+// quotes (permission denied for database leaf; database leaf does not
+// exist; CREATE DATABASE leaf).
+var (
+	account     = regexp.MustCompile(`'[^']*'@'[^']*'`)
+	pgxLogin    = regexp.MustCompile("`user=[^`]* database=[^`]*`")
+	pgQuoted    = regexp.MustCompile(`(?i)\b(role|user|database) "(?:[^"]|"")*"`)
+	pgUnquoted  = regexp.MustCompile(`(?i)\b(for database|of database|create database) [^\s"(),;:]+`)
+	pgNotExists = regexp.MustCompile(`(?i)\bdatabase [^\s"(),;:]+ does not exist`)
+)
 
-// redactAccount hides the database account in an error text that
-// /api/state shows, which anyone may read unless admin.protect_dashboard is
-// set: the user name is half of a login. The server's log keeps the whole
-// text.
+// redactAccount hides the database accounts and database names in an
+// error text that /api/state shows, which anyone may read unless
+// admin.protect_dashboard is set: a user name is half of a login, and a
+// database name a step towards it. The server's log keeps the whole text.
 func redactAccount(msg string) string {
-	if !strings.Contains(msg, "'@'") {
-		return msg
-	}
-	return account.ReplaceAllString(msg, "'…'@'…'")
+	msg = account.ReplaceAllString(msg, "'…'@'…'")
+	msg = pgxLogin.ReplaceAllString(msg, "`user=… database=…`")
+	msg = pgQuoted.ReplaceAllString(msg, `$1 "…"`)
+	msg = pgUnquoted.ReplaceAllString(msg, "$1 …")
+	return pgNotExists.ReplaceAllString(msg, "database … does not exist")
 }

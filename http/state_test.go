@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -966,6 +968,49 @@ func TestStateHidesDatabaseAccount(t *testing.T) {
 	}
 	if strings.Contains(body, "leafd_no_such_user") || strings.Contains(body, "wrong-password") {
 		t.Fatalf("/api/state names the database account: %s", body)
+	}
+}
+
+// The same holds for PostgreSQL's roles and database names, whichever form
+// the DSN takes: the server's messages and pgx's quote them, and leafd's
+// own advice names the database to create.
+func TestStateHidesPostgresNames(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(testdb.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := *u
+	role.User = url.UserPassword("leafd_no_such_role", "wrong-password")
+	host, port, _ := net.SplitHostPort(u.Host)
+	for _, c := range []struct {
+		name, dsn, says string
+		hidden          []string
+	}{
+		{"URLRole", role.String(), "refused the login", []string{"leafd_no_such_role", "wrong-password", strings.TrimPrefix(u.Path, "/")}},
+		{"KeywordValueDatabase", fmt.Sprintf("host = %s port = %s user = %s dbname = leafd_no_such_db sslmode = disable", host, port, u.User.Username()),
+			"does not exist", []string{"leafd_no_such_db", "user=" + u.User.Username()}},
+		{"KeywordValueQuoted", fmt.Sprintf("host=%s port=%s user=%s dbname='Leafd No Such Db' sslmode=disable", host, port, u.User.Username()),
+			"does not exist", []string{"Leafd No Such Db", "user=" + u.User.Username()}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := store.OpenPostgres(c.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Store: s}).Handler())
+			t.Cleanup(srv.Close)
+			st, body := getState(t, srv.URL)
+			if st.Store.OK || !strings.Contains(st.Store.Error, c.says) {
+				t.Fatalf("store: %s; want an error saying %q", body, c.says)
+			}
+			for _, name := range c.hidden {
+				if strings.Contains(body, name) {
+					t.Errorf("/api/state shows %q: %s", name, body)
+				}
+			}
+		})
 	}
 }
 

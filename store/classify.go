@@ -265,7 +265,7 @@ var errorTable = []errorRule{
 		hint: "check the user and password in store.dsn, and pg_hba.conf on the server"},
 	{engine: "postgres", code: "3D000", from: "PostgreSQL",
 		name:  "invalid_catalog_name: the database does not exist",
-		class: classUnavailable, cause: "database {quoted} does not exist",
+		class: classUnavailable, cause: "database {ident} does not exist",
 		hint: "create it with CREATE DATABASE {ident}, or fix the database name in store.dsn"},
 	{engine: "postgres", code: "42501", from: "PostgreSQL",
 		name:  "insufficient_privilege",

@@ -71,7 +71,8 @@ var sqliteParams = []struct{ key, pragma, value string }{
 //
 // Errors: the DSN is empty, names an in-memory database (which would lose
 // every max_id at exit and hand the same IDs out again), has parameters that
-// do not parse, or the directory cannot be created.
+// do not parse or that make sharing the file unsafe (checkSQLiteParams), or
+// the directory cannot be created.
 func OpenSQLite(dsn string) (*SQLite, error) {
 	path, query, err := parseSQLiteDSN(dsn)
 	if err != nil {
@@ -82,12 +83,7 @@ func OpenSQLite(dsn string) (*SQLite, error) {
 			return nil, fmt.Errorf("create the directory of the SQLite file: %w", err)
 		}
 	}
-	for _, p := range sqliteParams {
-		if !hasSQLiteParam(query, p.key, p.pragma) {
-			query.Add(p.key, p.value)
-		}
-	}
-	sqlDB, err := sql.Open("sqlite", "file:"+escapeSQLitePath(path)+"?"+query.Encode())
+	sqlDB, err := sql.Open("sqlite", sqliteDriverDSN(path, query))
 	if err != nil {
 		return nil, fmt.Errorf("open the SQLite file: %w", err)
 	}
@@ -107,6 +103,18 @@ func OpenSQLite(dsn string) (*SQLite, error) {
 		},
 		path: path,
 	}, nil
+}
+
+// sqliteDriverDSN returns the DSN modernc.org/sqlite opens for the file at
+// path with the parameters query and, where it does not set them,
+// sqliteParams.
+func sqliteDriverDSN(path string, query url.Values) string {
+	for _, p := range sqliteParams {
+		if !hasSQLiteParam(query, p.key, p.pragma) {
+			query.Add(p.key, p.value)
+		}
+	}
+	return "file:" + escapeSQLitePath(path) + "?" + query.Encode()
 }
 
 // parseSQLiteDSN splits dsn into the file's path (unescaped, as the file
@@ -137,7 +145,102 @@ func parseSQLiteDSN(dsn string) (path string, query url.Values, err error) {
 	if rest == "" || rest == ":memory:" || query.Get("mode") == "memory" || query.Get("vfs") == "memdb" {
 		return "", nil, fmt.Errorf("the SQLite DSN %q names no file: leafd keeps every tag's max_id in the file, use a path such as data/leafd.db", dsn)
 	}
+	if err := checkSQLiteParams(query); err != nil {
+		return "", nil, fmt.Errorf("the SQLite DSN %q sets %w", dsn, err)
+	}
 	return rest, query, nil
+}
+
+// checkSQLiteParams refuses the parameters that would let two processes
+// sharing the file take the same range, or let a crash lose a committed
+// one and hand its IDs out again. SQLite's lock on the file is what keeps
+// two servers' range loads apart, and only the default VFS takes the POSIX
+// locks that every process (and the sqlite3 shell, and backup tools)
+// honours: unix-none and nolock=1 take none, unix-dotfile and unix-flock
+// take locks the default VFS does not see, unix-excl keeps the WAL index in
+// its own memory, and immutable=1 takes no lock and ignores other
+// processes' writes. journal_mode OFF or MEMORY leaves no journal on disk
+// to roll a crashed write back, and synchronous below FULL lets a power
+// failure undo committed transactions (in WAL mode, NORMAL may lose the
+// last ones). A _pragma of several statements is refused because its
+// other statements could set any of these unseen.
+func checkSQLiteParams(q url.Values) error {
+	for _, v := range q["vfs"] {
+		if v != "" && v != "unix" {
+			return fmt.Errorf("vfs=%s: processes sharing the file must all take SQLite's default file locks, which keep two servers from taking the same range; remove vfs", v)
+		}
+	}
+	for _, key := range []string{"nolock", "immutable"} {
+		for _, v := range q[key] {
+			if sqliteTrue(v) {
+				return fmt.Errorf("%s=%s: SQLite would take no lock on the file, and servers sharing it could take the same range; remove %s", key, v, key)
+			}
+		}
+	}
+	// Each setting of the journal mode and of synchronous, as the DSN
+	// writes it (param) and its value: _pragma or modernc.org/sqlite's
+	// shorthand keys.
+	type setting struct{ param, value string }
+	var journal, synchronous []setting
+	for _, v := range q["_pragma"] {
+		if strings.Contains(v, ";") {
+			return fmt.Errorf("_pragma=%s: a _pragma holds one pragma, without ';'; give each its own _pragma", v)
+		}
+		switch name, value := splitPragma(v); name {
+		case "journal_mode":
+			journal = append(journal, setting{"_pragma=" + v, value})
+		case "synchronous":
+			synchronous = append(synchronous, setting{"_pragma=" + v, value})
+		}
+	}
+	for _, key := range []string{"_journal_mode", "_journal"} {
+		for _, v := range q[key] {
+			journal = append(journal, setting{key + "=" + v, v})
+		}
+	}
+	for _, key := range []string{"_synchronous", "_sync"} {
+		for _, v := range q[key] {
+			synchronous = append(synchronous, setting{key + "=" + v, v})
+		}
+	}
+	for _, s := range journal {
+		if m := strings.ToLower(s.value); m == "off" || m == "memory" {
+			return fmt.Errorf("%s: without a journal on disk, a crash during a write can corrupt the file and lose committed ranges; use WAL (leafd's default) or leave the journal mode out", s.param)
+		}
+	}
+	for _, s := range synchronous {
+		if m := strings.ToLower(s.value); m == "off" || m == "0" || m == "normal" || m == "1" {
+			return fmt.Errorf("%s: a power failure could undo committed range loads, and their IDs would be handed out again; use FULL (leafd's default) or EXTRA, or leave synchronous out", s.param)
+		}
+	}
+	return nil
+}
+
+// splitPragma returns the name, lower case and without a schema, and the
+// value of a _pragma: journal_mode(WAL), synchronous = off, or
+// main.synchronous('OFF').
+func splitPragma(v string) (name, value string) {
+	name, value, ok := strings.Cut(v, "(")
+	if ok {
+		value, _, _ = strings.Cut(value, ")")
+	} else {
+		name, value, _ = strings.Cut(v, "=")
+	}
+	name = strings.ToLower(strings.TrimSpace(name))
+	if _, after, ok := strings.Cut(name, "."); ok {
+		name = strings.TrimSpace(after)
+	}
+	return name, strings.Trim(strings.TrimSpace(value), `'"`)
+}
+
+// sqliteTrue reports whether SQLite reads the URI parameter value v as
+// true (sqlite3_uri_boolean): a number other than 0, or yes, on, true.
+func sqliteTrue(v string) bool {
+	v = strings.ToLower(strings.TrimSpace(v))
+	if n := len(v) - len(strings.TrimLeft(v, "0123456789")); n > 0 {
+		return strings.Trim(v[:n], "0") != ""
+	}
+	return v == "yes" || v == "on" || v == "true"
 }
 
 // hasSQLiteParam reports whether the DSN's parameters set key, or for

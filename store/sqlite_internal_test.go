@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -87,4 +89,94 @@ func TestOpenSQLiteSettings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The DSN parameters that let two processes sharing the file hold its write
+// lock at once (and so take the same range), or let a crash lose a
+// committed range, are refused, naming the parameter. For those that break
+// the lock, the test first shows that they do: two connections opened as
+// OpenSQLite would open them both begin a write transaction.
+func TestSQLiteRefusesUnsafeParams(t *testing.T) {
+	for _, c := range []struct {
+		name, param string
+		// other is the second connection's parameter when the first's is
+		// shown to break the lock; "-" when it is not shown.
+		other string
+	}{
+		{"NoLocks", "vfs=unix-none", "vfs=unix-none"},
+		{"NoLock", "nolock=1", "nolock=1"},
+		// Dot-file locks are not seen by the default VFS's POSIX locks
+		// (and the dot-file VFS cannot use WAL, so the file is in rollback
+		// mode here).
+		{"DotFileBesideDefault", "vfs=unix-dotfile&_pragma=journal_mode(DELETE)", "_pragma=journal_mode(DELETE)"},
+		{"Exclusive", "vfs=unix-excl", "-"},
+		{"Immutable", "immutable=yes", "-"},
+		{"JournalOff", "_pragma=journal_mode(OFF)", "-"},
+		{"JournalMemory", "_journal_mode=MEMORY", "-"},
+		{"SynchronousOff", "_pragma=synchronous = off", "-"},
+		{"SynchronousNormal", "_sync=NORMAL", "-"},
+		{"SchemaSynchronous", "_pragma=main.synchronous('0')", "-"},
+		{"TwoStatements", "_pragma=foreign_keys(1)%3BPRAGMA synchronous=OFF", "-"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "leafd.db")
+			if c.other != "-" {
+				if !bothWrite(t, path, c.param, c.other) {
+					t.Fatalf("%s and %s do not both hold the write lock: no reason to refuse %s", c.param, c.other, c.param)
+				}
+			}
+			dsn := "file:" + path + "?" + c.param
+			// The message names the parameter after the DSN, and says why.
+			first, _ := url.QueryUnescape(strings.Split(c.param, "&")[0])
+			want := " sets " + first + ": "
+			if _, err := OpenSQLite(dsn); err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("OpenSQLite(%q): %v; want an error with %q", dsn, err, want)
+			}
+			if err := CheckDSN("sqlite", dsn); err == nil {
+				t.Fatalf("CheckDSN(%q) accepts it", dsn)
+			}
+		})
+	}
+	// What is safe stays accepted.
+	for _, param := range []string{"vfs=unix", "nolock=0", "immutable=off", "_pragma=synchronous(EXTRA)", "_sync=FULL",
+		"_pragma=journal_mode(DELETE)", "_journal=wal", "_pragma=foreign_keys(1)", "_txlock=exclusive"} {
+		dsn := "file:" + filepath.Join(t.TempDir(), "leafd.db") + "?" + param
+		if _, _, err := parseSQLiteDSN(dsn); err != nil {
+			t.Errorf("parseSQLiteDSN(%q): %v", dsn, err)
+		}
+	}
+}
+
+// bothWrite opens the file at path twice, with the parameters a and b and
+// leafd's own settings, and reports whether both connections begin an
+// IMMEDIATE transaction (take the write lock) at once.
+func bothWrite(t *testing.T, path, a, b string) bool {
+	t.Helper()
+	ctx := context.Background()
+	var conns []*sql.Conn
+	for _, param := range []string{a, b} {
+		q, err := url.ParseQuery(param)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, err := sql.Open("sqlite", sqliteDriverDSN(path, q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatalf("open %s: %v", param, err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		if _, err := conn.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS t (x)"); err != nil {
+			t.Fatalf("%s: %v", param, err)
+		}
+		conns = append(conns, conn)
+	}
+	if _, err := conns[0].ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatalf("the first connection (%s) cannot begin: %v", a, err)
+	}
+	_, err := conns[1].ExecContext(ctx, "BEGIN IMMEDIATE")
+	return err == nil
 }

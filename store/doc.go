@@ -63,8 +63,9 @@
 //  2. Write <engine>.go: the Open function, the DSN check, classify and
 //     Migrate, as above, and the engine's rows of the error table
 //     (classify.go); register the engine in engines (open.go).
-//  3. Let the configuration know the DSN's shape (internal/config: DSNKind,
-//     exampleDSNs) so that a DSN of another engine stops start-up.
+//  3. Give its entry in engines a name, an example DSN and claims, which
+//     recognises the engine's DSNs by its driver's syntax (DSNKinds), so
+//     that a DSN of another engine is refused and stops start-up.
 //  4. Give internal/testdb a fresh database per test for it, and run
 //     storetest.Run against it in <engine>_test.go, with the engine's own
 //     tests of what storetest cannot reach (a locked row named as such, a

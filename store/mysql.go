@@ -110,6 +110,21 @@ func CheckMySQLDSN(dsn string) error {
 	return err
 }
 
+// mysqlDSN reports whether dsn is written for MySQL: a mysql:// URL, or
+// an address in tcp(…) or unix(…), even when go-sql-driver/mysql refuses
+// the rest; or a DSN the driver parses with something before the database
+// name (user@/leaf, tcp/leaf: a bare /leaf is a file's path as much as a
+// DSN).
+func mysqlDSN(dsn string) bool {
+	lower := strings.ToLower(strings.TrimSpace(dsn))
+	if strings.HasPrefix(lower, "mysql://") || strings.HasPrefix(lower, "tcp(") || strings.HasPrefix(lower, "unix(") ||
+		strings.Contains(lower, "@tcp(") || strings.Contains(lower, "@unix(") {
+		return true
+	}
+	_, err := mysql.ParseDSN(dsn)
+	return err == nil && strings.LastIndexByte(dsn, '/') > 0
+}
+
 // unsafeCharsets are the character sets in which quoting a string into SQL
 // is not safe (a multi-byte character can end in a backslash).
 var unsafeCharsets = map[string]bool{"big5": true, "cp932": true, "gb2312": true, "gbk": true, "sjis": true}

@@ -94,24 +94,39 @@ func withConnector(wrap func(driver.Connector) driver.Connector) Option {
 	return func(o *options) { o.connector = wrap }
 }
 
-// An engine is one value of store.driver: how to check a DSN and how to
-// open a store. Adding an engine means adding it here (package doc).
+// An engine is one value of store.driver: its name in messages, the shape
+// of its DSN, how to recognise, check and open one. Adding an engine means
+// adding it here (package doc).
 type engine struct {
-	check func(dsn string) error
-	open  func(dsn string, o options) (Store, error)
+	name    string
+	example string
+	// claims reports whether dsn is written for the engine, as its driver
+	// reads it (DSNKinds).
+	claims func(dsn string) bool
+	check  func(dsn string) error
+	open   func(dsn string, o options) (Store, error)
 }
 
 var engines = map[string]engine{
 	"mysql": {
-		check: CheckMySQLDSN,
-		open:  func(dsn string, o options) (Store, error) { return openMySQL(dsn, o) },
+		name:    "MySQL",
+		example: "user:password@tcp(host:3306)/leaf?parseTime=true",
+		claims:  mysqlDSN,
+		check:   CheckMySQLDSN,
+		open:    func(dsn string, o options) (Store, error) { return openMySQL(dsn, o) },
 	},
 	"postgres": {
-		check: CheckPostgresDSN,
-		open:  func(dsn string, o options) (Store, error) { return openPostgres(dsn, o) },
+		name:    "PostgreSQL",
+		example: "postgres://user:password@host:5432/leaf",
+		claims:  postgresDSN,
+		check:   CheckPostgresDSN,
+		open:    func(dsn string, o options) (Store, error) { return openPostgres(dsn, o) },
 	},
 	"sqlite": {
-		check: func(dsn string) error { _, _, err := parseSQLiteDSN(dsn); return err },
+		name:    "SQLite",
+		example: "file:data/leafd.db",
+		claims:  sqliteDSN,
+		check:   func(dsn string) error { _, _, err := parseSQLiteDSN(dsn); return err },
 		open: func(dsn string, o options) (Store, error) {
 			if len(o.fallbacks) > 0 {
 				return nil, errors.New("store.fallback_dsns does not apply to sqlite: a file has no other address; leave it empty")
@@ -137,23 +152,33 @@ func Drivers() []string {
 // first method that needs the database reports it as store_unavailable.
 // The server, the command line and the tests all open stores here.
 //
-// Errors: an unknown driver; a DSN (the first or a fallback) that does not
-// parse or names no database; fallbacks given to an engine that has no
-// other addresses.
+// Errors: an unknown driver; a DSN (the first or a fallback) written for
+// another engine (DSNKinds), or that does not parse or names no database;
+// fallbacks given to an engine that has no other addresses.
 func Open(driver, dsn string, opts ...Option) (Store, error) {
 	e, ok := engines[driver]
 	if !ok {
 		return nil, unknownDriver(driver)
 	}
-	return e.open(dsn, newOptions(opts))
+	o := newOptions(opts)
+	for _, d := range append([]string{dsn}, o.fallbacks...) {
+		if err := foreignDSN(driver, d); err != nil {
+			return nil, err
+		}
+	}
+	return e.open(dsn, o)
 }
 
 // CheckDSN returns the error Open would return for dsn, without opening
-// anything: nil when driver is known and dsn parses and names a database.
+// anything: nil when driver is known and dsn is written for it, parses
+// and names a database.
 func CheckDSN(driver, dsn string) error {
 	e, ok := engines[driver]
 	if !ok {
 		return unknownDriver(driver)
+	}
+	if err := foreignDSN(driver, dsn); err != nil {
+		return err
 	}
 	return e.check(dsn)
 }

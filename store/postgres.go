@@ -111,6 +111,42 @@ func CheckPostgresDSN(dsn string) error {
 	return err
 }
 
+// isPostgresURL reports whether dsn is a postgres:// or postgresql:// URL,
+// the form pgx reads as a URL (here in any case: the intent is plain).
+func isPostgresURL(dsn string) bool {
+	lower := strings.ToLower(strings.TrimSpace(dsn))
+	return strings.HasPrefix(lower, "postgres://") || strings.HasPrefix(lower, "postgresql://")
+}
+
+// postgresDSN reports whether dsn is written for PostgreSQL: a URL, or
+// libpq's keyword=value pairs, which begin, as libpq and pgx read them,
+// with a keyword (letters, digits and underscores), optional spaces and
+// '=': host = db dbname = leaf as much as host=db. Whether the rest parses
+// is for CheckPostgresDSN to say.
+func postgresDSN(dsn string) bool {
+	if isPostgresURL(dsn) {
+		return true
+	}
+	const space = " \t\n\r\v\f"
+	s := strings.TrimLeft(dsn, space)
+	end := strings.IndexAny(s, space+"=")
+	if end <= 0 || !isWord(s[:end]) {
+		return false
+	}
+	return strings.HasPrefix(strings.TrimLeft(s[end:], space), "=")
+}
+
+// isWord reports whether s is a letter or '_' followed by letters, digits
+// and '_'.
+func isWord(s string) bool {
+	for i, r := range s {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
 // parsePostgresDSN parses dsn with the settings every leafd connection
 // needs.
 func parsePostgresDSN(dsn string) (*pgx.ConnConfig, error) {

@@ -117,6 +117,28 @@ func sqliteDriverDSN(path string, query url.Values) string {
 	return "file:" + escapeSQLitePath(path) + "?" + query.Encode()
 }
 
+// sqliteDSN reports whether dsn is written for SQLite: a file: URI,
+// :memory:, or a path ending in .db, .db3, .sqlite or .sqlite3 (with or
+// without parameters) that holds no '=', '@' or '(', which belong to the
+// other engines' DSNs. Any other string is a path to SQLite too, but not
+// one that says so.
+func sqliteDSN(dsn string) bool {
+	lower := strings.ToLower(strings.TrimSpace(dsn))
+	if strings.HasPrefix(lower, "file:") || lower == ":memory:" {
+		return true
+	}
+	path, _, _ := strings.Cut(lower, "?")
+	if strings.ContainsAny(path, "=@(") {
+		return false
+	}
+	for _, ext := range []string{".db", ".db3", ".sqlite", ".sqlite3"} {
+		if strings.HasSuffix(path, ext) {
+			return true
+		}
+	}
+	return false
+}
+
 // parseSQLiteDSN splits dsn into the file's path (unescaped, as the file
 // system knows it) and the DSN's parameters.
 func parseSQLiteDSN(dsn string) (path string, query url.Values, err error) {

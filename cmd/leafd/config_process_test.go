@@ -28,6 +28,17 @@ func TestConfigurationThatCannotBeMeant(t *testing.T) {
 			[]string{`store.dsn: "file:data/leafd.db" is a SQLite DSN but store.driver is mysql (from LEAFD_STORE_DRIVER)`,
 				"set store.dsn to a MySQL DSN", "(in "},
 			[]string{"default addr for network"}},
+		// libpq's keyword=value pairs with spaces around '=': with the
+		// default driver, leafd used to serve from a new SQLite file named
+		// after the DSN.
+		{"PostgresKeywordValueWithSQLiteDriver", "",
+			[]string{"LEAFD_STORE_DSN=host = 127.0.0.1 port = 5432 user = leafd password = s3cret dbname = leaf"},
+			[]string{`store.dsn: "host = 127.0.0.1 port = 5432 user = leafd password = *** dbname = leaf" is a PostgreSQL DSN but store.driver is sqlite (built-in default)`,
+				"set store.driver to postgres", "(from LEAFD_STORE_DSN)"},
+			[]string{"s3cret"}},
+		// A SQLite file that its servers would share without locks.
+		{"SQLiteWithoutLocks", "store:\n  dsn: file:leafd.db?vfs=unix-none\n", nil,
+			[]string{`store.dsn: the SQLite DSN "file:leafd.db?vfs=unix-none" sets vfs=unix-none: `, "(in "}, nil},
 		// A short token stops start-up, named, and is never repeated.
 		{"ShortAdminToken", "", []string{"LEAFD_ADMIN_TOKEN=hunter2\n"},
 			[]string{"admin.token: is 7 characters, too short", "(from LEAFD_ADMIN_TOKEN)"}, []string{"hunter2"}},

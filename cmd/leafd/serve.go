@@ -32,14 +32,14 @@ func setup(path string, stderr io.Writer) (*config.Config, *slog.Logger, error) 
 	return cfg, newLogger(cfg.Log, stderr), nil
 }
 
-// checkDSNs is the store's judgement of the DSNs of a database server,
-// made while the configuration loads so that a DSN that does not parse is
-// reported with every other problem and with where it came from. (Opening
-// the store checks them again: it is also the check of a configuration
-// built without Load.) SQLite's DSNs are judged by the configuration
-// itself.
+// checkDSNs is the store's judgement of the DSNs, made while the
+// configuration loads so that a DSN that does not parse, or a SQLite DSN
+// with a parameter that makes sharing the file unsafe, is reported with
+// every other problem and with where it came from. (Opening the store
+// checks them again: it is also the check of a configuration built
+// without Load.)
 func checkDSNs(c *config.Config) []*config.KeyError {
-	if c.Store.Driver == "sqlite" || !slices.Contains(store.Drivers(), c.Store.Driver) {
+	if !slices.Contains(store.Drivers(), c.Store.Driver) {
 		return nil
 	}
 	var ps []*config.KeyError

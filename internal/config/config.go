@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
+	"github.com/leafd/leafd/store"
 )
 
 // Config is the whole configuration of a leafd process. Build one with Load,
@@ -74,7 +76,7 @@ type Store struct {
 	Driver string
 	// DSN is the driver's data source name (store.dsn). Its syntax is the
 	// store package's business; config requires it to be non-empty and not
-	// shaped like the other driver's (see DSNKind).
+	// written for another engine (store.DSNKinds).
 	DSN string
 	// FallbackDSNs are further addresses of the same MySQL cluster, tried in
 	// order (store.fallback_dsns). Empty means none.
@@ -307,26 +309,8 @@ const (
 	layoutBits = 63
 )
 
-// exampleMySQLDSN is the shape of a MySQL DSN, as messages suggest it.
-const exampleMySQLDSN = "user:password@tcp(host:3306)/leaf?parseTime=true"
-
-// examplePostgresDSN is the shape of a PostgreSQL DSN, as messages suggest
-// it.
-const examplePostgresDSN = "postgres://user:password@host:5432/leaf"
-
-// exampleDSNs holds, for every value of store.driver, the shape of its
-// DSN, as messages suggest it.
-var exampleDSNs = map[string]string{
-	"mysql":    exampleMySQLDSN,
-	"postgres": examplePostgresDSN,
-	"sqlite":   "file:data/leafd.db",
-}
-
 // maxShardSlots bounds store.shard_slots (store.MaxShardSlots).
 const maxShardSlots = 1024
-
-// engineNames are the engines' names as messages say them.
-var engineNames = map[string]string{"mysql": "MySQL", "postgres": "PostgreSQL", "sqlite": "SQLite"}
 
 // Hints: what each key accepts, appended to every message about it.
 const (
@@ -334,7 +318,6 @@ const (
 	hintGRPCAddr = "use host:port, such as 127.0.0.1:9090 or :9090, or leave it empty to serve no gRPC"
 	hintDuration = "use a Go duration greater than 0, such as 10s, 15m or 500ms"
 	hintDriver   = "use mysql, postgres or sqlite"
-	hintDSN      = "use a data source name, such as file:data/leafd.db (sqlite), " + exampleMySQLDSN + " (mysql) or " + examplePostgresDSN + " (postgres)"
 	hintBool     = "use true or false"
 	hintMaxStep  = "use a whole number of at least 1"
 	hintPreload  = "use a fraction in (0, 1)"
@@ -345,6 +328,10 @@ const (
 	hintProxies  = "use a list of IP addresses or CIDR ranges, such as 10.0.0.0/8 (space-separated in the environment); empty trusts no proxy"
 	hintPerTag   = "use full, basic or off"
 )
+
+// hintDSN is store.dsn's.
+var hintDSN = "use a data source name, such as " + store.ExampleDSN("sqlite") + " (sqlite), " +
+	store.ExampleDSN("mysql") + " (mysql) or " + store.ExampleDSN("postgres") + " (postgres)"
 
 // hintWorkers is snowflake.workers'.
 var hintWorkers = fmt.Sprintf("use a whole number from 1 (the default) to %d", MaxWorkers)
@@ -469,44 +456,53 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 	}
 
 	// store
-	if _, ok := exampleDSNs[c.Store.Driver]; !ok {
+	driverOK := slices.Contains(store.Drivers(), c.Store.Driver)
+	if !driverOK {
 		bad("store.driver", "%q is not supported: %s", c.Store.Driver, hintDriver)
 	}
-	switch kind := DSNKind(c.Store.DSN); {
+	// meantFor returns the engine dsn is written for when store.driver's
+	// does not read it as its own (store.DSNKinds), or "". The SQLite
+	// driver would take a PostgreSQL DSN for a file's name and a MySQL one
+	// for a directory's, and serve from a new, empty file; the others' own
+	// complaints do not say what is wrong.
+	meantFor := func(dsn string) string {
+		kinds := store.DSNKinds(dsn)
+		if !driverOK || len(kinds) == 0 || slices.Contains(kinds, c.Store.Driver) {
+			return ""
+		}
+		return kinds[0]
+	}
+	driverName, driverExample := store.EngineName(c.Store.Driver), store.ExampleDSN(c.Store.Driver)
+	switch kind := meantFor(c.Store.DSN); {
 	case c.Store.DSN == "":
 		bad("store.dsn", "is empty: %s", hintDSN)
-	case kind != "" && kind != c.Store.Driver && exampleDSNs[c.Store.Driver] != "":
-		// The SQLite driver would take a MySQL DSN for a path and create
-		// a directory named root@tcp(127.0.0.1:3306); the others' own
-		// complaints do not say what is wrong.
+	case kind != "":
 		fixDriver := fmt.Sprintf("%s to %s", setting("store.driver", from("store.driver")), kind)
-		fixDSN := fmt.Sprintf("%s to a %s DSN such as %s", setting("store.dsn", from("store.dsn")),
-			engineNames[c.Store.Driver], exampleDSNs[c.Store.Driver])
+		fixDSN := fmt.Sprintf("%s to a %s DSN such as %s", setting("store.dsn", from("store.dsn")), driverName, driverExample)
 		if kind == "sqlite" { // most likely the default DSN, left as it was
 			fixDriver, fixDSN = fixDSN, fixDriver
 		}
 		bad("store.dsn", "%q is a %s DSN but %s: set %s, or %s",
-			MaskDSN(c.Store.DSN), engineNames[kind], other("store.driver", c.Store.Driver), fixDriver, fixDSN).also("store.driver")
+			store.MaskDSN(c.Store.DSN), store.EngineName(kind), other("store.driver", c.Store.Driver), fixDriver, fixDSN).also("store.driver")
 	}
 	for i, dsn := range c.Store.FallbackDSNs {
 		key := fmt.Sprintf("store.fallback_dsns[%d]", i)
-		switch kind := DSNKind(dsn); {
+		switch kind := meantFor(dsn); {
 		case dsn == "":
 			bad(key, "is empty: %s, or remove it", hintDSN)
-		case kind != "" && kind != c.Store.Driver && c.Store.Driver != "sqlite" && exampleDSNs[c.Store.Driver] != "":
+		case kind != "" && c.Store.Driver != "sqlite":
 			bad(key, "%q is a %s DSN: a fallback is another address of the same %s cluster, such as %s",
-				MaskDSN(dsn), engineNames[kind], engineNames[c.Store.Driver], exampleDSNs[c.Store.Driver]).
-				also("store.fallback_dsns")
+				store.MaskDSN(dsn), store.EngineName(kind), driverName, driverExample).also("store.fallback_dsns")
 		}
 	}
 	for i, dsn := range c.Store.Shards {
 		key := fmt.Sprintf("store.shards[%d]", i)
-		switch kind := DSNKind(dsn); {
+		switch kind := meantFor(dsn); {
 		case dsn == "":
 			bad(key, "is empty: %s, or remove it", hintDSN)
-		case kind != "" && kind != c.Store.Driver && exampleDSNs[c.Store.Driver] != "":
+		case kind != "":
 			bad(key, "%q is a %s DSN but %s: every database of store.shards is of store.driver's kind, such as %s",
-				MaskDSN(dsn), engineNames[kind], other("store.driver", c.Store.Driver), exampleDSNs[c.Store.Driver]).also("store.shards")
+				store.MaskDSN(dsn), store.EngineName(kind), other("store.driver", c.Store.Driver), driverExample).also("store.shards")
 		}
 	}
 	switch n := len(c.Store.Shards); {

@@ -1,0 +1,125 @@
+package store_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/leafd/leafd/store"
+)
+
+// Each engine recognises the DSNs written for it, as its driver reads them;
+// a DSN two engines read is left to store.driver.
+func TestDSNKinds(t *testing.T) {
+	tests := map[string]string{
+		// libpq's keyword=value pairs, with spaces around '=' as libpq and
+		// pgx accept them.
+		"host = db1 port = 5432 user = leafd password = s3cret dbname = leaf": "postgres",
+		"host = h dbname = d":                   "postgres",
+		"host=db dbname=leaf user=u":            "postgres",
+		"  dbname =leaf":                        "postgres",
+		"dbname=leaf":                           "postgres",
+		"user=leafd search_path=leaf":           "postgres",
+		"host=db password='a b' dbname=leaf.db": "postgres",
+		"host=db password='unterminated":        "postgres",
+		"postgres://u:p@db:5432/leaf":           "postgres",
+		"postgresql://db/leaf?sslmode=require":  "postgres",
+		"POSTGRES://db/leaf":                    "postgres",
+
+		"root@tcp(127.0.0.1:3306)/leafd":                "mysql",
+		"u:p@unix(/tmp/mysql.sock)/leaf":                "mysql",
+		"tcp(db:3306)/leaf":                             "mysql",
+		"u@/leaf":                                       "mysql",
+		"MYSQL://u@db/leaf":                             "mysql",
+		"user:pass@tcp(db:3306)/leaf?parseTime":         "mysql",
+		"user:pass@tcp(db:3306)/leaf?parseTime=perhaps": "mysql",
+		"u:p w=x@tcp(db)/leaf.db":                       "mysql",
+
+		"file:data/leafd.db":                "sqlite",
+		"file:leafd?mode=rwc":               "sqlite",
+		"file:x.db?_pragma=foreign_keys(1)": "sqlite",
+		":memory:":                          "sqlite",
+		"data/leafd.db":                     "sqlite",
+		"/leafd.db":                         "sqlite",
+		"/var/lib/leafd.SQLITE?_pragma=x":   "sqlite",
+		"data/leafd.db?_txlock=deferred":    "sqlite",
+		"leafd.db3":                         "sqlite",
+
+		"tcp/leaf.db": "mysql sqlite", // a MySQL DSN, or a path: store.driver says which
+
+		"leafd":      "",
+		"":           "",
+		"not a dsn":  "",
+		"data/leafd": "",
+		"/leaf":      "",
+	}
+	for dsn, want := range tests {
+		if got := strings.Join(store.DSNKinds(dsn), " "); got != want {
+			t.Errorf("DSNKinds(%q) = %q, want %q", dsn, got, want)
+		}
+	}
+}
+
+func TestMaskDSN(t *testing.T) {
+	tests := map[string]string{
+		"root:secret@tcp(db:3306)/leaf":                                       "root:***@tcp(db:3306)/leaf",
+		"root:p@ss:w/rd@tcp(db:3306)/leaf?x=1":                                "root:***@tcp(db:3306)/leaf?x=1",
+		"root@tcp(db:3306)/leaf":                                              "root@tcp(db:3306)/leaf",
+		"root:@tcp(db:3306)/leaf":                                             "root:@tcp(db:3306)/leaf",
+		"mysql://u:secret@db:3306/leaf":                                       "mysql://u:***@db:3306/leaf",
+		"file:data/leafd.db":                                                  "file:data/leafd.db",
+		"u:pw@/leaf":                                                          "u:***@/leaf",
+		"leafd:secret@unix(/run/my.sock)/leafd":                               "leafd:***@unix(/run/my.sock)/leafd",
+		"postgres://u:secret@db:5432/leaf":                                    "postgres://u:***@db:5432/leaf",
+		"postgres://u:secret@db":                                              "postgres://u:***@db",
+		"postgres://u@db/leaf?sslmode=disable":                                "postgres://u@db/leaf?sslmode=disable",
+		"postgresql://db/leaf?user=u&password=secret&sslpassword=k":           "postgresql://db/leaf?user=u&password=***&sslpassword=***",
+		"host=db password=secret dbname=leaf":                                 "host=db password=*** dbname=leaf",
+		"host=db password='a b\\'c' dbname=x":                                 "host=db password=*** dbname=x",
+		"dbname=leaf password=secret":                                         "dbname=leaf password=***",
+		"host = db1 port = 5432 user = leafd password = s3cret dbname = leaf": "host = db1 port = 5432 user = leafd password = *** dbname = leaf",
+		"host=db password= secret":                                            "host=db password= ***",
+		"host=db password='never ends":                                        "host=db password=***",
+		"host=db sslpassword=k dbname=leaf":                                   "host=db sslpassword=*** dbname=leaf",
+	}
+	for dsn, want := range tests {
+		if got := store.MaskDSN(dsn); got != want {
+			t.Errorf("MaskDSN(%q) = %q, want %q", dsn, got, want)
+		}
+	}
+}
+
+// A DSN written for another engine is refused by Open and CheckDSN, naming
+// both engines and masking the password; the SQLite driver then creates
+// nothing, where it would have served from a new file named after the DSN.
+func TestOpenRefusesAnotherEnginesDSN(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, c := range []struct{ driver, dsn, want string }{
+		{"sqlite", "host = db1 port = 5432 user = leafd password = s3cret dbname = leaf", "is a PostgreSQL DSN, not a SQLite one"},
+		{"sqlite", "root:s3cret@tcp(127.0.0.1:3306)/leafd", "is a MySQL DSN, not a SQLite one"},
+		{"mysql", "host = db1 password = s3cret dbname = leaf", "is a PostgreSQL DSN, not a MySQL one"},
+		{"postgres", "file:data/leafd.db", "is a SQLite DSN, not a PostgreSQL one"},
+		{"postgres", "root:s3cret@tcp(db:3306)/leaf", "is a MySQL DSN, not a PostgreSQL one"},
+	} {
+		for name, f := range map[string]func() error{
+			"Open":     func() error { _, err := store.Open(c.driver, c.dsn); return err },
+			"CheckDSN": func() error { return store.CheckDSN(c.driver, c.dsn) },
+		} {
+			if err := f(); err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("%s(%s, %q): %v; want %q, without the password", name, c.driver, c.dsn, err, c.want)
+			}
+		}
+	}
+	if _, err := store.Open("mysql", "root@tcp(a:3306)/leaf", store.WithFallbacks("host = b dbname = leaf")); err == nil ||
+		!strings.Contains(err.Error(), "is a PostgreSQL DSN") {
+		t.Errorf("a PostgreSQL fallback of a MySQL store: %v", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		t.Errorf("a refused DSN left %s", e.Name())
+	}
+}

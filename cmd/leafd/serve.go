@@ -43,8 +43,10 @@ func checkDSNs(c *config.Config) []*config.KeyError {
 		return nil
 	}
 	var ps []*config.KeyError
-	if err := store.CheckDSN(c.Store.Driver, c.Store.DSN); err != nil {
-		ps = append(ps, &config.KeyError{Key: "store.dsn", Message: err.Error()})
+	if len(c.Store.Shards) == 0 { // with them, store.dsn is not used
+		if err := store.CheckDSN(c.Store.Driver, c.Store.DSN); err != nil {
+			ps = append(ps, &config.KeyError{Key: "store.dsn", Message: err.Error()})
+		}
 	}
 	for i, dsn := range c.Store.FallbackDSNs {
 		if err := store.CheckDSN(c.Store.Driver, dsn); err != nil {

@@ -2,8 +2,12 @@ package main
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/leafd/leafd/internal/testdb"
 )
 
 // With store.shards: leafd migrate initialises sharding over the databases,
@@ -57,5 +61,51 @@ func TestShardsCommands(t *testing.T) {
 				t.Fatalf("leafd serve: exit %d, want a refusal saying %q\n%s", code, c.want, out)
 			}
 		})
+	}
+}
+
+// The quick start of docs/shards.md runs as written, but for its three
+// databases, which are real MariaDB databases here: with store.shards,
+// the default store.dsn is not used, and no longer stops start-up.
+func TestShardsQuickStartProcess(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "shards.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, _ := strings.Cut(string(doc), "```console\n")
+	block, _, _ = strings.Cut(block, "```")
+	var env []string
+	var commands [][]string
+	for _, line := range strings.Split(block, "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		switch fields := strings.Fields(line); {
+		case strings.HasPrefix(line, "$ export LEAFD_STORE_SHARDS="):
+			env = append(env, "LEAFD_STORE_SHARDS="+testdb.MySQL(t)+" "+testdb.MySQL(t)+" "+testdb.MySQL(t))
+		case strings.HasPrefix(line, "$ export "):
+			env = append(env, strings.ReplaceAll(strings.TrimPrefix(strings.TrimSpace(line), "$ export "), "'", ""))
+		case len(fields) > 2 && fields[0] == "$" && fields[1] == "leafd" && fields[2] != "serve":
+			commands = append(commands, fields[2:])
+		}
+	}
+	if len(env) != 2 || len(commands) != 3 {
+		t.Fatalf("the quick start of docs/shards.md changed: exports %q, runs %q", env, commands)
+	}
+	dir := t.TempDir()
+	var out string
+	for _, args := range commands {
+		var code int
+		if code, out = runLeafd(t, dir, env, args...); code != 0 {
+			t.Fatalf("leafd %s: exit %d\n%s", strings.Join(args, " "), code, out)
+		}
+	}
+	if !strings.Contains(out, "16 of 16 slots active") {
+		t.Fatalf("leafd shards status:\n%s", out)
+	}
+	p := startLeafdIn(t, dir, env...)
+	if status, body := get(t, http.DefaultClient, p.addr+"/segment/t0?count=3"); status != 200 || len(strings.Fields(body)) != 3 {
+		t.Fatalf("GET /segment/t0?count=3: %d %s", status, body)
+	}
+	if p.stop(t) != 0 {
+		t.Fatal("exit after SIGTERM")
 	}
 }

@@ -83,7 +83,8 @@ type Store struct {
 	FallbackDSNs []string
 	// Shards are the DSNs of independent databases that share every tag's
 	// IDs (store.shards); empty means one database, DSN. With them, DSN is
-	// not used.
+	// not used: left at its default it is not checked, and set to anything
+	// else it must be one of them.
 	Shards []string
 	// ShardSlots is the slot count S used when sharding is initialised
 	// (store.shard_slots).
@@ -473,7 +474,17 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 		return kinds[0]
 	}
 	driverName, driverExample := store.EngineName(c.Store.Driver), store.ExampleDSN(c.Store.Driver)
+	// With store.shards, store.dsn is not used: its default is left alone.
+	// Set to a database that store.shards does not list, it is refused:
+	// most likely the database the deployment grew from, left out of the
+	// list, whose tags' IDs the shards would hand out again.
+	dsnSet := c.Store.DSN != "" && c.Store.DSN != Default().Store.DSN && from("store.dsn").kind != fromDefault
 	switch kind := meantFor(c.Store.DSN); {
+	case len(c.Store.Shards) > 0:
+		if dsnSet && !slices.Contains(c.Store.Shards, c.Store.DSN) {
+			bad("store.dsn", "%q is not one of store.shards, which replaces it: remove store.dsn, or list its database in store.shards "+
+				"(first, when the deployment grows from it)", store.MaskDSN(c.Store.DSN)).also("store.shards")
+		}
 	case c.Store.DSN == "":
 		bad("store.dsn", "is empty: %s", hintDSN)
 	case kind != "":

@@ -2,7 +2,9 @@ package config_test
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/leafd/leafd/internal/config"
+	"github.com/leafd/leafd/store"
 )
 
 // loadWith loads the file (none when empty) from an empty directory with
@@ -353,6 +356,67 @@ func TestLoadShards(t *testing.T) {
 				t.Fatalf("Load: %v; want %s saying %q", err, tt.key, tt.want)
 			}
 		})
+	}
+}
+
+// shardsQuickStart returns the variables the quick start of
+// docs/shards.md exports, as it writes them.
+func shardsQuickStart(t *testing.T) map[string]string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "shards.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, _ := strings.Cut(string(doc), "```console\n")
+	block, _, _ = strings.Cut(block, "```")
+	env := map[string]string{}
+	for _, line := range strings.Split(block, "\n") {
+		if kv, ok := strings.CutPrefix(line, "$ export "); ok {
+			name, value, _ := strings.Cut(kv, "=")
+			env[name] = strings.Trim(value, "'")
+		}
+	}
+	if env["LEAFD_STORE_SHARDS"] == "" {
+		t.Fatalf("the quick start of docs/shards.md exports no LEAFD_STORE_SHARDS: %v", env)
+	}
+	return env
+}
+
+// The quick start of docs/shards.md, as written, passes: with
+// store.shards, store.dsn is not used, and its default is not judged
+// against store.driver. Set to a database store.shards does not list, it
+// is refused, naming both.
+func TestShardsQuickStart(t *testing.T) {
+	env := shardsQuickStart(t)
+	checkShards := func(c *config.Config) []*config.KeyError {
+		var ps []*config.KeyError
+		for i, dsn := range c.Store.Shards {
+			if err := store.CheckDSN(c.Store.Driver, dsn); err != nil {
+				ps = append(ps, &config.KeyError{Key: fmt.Sprintf("store.shards[%d]", i), Message: err.Error()})
+			}
+		}
+		return ps
+	}
+	c, err, _ := loadWith(t, "", env, checkShards)
+	if err != nil {
+		t.Fatalf("the quick start of docs/shards.md: %v", err)
+	}
+	if len(c.Store.Shards) != 3 || c.Store.Driver != "mysql" {
+		t.Fatalf("store: %+v", c.Store)
+	}
+	shards := strings.Fields(env["LEAFD_STORE_SHARDS"])
+	for dsn, refused := range map[string]bool{shards[0]: false, shards[2]: false, "leafd:pw@tcp(db0:3306)/leaf": true} {
+		with := maps.Clone(env)
+		with["LEAFD_STORE_DSN"] = dsn
+		_, err, _ := loadWith(t, "", with, checkShards)
+		ps := problems(err)
+		switch {
+		case refused && (len(ps) != 1 || ps[0].Key != "store.dsn" || !strings.Contains(err.Error(), "is not one of store.shards") ||
+			strings.Contains(err.Error(), ":pw@")):
+			t.Errorf("store.dsn %s beside the quick start's store.shards: %v; want it refused, the password masked", dsn, err)
+		case !refused && err != nil:
+			t.Errorf("store.dsn %s, one of store.shards: %v", dsn, err)
+		}
 	}
 }
 

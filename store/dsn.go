@@ -55,13 +55,14 @@ func foreignDSN(driver, dsn string) error {
 // root:***@tcp(db:3306)/leaf, postgres://u:secret@db/leaf?sslpassword=x
 // becomes postgres://u:***@db/leaf?sslpassword=***, and password = secret
 // in libpq's keyword=value pairs becomes password = ***. A DSN without a
-// password is returned as it is.
+// password is returned as it is. One that both PostgreSQL and MySQL could
+// read (root=x:pw@tcp(db)/leaf) is masked both ways.
 func MaskDSN(dsn string) string {
-	switch {
-	case isPostgresURL(dsn):
+	if isPostgresURL(dsn) {
 		return maskURL(dsn)
-	case postgresDSN(dsn):
-		return maskKeywordValues(dsn)
+	}
+	if postgresDSN(dsn) {
+		dsn = maskKeywordValues(dsn)
 	}
 	return maskMySQL(dsn)
 }

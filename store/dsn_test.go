@@ -81,6 +81,7 @@ func TestMaskDSN(t *testing.T) {
 		"host=db password= secret":                                            "host=db password= ***",
 		"host=db password='never ends":                                        "host=db password=***",
 		"host=db sslpassword=k dbname=leaf":                                   "host=db sslpassword=*** dbname=leaf",
+		"root=x:secret@tcp(db:3306)/leaf":                                     "root=x:***@tcp(db:3306)/leaf",
 	}
 	for dsn, want := range tests {
 		if got := store.MaskDSN(dsn); got != want {

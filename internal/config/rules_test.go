@@ -348,6 +348,9 @@ func TestLoadShards(t *testing.T) {
 		{"SlotsBelowDatabases", map[string]string{"LEAFD_STORE_SHARDS": "a.db b.db c.db", "LEAFD_STORE_SHARD_SLOTS": "2"}, "store.shard_slots", "from 3"},
 		{"SlotsTooMany", map[string]string{"LEAFD_STORE_SHARD_SLOTS": "5000"}, "store.shard_slots", "to 1024"},
 		{"OtherKind", map[string]string{"LEAFD_STORE_SHARDS": "a.db u@tcp(b:3306)/l"}, "store.shards[1]", "is a MySQL DSN but store.driver is sqlite"},
+		// Split at its spaces, each piece would have been a SQLite file.
+		{"KeywordValueWithSpacesSplit", map[string]string{"LEAFD_STORE_SHARDS": "host = a dbname = l host = b dbname = l"},
+			"store.shards[1]", "a piece of a keyword=value DSN split at its spaces"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err, _ := loadWith(t, "", tt.env)

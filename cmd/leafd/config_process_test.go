@@ -29,7 +29,7 @@ func TestConfigurationThatCannotBeMeant(t *testing.T) {
 				"set store.dsn to a MySQL DSN", "(in "},
 			[]string{"default addr for network"}},
 		// libpq's keyword=value pairs with spaces around '=': with the
-		// default driver, leafd used to serve from a new SQLite file named
+		// default driver, SQLite would serve from a new file named
 		// after the DSN.
 		{"PostgresKeywordValueWithSQLiteDriver", "",
 			[]string{"LEAFD_STORE_DSN=host = 127.0.0.1 port = 5432 user = leafd password = s3cret dbname = leaf"},

@@ -1,0 +1,68 @@
+package snowflake_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leafd/leafd/snowflake"
+)
+
+// A generator whose layout (or epoch alone) differs from the one recorded
+// with the worker id leases stops for good, leased or fixed, pool or not,
+// naming both layouts, and issues nothing; one with the recorded layout
+// runs beside the first.
+func TestLayoutMismatchStops(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db *leaseDB) {
+		recorded := snowflake.Layout{Epoch: 1_600_000_000_000, TimeBits: 40, WorkerBits: 11, SequenceBits: 12}
+		a := newGenerator(t, snowflake.Settings{Leases: db.store(t), Layout: recorded, Owner: "server-a", LeaseTTL: 2 * time.Second})
+		waitReady(t, a)
+		mustNext(t, a)
+
+		epochOnly := recorded
+		epochOnly.Epoch = snowflake.DefaultEpoch
+		for name, set := range map[string]snowflake.Settings{
+			"Default": {Owner: "server-b"},
+			"Epoch":   {Layout: epochOnly, Owner: "server-c"},
+			"Fixed":   {Layout: epochOnly, Fixed: true, WorkerID: 5, Owner: "server-d"},
+		} {
+			t.Run(name, func(t *testing.T) {
+				set.Leases, set.LeaseTTL = db.store(t), 2*time.Second
+				g := newGenerator(t, set)
+				err := waitDone(t, g)
+				var m *snowflake.LayoutMismatchError
+				if !errors.As(err, &m) || m.Recorded != recorded || m.RecordedBy != "server-a#1" {
+					t.Fatalf("error %v, want a *snowflake.LayoutMismatchError naming %+v recorded by server-a#1", err, recorded)
+				}
+				if msg := err.Error(); !strings.Contains(msg, "snowflake.epoch 1600000000000") ||
+					!strings.Contains(msg, "snowflake.epoch 1288834974657") {
+					t.Fatalf("the refusal says %q: it must name both epochs", msg)
+				}
+				if _, err := g.Next(t.Context()); err == nil {
+					t.Fatal("the refused generator issued an ID")
+				}
+			})
+		}
+		pool, err := snowflake.NewPool(snowflake.Settings{Leases: db.store(t), Owner: "server-e", LeaseTTL: 2 * time.Second, Logger: quiet}, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool.Start()
+		t.Cleanup(func() { pool.Close() })
+		select {
+		case <-pool.Done():
+			if !errors.Is(pool.Err(), snowflake.ErrLayoutMismatch) {
+				t.Fatalf("the pool stopped with %v, want snowflake.ErrLayoutMismatch", pool.Err())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a pool with another layout did not stop within 10 s")
+		}
+
+		b := newGenerator(t, snowflake.Settings{Leases: db.store(t), Layout: recorded, Owner: "server-f", LeaseTTL: 2 * time.Second})
+		waitReady(t, b)
+		notDone(t, a)
+		mustNext(t, a)
+		mustNext(t, b)
+	})
+}

@@ -161,9 +161,8 @@ func testSnowflakeLayoutRace(t *testing.T, h *harness) {
 			b := h.open()
 			h.exec("DELETE FROM leaf_worker")
 			h.exec("DELETE FROM leafd_snowflake_layout")
-			// MySQL's locking reads of missing rows take gap locks that do
-			// not block each other: there both claims must get past their
-			// read before either writes.
+			// On MySQL both claims must get past their read before either
+			// writes (see LayoutRace).
 			if interleaved := LayoutRace(t, a, b, h.db.AfterLayoutRead, fixed); !interleaved && a.Driver() == "mysql" {
 				t.Fatal("on MySQL the second claim did not read the record while the first was held")
 			}
@@ -238,14 +237,20 @@ func LayoutRace(t *testing.T, a, b Store, afterLayoutRead func(Store, func()), f
 		done <- 1
 	}()
 	// b either reaches its read too (both have then seen no record), or
-	// waits for a's locks: a short wait tells them apart, and either way
-	// the outcome below must hold.
+	// waits for a's locks: a wait tells them apart, and either way the
+	// outcome below must hold. On MySQL b gets there (its locking reads of
+	// missing rows take gap locks that do not block each other), so it is
+	// given longer, lest a slow machine hide the interleaving.
+	wait := time.Second
+	if a.Driver() == "mysql" {
+		wait = 10 * time.Second
+	}
 	select {
 	case i := <-arrived:
 		interleaved = i == 1
 	case i := <-done:
 		t.Fatalf("claim %d ended (%v) while the first was held", i, errs[i])
-	case <-time.After(time.Second):
+	case <-time.After(wait):
 	}
 	close(release)
 	<-done

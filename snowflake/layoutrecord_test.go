@@ -66,3 +66,30 @@ func TestLayoutMismatchStops(t *testing.T) {
 		mustNext(t, b)
 	})
 }
+
+// The refusal names both layouts with their keys, and who recorded the
+// other when that is known.
+func TestLayoutMismatchErrorMessage(t *testing.T) {
+	recorded := snowflake.Layout{Epoch: 1_600_000_000_000, TimeBits: 40, WorkerBits: 11, SequenceBits: 12}
+	for _, c := range []struct {
+		by   string
+		want string
+	}{
+		{"host/1/ab#1", " (by host/1/ab#1 on 2020-09-13 12:26:40.000 UTC): "},
+		{"", "snowflake.sequence_bits 12: the IDs"},
+	} {
+		err := error(&snowflake.LayoutMismatchError{Own: snowflake.Layout{}, Recorded: recorded, RecordedBy: c.by, RecordedMs: recorded.Epoch})
+		msg := err.Error()
+		for _, want := range []string{c.want,
+			"this server's snowflake layout is snowflake.epoch 1288834974657 (2010-11-04 01:42:54.657 UTC), snowflake.time_bits 41, snowflake.worker_bits 10, snowflake.sequence_bits 12, ",
+			"recorded with snowflake.epoch 1600000000000 (2020-09-13 12:26:40.000 UTC), snowflake.time_bits 40, snowflake.worker_bits 11, snowflake.sequence_bits 12",
+		} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%q does not say %q", msg, want)
+			}
+		}
+		if !errors.Is(err, snowflake.ErrLayoutMismatch) {
+			t.Errorf("%v is not ErrLayoutMismatch", err)
+		}
+	}
+}

@@ -142,17 +142,22 @@ var (
 type LayoutMismatchError struct {
 	// Own is the claimant's layout, Recorded the one in the store.
 	Own, Recorded Layout
-	// RecordedBy is the owner of the claim that recorded it ("" for none
-	// known), and RecordedMs when, by the database's clock, in Unix ms.
+	// RecordedBy is the owner of the claim that recorded it, and
+	// RecordedMs when, by the database's clock, in Unix ms; the message
+	// leaves them out when RecordedBy is "" (a row written by hand).
 	RecordedBy string
 	RecordedMs int64
 }
 
 func (e *LayoutMismatchError) Error() string {
-	return fmt.Sprintf("this server's snowflake layout is %s, but the worker id leases in the database are recorded with %s "+
-		"(by %s on %s): the IDs of the two would collide; set snowflake.epoch, snowflake.time_bits, snowflake.worker_bits "+
+	by := ""
+	if e.RecordedBy != "" {
+		by = fmt.Sprintf(" (by %s on %s)", e.RecordedBy, formatMs(e.RecordedMs))
+	}
+	return fmt.Sprintf("this server's snowflake layout is %s, but the worker id leases in the database are recorded with %s%s: "+
+		"the IDs of the two would collide; set snowflake.epoch, snowflake.time_bits, snowflake.worker_bits "+
 		"and snowflake.sequence_bits to the recorded values, or give this layout a database of its own",
-		e.Own.describe(), e.Recorded.describe(), e.RecordedBy, formatMs(e.RecordedMs))
+		e.Own.describe(), e.Recorded.describe(), by)
 }
 
 // Is reports whether target is ErrLayoutMismatch.

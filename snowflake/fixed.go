@@ -14,7 +14,8 @@ import (
 // claimFixed leases the fixed worker id. At the first claim, a worker id
 // held by another server, or recorded more than a lease ahead of the
 // clock, stops the generator for good (see Done); later, after the lease
-// was lost, the keeper keeps trying.
+// was lost, the keeper keeps trying. Another layout recorded in the store
+// stops it at any claim.
 func (g *Generator) claimFixed() bool {
 	ctx, cancel := g.storeCtx()
 	defer cancel()
@@ -22,7 +23,7 @@ func (g *Generator) claimFixed() bool {
 	g.claims++
 	l, err := g.set.Leases.ClaimFixedWorker(ctx, FixedClaim{
 		WorkerID: g.set.WorkerID, Owner: FixedOwnerPrefix + g.set.Owner + "#" + strconv.FormatInt(g.claims, 10),
-		TTL: g.set.LeaseTTL, NowMs: ms, WatermarkMs: ms + g.ttlMs,
+		TTL: g.set.LeaseTTL, NowMs: ms, WatermarkMs: ms + g.ttlMs, Layout: g.layout,
 	})
 	if err != nil {
 		g.mu.Lock()
@@ -33,6 +34,9 @@ func (g *Generator) claimFixed() bool {
 			ahead *WatermarkAheadError
 		)
 		switch {
+		case errors.Is(err, ErrLayoutMismatch):
+			g.stop(err)
+			return false
 		case first && errors.As(err, &held):
 			g.stop(fmt.Errorf("snowflake.worker_id %d cannot be used: %w: another server runs with this worker id; "+
 				"give each server its own, or use auto (a server that crashed holds it until its lease ends)", g.set.WorkerID, err))
@@ -55,6 +59,10 @@ func (g *Generator) stop(err error) {
 	g.fatal, g.lastErr = err, err
 	g.broadcastLocked()
 	g.mu.Unlock()
-	g.log.Error("snowflake: "+err.Error(), "worker_id", g.set.WorkerID)
+	if g.fixed {
+		g.log.Error("snowflake: "+err.Error(), "worker_id", g.set.WorkerID)
+	} else {
+		g.log.Error("snowflake: " + err.Error())
+	}
 	close(g.stopped)
 }

@@ -297,18 +297,19 @@ func (g *Generator) Start() error {
 }
 
 // Done is closed when the generator has stopped issuing for good by
-// itself, and Err then says why. That happens only with a fixed worker id
-// (Settings.Fixed), at its first claim: when another server, fixed or
-// leasing, holds a live lease on it (the error is a *HeldError: its owner
-// and when its lease ends), or when its watermark is more than LeaseTTL
-// ahead of the clock (a *WatermarkAheadError). A server should then not
-// start. A watermark ahead by less is waited out, with retries; a fixed
-// worker id lost while running is claimed again, with retries, like a
-// lost lease.
+// itself, and Err then says why. That happens when the store records
+// another layout than the generator's, at any claim (a
+// *LayoutMismatchError), and with a fixed worker id (Settings.Fixed), at
+// its first claim: when another server, fixed or leasing, holds a live
+// lease on it (the error is a *HeldError: its owner and when its lease
+// ends), or when its watermark is more than LeaseTTL ahead of the clock (a
+// *WatermarkAheadError). A server should then not start. A watermark ahead
+// by less is waited out, with retries; a fixed worker id lost while
+// running is claimed again, with retries, like a lost lease.
 func (g *Generator) Done() <-chan struct{} { return g.stopped }
 
-// Err returns why Done was closed, wrapping a *HeldError or a
-// *WatermarkAheadError, and nil while it is not.
+// Err returns why Done was closed, wrapping a *LayoutMismatchError, a
+// *HeldError or a *WatermarkAheadError, and nil while it is not.
 func (g *Generator) Err() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -125,8 +125,13 @@ func (g *Generator) claim(old *Lease) bool {
 		// Each claim has an owner of its own, so that releasing an old
 		// lease can never end a newer one on the same worker id.
 		Owner: g.set.Owner + "#" + strconv.FormatInt(g.claims, 10), Workers: g.layout.Workers(), TTL: g.set.LeaseTTL,
-		NowMs: ms, WatermarkMs: ms + g.ttlMs,
+		NowMs: ms, WatermarkMs: ms + g.ttlMs, Layout: g.layout,
 	})
+	if errors.Is(err, ErrLayoutMismatch) {
+		// No retry can help: the record does not change by itself.
+		g.stop(err)
+		return false
+	}
 	if err != nil {
 		g.fail(err, "snowflake: could not lease a worker id", "switching", old != nil)
 		return false

@@ -67,6 +67,13 @@ func (l Layout) Validate(now time.Time) error {
 	return nil
 }
 
+// describe spells the layout out with its configuration keys.
+func (l Layout) describe() string {
+	l = l.orDefault()
+	return fmt.Sprintf("snowflake.epoch %d (%s), snowflake.time_bits %d, snowflake.worker_bits %d, snowflake.sequence_bits %d",
+		l.Epoch, formatMs(l.Epoch), l.TimeBits, l.WorkerBits, l.SequenceBits)
+}
+
 // End returns the first instant the layout cannot express.
 func (l Layout) End() time.Time {
 	l = l.orDefault()

@@ -16,6 +16,14 @@ import (
 // committed, so the record survives a kill -9, and a worker id is claimed
 // only by a server whose clock is past its watermark. Lease expiry is judged
 // by the database's clock, never by a server's.
+//
+// The store also records the layout (bit widths and epoch) that the worker
+// ids are leased under: the first claim on a store with none records its
+// own, atomically, and every claim, of either kind, compares its layout
+// with the record in the same transaction and is refused with a
+// *LayoutMismatchError when they differ. Worker id n of one layout and of
+// another issue overlapping IDs, so a worker id leased under one layout
+// must never be leased under another.
 type LeaseStore interface {
 	// ClaimWorker leases, in one transaction, a worker id in
 	// [0, c.Workers) that no one holds (its lease has expired by the
@@ -24,8 +32,9 @@ type LeaseStore interface {
 	// database's now and the watermark c.WatermarkMs, and returns the
 	// lease with the watermark the row had before.
 	//
-	// Errors: ErrNoFreeWorker when no worker id qualifies; any other error
-	// is a store failure the caller may retry.
+	// Errors: a *LayoutMismatchError (errors.Is ErrLayoutMismatch) when
+	// another layout is recorded; ErrNoFreeWorker when no worker id
+	// qualifies; any other error is a store failure the caller may retry.
 	ClaimWorker(ctx context.Context, c Claim) (Lease, error)
 
 	// RenewWorker extends l by ttl from the database's now and raises its
@@ -53,7 +62,8 @@ type LeaseStore interface {
 	// whose owner starts with FixedOwnerPrefix, live or not: it stays kept
 	// for the servers configured with it.
 	//
-	// Errors: a *HeldError (errors.Is ErrWorkerHeld) when another owner's
+	// Errors: a *LayoutMismatchError as for ClaimWorker; a *HeldError
+	// (errors.Is ErrWorkerHeld) when another owner's
 	// lease on the worker id is live by the database's clock; a
 	// *WatermarkAheadError (errors.Is ErrWatermarkAhead) when the row's
 	// watermark is at or after c.NowMs; any other error is a store failure
@@ -80,6 +90,8 @@ type FixedClaim struct {
 	NowMs int64
 	// WatermarkMs is the watermark to record, as for Claim.
 	WatermarkMs int64
+	// Layout is the claimant's layout, as for Claim.
+	Layout Layout
 }
 
 // Claim is a request to lease a worker id.
@@ -96,6 +108,10 @@ type Claim struct {
 	// WatermarkMs is the watermark to record, at or after every timestamp
 	// the claimant will issue before it renews.
 	WatermarkMs int64
+	// Layout is the claimant's layout: recorded by the first claim, and
+	// compared with the record by every claim. The zero value means the
+	// default layout, as everywhere.
+	Layout Layout
 }
 
 // Lease is a worker id held by a generator.
@@ -116,7 +132,36 @@ var (
 	ErrWorkerHeld = errors.New("snowflake: the worker id is held by another server")
 	// ErrWatermarkAhead is what a *WatermarkAheadError is.
 	ErrWatermarkAhead = errors.New("snowflake: the worker id is recorded ahead of this server's clock")
+	// ErrLayoutMismatch is what a *LayoutMismatchError is.
+	ErrLayoutMismatch = errors.New("snowflake: the layout differs from the one recorded with the worker id leases")
 )
+
+// LayoutMismatchError says that a claim's layout differs from the one
+// recorded with the worker id leases: IDs of the two would collide.
+// errors.Is(err, ErrLayoutMismatch) holds for it.
+type LayoutMismatchError struct {
+	// Own is the claimant's layout, Recorded the one in the store.
+	Own, Recorded Layout
+	// RecordedBy is the owner of the claim that recorded it, and
+	// RecordedMs when, by the database's clock, in Unix ms; the message
+	// leaves them out when RecordedBy is "" (a row written by hand).
+	RecordedBy string
+	RecordedMs int64
+}
+
+func (e *LayoutMismatchError) Error() string {
+	by := ""
+	if e.RecordedBy != "" {
+		by = fmt.Sprintf(" (by %s on %s)", e.RecordedBy, formatMs(e.RecordedMs))
+	}
+	return fmt.Sprintf("this server's snowflake layout is %s, but the worker id leases in the database are recorded with %s%s: "+
+		"the IDs of the two would collide; set snowflake.epoch, snowflake.time_bits, snowflake.worker_bits "+
+		"and snowflake.sequence_bits to the recorded values, or give this layout a database of its own",
+		e.Own.describe(), e.Recorded.describe(), by)
+}
+
+// Is reports whether target is ErrLayoutMismatch.
+func (e *LayoutMismatchError) Is(target error) bool { return target == ErrLayoutMismatch }
 
 // HeldError says that a fixed worker id is leased by another owner whose
 // lease is live. errors.Is(err, ErrWorkerHeld) holds for it.

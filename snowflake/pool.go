@@ -147,8 +147,10 @@ func (p *Pool) Close() error {
 	return nil
 }
 
-// Done and Err are those of the pool's first generator: only a fixed
-// worker id, which a Pool holds alone, stops for good (Generator.Done).
+// Done and Err are those of the pool's first generator: a fixed worker
+// id, which a Pool holds alone, stops for good (Generator.Done), and so
+// does another layout recorded in the store, which every generator of the
+// pool meets at its first claim.
 func (p *Pool) Done() <-chan struct{} { return p.gens[0].Done() }
 
 // Err is Generator.Err of the pool's only generator; see Done.

@@ -165,7 +165,7 @@ func readMark(t *testing.T, db *sql.DB, tag string) int64 {
 }
 
 // claimSteps are the steps of a worker id's claim, in order.
-var claimSteps = []string{stepBegin, stepClock, stepRows, stepClaim, stepCommit}
+var claimSteps = []string{stepBegin, stepClock, stepRows, stepLayout, stepClaim, stepCommit}
 
 // TestTiDBErrorsClaimWorker: every TiDB code at every step of a worker
 // id's claim (whose SELECT … FOR UPDATE is what 8002 is about), once and on

@@ -42,10 +42,12 @@ const (
 	stepSelect = "SELECT max_id"
 	stepMark   = "high-water mark"
 	// A worker id's claim: the database's clock, the locking read of the
-	// rows, the INSERT or UPDATE that claims one.
-	stepClock = "clock"
-	stepRows  = "SELECT … FOR UPDATE"
-	stepClaim = "claim write"
+	// rows, the read (or first write) of the recorded snowflake layout,
+	// the INSERT or UPDATE that claims one.
+	stepClock  = "clock"
+	stepRows   = "SELECT … FOR UPDATE"
+	stepLayout = "layout"
+	stepClaim  = "claim write"
 	// A lease renewal: one UPDATE, in autocommit.
 	stepRenew = "renew"
 	// Migrations: the named lock, goose's version table as leafd reads it.
@@ -71,6 +73,8 @@ func (op faultOp) is(step string) bool {
 		return op.kind == "query" && strings.HasPrefix(q, "SELECT CAST(UNIX_TIMESTAMP")
 	case stepRows:
 		return op.kind == "query" && strings.HasPrefix(q, "SELECT worker_id") && strings.HasSuffix(q, "FOR UPDATE")
+	case stepLayout:
+		return strings.Contains(q, "leafd_snowflake_layout")
 	case stepClaim:
 		return op.kind == "exec" && (strings.HasPrefix(q, "INSERT INTO leaf_worker") || strings.HasPrefix(q, "UPDATE leaf_worker SET owner"))
 	case stepRenew:

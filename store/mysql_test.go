@@ -50,6 +50,7 @@ func TestMySQL(t *testing.T) {
 			OpenUnreachable: func() (storetest.Store, error) { return store.OpenMySQL(unreachableMySQL) },
 			Raw:             raw,
 			LeafTable:       leafTable,
+			AfterLayoutRead: store.AfterLayoutRead,
 			HoldMigrateLock: func(t *testing.T) func() { return holdNamedLock(t, raw.DB, "leafd_migrate") },
 		}
 	})

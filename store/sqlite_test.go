@@ -42,8 +42,9 @@ func TestSQLite(t *testing.T) {
 				// A directory where the file should be: SQLite cannot open it.
 				return store.OpenSQLite(filepath.Dir(file))
 			},
-			Raw:       raw,
-			LeafTable: sqliteLeafTable,
+			Raw:             raw,
+			LeafTable:       sqliteLeafTable,
+			AfterLayoutRead: store.AfterLayoutRead,
 		}
 		if holdMigrateLock != nil {
 			db.HoldMigrateLock = func(t *testing.T) func() { return holdMigrateLock(t, file) }

@@ -130,6 +130,10 @@ type db struct {
 	// beforeCommit, when set (by tests of this package only), runs between
 	// the SELECT and the COMMIT of Allocate.
 	beforeCommit func(context.Context, *sqlx.Tx) error
+	// afterLayoutRead, when set (by tests only, export_test.go), runs in a
+	// worker id's claim after it read the recorded layout and before it
+	// writes, so that a test can hold a claim there.
+	afterLayoutRead func()
 }
 
 // Driver returns the engine's name as store.driver spells it: "mysql",

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -37,6 +38,11 @@ WHERE worker_id = ? AND owner = ?`
 		snowflake.FixedOwnerPrefix + `' ELSE '' END, lease_until_ms = 0, watermark_ms = ?, update_time = CURRENT_TIMESTAMP
 WHERE worker_id = ? AND owner = ?`
 	fixedRowSQL = `SELECT worker_id, owner, lease_until_ms, watermark_ms FROM leaf_worker WHERE worker_id = ?%[2]s`
+	// The layout the worker ids are leased under: one row, id 1
+	// (migrations/*/00007_snowflake_layout.sql).
+	layoutSQL       = `SELECT epoch_ms, time_bits, worker_bits, sequence_bits, recorded_by, recorded_ms FROM leafd_snowflake_layout WHERE id = 1%s`
+	insertLayoutSQL = `INSERT INTO leafd_snowflake_layout (id, epoch_ms, time_bits, worker_bits, sequence_bits, recorded_by, recorded_ms)
+VALUES (1, ?, ?, ?, ?, ?, ?)`
 )
 
 // maxOwnerLen is the width of leaf_worker.owner. A longer owner would fail
@@ -70,11 +76,60 @@ type workerRow struct {
 	WatermarkMs  int64  `db:"watermark_ms"`
 }
 
-// ClaimWorker leases the lowest worker id below c.Workers that is free by
-// the database's clock and whose watermark is below c.NowMs. See
-// snowflake.LeaseStore.
+// layoutRow is the row of leafd_snowflake_layout.
+type layoutRow struct {
+	EpochMs      int64  `db:"epoch_ms"`
+	TimeBits     int    `db:"time_bits"`
+	WorkerBits   int    `db:"worker_bits"`
+	SequenceBits int    `db:"sequence_bits"`
+	RecordedBy   string `db:"recorded_by"`
+	RecordedMs   int64  `db:"recorded_ms"`
+}
+
+// checkLayout compares l, a claim's layout, with the one recorded with the
+// worker leases, in the claim's transaction tx, after beginClaim: it
+// records l with owner and the database's clock nowMs when none is
+// recorded (a new database, or one whose leases predate the record), and
+// returns a *snowflake.LayoutMismatchError when another is.
 //
-// Errors: snowflake.ErrNoFreeWorker (wrapped, with what was found) when
+// Two claims that both find no record both insert it: the primary key lets
+// one commit, and the other's transaction is tried again (errRetry, or the
+// engine's deadlock), finds the record and compares. So servers started
+// together with different layouts never both lease.
+func (s *db) checkLayout(ctx context.Context, tx *sqlx.Tx, l snowflake.Layout, owner string, nowMs int64) error {
+	if l == (snowflake.Layout{}) {
+		l = snowflake.DefaultLayout()
+	}
+	var r layoutRow
+	err := tx.GetContext(ctx, &r, fmt.Sprintf(layoutSQL, s.lockSuffix))
+	if s.afterLayoutRead != nil {
+		s.afterLayoutRead()
+	}
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if _, err := tx.ExecContext(ctx, s.q(insertLayoutSQL), l.Epoch, l.TimeBits, l.WorkerBits, l.SequenceBits, owner, nowMs); err != nil {
+			if s.class(err) == classDuplicate {
+				return errRetry{err}
+			}
+			return err
+		}
+		return nil
+	case err != nil:
+		return err
+	}
+	rec := snowflake.Layout{Epoch: r.EpochMs, TimeBits: r.TimeBits, WorkerBits: r.WorkerBits, SequenceBits: r.SequenceBits}
+	if rec != l {
+		return &snowflake.LayoutMismatchError{Own: l, Recorded: rec, RecordedBy: r.RecordedBy, RecordedMs: r.RecordedMs}
+	}
+	return nil
+}
+
+// ClaimWorker leases the lowest worker id below c.Workers that is free by
+// the database's clock and whose watermark is below c.NowMs, after
+// checkLayout. See snowflake.LeaseStore.
+//
+// Errors: a *snowflake.LayoutMismatchError when another layout is
+// recorded; snowflake.ErrNoFreeWorker (wrapped, with what was found) when
 // none qualifies; store_unavailable when the database cannot be reached; an
 // error without a code otherwise.
 func (s *db) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Lease, error) {
@@ -89,7 +144,7 @@ func (s *db) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, snowflake.ErrNoFreeWorker) {
+		if errors.Is(err, snowflake.ErrNoFreeWorker) || errors.Is(err, snowflake.ErrLayoutMismatch) {
 			return snowflake.Lease{}, err
 		}
 		return snowflake.Lease{}, s.wrap(err, "claim worker id")
@@ -133,6 +188,9 @@ func (s *db) claimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 		return snowflake.Lease{}, err
 	}
 	defer tx.Rollback()
+	if err := s.checkLayout(ctx, tx, c.Layout, c.Owner, now); err != nil {
+		return snowflake.Lease{}, err
+	}
 	chosen, found, held, ahead := int64(-1), (*workerRow)(nil), 0, 0
 	next := int64(0) // the lowest worker id not seen yet
 	for i := range rows {
@@ -190,9 +248,11 @@ func (s *db) claimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 
 // ClaimFixedWorker leases worker id c.WorkerID for a server configured with
 // it, unless another owner's lease on it is live by the database's clock or
-// its watermark is at or after c.NowMs. See snowflake.LeaseStore.
+// its watermark is at or after c.NowMs, after checkLayout. See
+// snowflake.LeaseStore.
 //
-// Errors: a *snowflake.HeldError or a *snowflake.WatermarkAheadError when
+// Errors: a *snowflake.LayoutMismatchError when another layout is
+// recorded; a *snowflake.HeldError or a *snowflake.WatermarkAheadError when
 // the worker id cannot be had; store_unavailable when the database cannot
 // be reached; an error without a code otherwise.
 func (s *db) ClaimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snowflake.Lease, error) {
@@ -208,7 +268,7 @@ func (s *db) ClaimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snow
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, snowflake.ErrWorkerHeld) || errors.Is(err, snowflake.ErrWatermarkAhead) {
+		if errors.Is(err, snowflake.ErrWorkerHeld) || errors.Is(err, snowflake.ErrWatermarkAhead) || errors.Is(err, snowflake.ErrLayoutMismatch) {
 			return snowflake.Lease{}, err
 		}
 		return snowflake.Lease{}, s.wrap(err, fmt.Sprintf("claim fixed worker id %d", c.WorkerID))
@@ -222,6 +282,9 @@ func (s *db) claimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snow
 		return snowflake.Lease{}, err
 	}
 	defer tx.Rollback()
+	if err := s.checkLayout(ctx, tx, c.Layout, c.Owner, now); err != nil {
+		return snowflake.Lease{}, err
+	}
 	prev := int64(0)
 	if len(rows) == 0 {
 		if _, err := tx.ExecContext(ctx, s.q(claimInsertSQL), c.WorkerID, c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs); err != nil {

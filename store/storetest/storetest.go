@@ -44,6 +44,12 @@ type Database struct {
 	// another server migrating would, and returns the function that
 	// releases it.
 	HoldMigrateLock func(t *testing.T) (release func())
+	// AfterLayoutRead makes a store of the database run f in each of its
+	// claims of a worker id after the claim read the recorded snowflake
+	// layout and before it writes (f nil: nothing), for the tests that
+	// force two claims to interleave there. Backends set it to
+	// store.AfterLayoutRead of the store's tests.
+	AfterLayoutRead func(s Store, f func())
 	// LeafTable is the CREATE TABLE of leaf_alloc as a database that Java
 	// Leaf already uses holds it (for SQLite, which Leaf does not run on:
 	// the same columns without anything leafd's migration adds).
@@ -99,6 +105,9 @@ func Run(t *testing.T, newDatabase func(t *testing.T) *Database) {
 		{"ClaimFixedWorkerHeld", testClaimFixedWorkerHeld},
 		{"ClaimSkipsFixedWorker", testClaimSkipsFixedWorker},
 		{"ConcurrentFixedClaims", testConcurrentFixedClaims},
+		{"SnowflakeLayout", testSnowflakeLayout},
+		{"SnowflakeLayoutOfOlderLeases", testSnowflakeLayoutOfOlderLeases},
+		{"SnowflakeLayoutRace", testSnowflakeLayoutRace},
 		{"Tokens", testTokens},
 		{"TokenInvalid", testTokenInvalid},
 	} {

@@ -392,9 +392,14 @@ func tagExists(name string, same []string) error {
 	return leafd.Errorf(leafd.ETagExists, "tag %q cannot be created: the database's collation takes it for the tag %q, which exists: use %q or another name", name, other, other)
 }
 
-// CreateTag inserts a tag and returns its row as stored, update_time
-// included. A MaxID below 1 is stored as 1; UpdateTime is ignored (the
-// database sets it).
+// CreateTag inserts a tag and returns its row as stored, update_time and
+// format included. A MaxID below 1 is stored as 1; UpdateTime is ignored
+// (the database sets it).
+//
+// A tag deleted before (its leaf_alloc row gone, its format and high-water
+// mark kept) is created again only in the format, domain and key it had,
+// and its max_id starts at or above its mark: it continues above every ID
+// it issued.
 //
 // A name that differs from an existing tag's only in letter case is
 // refused on every engine, so that a set of tags made on SQLite moves to
@@ -404,8 +409,10 @@ func tagExists(name string, same []string) error {
 // a step outside 1..MaxStep or a description over 256 characters or not
 // UTF-8; tag_exists when the tag is already there, or a tag whose name
 // differs only in letter case (its message names that tag; nothing is
-// changed); store_unavailable when the database cannot be reached; an error
-// without a code otherwise.
+// changed); tag_conflict when the name was another tag before (another
+// format, domain or key), or its records are shared with a tag deleted
+// before whose name differs only in letter case; store_unavailable when the
+// database cannot be reached; an error without a code otherwise.
 func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 	if err := leafd.ValidateTag(t.Name); err != nil {
 		return leafd.Tag{}, err
@@ -446,17 +453,34 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 			slices.Sort(same)
 			return tagExists(t.Name, same)
 		}
-		if _, err := tx.ExecContext(ctx, s.q(insertSQL), t.Name, t.MaxID, t.Step, desc); err != nil {
+		// A tag deleted before is created as it was, above every ID it
+		// issued, or refused.
+		p, err := pastOf(ctx, tx, t.Name)
+		if err != nil {
+			return err
+		}
+		if err := p.check(t); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.q(insertSQL), t.Name, max(t.MaxID, p.mark), t.Step, desc); err != nil {
 			if s.class(err) != classDuplicate {
 				return err
 			}
 			return exists()
 		}
-		if err := s.insertFormat(ctx, tx, t); err != nil {
-			return err
+		if p.format.Name == "" {
+			if err := s.insertFormat(ctx, tx, t); err != nil {
+				return err
+			}
 		}
 		var r tagRow
 		if err := tx.GetContext(ctx, &r, s.q(tagColumns+` WHERE biz_tag = ?`), t.Name); err != nil {
+			return err
+		}
+		// The definition as stored, format included, is what the server
+		// that took the request serves.
+		got := []leafd.Tag{r.tag()}
+		if err := s.withFormats(ctx, tx, got, t.Name); err != nil {
 			return err
 		}
 		if err := tx.Commit(); err != nil {
@@ -467,10 +491,7 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 			}
 			return err
 		}
-		stored = r.tag()
-		if t.Format == segment.FormatOpaque {
-			stored.Format, stored.Digits, stored.KeyFingerprint = t.Format, t.Digits, t.KeyFingerprint
-		}
+		stored = got[0]
 		return nil
 	})
 	if err != nil {

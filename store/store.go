@@ -406,8 +406,8 @@ func tagExists(name string, same []string) error {
 // MySQL, whose default collation would take the two for one tag.
 //
 // Errors: invalid_tag for a name leafd.ValidateTag refuses; invalid_body for
-// a step outside 1..MaxStep or a description over 256 characters or not
-// UTF-8; tag_exists when the tag is already there, or a tag whose name
+// a step outside 1..MaxStep, a description over 256 characters or not
+// UTF-8, or one the column's character set cannot store (MySQL); tag_exists when the tag is already there, or a tag whose name
 // differs only in letter case (its message names that tag; nothing is
 // changed); tag_conflict when the name was another tag before (another
 // format, domain or key), or its records are shared with a tag deleted
@@ -464,7 +464,7 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 		}
 		if _, err := tx.ExecContext(ctx, s.q(insertSQL), t.Name, max(t.MaxID, p.mark), t.Step, desc); err != nil {
 			if s.class(err) != classDuplicate {
-				return err
+				return descriptionCharset(ctx, s.x, err)
 			}
 			return exists()
 		}
@@ -511,7 +511,8 @@ func nullString(s string) sql.NullString { return sql.NullString{String: s, Vali
 // name differs only in letter case is another tag and is never changed.
 //
 // Errors: invalid_body for a step outside 1..MaxStep, a description over
-// 256 characters or not UTF-8, or an update that sets nothing; unknown_tag
+// 256 characters, not UTF-8 or that the column's character set cannot store
+// (MySQL), or an update that sets nothing; unknown_tag
 // when no row has exactly that name (its message names a tag that differs
 // only in letter case, if there is one); store_unavailable when the
 // database cannot be reached; an error without a code otherwise.
@@ -555,7 +556,7 @@ func (s *db) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old
 			desc = nullString(*u.Description)
 		}
 		if _, err := tx.ExecContext(ctx, s.q(updateTagSQL), step, desc, name); err != nil {
-			return err
+			return descriptionCharset(ctx, s.x, err)
 		}
 		after, ok, err := exactRow(ctx, tx, name, "")
 		if err != nil {

@@ -435,32 +435,23 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 			return err
 		}
 		defer tx.Rollback()
-		same, err := caseTwins(ctx, tx, t.Name)
+		// A tag deleted before is created as it was, above every ID it
+		// issued, or refused.
+		p, err := creatable(ctx, tx, t)
 		if err != nil {
 			return err
-		}
-		if len(same) > 0 {
-			return tagExists(t.Name, same)
 		}
 		// Created since the SELECT, or equal to the name by a collation
 		// that folds more than case (ß and ss): asked again outside this
 		// transaction, whose snapshot does not show it.
 		exists := func() error {
 			tx.Rollback()
+			var same []string
 			if err := s.x.SelectContext(ctx, &same, s.q(tagNamesSQL+` WHERE biz_tag = ?`), t.Name); err != nil {
 				return err
 			}
 			slices.Sort(same)
 			return tagExists(t.Name, same)
-		}
-		// A tag deleted before is created as it was, above every ID it
-		// issued, or refused.
-		p, err := pastOf(ctx, tx, t.Name)
-		if err != nil {
-			return err
-		}
-		if err := p.check(t); err != nil {
-			return err
 		}
 		if _, err := tx.ExecContext(ctx, s.q(insertSQL), t.Name, max(t.MaxID, p.mark), t.Step, desc); err != nil {
 			if s.class(err) != classDuplicate {
@@ -498,6 +489,25 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 		return leafd.Tag{}, s.wrap(err, fmt.Sprintf("create tag %q", t.Name))
 	}
 	return stored, nil
+}
+
+// creatable checks, through q, that t can be created: no tag has its name
+// or one that differs only in letter case (tag_exists), and a tag deleted
+// before under that name was the same tag (tag_conflict otherwise). It
+// returns the name's past, whose mark the new max_id must not be below.
+func creatable(ctx context.Context, q queryer, t leafd.Tag) (past, error) {
+	same, err := caseTwins(ctx, q, t.Name)
+	if err != nil {
+		return past{}, err
+	}
+	if len(same) > 0 {
+		return past{}, tagExists(t.Name, same)
+	}
+	p, err := pastOf(ctx, q, t.Name)
+	if err != nil {
+		return past{}, err
+	}
+	return p, p.check(t)
 }
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }

@@ -111,8 +111,9 @@ type past struct {
 // recorded reports whether the name has a format row or handed out IDs.
 func (p past) recorded() bool { return p.format.Name != "" || p.mark > 0 || p.slots }
 
-// pastOf reads what the store keeps of name through q. Tables that a
-// database not yet migrated lacks count as empty.
+// pastOf reads what the store keeps of name through q. A table missing
+// (the database not migrated) is an error that says so: a tag is never
+// created unchecked.
 func pastOf(ctx context.Context, q queryer, name string) (past, error) {
 	var p past
 	seen := func(n string) bool {
@@ -122,8 +123,8 @@ func pastOf(ctx context.Context, q queryer, name string) (past, error) {
 		return n == name
 	}
 	var formats []formatRow
-	if err := sqlx.SelectContext(ctx, q, &formats, q.Rebind(pastFormatSQL), name); err != nil && !MissingTable(err) {
-		return p, err
+	if err := sqlx.SelectContext(ctx, q, &formats, q.Rebind(pastFormatSQL), name); err != nil {
+		return p, pastErr("leafd_tag_format", err)
 	}
 	for _, r := range formats {
 		if seen(r.Name) {
@@ -134,8 +135,8 @@ func pastOf(ctx context.Context, q queryer, name string) (past, error) {
 		Name  string `db:"biz_tag"`
 		MaxID int64  `db:"max_id"`
 	}
-	if err := sqlx.SelectContext(ctx, q, &marks, q.Rebind(pastMarkSQL), name); err != nil && !MissingTable(err) {
-		return p, err
+	if err := sqlx.SelectContext(ctx, q, &marks, q.Rebind(pastMarkSQL), name); err != nil {
+		return p, pastErr("leafd_tag_highwater", err)
 	}
 	for _, r := range marks {
 		if seen(r.Name) {
@@ -143,13 +144,21 @@ func pastOf(ctx context.Context, q queryer, name string) (past, error) {
 		}
 	}
 	var slots []string
-	if err := sqlx.SelectContext(ctx, q, &slots, q.Rebind(pastSlotsSQL), name); err != nil && !MissingTable(err) {
-		return p, err
+	if err := sqlx.SelectContext(ctx, q, &slots, q.Rebind(pastSlotsSQL), name); err != nil {
+		return p, pastErr("leafd_slot_alloc", err)
 	}
 	for _, n := range slots {
 		p.slots = seen(n) || p.slots
 	}
 	return p, nil
+}
+
+// pastErr says, for the log, what a missing table of a tag's past means.
+func pastErr(table string, err error) error {
+	if MissingTable(err) {
+		return fmt.Errorf("the table %s is missing: run `leafd migrate` (or start with store.migrate: true): %w", table, err)
+	}
+	return err
 }
 
 // check refuses, with tag_conflict, to create t where the name's past

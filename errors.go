@@ -29,6 +29,7 @@ const (
 	EModeDisabled         = "mode_disabled"
 	EMethodNotAllowed     = "method_not_allowed"
 	ETagExists            = "tag_exists"
+	ETagConflict          = "tag_conflict"      // a tag whose records disagree: created again in another format than it had, or defined differently by databases of store.shards
 	ERangeUnsupported     = "range_unsupported" // a range of a tag whose IDs are not consecutive: opaque, or in a sharded store
 	EBodyTooLarge         = "body_too_large"
 	EUnsupportedMediaType = "unsupported_media_type" // an admin body whose Content-Type is not application/json
@@ -138,6 +139,7 @@ var statuses = map[string]int{
 	EModeDisabled:         http.StatusNotFound,
 	EMethodNotAllowed:     http.StatusMethodNotAllowed,
 	ETagExists:            http.StatusConflict,
+	ETagConflict:          http.StatusConflict,
 	ERangeUnsupported:     http.StatusConflict,
 	EBodyTooLarge:         http.StatusRequestEntityTooLarge,
 	EUnsupportedMediaType: http.StatusUnsupportedMediaType,

@@ -84,6 +84,7 @@ var (
 	ErrTokenRequired        = &Error{Code: leafd.ETokenRequired}
 	ErrTokenRefused         = &Error{Code: leafd.ETokenRefused}
 	ErrTagRewound           = &Error{Code: leafd.ETagRewound}
+	ErrTagConflict          = &Error{Code: leafd.ETagConflict}
 	ErrInternal             = &Error{Code: leafd.EInternal}
 )
 

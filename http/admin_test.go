@@ -409,3 +409,36 @@ func TestProtectDashboard(t *testing.T) {
 		t.Fatalf("/api/tags with Basic = %d, want 401", r.status)
 	}
 }
+
+// On a leaf_alloc made by Leaf's own DDL (CHARSET=utf8), a description with
+// an emoji is 400 invalid_body naming the column's character set and the
+// ALTER that widens it, on POST and PATCH alike, never 500.
+func TestAdminDescriptionCharset(t *testing.T) {
+	dsn := testdb.MySQL(t)
+	raw := openRaw(t, "mysql", dsn)
+	if _, err := raw.Exec(`CREATE TABLE leaf_alloc (
+  biz_tag     VARCHAR(128) NOT NULL DEFAULT '',
+  max_id      BIGINT       NOT NULL DEFAULT 1,
+  step        INT          NOT NULL,
+  description VARCHAR(256) DEFAULT NULL,
+  update_time TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+  PRIMARY KEY (biz_tag)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8`); err != nil {
+		t.Fatal(err)
+	}
+	srv := newAdminServer(t, "mysql", dsn, token)
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/api/tags", `{"tag":"order","description":"launch 🚀"}`},
+		{"PATCH", "/api/tags/plain", `{"description":"launch 🚀"}`},
+	} {
+		if c.method == "PATCH" {
+			if r := authed(t, "POST", srv.url+"/api/tags", `{"tag":"plain"}`); r.status != 201 {
+				t.Fatalf("POST /api/tags = %d %s", r.status, r.body)
+			}
+		}
+		r := authed(t, c.method, srv.url+c.path, c.body)
+		if r.status != 400 || errorCode(t, r) != leafd.EInvalidBody || !strings.Contains(r.body, "utf8mb4") {
+			t.Fatalf("%s %s with an emoji = %d %s, want 400 invalid_body naming utf8mb4", c.method, c.path, r.status, r.body)
+		}
+	}
+}

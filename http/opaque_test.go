@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafd/leafd"
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/testdb"
 	"github.com/leafd/leafd/segment"
@@ -87,5 +88,55 @@ func TestOpaqueTagOverHTTP(t *testing.T) {
 		if r := send(t, "GET", u+"/segment/user", ""); r.status != 503 || !strings.Contains(r.body, "opaque_key_mismatch") {
 			t.Errorf("a server with another key: %d %s, want 503 opaque_key_mismatch", r.status, r.body)
 		}
+	}
+}
+
+// An opaque tag deleted by SQL and created again through POST /api/tags:
+// as it was (format and digits), it is created above every counter it
+// used, and its IDs never repeat those it issued; as sequential or with
+// other digits, it is refused with 409 tag_conflict, never 500, and the
+// server that took the request keeps no definition of its own.
+func TestOpaqueTagRecreated(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	dsn := testdb.SQLite(t)
+	url := opaqueServer(t, dsn, key)
+	raw := openRaw(t, "sqlite", dsn)
+
+	seen := map[string]bool{}
+	take := func(n int) {
+		t.Helper()
+		r := send(t, "GET", url+"/segment/user?count="+strconv.Itoa(n), "")
+		if r.status != 200 {
+			t.Fatalf("GET /segment/user = %d %s", r.status, r.body)
+		}
+		for _, id := range strings.Fields(r.body) {
+			if seen[id] {
+				t.Fatalf("ID %s issued twice", id)
+			}
+			seen[id] = true
+		}
+	}
+	const opaque = `{"tag":"user","step":10,"format":"opaque","digits":6}`
+	if r := authed(t, "POST", url+"/api/tags", opaque); r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	take(25)
+	if _, err := raw.Exec("DELETE FROM leaf_alloc WHERE biz_tag = 'user'"); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{`{"tag":"user","step":10}`, `{"tag":"user","step":10,"format":"opaque","digits":7}`} {
+		r := authed(t, "POST", url+"/api/tags", body)
+		if r.status != 409 || errorCode(t, r) != leafd.ETagConflict || !strings.Contains(r.body, "pick a new name") {
+			t.Fatalf("POST %s of a deleted opaque tag = %d %s, want 409 tag_conflict", body, r.status, r.body)
+		}
+	}
+	r := authed(t, "POST", url+"/api/tags", opaque)
+	var created struct{ MaxID, Format string }
+	if err := json.Unmarshal([]byte(r.body), &created); r.status != 201 || err != nil || created.Format != "opaque" || created.MaxID == "1" {
+		t.Fatalf("POST of the deleted tag as it was = %d %s, want 201 opaque above its mark", r.status, r.body)
+	}
+	take(100) // past the buffers held from before, into ranges above the mark
+	if r := send(t, "GET", url+"/segment/user", ""); r.status != 200 || len(strings.TrimSpace(r.body)) > 6 {
+		t.Fatalf("GET after the tag was created again = %d %s, want an opaque ID of 6 digits at most", r.status, r.body)
 	}
 }

@@ -31,6 +31,7 @@ var grpcCodes = map[string]codes.Code{
 	leafd.EModeDisabled:         codes.NotFound,
 	leafd.EMethodNotAllowed:     codes.Unimplemented,
 	leafd.ETagExists:            codes.AlreadyExists,
+	leafd.ETagConflict:          codes.FailedPrecondition,
 	leafd.ERangeUnsupported:     codes.FailedPrecondition,
 	leafd.EBodyTooLarge:         codes.ResourceExhausted,
 	leafd.EUnsupportedMediaType: codes.InvalidArgument,

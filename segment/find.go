@@ -58,8 +58,9 @@ func newFinder(rate int, ttl time.Duration) *finder {
 // find looks up a tag that was not in the tag map, within the finder's
 // bounds, and serves it from then on if the store has it. It returns the
 // tag; unknown_tag when the store has no such row (now, or within the last
-// MissTTL) or when no lookup could be spent on it; segment_unavailable when
-// the store could not be asked or ctx ended first.
+// MissTTL) or when no lookup could be spent on it; tag_conflict when the
+// store refuses the tag, its definitions disagreeing; segment_unavailable
+// when the store could not be asked or ctx ended first.
 //
 // The lookup runs on a goroutine of the allocator's, not the request's: a
 // client that gives up must not fail the others that wait for the same
@@ -121,6 +122,8 @@ func (a *Allocator) lookUp(name string, c *findCall) {
 		c.t = a.adopt(row, false)
 	case leafd.ErrorCode(err) == leafd.EUnknownTag:
 		c.err, absent = unknownTag(name), true
+	case leafd.ErrorCode(err) == leafd.ETagConflict:
+		c.err = err // the store answered: the tag's records disagree
 	default:
 		c.err = leafd.Wrap(leafd.ESegmentUnavailable, err, fmt.Sprintf(
 			"tag %q is not among the tags this server has read, and the store could not be asked for it; retry later", name))

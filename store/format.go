@@ -81,3 +81,132 @@ func (s *db) insertFormat(ctx context.Context, tx *sqlx.Tx, t leafd.Tag) error {
 	_, err := tx.ExecContext(ctx, s.q(formatInsertSQL), t.Name, t.Format, t.Digits, t.KeyFingerprint)
 	return err
 }
+
+// A tag's past outlives its leaf_alloc row: its format row, its
+// high-water mark and its slots' counters (sharded stores) stay when the
+// row is deleted. Creating the tag again must continue above every ID it
+// ever issued, so it is created in the format it had (max_id starting at
+// its mark), or refused: IDs of another format, domain or key would fall
+// among those already issued.
+const (
+	pastFormatSQL = `SELECT biz_tag, format, digits, key_fingerprint FROM leafd_tag_format WHERE biz_tag = ?`
+	pastMarkSQL   = `SELECT biz_tag, max_id FROM leafd_tag_highwater WHERE biz_tag = ?`
+	pastSlotsSQL  = `SELECT DISTINCT biz_tag FROM leafd_slot_alloc WHERE biz_tag = ?`
+)
+
+// past is what the store keeps of a tag name besides its leaf_alloc row.
+type past struct {
+	// format is the tag's format row, if it has one (Name set).
+	format formatRow
+	// mark is its high-water mark; 0 when no range was ever loaded.
+	mark int64
+	// slots is set when a slot of a sharded store handed out its IDs.
+	slots bool
+	// twin is a name that differs from the tag's only in letter case
+	// whose rows the database's "=" (MySQL's default collation) also
+	// finds: their records would be shared.
+	twin string
+}
+
+// recorded reports whether the name has a format row or handed out IDs.
+func (p past) recorded() bool { return p.format.Name != "" || p.mark > 0 || p.slots }
+
+// pastOf reads what the store keeps of name through q. A table missing
+// (the database not migrated) is an error that says so: a tag is never
+// created unchecked.
+func pastOf(ctx context.Context, q queryer, name string) (past, error) {
+	var p past
+	seen := func(n string) bool {
+		if n != name && p.twin == "" {
+			p.twin = n
+		}
+		return n == name
+	}
+	var formats []formatRow
+	if err := sqlx.SelectContext(ctx, q, &formats, q.Rebind(pastFormatSQL), name); err != nil {
+		return p, pastErr("leafd_tag_format", err)
+	}
+	for _, r := range formats {
+		if seen(r.Name) {
+			p.format = r
+		}
+	}
+	var marks []struct {
+		Name  string `db:"biz_tag"`
+		MaxID int64  `db:"max_id"`
+	}
+	if err := sqlx.SelectContext(ctx, q, &marks, q.Rebind(pastMarkSQL), name); err != nil {
+		return p, pastErr("leafd_tag_highwater", err)
+	}
+	for _, r := range marks {
+		if seen(r.Name) {
+			p.mark = r.MaxID
+		}
+	}
+	var slots []string
+	if err := sqlx.SelectContext(ctx, q, &slots, q.Rebind(pastSlotsSQL), name); err != nil {
+		return p, pastErr("leafd_slot_alloc", err)
+	}
+	for _, n := range slots {
+		p.slots = seen(n) || p.slots
+	}
+	return p, nil
+}
+
+// pastErr says, for the log, what a missing table of a tag's past means.
+func pastErr(table string, err error) error {
+	if MissingTable(err) {
+		return fmt.Errorf("the table %s is missing: run `leafd migrate` (or start with store.migrate: true): %w", table, err)
+	}
+	return err
+}
+
+// check refuses, with tag_conflict, to create t where the name's past
+// says it was another tag: another format, domain or key, or a name
+// whose records are shared with a tag that differs only in letter case.
+func (p past) check(t leafd.Tag) error {
+	if p.twin != "" {
+		return leafd.Errorf(leafd.ETagConflict, "tag %q cannot be created: the database takes it for %q, a tag deleted before whose "+
+			"records (its format, the IDs it issued) it still keeps; tag names are compared without case on MySQL: pick another name", t.Name, p.twin)
+	}
+	if !p.recorded() {
+		return nil
+	}
+	had := formatOf(p.format)
+	want := formatOf(formatRow{Format: t.Format, Digits: t.Digits, Fingerprint: t.KeyFingerprint})
+	if had == want {
+		return nil
+	}
+	upTo := ""
+	if p.mark > 0 {
+		upTo = fmt.Sprintf(" (counters up to %d)", p.mark-1)
+	}
+	if had.Format == want.Format && had.Digits == want.Digits {
+		return leafd.Errorf(leafd.ETagConflict, "tag %q cannot be created: it was an opaque tag before it was deleted, "+
+			"created with another segment.opaque_key than this server's (key fingerprint %s, this server's %s); its IDs under "+
+			"this key would repeat those it issued%s. Create it through a server with the key it was created with, or pick a new name",
+			t.Name, had.Fingerprint, want.Fingerprint, upTo)
+	}
+	return leafd.Errorf(leafd.ETagConflict, "tag %q cannot be created as %s: it was %s before it was deleted, and its IDs%s "+
+		"would be repeated by IDs of another format or domain. Create it again as %s (it continues above every ID it issued), "+
+		"or pick a new name", t.Name, describeFormat(want), describeFormat(had), upTo, describeFormat(had))
+}
+
+// formatOf is the format of a format row: sequential when it has none.
+func formatOf(r formatRow) formatRow {
+	if r.Format != segment.FormatOpaque {
+		return formatRow{Format: segment.FormatSequential}
+	}
+	return formatRow{Format: r.Format, Digits: r.Digits, Fingerprint: r.Fingerprint}
+}
+
+// describeFormat words a format as the body of POST /api/tags gives it.
+func describeFormat(r formatRow) string {
+	switch {
+	case r.Format != segment.FormatOpaque:
+		return `a sequential tag ("format":"sequential")`
+	case r.Digits == 0:
+		return `an opaque tag below 2^53 ("format":"opaque", no digits)`
+	}
+	return fmt.Sprintf(`an opaque tag of %d digits ("format":"opaque","digits":%d)`, r.Digits, r.Digits)
+}

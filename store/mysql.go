@@ -15,6 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
 
+	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/migrations"
 )
 
@@ -323,4 +324,30 @@ func quoteIdent(name string) string {
 		return name
 	}
 	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
+}
+
+// descriptionCharsetSQL reads the character set of leaf_alloc.description.
+const descriptionCharsetSQL = `SELECT COALESCE(CHARACTER_SET_NAME, '') FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'leaf_alloc' AND COLUMN_NAME = 'description'`
+
+// descriptionCharset turns err, the failed write of a tag's description,
+// into invalid_body when MySQL refused a character that the column's
+// character set cannot hold (error 1366): Leaf's own DDL creates the table
+// with CHARSET=utf8, three bytes at most, which has no emoji. leafd never
+// alters Leaf's table, so the message gives the ALTER to run. Any other
+// error is returned as it is.
+func descriptionCharset(ctx context.Context, q sqlx.QueryerContext, err error) error {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1366 || !strings.Contains(me.Message, "description") {
+		return err
+	}
+	charset := "not one that holds it"
+	var name string
+	if qerr := q.QueryRowxContext(ctx, descriptionCharsetSQL).Scan(&name); qerr == nil && name != "" {
+		charset = name
+	}
+	return leafd.Wrap(leafd.EInvalidBody, err, fmt.Sprintf("the description holds a character that the column "+
+		"leaf_alloc.description cannot store: its character set is %s (emoji and other 4-byte UTF-8 characters need utf8mb4). "+
+		"Leave such characters out, or have the table widened (leafd never alters Leaf's table): "+
+		"ALTER TABLE leaf_alloc CONVERT TO CHARACTER SET utf8mb4", charset))
 }

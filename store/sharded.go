@@ -939,14 +939,48 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 }
 
 // ---------------------------------------------------------------------------
-// Tags: every database holds every tag's definition.
+// Tags: every database holds every tag's definition, and they agree.
+//
+// A tag's format, domain and key must be the same in every database: each
+// database's slots map their counters by the definition the server read,
+// so two definitions would hand out IDs of two formats, whose values meet.
+// A tag is created in every database or refused, store.shards[0] first, so
+// that of two servers creating it at once only one gets past it; a tag
+// that databases define differently (written by SQL, or by an older
+// leafd) is served by none of them.
+
+// disagreement returns the tag_conflict error of tag when the definitions
+// found in the databases of store.shards where differ in format, domain or
+// key, and nil when they agree.
+func disagreement(tags []leafd.Tag, where []int) error {
+	def := func(t leafd.Tag) formatRow {
+		return formatOf(formatRow{Format: t.Format, Digits: t.Digits, Fingerprint: t.KeyFingerprint})
+	}
+	says := func(i int) string {
+		d := def(tags[i])
+		if d.Fingerprint == "" {
+			return fmt.Sprintf("store.shards[%d]: %s", where[i], describeFormat(d))
+		}
+		return fmt.Sprintf("store.shards[%d]: %s, key fingerprint %s", where[i], describeFormat(d), d.Fingerprint)
+	}
+	for i := 1; i < len(tags); i++ {
+		if def(tags[i]) != def(tags[0]) {
+			return leafd.Errorf(leafd.ETagConflict, "tag %q is defined differently by the databases of store.shards (%s; %s): "+
+				"no ID of it is handed out. Make every database hold the definition its IDs were issued under (its row in "+
+				"leafd_tag_format, or none for a sequential tag)", tags[0].Name, says(0), says(i))
+		}
+	}
+	return nil
+}
 
 // ListTags returns every tag of the databases that answer, each as the
 // first of them holds it. MaxID is the tag's base, not how far its slots
-// have gone.
+// have gone. A tag whose definitions disagree is left out (and logged):
+// its requests then look it up, and LookupTag refuses it.
 func (s *Sharded) ListTags(ctx context.Context) ([]leafd.Tag, error) {
 	var errs []error
-	byName := map[string]leafd.Tag{}
+	byName := map[string][]leafd.Tag{}
+	where := map[string][]int{}
 	answered := false
 	for i, d := range s.dbs {
 		tags, err := d.ListTags(ctx)
@@ -956,17 +990,20 @@ func (s *Sharded) ListTags(ctx context.Context) ([]leafd.Tag, error) {
 		}
 		answered = true
 		for _, t := range tags {
-			if _, ok := byName[t.Name]; !ok {
-				byName[t.Name] = t
-			}
+			byName[t.Name] = append(byName[t.Name], t)
+			where[t.Name] = append(where[t.Name], i)
 		}
 	}
 	if !answered {
 		return nil, s.unavailable(errs)
 	}
 	out := make([]leafd.Tag, 0, len(byName))
-	for _, t := range byName {
-		out = append(out, t)
+	for name, defs := range byName {
+		if err := disagreement(defs, where[name]); err != nil {
+			s.log.Error("store: a tag is not served", "tag", name, "err", err)
+			continue
+		}
+		out = append(out, defs[0])
 	}
 	slices.SortFunc(out, func(a, b leafd.Tag) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
@@ -985,52 +1022,82 @@ func (s *Sharded) TagNames(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-// LookupTag returns the tag from the first database that has it.
+// LookupTag returns the tag as the first database that has it holds it,
+// once every database that answers agrees on its definition.
 //
 // Errors: unknown_tag when every database answered and none has it;
-// store_unavailable when none has it and some did not answer.
+// tag_conflict when databases define it differently; store_unavailable when
+// none that answered has it and some did not answer.
 func (s *Sharded) LookupTag(ctx context.Context, name string) (leafd.Tag, error) {
-	var errs []error
-	for _, d := range s.dbs {
+	var (
+		errs  []error
+		found []leafd.Tag
+		where []int
+	)
+	for i, d := range s.dbs {
 		t, err := d.LookupTag(ctx, name)
-		if err == nil {
-			return t, nil
-		}
-		if leafd.ErrorCode(err) != leafd.EUnknownTag {
+		switch {
+		case err == nil:
+			found, where = append(found, t), append(where, i)
+		case leafd.ErrorCode(err) != leafd.EUnknownTag:
 			errs = append(errs, err)
 		}
 	}
-	if len(errs) == 0 {
+	switch {
+	case len(found) > 0:
+		if err := disagreement(found, where); err != nil {
+			return leafd.Tag{}, err
+		}
+		return found[0], nil
+	case len(errs) == 0:
 		return leafd.Tag{}, unknownTag(name)
 	}
 	return leafd.Tag{}, s.unavailable(errs)
 }
 
-// CreateTag creates the tag in every database that answers. A database
-// that did not answer gets it at the next leafd migrate.
+// CreateTag creates the tag in every database. Every database must answer
+// and none may have it (or a past under its name that refuses it) before
+// any is written; its max_id is the highest of their marks. The databases
+// are then written in order: store.shards[0] decides between servers that
+// create the tag at once. A database that fails after store.shards[0]
+// took the tag is given the same definition at its first load
+// (repairTag) or the next leafd migrate: never another.
 //
-// Errors: those of the engine's CreateTag from the first database that
-// answered (tag_exists when it has the tag); store_unavailable when none
-// answered.
+// Errors: tag_exists when any database has the tag; tag_conflict when a
+// database's past of the name refuses it (CreateTag of the engines); those
+// of the engine's CreateTag from store.shards[0]; store_unavailable when a
+// database does not answer.
 func (s *Sharded) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
-	var (
-		errs    []error
-		created *leafd.Tag
-	)
-	for _, d := range s.dbs {
+	if err := leafd.ValidateTag(t.Name); err != nil {
+		return leafd.Tag{}, err
+	}
+	for i, d := range s.dbs {
+		p, err := creatable(ctx, d.d.x, t)
+		if err != nil {
+			err = d.d.wrap(err, fmt.Sprintf("check tag %q in store.shards[%d]", t.Name, i))
+			if leafd.ErrorCode(err) == leafd.EStoreUnavailable {
+				return leafd.Tag{}, leafd.Wrap(leafd.EStoreUnavailable, err, fmt.Sprintf(
+					"tag %q was not created: store.shards[%d] does not answer (%s), and a tag is created in every database "+
+						"of store.shards or in none, so that no database can hold another definition of it; retry once it answers",
+					t.Name, i, leafd.ErrorMessage(err)))
+			}
+			return leafd.Tag{}, err
+		}
+		t.MaxID = max(t.MaxID, p.mark)
+	}
+	var created *leafd.Tag
+	for i, d := range s.dbs {
 		got, err := d.CreateTag(ctx, t)
 		switch {
 		case err == nil && created == nil:
 			created = &got
 		case err == nil:
-		case leafd.ErrorCode(err) == leafd.EStoreUnavailable:
-			errs = append(errs, err)
-		case created == nil:
-			return leafd.Tag{}, err // refused by the first that answered
+		case i == 0:
+			return leafd.Tag{}, err // refused by the arbiter: nothing written
+		default:
+			s.log.Warn("store: a database of store.shards missed a tag's creation; it gets the tag at its first load from it",
+				"tag", t.Name, "shard", i, "err", err)
 		}
-	}
-	if created == nil {
-		return leafd.Tag{}, s.unavailable(errs)
 	}
 	return *created, nil
 }

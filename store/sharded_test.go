@@ -488,3 +488,103 @@ func TestShardedKeepsOpaqueFormat(t *testing.T) {
 		t.Fatalf("the tag in the second database: %+v, %v", got, err)
 	}
 }
+
+// The databases of a sharded store agree on a tag's definition, or the tag
+// is refused. A tag is not created while a database does not answer (it
+// would lack the tag, and could later be given another definition): 503,
+// nothing written. A tag that any database has is 409 tag_exists, store.shards[0]
+// lacking it or not. A tag that databases define differently (written by
+// SQL or by hand) is looked up as tag_conflict, left out of the list, and
+// never served in either definition.
+func TestShardedTagDefinitionsAgree(t *testing.T) {
+	for _, driver := range []string{"mysql", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			dsns := shardDSNs(t, driver, 2)
+			var proxy *faultproxy.Proxy
+			direct := dsns[0]
+			dsns[0], proxy = proxied(t, driver, dsns[0])
+			s := openSharded(t, driver, dsns, shardSlots)
+			ctx := context.Background()
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			plain := make([]store.Store, 2)
+			for i, dsn := range []string{direct, dsns[1]} {
+				p, err := store.Open(driver, dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer p.Close()
+				plain[i] = p
+			}
+			opaque := leafd.Tag{Name: "user", Step: 10, Format: "opaque", Digits: 9, KeyFingerprint: "f00d"}
+
+			proxy.Down()
+			_, err := s.CreateTag(ctx, opaque)
+			if leafd.ErrorCode(err) != leafd.EStoreUnavailable || !strings.Contains(leafd.ErrorMessage(err), "store.shards[0] does not answer") {
+				t.Fatalf("CreateTag with store.shards[0] down: %v, want store_unavailable naming it", err)
+			}
+			proxy.Up()
+			if _, err := plain[1].LookupTag(ctx, "user"); leafd.ErrorCode(err) != leafd.EUnknownTag {
+				t.Fatalf("store.shards[1] after a refused creation: %v, want unknown_tag (nothing written)", err)
+			}
+
+			// Created in every database once store.shards[0] answers (a
+			// connection the proxy cut fails a try first); again, in any
+			// format, it exists.
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				_, err = s.CreateTag(ctx, opaque)
+				if leafd.ErrorCode(err) != leafd.EStoreUnavailable || time.Now().After(deadline) {
+					break
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.CreateTag(ctx, leafd.Tag{Name: "user", Step: 10})
+			if leafd.ErrorCode(err) != leafd.ETagExists {
+				t.Fatalf("CreateTag of an existing tag as sequential: %v, want tag_exists", err)
+			}
+			// A tag only store.shards[1] has (store.shards[0] missed it).
+			if _, err := plain[1].CreateTag(ctx, opaque); err == nil {
+				t.Fatal("the engine's CreateTag of a tag it has succeeded")
+			}
+			if _, err := plain[1].CreateTag(ctx, leafd.Tag{Name: "late", Step: 10, Format: "opaque", KeyFingerprint: "f00d"}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.CreateTag(ctx, leafd.Tag{Name: "late", Step: 10})
+			if leafd.ErrorCode(err) != leafd.ETagExists {
+				t.Fatalf("CreateTag of a tag store.shards[1] alone has: %v, want tag_exists", err)
+			}
+			if _, err := plain[0].LookupTag(ctx, "late"); leafd.ErrorCode(err) != leafd.EUnknownTag {
+				t.Fatalf("store.shards[0] after the refused creation: %v, want unknown_tag (no second definition)", err)
+			}
+
+			// Two definitions of one tag, written past the sharded store.
+			if _, err := plain[0].CreateTag(ctx, leafd.Tag{Name: "split", Step: 10}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := plain[1].CreateTag(ctx, leafd.Tag{Name: "split", Step: 10, Format: "opaque", KeyFingerprint: "f00d"}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.LookupTag(ctx, "split")
+			if leafd.ErrorCode(err) != leafd.ETagConflict || !strings.Contains(leafd.ErrorMessage(err), "store.shards[1]: an opaque tag below 2^53") {
+				t.Fatalf("LookupTag of a tag defined differently: %v, want tag_conflict naming both", err)
+			}
+			tags, err := s.ListTags(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, tag := range tags {
+				names = append(names, tag.Name)
+			}
+			if strings.Join(names, " ") != "late user" {
+				t.Fatalf("ListTags = %v, want late and user, not split", names)
+			}
+			if got, err := s.LookupTag(ctx, "user"); err != nil || got.Format != "opaque" {
+				t.Fatalf("LookupTag of a tag that agrees: %+v, %v", got, err)
+			}
+		})
+	}
+}

@@ -396,20 +396,27 @@ func tagExists(name string, same []string) error {
 	return leafd.Errorf(leafd.ETagExists, "tag %q cannot be created: the database's collation takes it for the tag %q, which exists: use %q or another name", name, other, other)
 }
 
-// CreateTag inserts a tag and returns its row as stored, update_time
-// included. A MaxID below 1 is stored as 1; UpdateTime is ignored (the
-// database sets it).
+// CreateTag inserts a tag and returns its row as stored, update_time and
+// format included. A MaxID below 1 is stored as 1; UpdateTime is ignored
+// (the database sets it).
+//
+// A tag deleted before (its leaf_alloc row gone, its format and high-water
+// mark kept) is created again only in the format, domain and key it had,
+// and its max_id starts at or above its mark: it continues above every ID
+// it issued.
 //
 // A name that differs from an existing tag's only in letter case is
 // refused on every engine, so that a set of tags made on SQLite moves to
 // MySQL, whose default collation would take the two for one tag.
 //
 // Errors: invalid_tag for a name leafd.ValidateTag refuses; invalid_body for
-// a step outside 1..MaxStep or a description over 256 characters or not
-// UTF-8; tag_exists when the tag is already there, or a tag whose name
+// a step outside 1..MaxStep, a description over 256 characters or not
+// UTF-8, or one the column's character set cannot store (MySQL); tag_exists when the tag is already there, or a tag whose name
 // differs only in letter case (its message names that tag; nothing is
-// changed); store_unavailable when the database cannot be reached; an error
-// without a code otherwise.
+// changed); tag_conflict when the name was another tag before (another
+// format, domain or key), or its records are shared with a tag deleted
+// before whose name differs only in letter case; store_unavailable when the
+// database cannot be reached; an error without a code otherwise.
 func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 	if err := leafd.ValidateTag(t.Name); err != nil {
 		return leafd.Tag{}, err
@@ -432,35 +439,43 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 			return err
 		}
 		defer tx.Rollback()
-		same, err := caseTwins(ctx, tx, t.Name)
+		// A tag deleted before is created as it was, above every ID it
+		// issued, or refused.
+		p, err := creatable(ctx, tx, t)
 		if err != nil {
 			return err
-		}
-		if len(same) > 0 {
-			return tagExists(t.Name, same)
 		}
 		// Created since the SELECT, or equal to the name by a collation
 		// that folds more than case (ß and ss): asked again outside this
 		// transaction, whose snapshot does not show it.
 		exists := func() error {
 			tx.Rollback()
+			var same []string
 			if err := s.x.SelectContext(ctx, &same, s.q(tagNamesSQL+` WHERE biz_tag = ?`), t.Name); err != nil {
 				return err
 			}
 			slices.Sort(same)
 			return tagExists(t.Name, same)
 		}
-		if _, err := tx.ExecContext(ctx, s.q(insertSQL), t.Name, t.MaxID, t.Step, desc); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q(insertSQL), t.Name, max(t.MaxID, p.mark), t.Step, desc); err != nil {
 			if s.class(err) != classDuplicate {
-				return err
+				return descriptionCharset(ctx, s.x, err)
 			}
 			return exists()
 		}
-		if err := s.insertFormat(ctx, tx, t); err != nil {
-			return err
+		if p.format.Name == "" {
+			if err := s.insertFormat(ctx, tx, t); err != nil {
+				return err
+			}
 		}
 		var r tagRow
 		if err := tx.GetContext(ctx, &r, s.q(tagColumns+` WHERE biz_tag = ?`), t.Name); err != nil {
+			return err
+		}
+		// The definition as stored, format included, is what the server
+		// that took the request serves.
+		got := []leafd.Tag{r.tag()}
+		if err := s.withFormats(ctx, tx, got, t.Name); err != nil {
 			return err
 		}
 		if err := tx.Commit(); err != nil {
@@ -471,16 +486,32 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 			}
 			return err
 		}
-		stored = r.tag()
-		if t.Format == segment.FormatOpaque {
-			stored.Format, stored.Digits, stored.KeyFingerprint = t.Format, t.Digits, t.KeyFingerprint
-		}
+		stored = got[0]
 		return nil
 	})
 	if err != nil {
 		return leafd.Tag{}, s.wrap(err, fmt.Sprintf("create tag %q", t.Name))
 	}
 	return stored, nil
+}
+
+// creatable checks, through q, that t can be created: no tag has its name
+// or one that differs only in letter case (tag_exists), and a tag deleted
+// before under that name was the same tag (tag_conflict otherwise). It
+// returns the name's past, whose mark the new max_id must not be below.
+func creatable(ctx context.Context, q queryer, t leafd.Tag) (past, error) {
+	same, err := caseTwins(ctx, q, t.Name)
+	if err != nil {
+		return past{}, err
+	}
+	if len(same) > 0 {
+		return past{}, tagExists(t.Name, same)
+	}
+	p, err := pastOf(ctx, q, t.Name)
+	if err != nil {
+		return past{}, err
+	}
+	return p, p.check(t)
 }
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
@@ -494,7 +525,8 @@ func nullString(s string) sql.NullString { return sql.NullString{String: s, Vali
 // name differs only in letter case is another tag and is never changed.
 //
 // Errors: invalid_body for a step outside 1..MaxStep, a description over
-// 256 characters or not UTF-8, or an update that sets nothing; unknown_tag
+// 256 characters, not UTF-8 or that the column's character set cannot store
+// (MySQL), or an update that sets nothing; unknown_tag
 // when no row has exactly that name (its message names a tag that differs
 // only in letter case, if there is one); store_unavailable when the
 // database cannot be reached; an error without a code otherwise.
@@ -538,7 +570,7 @@ func (s *db) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old
 			desc = nullString(*u.Description)
 		}
 		if _, err := tx.ExecContext(ctx, s.q(updateTagSQL), step, desc, name); err != nil {
-			return err
+			return descriptionCharset(ctx, s.x, err)
 		}
 		after, ok, err := exactRow(ctx, tx, name, "")
 		if err != nil {

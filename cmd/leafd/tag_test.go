@@ -76,7 +76,16 @@ func TestTagCommands(t *testing.T) {
 			if _, err := raw.Exec("DELETE FROM leaf_alloc WHERE biz_tag = 'pay'"); err != nil {
 				t.Fatal(err)
 			}
-			run(0, "created tag pay: max_id 1", "tag", "add", "pay")
+			// Created again by the command: above its mark at once.
+			run(0, fmt.Sprintf("created tag pay: max_id %d", mark), "tag", "add", "pay")
+			run(0, fmt.Sprintf("tag pay is not rewound: max_id %d", mark), "tag", "repair", "pay")
+			// Created again by SQL below its mark: raised to it.
+			if _, err := raw.Exec("DELETE FROM leaf_alloc WHERE biz_tag = 'pay'"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := raw.Exec("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('pay', 1, 1000)"); err != nil {
+				t.Fatal(err)
+			}
 			run(0, fmt.Sprintf("tag pay repaired: max_id 1 -> %d (its high-water mark)", mark), "tag", "repair", "pay")
 			run(0, fmt.Sprintf("tag pay is not rewound: max_id %d", mark), "tag", "repair", "pay")
 			p = startLeafd(t, env...)

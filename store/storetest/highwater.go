@@ -85,10 +85,11 @@ func testRewoundByUpdate(t *testing.T, h *harness) {
 	}
 }
 
-// An operator deletes a tag and creates it again with the default max_id of
-// 1: its mark outlives the row, and the new row is refused until its max_id
-// is at or above the mark. A tag created with a max_id above the mark
-// allocates at once.
+// An operator deletes a tag and creates it again by SQL with the default
+// max_id of 1: its mark outlives the row, and the new row is refused until
+// its max_id is at or above the mark. Created again through CreateTag, its
+// max_id starts at the mark (or above it, if asked), and it allocates at
+// once.
 func testRewoundByRecreate(t *testing.T, h *harness) {
 	s := h.migrated()
 	create(t, s, leafd.Tag{Name: "pay", MaxID: 1, Step: 50})
@@ -105,13 +106,15 @@ func testRewoundByRecreate(t *testing.T, h *harness) {
 	h.insert("pay", 1, 50)
 	wantRewound(t, h, s, "pay", 50, 101)
 	h.exec("DELETE FROM leaf_alloc WHERE biz_tag = 'pay'")
-	create(t, s, leafd.Tag{Name: "pay", Step: 50})
-	wantRewound(t, h, h.open(), "pay", 50, 101)
+	if got := create(t, s, leafd.Tag{Name: "pay", Step: 50}); got.MaxID != 101 {
+		t.Fatalf("CreateTag of a tag deleted at its mark 101 = %+v, want max_id 101", got)
+	}
+	allocate(t, h.open(), "pay", 50, segment.Allocation{Start: 101, End: 151, TableStep: 50})
 
 	// Created again above the mark: it goes on from there.
 	h.exec("DELETE FROM leaf_alloc WHERE biz_tag = 'pay'")
-	create(t, s, leafd.Tag{Name: "pay", MaxID: 101, Step: 50})
-	allocate(t, s, "pay", 50, segment.Allocation{Start: 101, End: 151, TableStep: 50})
+	create(t, s, leafd.Tag{Name: "pay", MaxID: 1000, Step: 50})
+	allocate(t, s, "pay", 50, segment.Allocation{Start: 1000, End: 1050, TableStep: 50})
 
 	// Another tag is not concerned by this one's mark.
 	create(t, s, leafd.Tag{Name: "other", MaxID: 1, Step: 50})

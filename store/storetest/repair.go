@@ -78,9 +78,9 @@ func testRepairTag(t *testing.T, h *harness) {
 	}
 	allocate(t, s, "order", 100, segment.Allocation{Start: 5000, End: 5100, TableStep: 100})
 
-	// Deleted and created again with the default max_id.
+	// Deleted and created again by SQL with the default max_id.
 	h.exec("DELETE FROM leaf_alloc WHERE biz_tag = 'order'")
-	create(t, s, leafd.Tag{Name: "order", Step: 100, Description: "again"})
+	h.exec("INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES ('order', 1, 100, 'again')")
 	wantRewound(t, h, s, "order", 100, 5100)
 	r := repair(t, h, s, "order")
 	if !r.Raised || r.Before.MaxID != 1 || r.After.MaxID != 5100 || r.After.Step != 100 || r.After.Description != "again" {

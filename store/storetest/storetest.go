@@ -77,6 +77,7 @@ func Run(t *testing.T, newDatabase func(t *testing.T) *Database) {
 		{"CreateTagCaseTwin", testCreateTagCaseTwin},
 		{"AllocatorExactCase", testAllocatorExactCase},
 		{"TagFormat", testTagFormat},
+		{"RecreateTag", testRecreateTag},
 		{"UpdateTimeRefreshed", testUpdateTimeRefreshed},
 		{"MigrateTwice", testMigrateTwice},
 		{"MigrateConcurrently", testMigrateConcurrently},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -374,6 +375,7 @@ func TestShardedMismatch(t *testing.T) {
 		{"Slots", dsns, shardSlots * 2, "set store.shard_slots to 8"},
 		{"Missing", dsns[:2], shardSlots, "a database is missing from the list"},
 		{"OtherDeployment", []string{dsns[0], dsns[1], other[1]}, shardSlots, "belongs to another deployment"},
+		{"Twice", []string{dsns[0], dsns[1], strings.TrimPrefix(dsns[1], "file:")}, shardSlots, "are the same database"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := openSharded(t, "sqlite", c.dsns, c.slots)
@@ -487,4 +489,141 @@ func TestShardedKeepsOpaqueFormat(t *testing.T) {
 	if err != nil || got.Format != "opaque" || got.Digits != 9 || got.KeyFingerprint != "f00d" {
 		t.Fatalf("the tag in the second database: %+v, %v", got, err)
 	}
+}
+
+// initStepper drives one server's initialisation a database at a time:
+// its Migrate runs in a goroutine that stops before each database's step
+// until the test lets it take it.
+type initStepper struct {
+	at   chan int      // the database the initialisation is about to write
+	next chan struct{} // let it write
+	done chan error    // Migrate's result
+	err  error
+	over bool
+}
+
+func startStepped(s *store.Sharded) *initStepper {
+	st := &initStepper{at: make(chan int), next: make(chan struct{}), done: make(chan error, 1)}
+	store.SetBeforeClaim(s, func(int) { st.at <- 0; <-st.next })
+	go func() { st.done <- s.Migrate(context.Background()) }()
+	return st
+}
+
+// arrive waits until the initialisation stands before its next step, or
+// finished.
+func (st *initStepper) arrive(t *testing.T) {
+	t.Helper()
+	select {
+	case <-st.at:
+	case st.err = <-st.done:
+		st.over = true
+	case <-time.After(time.Minute):
+		t.Fatal("an initialisation neither reached its next step nor finished")
+	}
+}
+
+// step lets the initialisation, standing before a step, take it and waits
+// until it stands before the next one; it reports whether it is still
+// running.
+func (st *initStepper) step(t *testing.T) bool {
+	t.Helper()
+	if st.over {
+		return false
+	}
+	st.next <- struct{}{}
+	st.arrive(t)
+	return !st.over
+}
+
+func (st *initStepper) finish(t *testing.T) error {
+	for st.step(t) {
+	}
+	return st.err
+}
+
+// Two servers whose store.shards differ initialise sharding at the same
+// time over databases they share, their steps interleaved every way: one
+// store.shards takes one step, or a few, then the other runs, in turn, or
+// all at once. Exactly one succeeds; the other is refused with a mismatch,
+// and stays refused, so that no two databases ever hold the same slots.
+func TestShardedInitialiseDifferentLists(t *testing.T) {
+	forEachShardDriver(t, func(t *testing.T, driver string) {
+		for _, lists := range [][2][]int{
+			{{0, 1}, {0, 2}}, // one database shared, another each
+			{{0, 1}, {1, 0}}, // the same databases in another order
+			{{0, 1, 2}, {0, 1}},
+		} {
+			// Interleavings: a takes k steps, then b runs to the end, then
+			// a; b first likewise; and the two in turn, step by step.
+			type order struct {
+				name  string
+				first int // 0: a leads, 1: b leads
+				k     int // steps of the leader before the other runs; -1: in turn
+			}
+			var orders []order
+			for first := range 2 {
+				for k := range len(lists[first]) + 1 {
+					orders = append(orders, order{fmt.Sprintf("%c%dsteps", "ab"[first], k), first, k})
+				}
+				orders = append(orders, order{fmt.Sprintf("inTurn%c", "ab"[first]), first, -1})
+			}
+			for _, o := range orders {
+				t.Run(fmt.Sprintf("%v%v/%s", lists[0], lists[1], o.name), func(t *testing.T) {
+					dsns := shardDSNs(t, driver, 3)
+					pick := func(l []int) []string {
+						var out []string
+						for _, i := range l {
+							out = append(out, dsns[i])
+						}
+						return out
+					}
+					servers := [2]*store.Sharded{openSharded(t, driver, pick(lists[0]), shardSlots), openSharded(t, driver, pick(lists[1]), shardSlots)}
+					// Both past their checks of the databases, before their
+					// first write: at the same time.
+					lead, other := startStepped(servers[o.first]), startStepped(servers[1-o.first])
+					lead.arrive(t)
+					other.arrive(t)
+					if o.k < 0 {
+						for a, b := true, true; a || b; {
+							a, b = lead.step(t), other.step(t)
+						}
+					} else {
+						for range o.k {
+							lead.step(t)
+						}
+						other.finish(t)
+					}
+					errs := [2]error{}
+					errs[o.first], errs[1-o.first] = lead.finish(t), other.finish(t)
+
+					ok := 0
+					for i, err := range errs {
+						switch {
+						case err == nil:
+							ok++
+						case !errors.Is(err, store.ErrShardMismatch):
+							t.Fatalf("server %d: %v; want a mismatch or success", i, err)
+						}
+					}
+					if ok != 1 {
+						t.Fatalf("%d of the two initialisations succeeded (%v); want exactly one", ok, errs)
+					}
+					// Across restarts too: both check again, the winner first.
+					// The loser may succeed only by growing the winner's
+					// deployment.
+					winner := slices.IndexFunc(errs[:], func(err error) bool { return err == nil })
+					for _, i := range []int{winner, 1 - winner} {
+						again := openSharded(t, driver, pick(lists[i]), shardSlots)
+						for _, f := range []func(context.Context) error{again.Verify, again.Migrate} {
+							err := f(context.Background())
+							grows := i != winner && len(lists[i]) > len(lists[winner]) && slices.Equal(lists[i][:len(lists[winner])], lists[winner])
+							if (err == nil) != (i == winner) && (err != nil || !grows) {
+								t.Fatalf("server %d, which initialised with %v, checked again: %v", i, errs[i], err)
+							}
+						}
+					}
+				})
+			}
+		}
+	})
 }

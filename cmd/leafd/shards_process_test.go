@@ -1,7 +1,11 @@
 package main
 
 import (
+	"errors"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -55,6 +59,32 @@ func TestShardsCommands(t *testing.T) {
 			code, out := runLeafd(t, dir, c.env, "serve")
 			if code == 0 || !strings.Contains(out, c.want) {
 				t.Fatalf("leafd serve: exit %d, want a refusal saying %q\n%s", code, c.want, out)
+			}
+		})
+	}
+}
+
+// A database in the middle of store.shards emptied (its file removed and
+// made anew) no longer matches the deployment's records: the server stops
+// at once with exit 1, logging at ERROR which database and what
+// disagrees, whatever store.migrate is, rather than retry for ever or
+// serve without that database's slots.
+func TestShardsEmptiedDatabaseStops(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"LEAFD_STORE_SHARDS=a.db b.db c.db", "LEAFD_STORE_SHARD_SLOTS=6"}
+	if code, out := runLeafd(t, dir, env, "migrate"); code != 0 {
+		t.Fatalf("leafd migrate: exit %d\n%s", code, out)
+	}
+	for _, f := range []string{"b.db", "b.db-wal", "b.db-shm"} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	for _, migrate := range []string{"true", "false"} {
+		t.Run("Migrate"+migrate, func(t *testing.T) {
+			code, out := runLeafd(t, dir, append(env, "LEAFD_STORE_MIGRATE="+migrate), "serve")
+			if code != 1 || !strings.Contains(out, `"level":"ERROR"`) || !strings.Contains(out, "store.shards[1] has no record of the deployment") {
+				t.Fatalf("leafd serve: exit %d, want 1 with an ERROR naming store.shards[1]\n%s", code, out)
 			}
 		})
 	}

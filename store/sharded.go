@@ -63,9 +63,14 @@ const DefaultShardSlots = 16
 // MaxShardSlots bounds store.shard_slots: a range of step IDs spans step*S.
 const MaxShardSlots = 1024
 
-// shardDownFor is how long a database that failed is passed over before it
-// is tried again.
-const shardDownFor = time.Second
+// A database that failed is passed over for shardDownFor before it is
+// tried again; while the attempts after that keep failing, for twice as
+// long each time, up to shardDownMax: a database that hangs costs one
+// attempt now and then, not one per load.
+const (
+	shardDownFor = time.Second
+	shardDownMax = 16 * time.Second
+)
 
 // ownersRefresh is how often the slot placement is read again.
 const ownersRefresh = 10 * time.Second
@@ -98,6 +103,13 @@ type ShardOptions struct {
 	Slots int
 	// Logger logs databases that fail and come back (slog.Default()).
 	Logger *slog.Logger
+	// AttemptTimeout bounds one attempt on one database while another
+	// database can serve, so that one that hangs (stopped, or its network
+	// dropping packets) is given up on and passed over as fast as one that
+	// is gone. 0: attempts last as long as the caller's context. A server
+	// sets it to half of segment.wait_timeout, so that a load that gives
+	// up on a database still lands within it.
+	AttemptTimeout time.Duration
 }
 
 // Sharded is a store over several independent databases of one engine.
@@ -105,10 +117,11 @@ type ShardOptions struct {
 // databases' slots; snowflake worker id leases live in the first database.
 // It is safe for concurrent use.
 type Sharded struct {
-	driver string
-	slots  int64
-	dbs    []*shardDB
-	log    *slog.Logger
+	driver  string
+	slots   int64
+	dbs     []*shardDB
+	log     *slog.Logger
+	attempt time.Duration // ShardOptions.AttemptTimeout
 
 	mu         sync.Mutex
 	deployment string           // learnt from the first database read
@@ -131,7 +144,8 @@ type shardDB struct {
 	d     *db // its shared implementation, for the sharding SQL
 	idx   int
 
-	downUntil time.Time // under Sharded.mu
+	downUntil time.Time     // under Sharded.mu
+	downFor   time.Duration // how long it was last passed over for; 0 once it served (under Sharded.mu)
 	// verified is set once the database's record was read and matched the
 	// others' (under Sharded.mu): only then are its slots used.
 	verified bool
@@ -156,7 +170,7 @@ func OpenSharded(driver string, dsns []string, o ShardOptions) (*Sharded, error)
 	case o.Slots < len(dsns) || o.Slots > MaxShardSlots:
 		return nil, fmt.Errorf("store.shard_slots is %d: use %d (the number of databases) to %d", o.Slots, len(dsns), MaxShardSlots)
 	}
-	s := &Sharded{driver: driver, slots: int64(o.Slots), log: o.Logger,
+	s := &Sharded{driver: driver, slots: int64(o.Slots), log: o.Logger, attempt: o.AttemptTimeout,
 		floors: map[string]int64{}, cursor: map[string]int{}}
 	for i, dsn := range dsns {
 		st, err := Open(driver, dsn)
@@ -483,15 +497,28 @@ func (s *Sharded) readOwners(ctx context.Context) ([]int, error) {
 	for k := range owner {
 		owner[k] = -1
 	}
+	s.mu.Lock()
+	known := s.owner
+	s.mu.Unlock()
 	for _, d := range s.dbs {
-		if !s.verify(ctx, d) {
-			continue
+		if s.isDown(d.idx) {
+			continue // keeps the slots it was known to hold
 		}
 		var rows []struct {
 			Slot  int64  `db:"slot"`
 			State string `db:"state"`
 		}
-		if err := d.d.x.SelectContext(ctx, &rows, d.d.q(slotStatesSQL)); err != nil {
+		actx, cancel := s.attemptContext(ctx, d.idx, known)
+		ok := s.verify(actx, d)
+		var err error
+		if ok {
+			err = d.d.x.SelectContext(actx, &rows, d.d.q(slotStatesSQL))
+		}
+		cancel()
+		if !ok || err != nil {
+			if err != nil && actx.Err() != nil && ctx.Err() == nil {
+				s.markDown(d.idx, d.d.wrap(err, "read leafd_slot")) // it hangs
+			}
 			continue // not reachable: its slots are unknown
 		}
 		for _, r := range rows {
@@ -880,20 +907,23 @@ func (s *Sharded) Allocate(ctx context.Context, tag string, step int64) (segment
 				continue
 			}
 			tried++
-			a, err := s.allocSlot(ctx, s.dbs[di], int64(k), tag, step, floor)
+			actx, cancel := s.attemptContext(ctx, di, owner)
+			a, err := s.allocSlot(actx, s.dbs[di], int64(k), tag, step, floor)
 			if leafd.ErrorCode(err) == leafd.EUnknownTag && !repaired {
 				// The database missed the tag's creation (it was down):
 				// copied from one that has it, and the slot tried again.
 				repaired = true
-				if s.repairTag(ctx, di, tag) {
-					a, err = s.allocSlot(ctx, s.dbs[di], int64(k), tag, step, floor)
+				if s.repairTag(actx, di, tag) {
+					a, err = s.allocSlot(actx, s.dbs[di], int64(k), tag, step, floor)
 				}
 			}
+			cancel()
 			switch {
 			case err == nil:
 				s.mu.Lock()
 				s.floors[tag] = max(s.floors[tag], a.Last())
 				s.cursor[tag] = (k + 1) % int(s.slots)
+				s.dbs[di].downFor = 0
 				s.mu.Unlock()
 				return a, nil
 			case errors.Is(err, errSlotNotHere):
@@ -973,14 +1003,37 @@ func (s *Sharded) isDown(i int) bool {
 	return time.Now().Before(s.dbs[i].downUntil)
 }
 
+// markDown passes database i over: for shardDownFor, or twice as long as
+// the last time when it failed again after that.
 func (s *Sharded) markDown(i int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.dbs[i]
-	if time.Now().After(d.downUntil) {
-		s.log.Warn("store: a database of store.shards failed; its slots are passed over for a second", "shard", i, "err", err)
+	now := time.Now()
+	if now.Before(d.downUntil) {
+		return // other loads that were in flight on it
 	}
-	d.downUntil = time.Now().Add(shardDownFor)
+	d.downFor = min(max(2*d.downFor, shardDownFor), shardDownMax)
+	d.downUntil = now.Add(d.downFor)
+	s.log.Warn("store: a database of store.shards failed; its slots are passed over", "shard", i, "for", d.downFor, "err", err)
+}
+
+// attemptContext bounds an attempt on database i by the attempt timeout
+// when another database that is not passed over holds a slot: that one can
+// serve if this one hangs. The last database that can serve gets the
+// caller's whole time.
+func (s *Sharded) attemptContext(ctx context.Context, i int, owner []int) (context.Context, context.CancelFunc) {
+	if s.attempt <= 0 {
+		return ctx, func() {}
+	}
+	s.mu.Lock()
+	now := time.Now()
+	others := slices.ContainsFunc(owner, func(o int) bool { return o >= 0 && o != i && !now.Before(s.dbs[o].downUntil) })
+	s.mu.Unlock()
+	if !others {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.attempt)
 }
 
 // alignUp returns the smallest ID at or above v that is k modulo S.

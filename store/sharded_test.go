@@ -627,3 +627,75 @@ func TestShardedInitialiseDifferentLists(t *testing.T) {
 		}
 	})
 }
+
+// One database of three hangs (its connections stall: what a database
+// stopped with SIGSTOP, or a network that drops packets, looks like):
+// every load is served by the others within the wait a request allows,
+// for as long as it hangs, and the database is used again once it
+// answers.
+func TestShardedDatabaseHung(t *testing.T) {
+	const waitTimeout = time.Second // segment.wait_timeout of the server
+	for _, driver := range []string{"mysql", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			dsns := shardDSNs(t, driver, 3)
+			var proxy *faultproxy.Proxy
+			dsns[1], proxy = proxied(t, driver, dsns[1])
+			s, err := store.OpenSharded(driver, dsns, store.ShardOptions{Slots: shardSlots, Logger: quiet, AttemptTimeout: waitTimeout / 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
+				t.Fatal(err)
+			}
+			onDB1 := map[int64]bool{} // slots of store.shards[1]
+			for _, st := range s.Status(ctx) {
+				if st.Index == 1 {
+					for _, k := range st.Active {
+						onDB1[k] = true
+					}
+				}
+			}
+			var ledger idLedger
+			// load is one range load as the segment allocator makes it:
+			// with its load timeout, here 10 s; it must land within the
+			// request's wait.
+			load := func(what string) segment.Allocation {
+				t.Helper()
+				lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				start := time.Now()
+				a, err := s.Allocate(lctx, "t", 10)
+				if took := time.Since(start); err != nil || took > waitTimeout {
+					t.Fatalf("a load %s: %v after %v; want a range within %v", what, err, took, waitTimeout)
+				}
+				ledger.add(t, what, a)
+				return a
+			}
+			for range 2 * shardSlots {
+				load("before")
+			}
+			proxy.Stall()
+			// Longer than a second's pass-over, and past the slot
+			// placement's refresh, so that the database is tried again
+			// while it still hangs.
+			for deadline := time.Now().Add(12 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if a := load("while store.shards[1] hangs"); onDB1[a.Start%shardSlots] {
+					t.Fatalf("served by slot %d of the database that hangs", a.Start%shardSlots)
+				}
+			}
+			proxy.Up()
+			back := false
+			for deadline := time.Now().Add(30 * time.Second); !back && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				back = onDB1[load("after").Start%shardSlots]
+			}
+			if !back {
+				t.Fatal("the database that answers again is not used again")
+			}
+		})
+	}
+}

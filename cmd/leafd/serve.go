@@ -71,9 +71,14 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 
 // openStore opens the configured database without connecting to it: a DSN
 // that does not parse is an error, an unreachable database is not.
-func openStore(c config.Store, log *slog.Logger) (store.Store, error) {
+func openStore(cfg *config.Config, log *slog.Logger) (store.Store, error) {
+	c := cfg.Store
 	if len(c.Shards) > 0 {
-		s, err := store.OpenSharded(c.Driver, c.Shards, store.ShardOptions{Slots: c.ShardSlots, Logger: log})
+		// Half of segment.wait_timeout: a load that gives up on a database
+		// that hangs still lands, from another, before a request waiting
+		// for it gives up.
+		s, err := store.OpenSharded(c.Driver, c.Shards, store.ShardOptions{Slots: c.ShardSlots, Logger: log,
+			AttemptTimeout: cfg.Segment.WaitTimeout / 2})
 		if err != nil {
 			return nil, usageError{err}
 		}
@@ -106,7 +111,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	db, err := openStore(cfg.Store, log)
+	db, err := openStore(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -465,7 +470,7 @@ func openConfigured(configPath string, stderr io.Writer) (*config.Config, store.
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := openStore(cfg.Store, log)
+	db, err := openStore(cfg, log)
 	if err != nil {
 		return nil, nil, err
 	}

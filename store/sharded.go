@@ -232,15 +232,26 @@ func (s *Sharded) Close() error {
 	return errors.Join(errs...)
 }
 
-// Ping succeeds when any database answers: IDs can be served.
+// Ping succeeds when any database answers: IDs can be served. It asks
+// them all at once, so that one that hangs does not hold up the answer of
+// one that answers.
 func (s *Sharded) Ping(ctx context.Context) error {
-	var errs []error
-	for _, d := range s.dbs {
-		err := d.Ping(ctx)
-		if err == nil {
-			return nil
-		}
-		errs = append(errs, err)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(s.dbs))
+	var wg sync.WaitGroup
+	for i, d := range s.dbs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = d.Ping(ctx); errs[i] == nil {
+				cancel() // the others need not answer
+			}
+		}()
+	}
+	wg.Wait()
+	if slices.Contains(errs, nil) {
+		return nil
 	}
 	return s.unavailable(errs)
 }

@@ -631,15 +631,15 @@ func TestShardedInitialiseDifferentLists(t *testing.T) {
 // One database of three hangs (its connections stall: what a database
 // stopped with SIGSTOP, or a network that drops packets, looks like):
 // every load is served by the others within the wait a request allows,
-// for as long as it hangs, and the database is used again once it
-// answers.
+// for as long as it hangs, the store still answers Ping, and the database
+// is used again once it answers.
 func TestShardedDatabaseHung(t *testing.T) {
 	const waitTimeout = time.Second // segment.wait_timeout of the server
 	for _, driver := range []string{"mysql", "postgres"} {
 		t.Run(driver, func(t *testing.T) {
 			dsns := shardDSNs(t, driver, 3)
 			var proxy *faultproxy.Proxy
-			dsns[1], proxy = proxied(t, driver, dsns[1])
+			dsns[0], proxy = proxied(t, driver, dsns[0]) // the first, which every other loop asks first
 			s, err := store.OpenSharded(driver, dsns, store.ShardOptions{Slots: shardSlots, Logger: quiet, AttemptTimeout: waitTimeout / 2})
 			if err != nil {
 				t.Fatal(err)
@@ -652,11 +652,11 @@ func TestShardedDatabaseHung(t *testing.T) {
 			if _, err := s.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
 				t.Fatal(err)
 			}
-			onDB1 := map[int64]bool{} // slots of store.shards[1]
+			onDB0 := map[int64]bool{} // slots of store.shards[0]
 			for _, st := range s.Status(ctx) {
-				if st.Index == 1 {
+				if st.Index == 0 {
 					for _, k := range st.Active {
-						onDB1[k] = true
+						onDB0[k] = true
 					}
 				}
 			}
@@ -684,14 +684,21 @@ func TestShardedDatabaseHung(t *testing.T) {
 			// placement's refresh, so that the database is tried again
 			// while it still hangs.
 			for deadline := time.Now().Add(12 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-				if a := load("while store.shards[1] hangs"); onDB1[a.Start%shardSlots] {
+				if a := load("while store.shards[0] hangs"); onDB0[a.Start%shardSlots] {
 					t.Fatalf("served by slot %d of the database that hangs", a.Start%shardSlots)
+				}
+				// Readiness asks the store with a second's timeout.
+				pctx, cancel := context.WithTimeout(ctx, time.Second)
+				err := s.Ping(pctx)
+				cancel()
+				if err != nil {
+					t.Fatalf("Ping while store.shards[0] hangs: %v", err)
 				}
 			}
 			proxy.Up()
 			back := false
 			for deadline := time.Now().Add(30 * time.Second); !back && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-				back = onDB1[load("after").Start%shardSlots]
+				back = onDB0[load("after").Start%shardSlots]
 			}
 			if !back {
 				t.Fatal("the database that answers again is not used again")

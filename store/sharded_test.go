@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -548,11 +549,16 @@ func (st *initStepper) finish(t *testing.T) error {
 // and stays refused, so that no two databases ever hold the same slots.
 func TestShardedInitialiseDifferentLists(t *testing.T) {
 	forEachShardDriver(t, func(t *testing.T, driver string) {
-		for _, lists := range [][2][]int{
-			{{0, 1}, {0, 2}}, // one database shared, another each
-			{{0, 1}, {1, 0}}, // the same databases in another order
-			{{0, 1, 2}, {0, 1}},
+		for _, c := range []struct {
+			pre   []int // initialised before, when not nil
+			lists [2][]int
+		}{
+			{nil, [2][]int{{0, 1}, {0, 2}}}, // one database shared, another each
+			{nil, [2][]int{{0, 1}, {1, 0}}}, // the same databases in another order
+			{nil, [2][]int{{0, 1, 2}, {0, 1}}},
+			{[]int{0, 1}, [2][]int{{0, 1, 2}, {0, 1, 3}}}, // two servers growing one deployment differently
 		} {
+			lists := c.lists
 			// Interleavings: a takes k steps, then b runs to the end, then
 			// a; b first likewise; and the two in turn, step by step.
 			type order struct {
@@ -568,14 +574,19 @@ func TestShardedInitialiseDifferentLists(t *testing.T) {
 				orders = append(orders, order{fmt.Sprintf("inTurn%c", "ab"[first]), first, -1})
 			}
 			for _, o := range orders {
-				t.Run(fmt.Sprintf("%v%v/%s", lists[0], lists[1], o.name), func(t *testing.T) {
-					dsns := shardDSNs(t, driver, 3)
+				t.Run(fmt.Sprintf("%v%v%v/%s", c.pre, lists[0], lists[1], o.name), func(t *testing.T) {
+					dsns := shardDSNs(t, driver, 4)
 					pick := func(l []int) []string {
 						var out []string
 						for _, i := range l {
 							out = append(out, dsns[i])
 						}
 						return out
+					}
+					if c.pre != nil {
+						if err := openSharded(t, driver, pick(c.pre), shardSlots).Migrate(context.Background()); err != nil {
+							t.Fatal(err)
+						}
 					}
 					servers := [2]*store.Sharded{openSharded(t, driver, pick(lists[0]), shardSlots), openSharded(t, driver, pick(lists[1]), shardSlots)}
 					// Both past their checks of the databases, before their
@@ -704,5 +715,58 @@ func TestShardedDatabaseHung(t *testing.T) {
 				t.Fatal("the database that answers again is not used again")
 			}
 		})
+	}
+}
+
+// A deployment initialised before the databases had ids and member lists
+// gets them at the next Migrate with every database answering, and is
+// checked against them from then on.
+func TestShardedMembersFilledIn(t *testing.T) {
+	dsns := shardDSNs(t, "sqlite", 3)
+	ctx := context.Background()
+	if err := openSharded(t, "sqlite", dsns, shardSlots).Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(dsn, query string) {
+		t.Helper()
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.ExecContext(ctx, query); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, dsn := range dsns { // as an older leafd left them
+		exec(dsn, "UPDATE leafd_shard SET members = NULL")
+		exec(dsn, "DELETE FROM leafd_database")
+	}
+	s := openSharded(t, "sqlite", dsns, shardSlots)
+	if err := s.Verify(ctx); err != nil {
+		t.Fatalf("Verify before the lists are filled in: %v", err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, dsn := range dsns {
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		err = db.QueryRowContext(ctx, "SELECT COUNT(*) FROM leafd_shard WHERE members LIKE '%,%,%'").Scan(&n)
+		db.Close()
+		if err != nil || n != 1 {
+			t.Fatalf("%s: %d records with a list of three databases (%v)", dsn, n, err)
+		}
+	}
+	// Checked from now on: the second database emptied and used again
+	// under its own place has another id.
+	exec(dsns[1], "DELETE FROM leafd_database")
+	exec(dsns[1], "INSERT INTO leafd_database (id, uid) VALUES (1, 'another')")
+	err := openSharded(t, "sqlite", dsns, shardSlots).Verify(ctx)
+	if !errors.Is(err, store.ErrShardMismatch) || !strings.Contains(err.Error(), "store.shards[1] is not the database the deployment recorded") {
+		t.Fatalf("Verify with another database at place 1: %v", err)
 	}
 }

@@ -475,7 +475,7 @@ func (s *Sharded) check(metas []*shardMeta, errs []error, ids []string) (string,
 		if ready && m == nil && errs[i] == nil && i < count {
 			return "", mismatch("store.shards[%d] has no record of the deployment although the deployment has %d databases: "+
 				"it is not the database that was there (a new or emptied one?); its slots' counters are lost with it. "+
-				"Restore that database, or see the runbook in docs/stores.md", i, count)
+				"Restore that database from a backup, or see \"When a database is lost for good\" in docs/shards.md", i, count)
 		}
 	}
 	for i, id := range members {

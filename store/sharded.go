@@ -31,7 +31,9 @@ import (
 // Leaf's leaf_alloc keeps every tag's definition (step, description) in
 // every database, and its max_id is the tag's base: slots start above it,
 // so that a database that already served a tag continues above what it
-// handed out.
+// handed out. Who belongs to the deployment is recorded too (migration
+// 00008): each database's own random id, and in every record the ids of
+// all the deployment's databases in order (see claim).
 //
 // A range load picks a slot on a database that answers (round robin over
 // the slots, per tag, so that slots advance evenly), and moves on to a slot

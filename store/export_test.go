@@ -15,3 +15,7 @@ func AfterLayoutRead(s Store, f func()) {
 	}
 	shared(s).afterLayoutRead = f
 }
+
+// SetBeforeClaim makes s call f before each database's step of an
+// initialisation, for tests that stop two initialisations between steps.
+func SetBeforeClaim(s *Sharded, f func(db int)) { s.beforeClaim = f }

@@ -31,7 +31,9 @@ import (
 // Leaf's leaf_alloc keeps every tag's definition (step, description) in
 // every database, and its max_id is the tag's base: slots start above it,
 // so that a database that already served a tag continues above what it
-// handed out.
+// handed out. Who belongs to the deployment is recorded too (migration
+// 00008): each database's own random id, and in every record the ids of
+// all the deployment's databases in order (see claim).
 //
 // A range load picks a slot on a database that answers (round robin over
 // the slots, per tag, so that slots advance evenly), and moves on to a slot
@@ -63,18 +65,27 @@ const DefaultShardSlots = 16
 // MaxShardSlots bounds store.shard_slots: a range of step IDs spans step*S.
 const MaxShardSlots = 1024
 
-// shardDownFor is how long a database that failed is passed over before it
-// is tried again.
-const shardDownFor = time.Second
+// A database that failed is passed over for shardDownFor before it is
+// tried again; while the attempts after that keep failing, for twice as
+// long each time, up to shardDownMax: a database that hangs costs one
+// attempt now and then, not one per load.
+const (
+	shardDownFor = time.Second
+	shardDownMax = 16 * time.Second
+)
 
 // ownersRefresh is how often the slot placement is read again.
 const ownersRefresh = 10 * time.Second
 
 // The sharded store's SQL. %[1]s is the dialect's greatest function.
 const (
-	shardMetaSQL     = `SELECT deployment, slots, db_index, db_count, state FROM leafd_shard WHERE id = 1`
-	shardInsertSQL   = `INSERT INTO leafd_shard (id, deployment, slots, db_index, db_count, state) VALUES (1, ?, ?, ?, ?, ?)`
-	shardStateSQL    = `UPDATE leafd_shard SET state = ?, db_count = ?, update_time = CURRENT_TIMESTAMP WHERE id = 1`
+	shardMetaSQL     = `SELECT deployment, slots, db_index, db_count, state, COALESCE(members, '') AS members FROM leafd_shard WHERE id = 1`
+	shardPlaceSQL    = `SELECT deployment, slots, db_index, db_count, state FROM leafd_shard WHERE id = 1` // any schema since 00004
+	shardInsertSQL   = `INSERT INTO leafd_shard (id, deployment, slots, db_index, db_count, state, members) VALUES (1, ?, ?, ?, ?, ?, ?)`
+	shardMembersSQL  = `UPDATE leafd_shard SET members = ?, db_count = ?, update_time = CURRENT_TIMESTAMP WHERE id = 1 AND COALESCE(members, '') = ?`
+	shardStateSQL    = `UPDATE leafd_shard SET state = ?, update_time = CURRENT_TIMESTAMP WHERE id = 1 AND members = ?`
+	identitySQL      = `SELECT uid FROM leafd_database WHERE id = 1`
+	identityInsert   = `INSERT INTO leafd_database (id, uid) VALUES (1, ?)`
 	slotStatesSQL    = `SELECT slot, state FROM leafd_slot ORDER BY slot`
 	slotStateSQL     = `SELECT state FROM leafd_slot WHERE slot = ?`
 	slotInsertSQL    = `INSERT INTO leafd_slot (slot, state) VALUES (?, ?)`
@@ -94,6 +105,13 @@ type ShardOptions struct {
 	Slots int
 	// Logger logs databases that fail and come back (slog.Default()).
 	Logger *slog.Logger
+	// AttemptTimeout bounds one attempt on one database while another
+	// database can serve, so that one that hangs (stopped, or its network
+	// dropping packets) is given up on and passed over as fast as one that
+	// is gone. 0: attempts last as long as the caller's context. A server
+	// sets it to half of segment.wait_timeout, so that a load that gives
+	// up on a database still lands within it.
+	AttemptTimeout time.Duration
 }
 
 // Sharded is a store over several independent databases of one engine.
@@ -101,17 +119,23 @@ type ShardOptions struct {
 // databases' slots; snowflake worker id leases live in the first database.
 // It is safe for concurrent use.
 type Sharded struct {
-	driver string
-	slots  int64
-	dbs    []*shardDB
-	log    *slog.Logger
+	driver  string
+	slots   int64
+	dbs     []*shardDB
+	log     *slog.Logger
+	attempt time.Duration // ShardOptions.AttemptTimeout
 
 	mu         sync.Mutex
 	deployment string           // learnt from the first database read
+	members    []string         // the ids of the deployment's databases, as recorded
 	owner      []int            // slot → database index; -1 when no database serves it
 	ownersAt   time.Time        // when owner was read
 	floors     map[string]int64 // tag → the highest ID handed out for it by this store
 	cursor     map[string]int   // tag → the slot its next load tries first
+
+	// beforeClaim, when not nil, runs before each database's step of an
+	// initialisation: tests stop two initialisations between their steps.
+	beforeClaim func(db int)
 }
 
 var _ Store = (*Sharded)(nil)
@@ -122,7 +146,8 @@ type shardDB struct {
 	d     *db // its shared implementation, for the sharding SQL
 	idx   int
 
-	downUntil time.Time // under Sharded.mu
+	downUntil time.Time     // under Sharded.mu
+	downFor   time.Duration // how long it was last passed over for; 0 once it served (under Sharded.mu)
 	// verified is set once the database's record was read and matched the
 	// others' (under Sharded.mu): only then are its slots used.
 	verified bool
@@ -147,7 +172,7 @@ func OpenSharded(driver string, dsns []string, o ShardOptions) (*Sharded, error)
 	case o.Slots < len(dsns) || o.Slots > MaxShardSlots:
 		return nil, fmt.Errorf("store.shard_slots is %d: use %d (the number of databases) to %d", o.Slots, len(dsns), MaxShardSlots)
 	}
-	s := &Sharded{driver: driver, slots: int64(o.Slots), log: o.Logger,
+	s := &Sharded{driver: driver, slots: int64(o.Slots), log: o.Logger, attempt: o.AttemptTimeout,
 		floors: map[string]int64{}, cursor: map[string]int{}}
 	for i, dsn := range dsns {
 		st, err := Open(driver, dsn)
@@ -209,15 +234,26 @@ func (s *Sharded) Close() error {
 	return errors.Join(errs...)
 }
 
-// Ping succeeds when any database answers: IDs can be served.
+// Ping succeeds when any database answers: IDs can be served. It asks
+// them all at once, so that one that hangs does not hold up the answer of
+// one that answers.
 func (s *Sharded) Ping(ctx context.Context) error {
-	var errs []error
-	for _, d := range s.dbs {
-		err := d.Ping(ctx)
-		if err == nil {
-			return nil
-		}
-		errs = append(errs, err)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(s.dbs))
+	var wg sync.WaitGroup
+	for i, d := range s.dbs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = d.Ping(ctx); errs[i] == nil {
+				cancel() // the others need not answer
+			}
+		}()
+	}
+	wg.Wait()
+	if slices.Contains(errs, nil) {
+		return nil
 	}
 	return s.unavailable(errs)
 }
@@ -247,6 +283,18 @@ type shardMeta struct {
 	Index      int    `db:"db_index"`
 	Count      int    `db:"db_count"`
 	State      string `db:"state"`
+	// Members lists the ids of the deployment's databases in store.shards
+	// order, comma separated; empty in a record written before migration
+	// 00008, until a server fills it in.
+	Members string `db:"members"`
+}
+
+// members returns the record's member list, nil when it has none.
+func (m *shardMeta) members() []string {
+	if m.Members == "" {
+		return nil
+	}
+	return strings.Split(m.Members, ",")
 }
 
 // readMeta reads a database's record; ok is false when it has none.
@@ -261,6 +309,49 @@ func (d *shardDB) readMeta(ctx context.Context) (m shardMeta, ok bool, err error
 	return m, true, nil
 }
 
+// identity returns the database's own id (leafd_database), empty when it
+// has none yet; with create, it writes a random one first if so. The id,
+// not the DSN, says which database a record's member list names: one
+// database can be reached under several addresses, and an emptied or
+// replaced database gets a new id.
+func (d *shardDB) identity(ctx context.Context, create bool) (string, error) {
+	var uid string
+	err := d.d.x.GetContext(ctx, &uid, d.d.q(identitySQL))
+	switch {
+	case err == nil:
+		return uid, nil
+	case errors.Is(err, sql.ErrNoRows) && create:
+	case errors.Is(err, sql.ErrNoRows), MissingTable(err):
+		return "", nil
+	default:
+		return "", d.d.wrap(err, "read leafd_database")
+	}
+	err = d.d.write(ctx, func(ctx context.Context) error {
+		tx, err := d.d.x.BeginTxx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		var have []string
+		if err := tx.SelectContext(ctx, &have, d.d.q(identitySQL)); err != nil {
+			return err
+		}
+		if len(have) > 0 {
+			uid = have[0] // another server wrote it at the same moment
+			return nil
+		}
+		uid = randomHex(16)
+		if _, err := tx.ExecContext(ctx, d.d.q(identityInsert), uid); err != nil {
+			return duplicateRetries(d.d, err)
+		}
+		return tx.Commit()
+	})
+	if err != nil {
+		return "", d.d.wrap(err, "write leafd_database")
+	}
+	return uid, nil
+}
+
 // ErrShardMismatch is wrapped by the error of a server whose store.shards
 // does not match what the databases record: starting would risk handing
 // out IDs twice, so the server must not start.
@@ -272,29 +363,30 @@ func mismatch(format string, args ...any) error {
 
 // Verify checks every database that answers against store.shards: all of
 // one deployment, with this slot count, each at its place in the list and
-// knowing how many there are, and no slot active in two of them. It
-// returns an error wrapping ErrShardMismatch when they do not match, and
-// nil when sharding is not initialised yet (Migrate does that). Databases
-// that do not answer are left out: they are checked when they are next
-// used.
+// knowing how many there are, each the database the deployment's member
+// list names at that place, none missing its record, and no slot active in
+// two of them. It returns an error wrapping ErrShardMismatch when they do
+// not match, and nil when sharding is not initialised yet (Migrate does
+// that). Databases that do not answer are left out: they are checked when
+// they are next used.
 func (s *Sharded) Verify(ctx context.Context) error {
-	metas, _, err := s.metas(ctx)
+	metas, errs, ids, err := s.metas(ctx)
 	if err != nil {
 		return err
 	}
-	_, err = s.check(metas)
-	if err != nil {
+	if _, err = s.check(metas, errs, ids); err != nil {
 		return err
 	}
 	_, err = s.readOwners(ctx)
 	return err
 }
 
-// metas reads every database's record; a database that does not answer
-// has a nil entry and its error in errs.
-func (s *Sharded) metas(ctx context.Context) ([]*shardMeta, []error, error) {
+// metas reads every database's record and id; a database that does not
+// answer has a nil record, an empty id and its error in errs.
+func (s *Sharded) metas(ctx context.Context) ([]*shardMeta, []error, []string, error) {
 	metas := make([]*shardMeta, len(s.dbs))
 	errs := make([]error, len(s.dbs))
+	ids := make([]string, len(s.dbs))
 	reached := 0
 	// A database that answers without a record is read again after all
 	// the others: an initialisation marks the databases ready only once
@@ -315,6 +407,12 @@ func (s *Sharded) metas(ctx context.Context) ([]*shardMeta, []error, error) {
 			continue
 		}
 		if !again[i] {
+			id, ierr := d.identity(ctx, false)
+			if ierr != nil {
+				errs[i] = ierr
+				continue
+			}
+			ids[i] = id
 			reached++
 		}
 		switch {
@@ -326,15 +424,25 @@ func (s *Sharded) metas(ctx context.Context) ([]*shardMeta, []error, error) {
 		}
 	}
 	if reached == 0 {
-		return nil, errs, s.unavailable(slices.DeleteFunc(errs, func(e error) bool { return e == nil }))
+		return nil, errs, nil, s.unavailable(slices.DeleteFunc(errs, func(e error) bool { return e == nil }))
 	}
-	return metas, errs, nil
+	return metas, errs, ids, nil
 }
 
-// check judges the records read: it returns the deployment (empty when no
-// database is initialised) or a mismatch.
-func (s *Sharded) check(metas []*shardMeta) (string, error) {
-	var first *shardMeta
+// check judges the records and ids read: it returns the deployment (empty
+// when no database is initialised) or a mismatch.
+func (s *Sharded) check(metas []*shardMeta, errs []error, ids []string) (string, error) {
+	for i, id := range ids {
+		if j := slices.Index(ids[:i], id); id != "" && j >= 0 {
+			return "", mismatch("store.shards[%d] and store.shards[%d] are the same database: list each database once", j, i)
+		}
+	}
+	var (
+		first   *shardMeta
+		members []string // the longest list recorded: an extension may have been interrupted
+		count   int
+		ready   bool
+	)
 	for i, m := range metas {
 		if m == nil {
 			continue
@@ -351,17 +459,48 @@ func (s *Sharded) check(metas []*shardMeta) (string, error) {
 				m.Slots, s.slots, m.Slots)
 		case m.Index != i:
 			return "", mismatch("store.shards[%d] is the database recorded as number %d of the deployment: keep store.shards in the order it was initialised in", i, m.Index)
-		case m.Count > len(s.dbs):
-			return "", mismatch("the databases record %d databases, store.shards lists %d: a database is missing from the list", m.Count, len(s.dbs))
+		case m.Count > len(s.dbs), len(m.members()) > len(s.dbs):
+			return "", mismatch("the databases record %d databases, store.shards lists %d: a database is missing from the list",
+				max(m.Count, len(m.members())), len(s.dbs))
+		case !agree(m.members(), members):
+			return "", mismatch("store.shards[%d] records other databases as the deployment's than the databases before it: "+
+				"servers with different store.shards initialised them; see leafd shards status", i)
+		}
+		if len(m.members()) > len(members) {
+			members = m.members()
+		}
+		count, ready = max(count, m.Count), ready || m.State == shardReady
+	}
+	for i, m := range metas {
+		// An initialised deployment: a database without a record must be
+		// a new one, after those it records.
+		if ready && m == nil && errs[i] == nil && i < count {
+			return "", mismatch("store.shards[%d] has no record of the deployment although the deployment has %d databases: "+
+				"it is not the database that was there (a new or emptied one?); its slots' counters are lost with it. "+
+				"Restore that database from a backup, or see \"When a database is lost for good\" in docs/shards.md", i, count)
+		}
+	}
+	for i, id := range members {
+		if ids[i] != "" && ids[i] != id {
+			return "", mismatch("store.shards[%d] is not the database the deployment recorded at that place (another database, or one emptied and used again): "+
+				"list the deployment's databases in the order it was initialised in; see leafd shards status", i)
 		}
 	}
 	if first == nil {
 		return "", nil
 	}
 	s.mu.Lock()
-	s.deployment = first.Deployment
+	s.deployment, s.members = first.Deployment, members
 	s.mu.Unlock()
 	return first.Deployment, nil
+}
+
+// agree reports whether two member lists can be of one deployment: one is
+// the other, or the start of it (the deployment grew and a record is
+// behind).
+func agree(a, b []string) bool {
+	n := min(len(a), len(b))
+	return slices.Equal(a[:n], b[:n])
 }
 
 // readOwners reads where every slot is active and remembers it. A slot
@@ -371,15 +510,28 @@ func (s *Sharded) readOwners(ctx context.Context) ([]int, error) {
 	for k := range owner {
 		owner[k] = -1
 	}
+	s.mu.Lock()
+	known := s.owner
+	s.mu.Unlock()
 	for _, d := range s.dbs {
-		if !s.verify(ctx, d) {
-			continue
+		if s.isDown(d.idx) {
+			continue // keeps the slots it was known to hold
 		}
 		var rows []struct {
 			Slot  int64  `db:"slot"`
 			State string `db:"state"`
 		}
-		if err := d.d.x.SelectContext(ctx, &rows, d.d.q(slotStatesSQL)); err != nil {
+		actx, cancel := s.attemptContext(ctx, d.idx, known)
+		ok := s.verify(actx, d)
+		var err error
+		if ok {
+			err = d.d.x.SelectContext(actx, &rows, d.d.q(slotStatesSQL))
+		}
+		cancel()
+		if !ok || err != nil {
+			if err != nil && actx.Err() != nil && ctx.Err() == nil {
+				s.markDown(d.idx, d.d.wrap(err, "read leafd_slot")) // it hangs
+			}
 			continue // not reachable: its slots are unknown
 		}
 		for _, r := range rows {
@@ -416,17 +568,31 @@ func (s *Sharded) verify(ctx context.Context, d *shardDB) bool {
 		return true
 	}
 	m, found, err := d.readMeta(ctx)
-	switch {
-	case err != nil || !found:
+	if err != nil || !found {
 		return false // not reachable, or not initialised
-	case deployment != "" && m.Deployment != deployment, m.Slots != s.slots, m.Index != d.idx:
+	}
+	id, err := d.identity(ctx, false)
+	if err != nil {
+		return false
+	}
+	s.mu.Lock()
+	members := s.members
+	s.mu.Unlock()
+	// The database the deployment's list names at this place: not another
+	// one, nor this one emptied and used again.
+	named := d.idx >= len(members) || id == members[d.idx]
+	if deployment != "" && m.Deployment != deployment || m.Slots != s.slots || m.Index != d.idx || !named || !agree(m.members(), members) {
 		s.log.Error("store: a database of store.shards does not match the others; it is not used",
-			"shard", d.idx, "deployment", m.Deployment, "slots", m.Slots, "index", m.Index, "want_deployment", deployment, "want_slots", s.slots)
+			"shard", d.idx, "deployment", m.Deployment, "slots", m.Slots, "index", m.Index, "named_by_members", named,
+			"want_deployment", deployment, "want_slots", s.slots)
 		return false
 	}
 	s.mu.Lock()
 	if s.deployment == "" {
 		s.deployment = m.Deployment
+	}
+	if len(m.members()) > len(s.members) {
+		s.members = m.members()
 	}
 	d.verified = s.deployment == m.Deployment
 	ok = d.verified
@@ -434,13 +600,14 @@ func (s *Sharded) verify(ctx context.Context, d *shardDB) bool {
 	return ok
 }
 
-// Migrate applies the migrations to every database that answers and then
-// initialises sharding if no database is initialised, or completes an
-// initialisation or an extension to more databases that was interrupted.
-// Initialisation places slot k in store.shards[k mod N] and copies every
-// tag's definition to every database, its max_id the largest any database
-// had. It needs every database to answer; otherwise databases that do not
-// answer are passed over.
+// Migrate applies the migrations to every database that answers, gives
+// each its id, and then initialises sharding if no database is
+// initialised, or completes an initialisation or an extension to more
+// databases that was interrupted. Initialisation places slot k in
+// store.shards[k mod N] and copies every tag's definition to every
+// database, its max_id the largest any database had. It needs every
+// database to answer; otherwise databases that do not answer are passed
+// over.
 //
 // Errors: store_unavailable when no database answers or initialisation
 // cannot reach them all; an error wrapping ErrShardMismatch when the
@@ -448,7 +615,11 @@ func (s *Sharded) verify(ctx context.Context, d *shardDB) bool {
 func (s *Sharded) Migrate(ctx context.Context) error {
 	var down []error
 	for i, d := range s.dbs {
-		if err := d.Migrate(ctx); err != nil {
+		err := d.Migrate(ctx)
+		if err == nil {
+			_, err = d.identity(ctx, true)
+		}
+		if err != nil {
 			down = append(down, fmt.Errorf("store.shards[%d]: %w", i, err))
 			if leafd.ErrorCode(err) != leafd.EStoreUnavailable {
 				return err
@@ -458,47 +629,32 @@ func (s *Sharded) Migrate(ctx context.Context) error {
 	if len(down) == len(s.dbs) {
 		return s.unavailable(down)
 	}
-	metas, errs, err := s.metas(ctx)
+	metas, errs, ids, err := s.metas(ctx)
 	if err != nil {
 		return err
 	}
-	deployment, err := s.check(metas)
+	deployment, err := s.check(metas, errs, ids)
 	if err != nil {
 		return err
 	}
-	var first *shardMeta
-	missing := []int{}
+	members := strings.Join(ids, ",")
+	ready, missing, settled := false, false, true
 	for i, m := range metas {
-		switch {
-		case m != nil && first == nil:
-			first = m
-		case m == nil && errs[i] == nil:
-			missing = append(missing, i)
-		}
+		ready = ready || (m != nil && m.State == shardReady)
+		missing = missing || (m == nil && errs[i] == nil)
+		settled = settled && m != nil && m.Members == members && m.State == shardReady
 	}
 	unreachable := slices.ContainsFunc(errs, func(e error) bool { return e != nil })
 	switch {
-	case first == nil || first.State == shardInitialising:
-		if unreachable {
-			return s.unavailable(slices.DeleteFunc(errs, func(e error) bool { return e == nil }))
-		}
-		if err := s.initialise(ctx, deployment); err != nil {
-			return err
-		}
-	case len(missing) > 0:
-		// An initialised deployment: a database without a record must be
-		// a new one, after those it records.
-		for _, i := range missing {
-			if i < first.Count {
-				return mismatch("store.shards[%d] has no record of the deployment although the deployment has %d databases: "+
-					"it is not the database that was there (a new or emptied one?); its slots' counters are lost with it. "+
-					"Restore that database, or see the runbook in docs/stores.md", i, first.Count)
-			}
-		}
-		if unreachable {
-			return s.unavailable(slices.DeleteFunc(errs, func(e error) bool { return e == nil }))
-		}
-		if err := s.extend(ctx, deployment, metas); err != nil {
+	case settled:
+	case unreachable && (!ready || missing):
+		return s.unavailable(slices.DeleteFunc(errs, func(e error) bool { return e == nil }))
+	case unreachable:
+		// An initialised deployment whose records lack this list (written
+		// before member lists were kept, or an extension interrupted): it
+		// is written once every database answers.
+	default:
+		if err := s.claim(ctx, deployment, ids, !ready); err != nil {
 			return err
 		}
 	}
@@ -506,19 +662,30 @@ func (s *Sharded) Migrate(ctx context.Context) error {
 	return err
 }
 
-func newDeployment() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
-// initialise writes every database's record (first as initialising, then
-// as ready once all have theirs), its active slots, and every tag's
-// definition. Each step can run again after a crash, and servers that
-// initialise at once agree: the first database is the arbiter, whose
-// record (deployment and database count) the others adopt or are refused
-// by, before any other database is written.
-func (s *Sharded) initialise(ctx context.Context, deployment string) error {
+// claim writes the deployment's member list, the ids of store.shards in
+// order, into every database with its record, each in one transaction: a
+// database without a record gets one (and, when fresh, its slots; every
+// tag), one whose record lists the same databases is left as it is, one
+// whose record lists fewer (a deployment growing, or a record written
+// before lists were kept) gets this list, and one whose record lists
+// others is a mismatch. Two servers with different lists therefore cannot
+// both succeed: both must write every database they share, and the second
+// to reach one of them is refused. The databases are taken in the order of
+// their ids, the same for every server, so that one of two such servers
+// always succeeds rather than each being refused by the other. A fresh
+// initialisation marks the databases ready once all have their record.
+// Each step can run again after a crash.
+func (s *Sharded) claim(ctx context.Context, deployment string, ids []string, fresh bool) error {
+	if slices.Contains(ids, "") {
+		return fmt.Errorf("store.shards[%d] has no id: run leafd migrate", slices.Index(ids, ""))
+	}
 	if deployment == "" {
 		deployment = newDeployment()
 	}
@@ -527,7 +694,17 @@ func (s *Sharded) initialise(ctx context.Context, deployment string) error {
 		return err
 	}
 	n := len(s.dbs)
-	for i, d := range s.dbs {
+	members := strings.Join(ids, ",")
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(ids[a], ids[b]) })
+	for step, i := range order {
+		if s.beforeClaim != nil {
+			s.beforeClaim(i)
+		}
+		d := s.dbs[i]
 		err := d.d.write(ctx, func(ctx context.Context) error {
 			tx, err := d.d.x.BeginTxx(ctx, nil)
 			if err != nil {
@@ -538,27 +715,59 @@ func (s *Sharded) initialise(ctx context.Context, deployment string) error {
 			if err := tx.SelectContext(ctx, &have, d.d.q(shardMetaSQL)); err != nil {
 				return err
 			}
-			switch {
-			case len(have) == 0:
-				if _, err := tx.ExecContext(ctx, d.d.q(shardInsertSQL), deployment, s.slots, i, n, shardInitialising); err != nil {
+			if len(have) == 0 {
+				state := shardReady
+				if fresh {
+					state = shardInitialising
+				}
+				if _, err := tx.ExecContext(ctx, d.d.q(shardInsertSQL), deployment, s.slots, i, n, state, members); err != nil {
 					return duplicateRetries(d.d, err)
 				}
-			case i == 0:
-				deployment = have[0].Deployment // another server got here first
-				if have[0].Count != n || have[0].Slots != s.slots {
-					return mismatch("another server is initialising sharding with %d databases and %d slots; store.shards lists %d and store.shard_slots is %d",
-						have[0].Count, have[0].Slots, n, s.slots)
+			} else {
+				h := have[0]
+				same := h.Members == members
+				grows := !same && (h.Members == "" || (!fresh && agree(h.members(), ids)))
+				if step == 0 && same {
+					deployment = h.Deployment // another server with this list got here first
 				}
-			case have[0].Deployment != deployment:
-				return mismatch("store.shards[%d] belongs to another deployment (%s) than store.shards[0] (%s)", i, have[0].Deployment, deployment)
+				switch {
+				case !same && !grows:
+					return mismatch("store.shards[%d] was initialised with another list of databases (%d of them) than store.shards (%d): "+
+						"another server with a different store.shards got there first; give every server the deployment's list, in order, "+
+						"and see leafd shards status", i, len(h.members()), n)
+				case h.Deployment != deployment:
+					return mismatch("store.shards[%d] belongs to another deployment (%s) than the databases before it (%s)", i, h.Deployment, deployment)
+				case h.Slots != s.slots:
+					return mismatch("store.shards[%d] records %d slots, store.shard_slots is %d: set store.shard_slots to %d", i, h.Slots, s.slots, h.Slots)
+				case h.Index != i:
+					return mismatch("store.shards[%d] is the database recorded as number %d of the deployment: keep store.shards in the order it was initialised in", i, h.Index)
+				case fresh && h.Count != n:
+					return mismatch("another server is initialising sharding with %d databases; store.shards lists %d", h.Count, n)
+				case grows:
+					// The record lists fewer databases, or none: this list,
+					// if no other server wrote another since it was read.
+					res, err := tx.ExecContext(ctx, d.d.q(shardMembersSQL), members, n, h.Members)
+					if err != nil {
+						return err
+					}
+					if k, err := res.RowsAffected(); err != nil {
+						return err
+					} else if k == 0 {
+						return errRetry{errors.New("leafd_shard.members changed while it was written")}
+					}
+				}
 			}
-			for k := int64(i); k < s.slots; k += int64(n) {
-				if err := ensureSlot(ctx, d.d, tx, k, slotActive); err != nil {
+			if fresh {
+				for k := int64(i); k < s.slots; k += int64(n) {
+					if err := ensureSlot(ctx, d.d, tx, k, slotActive); err != nil {
+						return duplicateRetries(d.d, err)
+					}
+				}
+			}
+			if fresh || len(have) == 0 {
+				if err := copyTags(ctx, d.d, tx, tags); err != nil {
 					return duplicateRetries(d.d, err)
 				}
-			}
-			if err := copyTags(ctx, d.d, tx, tags); err != nil {
-				return duplicateRetries(d.d, err)
 			}
 			return tx.Commit()
 		})
@@ -569,54 +778,20 @@ func (s *Sharded) initialise(ctx context.Context, deployment string) error {
 			return d.d.wrap(err, fmt.Sprintf("initialise sharding in store.shards[%d]", i))
 		}
 	}
-	for i, d := range s.dbs {
-		if _, err := d.d.x.ExecContext(ctx, d.d.q(shardStateSQL), shardReady, n); err != nil {
-			return d.d.wrap(err, fmt.Sprintf("initialise sharding in store.shards[%d]", i))
+	if fresh {
+		for i, d := range s.dbs {
+			if _, err := d.d.x.ExecContext(ctx, d.d.q(shardStateSQL), shardReady, members); err != nil {
+				return d.d.wrap(err, fmt.Sprintf("initialise sharding in store.shards[%d]", i))
+			}
 		}
+		s.log.Info("store: sharding initialised", "deployment", deployment, "databases", n, "slots", s.slots, "tags", len(tags))
+	} else {
+		s.log.Info("store: the deployment's databases recorded in each; move slots to added ones with leafd shards move", "databases", n)
 	}
-	s.log.Info("store: sharding initialised", "deployment", deployment, "databases", n, "slots", s.slots, "tags", len(tags))
 	return nil
 }
 
-// extend adds the databases at the end of store.shards that have no
-// record yet: each gets the record and every tag, and no slot (move slots
-// to it with MoveSlot); then every database records the new count.
-func (s *Sharded) extend(ctx context.Context, deployment string, metas []*shardMeta) error {
-	tags, err := s.allTags(ctx)
-	if err != nil {
-		return err
-	}
-	n := len(s.dbs)
-	for i, d := range s.dbs {
-		if metas[i] != nil {
-			continue
-		}
-		err := d.d.write(ctx, func(ctx context.Context) error {
-			tx, err := d.d.x.BeginTxx(ctx, nil)
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback()
-			if _, err := tx.ExecContext(ctx, d.d.q(shardInsertSQL), deployment, s.slots, i, n, shardReady); err != nil {
-				return err
-			}
-			if err := copyTags(ctx, d.d, tx, tags); err != nil {
-				return err
-			}
-			return tx.Commit()
-		})
-		if err != nil {
-			return d.d.wrap(err, fmt.Sprintf("add store.shards[%d]", i))
-		}
-	}
-	for i, d := range s.dbs {
-		if _, err := d.d.x.ExecContext(ctx, d.d.q(shardStateSQL), shardReady, n); err != nil {
-			return d.d.wrap(err, fmt.Sprintf("record %d databases in store.shards[%d]", n, i))
-		}
-	}
-	s.log.Info("store: databases added to the shards; move slots to them with leafd shards move", "databases", n)
-	return nil
-}
+func newDeployment() string { return randomHex(8) }
 
 // duplicateRetries turns a duplicate key, hit when another server wrote
 // the same row at the same moment, into a retry of the transaction.
@@ -745,20 +920,23 @@ func (s *Sharded) Allocate(ctx context.Context, tag string, step int64) (segment
 				continue
 			}
 			tried++
-			a, err := s.allocSlot(ctx, s.dbs[di], int64(k), tag, step, floor)
+			actx, cancel := s.attemptContext(ctx, di, owner)
+			a, err := s.allocSlot(actx, s.dbs[di], int64(k), tag, step, floor)
 			if leafd.ErrorCode(err) == leafd.EUnknownTag && !repaired {
 				// The database missed the tag's creation (it was down):
 				// copied from one that has it, and the slot tried again.
 				repaired = true
-				if s.repairTag(ctx, di, tag) {
-					a, err = s.allocSlot(ctx, s.dbs[di], int64(k), tag, step, floor)
+				if s.repairTag(actx, di, tag) {
+					a, err = s.allocSlot(actx, s.dbs[di], int64(k), tag, step, floor)
 				}
 			}
+			cancel()
 			switch {
 			case err == nil:
 				s.mu.Lock()
 				s.floors[tag] = max(s.floors[tag], a.Last())
 				s.cursor[tag] = (k + 1) % int(s.slots)
+				s.dbs[di].downFor = 0
 				s.mu.Unlock()
 				return a, nil
 			case errors.Is(err, errSlotNotHere):
@@ -838,14 +1016,37 @@ func (s *Sharded) isDown(i int) bool {
 	return time.Now().Before(s.dbs[i].downUntil)
 }
 
+// markDown passes database i over: for shardDownFor, or twice as long as
+// the last time when it failed again after that.
 func (s *Sharded) markDown(i int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.dbs[i]
-	if time.Now().After(d.downUntil) {
-		s.log.Warn("store: a database of store.shards failed; its slots are passed over for a second", "shard", i, "err", err)
+	now := time.Now()
+	if now.Before(d.downUntil) {
+		return // other loads that were in flight on it
 	}
-	d.downUntil = time.Now().Add(shardDownFor)
+	d.downFor = min(max(2*d.downFor, shardDownFor), shardDownMax)
+	d.downUntil = now.Add(d.downFor)
+	s.log.Warn("store: a database of store.shards failed; its slots are passed over", "shard", i, "for", d.downFor, "err", err)
+}
+
+// attemptContext bounds an attempt on database i by the attempt timeout
+// when another database that is not passed over holds a slot: that one can
+// serve if this one hangs. The last database that can serve gets the
+// caller's whole time.
+func (s *Sharded) attemptContext(ctx context.Context, i int, owner []int) (context.Context, context.CancelFunc) {
+	if s.attempt <= 0 {
+		return ctx, func() {}
+	}
+	s.mu.Lock()
+	now := time.Now()
+	others := slices.ContainsFunc(owner, func(o int) bool { return o >= 0 && o != i && !now.Before(s.dbs[o].downUntil) })
+	s.mu.Unlock()
+	if !others {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.attempt)
 }
 
 // alignUp returns the smallest ID at or above v that is k modulo S.
@@ -1355,9 +1556,9 @@ func CheckNotShard(ctx context.Context, s Store) error {
 	if _, ok := s.(*Sharded); ok {
 		return nil
 	}
-	d := &shardDB{Store: s, d: shared(s)}
-	m, ok, err := d.readMeta(ctx)
-	if err != nil || !ok {
+	var m shardMeta
+	d := shared(s)
+	if err := d.x.GetContext(ctx, &m, d.q(shardPlaceSQL)); err != nil {
 		return nil
 	}
 	return mismatch("the database is store.shards[%d] of a deployment of %d databases (%s): serving it alone would hand out its slots' IDs again; "+

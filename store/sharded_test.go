@@ -2,11 +2,13 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -374,6 +376,7 @@ func TestShardedMismatch(t *testing.T) {
 		{"Slots", dsns, shardSlots * 2, "set store.shard_slots to 8"},
 		{"Missing", dsns[:2], shardSlots, "a database is missing from the list"},
 		{"OtherDeployment", []string{dsns[0], dsns[1], other[1]}, shardSlots, "belongs to another deployment"},
+		{"Twice", []string{dsns[0], dsns[1], strings.TrimPrefix(dsns[1], "file:")}, shardSlots, "are the same database"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := openSharded(t, "sqlite", c.dsns, c.slots)
@@ -486,6 +489,285 @@ func TestShardedKeepsOpaqueFormat(t *testing.T) {
 	got, err := second.LookupTag(ctx, "user")
 	if err != nil || got.Format != "opaque" || got.Digits != 9 || got.KeyFingerprint != "f00d" {
 		t.Fatalf("the tag in the second database: %+v, %v", got, err)
+	}
+}
+
+// initStepper drives one server's initialisation a database at a time:
+// its Migrate runs in a goroutine that stops before each database's step
+// until the test lets it take it.
+type initStepper struct {
+	at   chan int      // the database the initialisation is about to write
+	next chan struct{} // let it write
+	done chan error    // Migrate's result
+	err  error
+	over bool
+}
+
+func startStepped(s *store.Sharded) *initStepper {
+	st := &initStepper{at: make(chan int), next: make(chan struct{}), done: make(chan error, 1)}
+	store.SetBeforeClaim(s, func(int) { st.at <- 0; <-st.next })
+	go func() { st.done <- s.Migrate(context.Background()) }()
+	return st
+}
+
+// arrive waits until the initialisation stands before its next step, or
+// finished.
+func (st *initStepper) arrive(t *testing.T) {
+	t.Helper()
+	select {
+	case <-st.at:
+	case st.err = <-st.done:
+		st.over = true
+	case <-time.After(time.Minute):
+		t.Fatal("an initialisation neither reached its next step nor finished")
+	}
+}
+
+// step lets the initialisation, standing before a step, take it and waits
+// until it stands before the next one; it reports whether it is still
+// running.
+func (st *initStepper) step(t *testing.T) bool {
+	t.Helper()
+	if st.over {
+		return false
+	}
+	st.next <- struct{}{}
+	st.arrive(t)
+	return !st.over
+}
+
+func (st *initStepper) finish(t *testing.T) error {
+	for st.step(t) {
+	}
+	return st.err
+}
+
+// Two servers whose store.shards differ initialise sharding at the same
+// time over databases they share, their steps interleaved every way: one
+// store.shards takes one step, or a few, then the other runs, in turn, or
+// all at once. Exactly one succeeds; the other is refused with a mismatch,
+// and stays refused, so that no two databases ever hold the same slots.
+func TestShardedInitialiseDifferentLists(t *testing.T) {
+	forEachShardDriver(t, func(t *testing.T, driver string) {
+		for _, c := range []struct {
+			pre   []int // initialised before, when not nil
+			lists [2][]int
+		}{
+			{nil, [2][]int{{0, 1}, {0, 2}}}, // one database shared, another each
+			{nil, [2][]int{{0, 1}, {1, 0}}}, // the same databases in another order
+			{nil, [2][]int{{0, 1, 2}, {0, 1}}},
+			{[]int{0, 1}, [2][]int{{0, 1, 2}, {0, 1, 3}}}, // two servers growing one deployment differently
+		} {
+			lists := c.lists
+			// Interleavings: a takes k steps, then b runs to the end, then
+			// a; b first likewise; and the two in turn, step by step.
+			type order struct {
+				name  string
+				first int // 0: a leads, 1: b leads
+				k     int // steps of the leader before the other runs; -1: in turn
+			}
+			var orders []order
+			for first := range 2 {
+				for k := range len(lists[first]) + 1 {
+					orders = append(orders, order{fmt.Sprintf("%c%dsteps", "ab"[first], k), first, k})
+				}
+				orders = append(orders, order{fmt.Sprintf("inTurn%c", "ab"[first]), first, -1})
+			}
+			for _, o := range orders {
+				t.Run(fmt.Sprintf("%v%v%v/%s", c.pre, lists[0], lists[1], o.name), func(t *testing.T) {
+					dsns := shardDSNs(t, driver, 4)
+					pick := func(l []int) []string {
+						var out []string
+						for _, i := range l {
+							out = append(out, dsns[i])
+						}
+						return out
+					}
+					if c.pre != nil {
+						if err := openSharded(t, driver, pick(c.pre), shardSlots).Migrate(context.Background()); err != nil {
+							t.Fatal(err)
+						}
+					}
+					servers := [2]*store.Sharded{openSharded(t, driver, pick(lists[0]), shardSlots), openSharded(t, driver, pick(lists[1]), shardSlots)}
+					// Both past their checks of the databases, before their
+					// first write: at the same time.
+					lead, other := startStepped(servers[o.first]), startStepped(servers[1-o.first])
+					lead.arrive(t)
+					other.arrive(t)
+					if o.k < 0 {
+						for a, b := true, true; a || b; {
+							a, b = lead.step(t), other.step(t)
+						}
+					} else {
+						for range o.k {
+							lead.step(t)
+						}
+						other.finish(t)
+					}
+					errs := [2]error{}
+					errs[o.first], errs[1-o.first] = lead.finish(t), other.finish(t)
+
+					ok := 0
+					for i, err := range errs {
+						switch {
+						case err == nil:
+							ok++
+						case !errors.Is(err, store.ErrShardMismatch):
+							t.Fatalf("server %d: %v; want a mismatch or success", i, err)
+						}
+					}
+					if ok != 1 {
+						t.Fatalf("%d of the two initialisations succeeded (%v); want exactly one", ok, errs)
+					}
+					// Across restarts too: both check again, the winner first.
+					// The loser may succeed only by growing the winner's
+					// deployment.
+					winner := slices.IndexFunc(errs[:], func(err error) bool { return err == nil })
+					for _, i := range []int{winner, 1 - winner} {
+						again := openSharded(t, driver, pick(lists[i]), shardSlots)
+						for _, f := range []func(context.Context) error{again.Verify, again.Migrate} {
+							err := f(context.Background())
+							grows := i != winner && len(lists[i]) > len(lists[winner]) && slices.Equal(lists[i][:len(lists[winner])], lists[winner])
+							if (err == nil) != (i == winner) && (err != nil || !grows) {
+								t.Fatalf("server %d, which initialised with %v, checked again: %v", i, errs[i], err)
+							}
+						}
+					}
+				})
+			}
+		}
+	})
+}
+
+// One database of three hangs (its connections stall: what a database
+// stopped with SIGSTOP, or a network that drops packets, looks like):
+// every load is served by the others within the wait a request allows,
+// for as long as it hangs, the store still answers Ping, and the database
+// is used again once it answers.
+func TestShardedDatabaseHung(t *testing.T) {
+	const waitTimeout = time.Second // segment.wait_timeout of the server
+	for _, driver := range []string{"mysql", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			dsns := shardDSNs(t, driver, 3)
+			var proxy *faultproxy.Proxy
+			dsns[0], proxy = proxied(t, driver, dsns[0]) // the first, which every other loop asks first
+			s, err := store.OpenSharded(driver, dsns, store.ShardOptions{Slots: shardSlots, Logger: quiet, AttemptTimeout: waitTimeout / 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
+				t.Fatal(err)
+			}
+			onDB0 := map[int64]bool{} // slots of store.shards[0]
+			for _, st := range s.Status(ctx) {
+				if st.Index == 0 {
+					for _, k := range st.Active {
+						onDB0[k] = true
+					}
+				}
+			}
+			var ledger idLedger
+			// load is one range load as the segment allocator makes it:
+			// with its load timeout, here 10 s; it must land within the
+			// request's wait.
+			load := func(what string) segment.Allocation {
+				t.Helper()
+				lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				start := time.Now()
+				a, err := s.Allocate(lctx, "t", 10)
+				if took := time.Since(start); err != nil || took > waitTimeout {
+					t.Fatalf("a load %s: %v after %v; want a range within %v", what, err, took, waitTimeout)
+				}
+				ledger.add(t, what, a)
+				return a
+			}
+			for range 2 * shardSlots {
+				load("before")
+			}
+			proxy.Stall()
+			// Longer than a second's pass-over, and past the slot
+			// placement's refresh, so that the database is tried again
+			// while it still hangs.
+			for deadline := time.Now().Add(12 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if a := load("while store.shards[0] hangs"); onDB0[a.Start%shardSlots] {
+					t.Fatalf("served by slot %d of the database that hangs", a.Start%shardSlots)
+				}
+				// Readiness asks the store with a second's timeout.
+				pctx, cancel := context.WithTimeout(ctx, time.Second)
+				err := s.Ping(pctx)
+				cancel()
+				if err != nil {
+					t.Fatalf("Ping while store.shards[0] hangs: %v", err)
+				}
+			}
+			proxy.Up()
+			back := false
+			for deadline := time.Now().Add(30 * time.Second); !back && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				back = onDB0[load("after").Start%shardSlots]
+			}
+			if !back {
+				t.Fatal("the database that answers again is not used again")
+			}
+		})
+	}
+}
+
+// A deployment initialised before the databases had ids and member lists
+// gets them at the next Migrate with every database answering, and is
+// checked against them from then on.
+func TestShardedMembersFilledIn(t *testing.T) {
+	dsns := shardDSNs(t, "sqlite", 3)
+	ctx := context.Background()
+	if err := openSharded(t, "sqlite", dsns, shardSlots).Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(dsn, query string) {
+		t.Helper()
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.ExecContext(ctx, query); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, dsn := range dsns { // as an older leafd left them
+		exec(dsn, "UPDATE leafd_shard SET members = NULL")
+		exec(dsn, "DELETE FROM leafd_database")
+	}
+	s := openSharded(t, "sqlite", dsns, shardSlots)
+	if err := s.Verify(ctx); err != nil {
+		t.Fatalf("Verify before the lists are filled in: %v", err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, dsn := range dsns {
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		err = db.QueryRowContext(ctx, "SELECT COUNT(*) FROM leafd_shard WHERE members LIKE '%,%,%'").Scan(&n)
+		db.Close()
+		if err != nil || n != 1 {
+			t.Fatalf("%s: %d records with a list of three databases (%v)", dsn, n, err)
+		}
+	}
+	// Checked from now on: the second database emptied and used again
+	// under its own place has another id.
+	exec(dsns[1], "DELETE FROM leafd_database")
+	exec(dsns[1], "INSERT INTO leafd_database (id, uid) VALUES (1, 'another')")
+	err := openSharded(t, "sqlite", dsns, shardSlots).Verify(ctx)
+	if !errors.Is(err, store.ErrShardMismatch) || !strings.Contains(err.Error(), "store.shards[1] is not the database the deployment recorded") {
+		t.Fatalf("Verify with another database at place 1: %v", err)
 	}
 }
 

@@ -73,9 +73,14 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 
 // openStore opens the configured database without connecting to it: a DSN
 // that does not parse is an error, an unreachable database is not.
-func openStore(c config.Store, log *slog.Logger) (store.Store, error) {
+func openStore(cfg *config.Config, log *slog.Logger) (store.Store, error) {
+	c := cfg.Store
 	if len(c.Shards) > 0 {
-		s, err := store.OpenSharded(c.Driver, c.Shards, store.ShardOptions{Slots: c.ShardSlots, Logger: log})
+		// Half of segment.wait_timeout: a load that gives up on a database
+		// that hangs still lands, from another, before a request waiting
+		// for it gives up.
+		s, err := store.OpenSharded(c.Driver, c.Shards, store.ShardOptions{Slots: c.ShardSlots, Logger: log,
+			AttemptTimeout: cfg.Segment.WaitTimeout / 2})
 		if err != nil {
 			return nil, usageError{err}
 		}
@@ -108,12 +113,13 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	db, err := openStore(cfg.Store, log)
+	db, err := openStore(cfg, log)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	if err := verifyShards(ctx, db); err != nil {
+		log.Error("the databases do not match the configuration; not starting", "err", err)
 		return err
 	}
 
@@ -192,9 +198,12 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 
 	bootCtx, cancelBoot := context.WithCancel(ctx)
 	bootDone := make(chan struct{})
+	bootFailed := make(chan error, 1)
 	go func() {
 		defer close(bootDone)
-		bootstrap(bootCtx, cfg, db, alloc, gen, log)
+		if err := bootstrap(bootCtx, cfg, db, alloc, gen, log); err != nil {
+			bootFailed <- err
+		}
 	}()
 
 	// Said before "leafd serving", which tells tests and scripts that both
@@ -220,6 +229,10 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 		<-bootDone
 		return err
 	case <-ctx.Done():
+	case err := <-bootFailed:
+		// The databases do not match the deployment's records: serving
+		// could hand out IDs twice. Exit 1.
+		refused = err
 	case <-genDone:
 		// The fixed worker id is another live server's (or recorded far
 		// ahead of this clock): this server must not run with it. Exit 1.
@@ -288,28 +301,36 @@ func newGRPCServer(ln net.Listener, srv *leafhttp.Server, metrics *leafhttp.Metr
 // so that a server can start before its database: the migrations (when
 // store.migrate is on), then the snowflake generator leases its worker id,
 // then the seed tags, then the allocator reads the tag list. A seed tag
-// that keeps failing does not keep snowflake mode from serving.
-func bootstrap(ctx context.Context, cfg *config.Config, db store.Store, alloc *segment.Allocator, gen *snowflake.Pool, log *slog.Logger) {
-	if cfg.Store.Migrate && !retry(ctx, log, "migrations", func() error { return db.Migrate(ctx) }) {
-		return
+// that keeps failing does not keep snowflake mode from serving. It returns
+// an error, after which the server must stop, when the databases do not
+// match the deployment's records (store.ErrShardMismatch), whatever
+// store.migrate is: retrying would not change them.
+func bootstrap(ctx context.Context, cfg *config.Config, db store.Store, alloc *segment.Allocator, gen *snowflake.Pool, log *slog.Logger) error {
+	prepare := func() error { return db.Migrate(ctx) }
+	if !cfg.Store.Migrate {
+		prepare = func() error { return migrated(ctx, db) }
 	}
-	if !cfg.Store.Migrate && !retry(ctx, log, "migrations", func() error { return migrated(ctx, db) }) {
-		return
+	if ok, err := retry(ctx, log, "migrations", prepare); !ok {
+		if err != nil {
+			log.Error("the databases do not match the configuration; stopping", "err", err)
+		}
+		return err
 	}
 	if gen != nil {
 		// Start fails only on a generator already closed: the server is
 		// shutting down.
 		if err := gen.Start(); err != nil {
 			log.Info("snowflake: not started", "err", err)
-			return
+			return nil
 		}
 	}
-	if !retry(ctx, log, "seed tags", func() error { return seed(ctx, cfg, db, log) }) {
-		return
+	if ok, _ := retry(ctx, log, "seed tags", func() error { return seed(ctx, cfg, db, log) }); !ok {
+		return nil
 	}
 	if alloc != nil {
 		alloc.Start() // reads the tag list at once, then every tag_refresh
 	}
+	return nil
 }
 
 // migrated returns nil when the database holds every migration this leafd
@@ -318,6 +339,14 @@ func bootstrap(ctx context.Context, cfg *config.Config, db store.Store, alloc *s
 // and /readyz answers 503, rather than fail every range load against a
 // schema that is behind it.
 func migrated(ctx context.Context, db store.Store) error {
+	// The deployment's records are checked first: an emptied database
+	// lacks migrations too, and is a mismatch, not a wait.
+	var verr error
+	if sh, ok := db.(*store.Sharded); ok {
+		if verr = sh.Verify(ctx); errors.Is(verr, store.ErrShardMismatch) {
+			return verr
+		}
+	}
 	c, ok := db.(interface {
 		PendingMigrations(context.Context) (bool, error)
 	})
@@ -331,27 +360,31 @@ func migrated(ctx context.Context, db store.Store) error {
 	if pending {
 		return errors.New("the database lacks migrations this leafd needs, and store.migrate is false: run leafd migrate")
 	}
-	return nil
+	return verr
 }
 
 // retry runs f until it succeeds, with backoff, and reports whether it did
-// before ctx ended.
-func retry(ctx context.Context, log *slog.Logger, what string, f func() error) bool {
+// before ctx ended. An error wrapping store.ErrShardMismatch is not
+// retried: it is returned.
+func retry(ctx context.Context, log *slog.Logger, what string, f func() error) (bool, error) {
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := f()
 		if err == nil {
-			return true
+			return true, nil
+		}
+		if errors.Is(err, store.ErrShardMismatch) {
+			return false, err
 		}
 		if ctx.Err() != nil {
-			return false
+			return false, nil
 		}
 		if attempt == 1 || attempt%10 == 0 {
 			log.Warn("database not ready; retrying", "step", what, "attempt", attempt, "err", err)
 		}
 		select {
 		case <-ctx.Done():
-			return false
+			return false, nil
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 10*time.Second)
@@ -439,7 +472,7 @@ func openConfigured(configPath string, stderr io.Writer) (*config.Config, store.
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := openStore(cfg.Store, log)
+	db, err := openStore(cfg, log)
 	if err != nil {
 		return nil, nil, err
 	}

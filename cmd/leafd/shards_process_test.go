@@ -1,12 +1,19 @@
 package main
 
 import (
+	"errors"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/leafd/leafd/internal/faultproxy"
 	"github.com/leafd/leafd/internal/testdb"
 )
 
@@ -61,6 +68,96 @@ func TestShardsCommands(t *testing.T) {
 				t.Fatalf("leafd serve: exit %d, want a refusal saying %q\n%s", code, c.want, out)
 			}
 		})
+	}
+}
+
+// A database in the middle of store.shards emptied (its file removed and
+// made anew) no longer matches the deployment's records: the server stops
+// at once with exit 1, logging at ERROR which database and what
+// disagrees, whatever store.migrate is, rather than retry for ever or
+// serve without that database's slots.
+func TestShardsEmptiedDatabaseStops(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"LEAFD_STORE_SHARDS=a.db b.db c.db", "LEAFD_STORE_SHARD_SLOTS=6"}
+	if code, out := runLeafd(t, dir, env, "migrate"); code != 0 {
+		t.Fatalf("leafd migrate: exit %d\n%s", code, out)
+	}
+	for _, f := range []string{"b.db", "b.db-wal", "b.db-shm"} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	for _, migrate := range []string{"true", "false"} {
+		t.Run("Migrate"+migrate, func(t *testing.T) {
+			code, out := runLeafd(t, dir, append(env, "LEAFD_STORE_MIGRATE="+migrate), "serve")
+			if code != 1 || !strings.Contains(out, `"level":"ERROR"`) || !strings.Contains(out, "store.shards[1] has no record of the deployment") {
+				t.Fatalf("leafd serve: exit %d, want 1 with an ERROR naming store.shards[1]\n%s", code, out)
+			}
+		})
+	}
+}
+
+// Over three MariaDB databases, the first of which hangs for 12 s (its
+// connections stalled behind a fault proxy): every request of a client
+// that keeps the server loading ranges is answered with IDs within
+// segment.wait_timeout, and the server loads from the database again once
+// it answers.
+func TestShardsHungDatabaseProcess(t *testing.T) {
+	dsns := []string{testdb.MySQL(t), testdb.MySQL(t), testdb.MySQL(t)}
+	cfg, err := mysql.ParseDSN(dsns[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := faultproxy.New(t, cfg.Addr)
+	cfg.Addr, cfg.Timeout = proxy.Addr(), 500*time.Millisecond
+	dsns[0] = cfg.FormatDSN()
+	dir := t.TempDir()
+	// Ranges of 10 IDs, so that the server loads one every other request.
+	env := []string{"LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN=" + dsns[1], "LEAFD_STORE_SHARDS=" + strings.Join(dsns, " "),
+		"LEAFD_STORE_SHARD_SLOTS=6", "LEAFD_SEGMENT_WAIT_TIMEOUT=1s", "LEAFD_SEGMENT_MAX_STEP=10"}
+	for _, args := range [][]string{{"migrate"}, {"tag", "add", "t", "--step", "10"}} {
+		if code, out := runLeafd(t, dir, env, args...); code != 0 {
+			t.Fatalf("leafd %s: exit %d\n%s", strings.Join(args, " "), code, out)
+		}
+	}
+	p := startLeafdIn(t, dir, env...)
+	client := &http.Client{Timeout: 20 * time.Second}
+	// request gets 5 IDs and reports whether one came from a slot of the
+	// first database (slots 0 and 3 of 6).
+	request := func(what string) bool {
+		t.Helper()
+		start := time.Now()
+		status, body := get(t, client, p.addr+"/segment/t?count=5")
+		if took := time.Since(start); status != 200 || took > 1500*time.Millisecond {
+			t.Fatalf("a request %s: %d %s after %v; want IDs within segment.wait_timeout (1s)", what, status, body, took)
+		}
+		first := false
+		for _, f := range strings.Fields(body) {
+			id, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				t.Fatalf("a request %s: %q", what, body)
+			}
+			first = first || id%3 == 0
+		}
+		return first
+	}
+	for range 20 {
+		request("before")
+	}
+	proxy.Stall()
+	for deadline := time.Now().Add(12 * time.Second); time.Now().Before(deadline); {
+		request("while store.shards[0] hangs")
+	}
+	proxy.Up()
+	back := false
+	for deadline := time.Now().Add(30 * time.Second); !back && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		back = request("after")
+	}
+	if !back {
+		t.Fatal("no ID from store.shards[0]'s slots after it answered again")
+	}
+	if p.stop(t) != 0 {
+		t.Fatal("exit after SIGTERM")
 	}
 }
 

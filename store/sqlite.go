@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -164,7 +165,8 @@ func parseSQLiteDSN(dsn string) (path string, query url.Values, err error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("the parameters of the SQLite DSN %q do not parse: %w", dsn, err)
 	}
-	if rest == "" || rest == ":memory:" || query.Get("mode") == "memory" || query.Get("vfs") == "memdb" {
+	// SQLite takes the last of several modes: any of them may be the one.
+	if rest == "" || rest == ":memory:" || slices.Contains(query["mode"], "memory") || slices.Contains(query["vfs"], "memdb") {
 		return "", nil, fmt.Errorf("the SQLite DSN %q names no file: leafd keeps every tag's max_id in the file, use a path such as data/leafd.db", dsn)
 	}
 	if err := checkSQLiteParams(query); err != nil {

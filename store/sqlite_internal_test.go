@@ -35,7 +35,9 @@ func TestParseSQLiteDSN(t *testing.T) {
 		})
 	}
 	for _, dsn := range []string{"", ":memory:", "file::memory:", "file:x.db?mode=memory", "file:/x.db?vfs=memdb",
-		"file://otherhost/x.db", "file:x.db?a=%zz", "file:x%zz.db"} {
+		"file://otherhost/x.db", "file:x.db?a=%zz", "file:x%zz.db",
+		// SQLite takes the last mode.
+		"file:x.db?mode=rwc&mode=memory", "x.db?mode=rwc&m%6fde=memory"} {
 		if path, _, err := parseSQLiteDSN(dsn); err == nil {
 			t.Errorf("parseSQLiteDSN(%q) = %q, want an error", dsn, path)
 		}

@@ -257,12 +257,15 @@ func splitPragma(v string) (name, value string) {
 	return name, strings.Trim(strings.TrimSpace(value), `'"`)
 }
 
-// sqliteTrue reports whether SQLite reads the URI parameter value v as
-// true (sqlite3_uri_boolean): a number other than 0, or yes, on, true.
+// sqliteTrue reports whether SQLite may read the URI parameter value v as
+// true (sqlite3_uri_boolean): yes, on, true, or a number other than 0. A
+// value that begins with a digit is taken for true unless it is all zeros,
+// since SQLite reads hexadecimal (0x1) and stops at the first character
+// that is not a digit.
 func sqliteTrue(v string) bool {
 	v = strings.ToLower(strings.TrimSpace(v))
-	if n := len(v) - len(strings.TrimLeft(v, "0123456789")); n > 0 {
-		return strings.Trim(v[:n], "0") != ""
+	if v != "" && v[0] >= '0' && v[0] <= '9' {
+		return strings.Trim(v, "0") != ""
 	}
 	return v == "yes" || v == "on" || v == "true"
 }

@@ -107,6 +107,9 @@ func TestSQLiteRefusesUnsafeParams(t *testing.T) {
 	}{
 		{"NoLocks", "vfs=unix-none", "vfs=unix-none"},
 		{"NoLock", "nolock=1", "nolock=1"},
+		// SQLite reads a number as C does, hexadecimal too.
+		{"NoLockHex", "nolock=0x1", "nolock=0x1"},
+		{"ImmutableHex", "immutable=0x01", "-"},
 		// Dot-file locks are not seen by the default VFS's POSIX locks
 		// (and the dot-file VFS cannot use WAL, so the file is in rollback
 		// mode here).

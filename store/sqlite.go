@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -186,8 +187,9 @@ func parseSQLiteDSN(dsn string) (path string, query url.Values, err error) {
 // processes' writes. journal_mode OFF or MEMORY leaves no journal on disk
 // to roll a crashed write back, and synchronous below FULL lets a power
 // failure undo committed transactions (in WAL mode, NORMAL may lose the
-// last ones). A _pragma of several statements is refused because its
-// other statements could set any of these unseen.
+// last ones); so is a level SQLite does not know, which it reads as
+// NORMAL. A _pragma that is not of pragmaForm is refused because it could
+// set any of these unseen.
 func checkSQLiteParams(q url.Values) error {
 	for _, v := range q["vfs"] {
 		if v != "" && v != "unix" {
@@ -207,10 +209,12 @@ func checkSQLiteParams(q url.Values) error {
 	type setting struct{ param, value string }
 	var journal, synchronous []setting
 	for _, v := range q["_pragma"] {
-		if strings.Contains(v, ";") {
-			return fmt.Errorf("_pragma=%s: a _pragma holds one pragma, without ';'; give each its own _pragma", v)
+		name, value, ok := splitPragma(v)
+		if !ok {
+			return fmt.Errorf("_pragma=%s: leafd reads a _pragma only as one pragma, name(value) or name=value, "+
+				"its value a word or a number, without ';', comments or a quoted name; give each pragma its own _pragma in that form", v)
 		}
-		switch name, value := splitPragma(v); name {
+		switch name {
 		case "journal_mode":
 			journal = append(journal, setting{"_pragma=" + v, value})
 		case "synchronous":
@@ -232,29 +236,32 @@ func checkSQLiteParams(q url.Values) error {
 			return fmt.Errorf("%s: without a journal on disk, a crash during a write can corrupt the file and lose committed ranges; use WAL (leafd's default) or leave the journal mode out", s.param)
 		}
 	}
+	// SQLite reads a level it does not know as NORMAL, and a number modulo
+	// 8 (7 is OFF): only FULL and EXTRA are let through.
 	for _, s := range synchronous {
-		if m := strings.ToLower(s.value); m == "off" || m == "0" || m == "normal" || m == "1" {
+		if m := strings.ToLower(s.value); m != "" && m != "full" && m != "2" && m != "extra" && m != "3" {
 			return fmt.Errorf("%s: a power failure could undo committed range loads, and their IDs would be handed out again; use FULL (leafd's default) or EXTRA, or leave synchronous out", s.param)
 		}
 	}
 	return nil
 }
 
+// pragmaForm is the one shape of a _pragma that leafd reads, and so lets
+// through: [schema.]name, alone, with (value) or with = value, the value a
+// word or a number (signed or quoted). A looser reading would miss a
+// setting hidden by an SQL comment (synchronous/**/=off), a quoted name or
+// a second statement, which SQLite would run all the same.
+var pragmaForm = regexp.MustCompile(`^\s*(?:\w+\s*\.\s*)?(\w+)\s*(?:\(\s*([+-]?\w*|'[^']*'|"[^"]*")\s*\)|=\s*([+-]?\w*|'[^']*'|"[^"]*"))?\s*$`)
+
 // splitPragma returns the name, lower case and without a schema, and the
-// value of a _pragma: journal_mode(WAL), synchronous = off, or
-// main.synchronous('OFF').
-func splitPragma(v string) (name, value string) {
-	name, value, ok := strings.Cut(v, "(")
-	if ok {
-		value, _, _ = strings.Cut(value, ")")
-	} else {
-		name, value, _ = strings.Cut(v, "=")
+// value, unquoted, of a _pragma: journal_mode(WAL), synchronous = off, or
+// main.synchronous('OFF'); false when v is not of pragmaForm.
+func splitPragma(v string) (name, value string, ok bool) {
+	m := pragmaForm.FindStringSubmatch(v)
+	if m == nil {
+		return "", "", false
 	}
-	name = strings.ToLower(strings.TrimSpace(name))
-	if _, after, ok := strings.Cut(name, "."); ok {
-		name = strings.TrimSpace(after)
-	}
-	return name, strings.Trim(strings.TrimSpace(value), `'"`)
+	return strings.ToLower(m[1]), strings.Trim(m[2]+m[3], `'"`), true
 }
 
 // sqliteTrue reports whether SQLite may read the URI parameter value v as
@@ -277,8 +284,7 @@ func hasSQLiteParam(q url.Values, key, pragma string) bool {
 		return q.Has(key)
 	}
 	for _, v := range q[key] {
-		name, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(v)), "(")
-		if strings.TrimSpace(strings.Split(name, "=")[0]) == pragma {
+		if name, _, _ := splitPragma(v); name == pragma {
 			return true
 		}
 	}

@@ -122,6 +122,18 @@ func TestSQLiteRefusesUnsafeParams(t *testing.T) {
 		{"SynchronousNormal", "_sync=NORMAL", "-"},
 		{"SchemaSynchronous", "_pragma=main.synchronous('0')", "-"},
 		{"TwoStatements", "_pragma=foreign_keys(1)%3BPRAGMA synchronous=OFF", "-"},
+		// SQLite reads no, false and 7 (8 levels wrap to 0) as OFF, and
+		// on, yes and any word it does not know as NORMAL.
+		{"SynchronousNo", "_pragma=synchronous(no)", "-"},
+		{"SynchronousSeven", "_pragma=synchronous(7)", "-"},
+		{"SynchronousOn", "_pragma=synchronous = on", "-"},
+		{"SynchronousUnknown", "_pragma=synchronous(fast)", "-"},
+		// A comment or a quoted name hides the pragma from a loose reading;
+		// SQLite skips the comment.
+		{"CommentInName", "_pragma=synchronous/**/=off", "-"},
+		{"CommentBeforeValue", "_pragma=journal_mode/**/(off)", "-"},
+		{"CommentAfterValue", "_pragma=journal_mode=off--x", "-"},
+		{"QuotedName", `_pragma="synchronous"=off`, "-"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "leafd.db")
@@ -144,7 +156,8 @@ func TestSQLiteRefusesUnsafeParams(t *testing.T) {
 	}
 	// What is safe stays accepted.
 	for _, param := range []string{"vfs=unix", "nolock=0", "immutable=off", "_pragma=synchronous(EXTRA)", "_sync=FULL",
-		"_pragma=journal_mode(DELETE)", "_journal=wal", "_pragma=foreign_keys(1)", "_txlock=exclusive"} {
+		"_pragma=journal_mode(DELETE)", "_journal=wal", "_pragma=foreign_keys(1)", "_txlock=exclusive",
+		"_pragma=main.synchronous = 'full'", "_pragma=synchronous(2)", "_pragma=cache_size(-2000)", "_pragma=journal_mode"} {
 		dsn := "file:" + filepath.Join(t.TempDir(), "leafd.db") + "?" + param
 		if _, _, err := parseSQLiteDSN(dsn); err != nil {
 			t.Errorf("parseSQLiteDSN(%q): %v", dsn, err)

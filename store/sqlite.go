@@ -161,6 +161,9 @@ func parseSQLiteDSN(dsn string) (path string, query url.Values, err error) {
 		if rest, err = url.PathUnescape(rest); err != nil {
 			return "", nil, fmt.Errorf("the SQLite DSN %q does not parse: %w", dsn, err)
 		}
+	} else if addressShaped(rest) {
+		return "", nil, fmt.Errorf("the SQLite DSN %q reads as another database's address (a URL, or user:password@host), not a file's path: "+
+			"set store.driver to that database's engine and give its DSN, or write the path as a file: URI if it is one", MaskDSN(dsn))
 	}
 	query, err = url.ParseQuery(rawQuery)
 	if err != nil {
@@ -174,6 +177,24 @@ func parseSQLiteDSN(dsn string) (path string, query url.Values, err error) {
 		return "", nil, fmt.Errorf("the SQLite DSN %q sets %w", dsn, err)
 	}
 	return rest, query, nil
+}
+
+// addressShaped reports whether path, a DSN that is not a file: URI, has
+// the shape of another database's address rather than a file's path: a URL
+// (postgress://…, a misspelt scheme) or a part holding both '@' and ':'
+// (root:secret@localhost:3306/leaf, MySQL without tcp(…)). SQLite would take
+// it for a path, create directories named after its password and serve
+// from a new, empty file.
+func addressShaped(path string) bool {
+	if strings.Contains(path, "://") {
+		return true
+	}
+	for part := range strings.SplitSeq(path, "/") {
+		if strings.Contains(part, "@") && strings.Contains(part, ":") {
+			return true
+		}
+	}
+	return false
 }
 
 // checkSQLiteParams refuses the parameters that would let two processes

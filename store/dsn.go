@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 )
@@ -95,14 +96,15 @@ func maskMySQL(dsn string) string {
 }
 
 // maskURL masks the password of a URL's user and the secrets among its
-// query parameters.
+// query parameters. pgx ends the user and password at the first '@' before
+// any '/', so a '?' or '#' may be in the password; the mask runs to the
+// last such '@', in case the password holds one too.
 func maskURL(dsn string) string {
 	scheme := strings.Index(dsn, "://") + len("://")
-	end := len(dsn)
-	if i := strings.IndexAny(dsn[scheme:], "/?#"); i >= 0 {
-		end = scheme + i
+	host := dsn[scheme:]
+	if i := strings.IndexByte(host, '/'); i >= 0 {
+		host = host[:i]
 	}
-	host := dsn[scheme:end]
 	if at := strings.LastIndexByte(host, '@'); at >= 0 {
 		if colon := strings.IndexByte(host[:at], ':'); colon >= 0 && colon+1 < at {
 			dsn = dsn[:scheme+colon+1] + "***" + dsn[scheme+at:]
@@ -114,7 +116,12 @@ func maskURL(dsn string) string {
 	}
 	params := strings.Split(query, "&")
 	for i, p := range params {
-		if key, _, ok := strings.Cut(p, "="); ok && secretKeys[strings.ToLower(key)] {
+		key, _, ok := strings.Cut(p, "=")
+		name, err := url.QueryUnescape(key) // pgx unescapes the key: pass%77ord is password
+		if err != nil {
+			name = key
+		}
+		if ok && secretKeys[strings.ToLower(name)] {
 			params[i] = key + "=***"
 		}
 	}

@@ -82,6 +82,11 @@ func TestMaskDSN(t *testing.T) {
 		"host=db password='never ends":                                        "host=db password=***",
 		"host=db sslpassword=k dbname=leaf":                                   "host=db sslpassword=*** dbname=leaf",
 		"root=x:secret@tcp(db:3306)/leaf":                                     "root=x:***@tcp(db:3306)/leaf",
+		// pgx ends the user and password at the first '@' before any '/':
+		// '?' and '#' may be in the password.
+		"postgres://u:se?cret@db/leaf":           "postgres://u:***@db/leaf",
+		"postgres://u:se#cret@db/leaf?x=1":       "postgres://u:***@db/leaf?x=1",
+		"postgresql://db/leaf?pass%77ord=secret": "postgresql://db/leaf?pass%77ord=***",
 	}
 	for dsn, want := range tests {
 		if got := store.MaskDSN(dsn); got != want {

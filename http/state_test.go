@@ -971,6 +971,35 @@ func TestStateHidesDatabaseAccount(t *testing.T) {
 	}
 }
 
+// Nor a MySQL database's name: the server's Unknown database 'leaf', and
+// leafd's advice to create it, whatever the name holds.
+func TestStateHidesMySQLDatabaseName(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"leafd_no_such_db", "Qxz absentdb"} {
+		cfg, err := mysql.ParseDSN(testdb.MySQL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.DBName = name
+		s, err := store.OpenMySQL(cfg.FormatDSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Store: s}).Handler())
+		t.Cleanup(srv.Close)
+		st, body := getState(t, srv.URL)
+		if st.Store.OK || !strings.Contains(st.Store.Error, "does not exist") {
+			t.Fatalf("store: %s; want an error saying the database does not exist", body)
+		}
+		for _, part := range strings.Fields(name) {
+			if strings.Contains(body, part) {
+				t.Errorf("/api/state shows %q of the database's name: %s", part, body)
+			}
+		}
+	}
+}
+
 // The same holds for PostgreSQL's roles and database names, whichever form
 // the DSN takes: the server's messages and pgx's quote them, and leafd's
 // own advice names the database to create.

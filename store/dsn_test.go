@@ -144,6 +144,8 @@ func TestSQLiteRefusesAnAddress(t *testing.T) {
 		"postgress://u:s3cret@db/leaf", // a misspelt scheme
 		"postgresql:/u:s3cret@db/leaf",
 		"mysql:/root:s3cret@db/leaf",
+		"ssl-mode=disable host=db password=s3cret dbname=leaf", // keyword=value pairs with a misspelt first keyword
+		"\u00a0host=db password=s3cret dbname=leaf",
 	} {
 		for name, f := range map[string]func() error{
 			"Open":     func() error { _, err := store.Open("sqlite", dsn); return err },
@@ -161,7 +163,8 @@ func TestSQLiteRefusesAnAddress(t *testing.T) {
 	for _, e := range entries {
 		t.Errorf("a refused DSN left %s", e.Name())
 	}
-	for _, dsn := range []string{"data/leafd@blue/leafd.db", "data/10:30/leafd.db", "file:odd/u:p@h/leafd.db"} {
+	for _, dsn := range []string{"data/leafd@blue/leafd.db", "data/10:30/leafd.db", "file:odd/u:p@h/leafd.db",
+		"data/a=b/leafd.db", "data/my leafd.db"} {
 		if err := store.CheckDSN("sqlite", dsn); err != nil {
 			t.Errorf("CheckDSN(sqlite, %q): %v", dsn, err)
 		}

@@ -162,8 +162,9 @@ func parseSQLiteDSN(dsn string) (path string, query url.Values, err error) {
 			return "", nil, fmt.Errorf("the SQLite DSN %q does not parse: %w", dsn, err)
 		}
 	} else if addressShaped(rest) {
-		return "", nil, fmt.Errorf("the SQLite DSN %q reads as another database's address (a URL, or user:password@host), not a file's path: "+
-			"set store.driver to that database's engine and give its DSN, or write the path as a file: URI if it is one", MaskDSN(dsn))
+		// Not quoted: no engine reads it, so none can mask its password.
+		return "", nil, errors.New("the SQLite DSN reads as another database's address (a URL, user:password@host, or keyword=value pairs), not a file's path: " +
+			"set store.driver to that database's engine and give its DSN, or write the path as a file: URI if it is one")
 	}
 	query, err = url.ParseQuery(rawQuery)
 	if err != nil {
@@ -181,12 +182,14 @@ func parseSQLiteDSN(dsn string) (path string, query url.Values, err error) {
 
 // addressShaped reports whether path, a DSN that is not a file: URI, has
 // the shape of another database's address rather than a file's path: a URL
-// (postgress://…, a misspelt scheme) or a part holding both '@' and ':'
+// (postgress://…, a misspelt scheme), keyword=value pairs ('=' and a space:
+// ssl-mode=disable host=db password=…, whose first keyword PostgreSQL's
+// rules do not read), or a part holding both '@' and ':'
 // (root:secret@localhost:3306/leaf, MySQL without tcp(…)). SQLite would take
-// it for a path, create directories named after its password and serve
-// from a new, empty file.
+// it for a path, create a file or directories named after its password and
+// serve from a new, empty file.
 func addressShaped(path string) bool {
-	if strings.Contains(path, "://") {
+	if strings.Contains(path, "://") || strings.Contains(path, "=") && strings.ContainsAny(path, " \t\n\r\v\f") {
 		return true
 	}
 	for part := range strings.SplitSeq(path, "/") {

@@ -154,7 +154,7 @@ func parseSQLiteDSN(dsn string) (path string, query url.Values, err error) {
 			// file://host/path: only an empty host or localhost is local.
 			host, p, _ := strings.Cut(after, "/")
 			if host != "" && host != "localhost" {
-				return "", nil, fmt.Errorf("the SQLite DSN %q names host %q: use a local path", dsn, host)
+				return "", nil, fmt.Errorf("the SQLite DSN %q names a host: use a local path", MaskDSN(dsn)) // the host may hold a user and password
 			}
 			rest = "/" + p
 		}

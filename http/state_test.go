@@ -945,58 +945,50 @@ func TestStateRewoundTag(t *testing.T) {
 	}
 }
 
-// A store that refuses the login shows why in /api/state, without the
-// database account's name: /api/state is open to anyone unless
-// admin.protect_dashboard is set.
+// A store that refuses the login, or whose database does not exist, shows
+// why in /api/state, without the database account's name or the
+// database's: /api/state is open to anyone unless admin.protect_dashboard
+// is set.
 func TestStateHidesDatabaseAccount(t *testing.T) {
 	t.Parallel()
-	cfg, err := mysql.ParseDSN(testdb.MySQL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.User, cfg.Passwd = "leafd_no_such_user", "wrong-password"
-	s, err := store.OpenMySQL(cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Store: s}).Handler())
-	t.Cleanup(srv.Close)
-	st, body := getState(t, srv.URL)
-	if st.Store.OK || !strings.Contains(st.Store.Error, "refused the login") {
-		t.Fatalf("store: %s", body)
-	}
-	if strings.Contains(body, "leafd_no_such_user") || strings.Contains(body, "wrong-password") {
-		t.Fatalf("/api/state names the database account: %s", body)
-	}
-}
-
-// Nor a MySQL database's name: the server's Unknown database 'leaf', and
-// leafd's advice to create it, whatever the name holds.
-func TestStateHidesMySQLDatabaseName(t *testing.T) {
-	t.Parallel()
-	for _, name := range []string{"leafd_no_such_db", "Qxz absentdb"} {
-		cfg, err := mysql.ParseDSN(testdb.MySQL(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.DBName = name
-		s, err := store.OpenMySQL(cfg.FormatDSN())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Store: s}).Handler())
-		t.Cleanup(srv.Close)
-		st, body := getState(t, srv.URL)
-		if st.Store.OK || !strings.Contains(st.Store.Error, "does not exist") {
-			t.Fatalf("store: %s; want an error saying the database does not exist", body)
-		}
-		for _, part := range strings.Fields(name) {
-			if strings.Contains(body, part) {
-				t.Errorf("/api/state shows %q of the database's name: %s", part, body)
+	for _, c := range []struct {
+		name, user, password, database, says string
+		hidden                               []string
+	}{
+		{"Account", "leafd_no_such_user", "wrong-password", "", "refused the login", []string{"leafd_no_such_user", "wrong-password"}},
+		// The server's Unknown database 'leaf', and leafd's advice to
+		// create it, whatever the name holds.
+		{"Database", "", "", "leafd_no_such_db", "does not exist", []string{"leafd_no_such_db"}},
+		{"DatabaseWithSpaces", "", "", "Qxz absentdb", "does not exist", []string{"Qxz", "absentdb"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := mysql.ParseDSN(testdb.MySQL(t))
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			if c.user != "" {
+				cfg.User, cfg.Passwd = c.user, c.password
+			}
+			if c.database != "" {
+				cfg.DBName = c.database
+			}
+			s, err := store.OpenMySQL(cfg.FormatDSN())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Store: s}).Handler())
+			t.Cleanup(srv.Close)
+			st, body := getState(t, srv.URL)
+			if st.Store.OK || !strings.Contains(st.Store.Error, c.says) {
+				t.Fatalf("store: %s; want an error saying %q", body, c.says)
+			}
+			for _, name := range c.hidden {
+				if strings.Contains(body, name) {
+					t.Errorf("/api/state shows %q: %s", name, body)
+				}
+			}
+		})
 	}
 }
 

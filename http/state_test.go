@@ -976,19 +976,26 @@ func TestStateHidesDatabaseAccount(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { s.Close() })
-			srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Store: s}).Handler())
-			t.Cleanup(srv.Close)
-			st, body := getState(t, srv.URL)
-			if st.Store.OK || !strings.Contains(st.Store.Error, c.says) {
-				t.Fatalf("store: %s; want an error saying %q", body, c.says)
-			}
-			for _, name := range c.hidden {
-				if strings.Contains(body, name) {
-					t.Errorf("/api/state shows %q: %s", name, body)
-				}
-			}
+			stateHides(t, s, c.says, c.hidden)
 		})
+	}
+}
+
+// stateHides serves s and checks that /api/state says its store fails
+// with an error holding says, and shows none of hidden. It closes s.
+func stateHides(t *testing.T, s store.Store, says string, hidden []string) {
+	t.Helper()
+	t.Cleanup(func() { s.Close() })
+	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Store: s}).Handler())
+	t.Cleanup(srv.Close)
+	st, body := getState(t, srv.URL)
+	if st.Store.OK || !strings.Contains(st.Store.Error, says) {
+		t.Fatalf("store: %s; want an error saying %q", body, says)
+	}
+	for _, name := range hidden {
+		if strings.Contains(body, name) {
+			t.Errorf("/api/state shows %q: %s", name, body)
+		}
 	}
 }
 
@@ -1019,18 +1026,7 @@ func TestStateHidesPostgresNames(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { s.Close() })
-			srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Store: s}).Handler())
-			t.Cleanup(srv.Close)
-			st, body := getState(t, srv.URL)
-			if st.Store.OK || !strings.Contains(st.Store.Error, c.says) {
-				t.Fatalf("store: %s; want an error saying %q", body, c.says)
-			}
-			for _, name := range c.hidden {
-				if strings.Contains(body, name) {
-					t.Errorf("/api/state shows %q: %s", name, body)
-				}
-			}
+			stateHides(t, s, c.says, c.hidden)
 		})
 	}
 }

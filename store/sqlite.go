@@ -170,6 +170,9 @@ func parseSQLiteDSN(dsn string) (path string, query url.Values, err error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("the parameters of the SQLite DSN %q do not parse: %w", dsn, err)
 	}
+	if hasNUL(rest, query) {
+		return "", nil, fmt.Errorf("the SQLite DSN %q holds a NUL (%%00): SQLite would ignore what follows it, and open another database than the DSN says", dsn)
+	}
 	// SQLite takes the last of several modes: any of them may be the one.
 	if rest == "" || rest == ":memory:" || slices.Contains(query["mode"], "memory") || slices.Contains(query["vfs"], "memdb") {
 		return "", nil, fmt.Errorf("the SQLite DSN %q names no file: leafd keeps every tag's max_id in the file, use a path such as data/leafd.db", dsn)
@@ -178,6 +181,21 @@ func parseSQLiteDSN(dsn string) (path string, query url.Values, err error) {
 		return "", nil, fmt.Errorf("the SQLite DSN %q sets %w", dsn, err)
 	}
 	return rest, query, nil
+}
+
+// hasNUL reports whether path or a key or value of query holds a NUL, after
+// which SQLite reads no further: file:%00x.db would be a temporary
+// database, mode=memory%00x one in memory.
+func hasNUL(path string, query url.Values) bool {
+	if strings.ContainsRune(path, 0) {
+		return true
+	}
+	for key, values := range query {
+		if strings.ContainsRune(key, 0) || slices.ContainsFunc(values, func(v string) bool { return strings.ContainsRune(v, 0) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // addressShaped reports whether path, a DSN that is not a file: URI, has

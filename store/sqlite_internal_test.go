@@ -37,7 +37,10 @@ func TestParseSQLiteDSN(t *testing.T) {
 	for _, dsn := range []string{"", ":memory:", "file::memory:", "file:x.db?mode=memory", "file:/x.db?vfs=memdb",
 		"file://otherhost/x.db", "file:x.db?a=%zz", "file:x%zz.db",
 		// SQLite takes the last mode.
-		"file:x.db?mode=rwc&mode=memory", "x.db?mode=rwc&m%6fde=memory"} {
+		"file:x.db?mode=rwc&mode=memory", "x.db?mode=rwc&m%6fde=memory",
+		// SQLite ignores what follows a NUL (%00) in a path, key or value:
+		// a temporary database, one in memory, another file.
+		"file:%00x.db", "file:x.db?mode=memory%00", "file:x.db?mode=memory%00x", "x.db?mode%00x=memory", "data/x\x00.db"} {
 		if path, _, err := parseSQLiteDSN(dsn); err == nil {
 			t.Errorf("parseSQLiteDSN(%q) = %q, want an error", dsn, path)
 		}

@@ -477,8 +477,12 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 	// With store.shards, store.dsn is not used: its default is left alone.
 	// Set to a database that store.shards does not list, it is refused:
 	// most likely the database the deployment grew from, left out of the
-	// list, whose tags' IDs the shards would hand out again.
-	dsnSet := c.Store.DSN != "" && c.Store.DSN != Default().Store.DSN && from("store.dsn").kind != fromDefault
+	// list, whose tags' IDs the shards would hand out again. The default
+	// SQLite file set as such (the shipped config.yaml does) is such a
+	// database only for the SQLite driver.
+	dflt := Default().Store
+	dsnSet := c.Store.DSN != "" && from("store.dsn").kind != fromDefault &&
+		(c.Store.DSN != dflt.DSN || c.Store.Driver == dflt.Driver)
 	switch kind := meantFor(c.Store.DSN); {
 	case len(c.Store.Shards) > 0:
 		if dsnSet && !slices.Contains(c.Store.Shards, c.Store.DSN) {

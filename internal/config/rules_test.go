@@ -423,6 +423,22 @@ func TestShardsQuickStart(t *testing.T) {
 	}
 }
 
+// The shipped config.yaml sets store.dsn to the default SQLite file. With
+// store.driver sqlite that file may be the database the deployment grew
+// from, and SQLite shards without it are refused like any other store.dsn;
+// with another driver it cannot be, and the shards are taken.
+func TestShardsBesideTheDefaultSQLiteFile(t *testing.T) {
+	file := "store:\n  dsn: \"" + config.Default().Store.DSN + "\""
+	_, err, _ := loadWith(t, file, map[string]string{"LEAFD_STORE_SHARDS": "file:data/s1.db file:data/s2.db"})
+	if ps := problems(err); len(ps) != 1 || ps[0].Key != "store.dsn" || !strings.Contains(err.Error(), "is not one of store.shards") {
+		t.Errorf("SQLite shards without the store.dsn the file sets: %v; want store.dsn refused", err)
+	}
+	_, err, _ = loadWith(t, file, map[string]string{"LEAFD_STORE_DRIVER": "mysql", "LEAFD_STORE_SHARDS": "u@tcp(a:3306)/leaf u@tcp(b:3306)/leaf"})
+	if err != nil {
+		t.Errorf("MySQL shards beside the shipped SQLite store.dsn: %v", err)
+	}
+}
+
 func TestLoadOpaqueKey(t *testing.T) {
 	c, err, _ := loadWith(t, "", map[string]string{"LEAFD_SEGMENT_OPAQUE_KEY": "00112233445566778899aabbccddeeff"})
 	if err != nil || c.Segment.OpaqueKey != "00112233445566778899aabbccddeeff" {

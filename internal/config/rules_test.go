@@ -351,6 +351,9 @@ func TestLoadShards(t *testing.T) {
 		// Split at its spaces, each piece would have been a SQLite file.
 		{"KeywordValueWithSpacesSplit", map[string]string{"LEAFD_STORE_SHARDS": "host = a dbname = l host = b dbname = l"},
 			"store.shards[1]", "a piece of a keyword=value DSN split at its spaces"},
+		// With no space after '=', the pieces are "host", "=a", …: "=secret" would be a file.
+		{"KeywordValueSpaceBeforeEqualsSplit", map[string]string{"LEAFD_STORE_SHARDS": "host =a password =secret dbname =l"},
+			"store.shards[1]", "a piece of a keyword=value DSN split at its spaces"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err, _ := loadWith(t, "", tt.env)

@@ -57,12 +57,14 @@ func foreignDSN(driver, dsn string) error {
 // becomes postgres://u:***@db/leaf?sslpassword=***, and password = secret
 // in libpq's keyword=value pairs becomes password = ***. A DSN without a
 // password is returned as it is. One that both PostgreSQL and MySQL could
-// read (root=x:pw@tcp(db)/leaf) is masked both ways.
+// read (root=x:pw@tcp(db)/leaf) is masked both ways, and so is one that
+// has the shape of keyword=value pairs although PostgreSQL would not read
+// it (ssl-mode=disable host=db password=secret): a message may quote it.
 func MaskDSN(dsn string) string {
 	if isPostgresURL(dsn) {
 		return maskURL(dsn)
 	}
-	if postgresDSN(dsn) {
+	if postgresDSN(dsn) || strings.Contains(dsn, "=") && strings.ContainsAny(dsn, " \t\n\r\v\f") {
 		dsn = maskKeywordValues(dsn)
 	}
 	return maskMySQL(dsn)

@@ -87,6 +87,8 @@ func TestMaskDSN(t *testing.T) {
 		"postgres://u:se?cret@db/leaf":           "postgres://u:***@db/leaf",
 		"postgres://u:se#cret@db/leaf?x=1":       "postgres://u:***@db/leaf?x=1",
 		"postgresql://db/leaf?pass%77ord=secret": "postgresql://db/leaf?pass%77ord=***",
+		// keyword=value pairs no engine reads (a misspelt first keyword)
+		"ssl-mode=disable host=db password=secret": "ssl-mode=disable host=db password=***",
 	}
 	for dsn, want := range tests {
 		if got := store.MaskDSN(dsn); got != want {

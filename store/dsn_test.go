@@ -143,6 +143,7 @@ func TestSQLiteRefusesAnAddress(t *testing.T) {
 	for _, dsn := range []string{
 		"root:s3cret@localhost:3306/leaf", // MySQL without tcp(…)
 		"root@db:3306/leaf",
+		"root@localhost/leaf",          // user@host/database
 		"postgress://u:s3cret@db/leaf", // a misspelt scheme
 		"postgresql:/u:s3cret@db/leaf",
 		"mysql:/root:s3cret@db/leaf",
@@ -167,7 +168,7 @@ func TestSQLiteRefusesAnAddress(t *testing.T) {
 	for _, e := range entries {
 		t.Errorf("a refused DSN left %s", e.Name())
 	}
-	for _, dsn := range []string{"data/leafd@blue/leafd.db", "data/10:30/leafd.db", "file:odd/u:p@h/leafd.db",
+	for _, dsn := range []string{"data/leafd@blue/leafd.db", "./leafd@blue/leafd.db", "/leafd@blue/leafd.db", "data/10:30/leafd.db", "file:odd/u:p@h/leafd.db",
 		"data/a=b/leafd.db", "data/my leafd.db"} {
 		if err := store.CheckDSN("sqlite", dsn); err != nil {
 			t.Errorf("CheckDSN(sqlite, %q): %v", dsn, err)

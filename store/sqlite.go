@@ -202,12 +202,16 @@ func hasNUL(path string, query url.Values) bool {
 // the shape of another database's address rather than a file's path: a URL
 // (postgress://…, a misspelt scheme), keyword=value pairs ('=' and a space:
 // ssl-mode=disable host=db password=…, whose first keyword PostgreSQL's
-// rules do not read), or a part holding both '@' and ':'
-// (root:secret@localhost:3306/leaf, MySQL without tcp(…)). SQLite would take
-// it for a path, create a file or directories named after its password and
-// serve from a new, empty file.
+// rules do not read), a part holding both '@' and ':'
+// (root:secret@localhost:3306/leaf, MySQL without tcp(…)), or a relative
+// path whose first part holds '@' (root@localhost/leaf; ./leafd@blue/… is
+// a path). SQLite would take it for a path, create a file or directories
+// named after its password and serve from a new, empty file.
 func addressShaped(path string) bool {
 	if strings.Contains(path, "://") || strings.Contains(path, "=") && strings.ContainsAny(path, " \t\n\r\v\f") {
+		return true
+	}
+	if first, _, ok := strings.Cut(path, "/"); ok && strings.Contains(first, "@") {
 		return true
 	}
 	for part := range strings.SplitSeq(path, "/") {

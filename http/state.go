@@ -501,15 +501,18 @@ func containsFold(s, substr string) bool {
 // pgx's `user=leafd database=leaf` before every failed PostgreSQL
 // connection; PostgreSQL's role "leafd", user "leafd" and database "leaf"
 // (role "leafd" does not exist; no pg_hba.conf entry for host "10.0.0.9",
-// user "leafd", database "leaf"), and the names it and leafd write without
-// quotes (permission denied for database leaf; database leaf does not
-// exist; CREATE DATABASE leaf).
+// user "leafd", database "leaf"); MySQL's database 'leaf' (Unknown database
+// 'leaf') and leafd's CREATE DATABASE `leaf`; and the names PostgreSQL and
+// leafd write without quotes (permission denied for database leaf;
+// database leaf does not exist, of MySQL's a name with spaces too; CREATE
+// DATABASE leaf).
 var (
 	account     = regexp.MustCompile(`'[^']*'@'[^']*'`)
 	pgxLogin    = regexp.MustCompile("`user=[^`]* database=[^`]*`")
 	pgQuoted    = regexp.MustCompile(`(?i)\b(role|user|database) "(?:[^"]|"")*"`)
+	myQuoted    = regexp.MustCompile("(?i)\\bdatabase ('[^']*'|`[^`]*`)")
 	pgUnquoted  = regexp.MustCompile(`(?i)\b(for database|of database|create database) [^\s"(),;:]+`)
-	pgNotExists = regexp.MustCompile(`(?i)\bdatabase [^\s"(),;:]+ does not exist`)
+	pgNotExists = regexp.MustCompile(`(?i)\bdatabase [^"\n]+? does not exist`)
 )
 
 // redactAccount hides the database accounts and database names in an
@@ -520,6 +523,7 @@ func redactAccount(msg string) string {
 	msg = account.ReplaceAllString(msg, "'…'@'…'")
 	msg = pgxLogin.ReplaceAllString(msg, "`user=… database=…`")
 	msg = pgQuoted.ReplaceAllString(msg, `$1 "…"`)
+	msg = myQuoted.ReplaceAllString(msg, "database …")
 	msg = pgUnquoted.ReplaceAllString(msg, "$1 …")
 	return pgNotExists.ReplaceAllString(msg, "database … does not exist")
 }

@@ -945,29 +945,57 @@ func TestStateRewoundTag(t *testing.T) {
 	}
 }
 
-// A store that refuses the login shows why in /api/state, without the
-// database account's name: /api/state is open to anyone unless
-// admin.protect_dashboard is set.
+// A store that refuses the login, or whose database does not exist, shows
+// why in /api/state, without the database account's name or the
+// database's: /api/state is open to anyone unless admin.protect_dashboard
+// is set.
 func TestStateHidesDatabaseAccount(t *testing.T) {
 	t.Parallel()
-	cfg, err := mysql.ParseDSN(testdb.MySQL(t))
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name, user, password, database, says string
+		hidden                               []string
+	}{
+		{"Account", "leafd_no_such_user", "wrong-password", "", "refused the login", []string{"leafd_no_such_user", "wrong-password"}},
+		// The server's Unknown database 'leaf', and leafd's advice to
+		// create it, whatever the name holds.
+		{"Database", "", "", "leafd_no_such_db", "does not exist", []string{"leafd_no_such_db"}},
+		{"DatabaseWithSpaces", "", "", "Qxz absentdb", "does not exist", []string{"Qxz", "absentdb"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := mysql.ParseDSN(testdb.MySQL(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.user != "" {
+				cfg.User, cfg.Passwd = c.user, c.password
+			}
+			if c.database != "" {
+				cfg.DBName = c.database
+			}
+			s, err := store.OpenMySQL(cfg.FormatDSN())
+			if err != nil {
+				t.Fatal(err)
+			}
+			stateHides(t, s, c.says, c.hidden)
+		})
 	}
-	cfg.User, cfg.Passwd = "leafd_no_such_user", "wrong-password"
-	s, err := store.OpenMySQL(cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
+}
+
+// stateHides serves s and checks that /api/state says its store fails
+// with an error holding says, and shows none of hidden. It closes s.
+func stateHides(t *testing.T, s store.Store, says string, hidden []string) {
+	t.Helper()
 	t.Cleanup(func() { s.Close() })
 	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Store: s}).Handler())
 	t.Cleanup(srv.Close)
 	st, body := getState(t, srv.URL)
-	if st.Store.OK || !strings.Contains(st.Store.Error, "refused the login") {
-		t.Fatalf("store: %s", body)
+	if st.Store.OK || !strings.Contains(st.Store.Error, says) {
+		t.Fatalf("store: %s; want an error saying %q", body, says)
 	}
-	if strings.Contains(body, "leafd_no_such_user") || strings.Contains(body, "wrong-password") {
-		t.Fatalf("/api/state names the database account: %s", body)
+	for _, name := range hidden {
+		if strings.Contains(body, name) {
+			t.Errorf("/api/state shows %q: %s", name, body)
+		}
 	}
 }
 
@@ -998,18 +1026,7 @@ func TestStateHidesPostgresNames(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { s.Close() })
-			srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Store: s}).Handler())
-			t.Cleanup(srv.Close)
-			st, body := getState(t, srv.URL)
-			if st.Store.OK || !strings.Contains(st.Store.Error, c.says) {
-				t.Fatalf("store: %s; want an error saying %q", body, c.says)
-			}
-			for _, name := range c.hidden {
-				if strings.Contains(body, name) {
-					t.Errorf("/api/state shows %q: %s", name, body)
-				}
-			}
+			stateHides(t, s, c.says, c.hidden)
 		})
 	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 )
@@ -56,12 +57,14 @@ func foreignDSN(driver, dsn string) error {
 // becomes postgres://u:***@db/leaf?sslpassword=***, and password = secret
 // in libpq's keyword=value pairs becomes password = ***. A DSN without a
 // password is returned as it is. One that both PostgreSQL and MySQL could
-// read (root=x:pw@tcp(db)/leaf) is masked both ways.
+// read (root=x:pw@tcp(db)/leaf) is masked both ways, and so is one that
+// has the shape of keyword=value pairs although PostgreSQL would not read
+// it (ssl-mode=disable host=db password=secret): a message may quote it.
 func MaskDSN(dsn string) string {
 	if isPostgresURL(dsn) {
 		return maskURL(dsn)
 	}
-	if postgresDSN(dsn) {
+	if postgresDSN(dsn) || strings.Contains(dsn, "=") && strings.ContainsAny(dsn, " \t\n\r\v\f") {
 		dsn = maskKeywordValues(dsn)
 	}
 	return maskMySQL(dsn)
@@ -95,14 +98,15 @@ func maskMySQL(dsn string) string {
 }
 
 // maskURL masks the password of a URL's user and the secrets among its
-// query parameters.
+// query parameters. pgx ends the user and password at the first '@' before
+// any '/', so a '?' or '#' may be in the password; the mask runs to the
+// last such '@', in case the password holds one too.
 func maskURL(dsn string) string {
 	scheme := strings.Index(dsn, "://") + len("://")
-	end := len(dsn)
-	if i := strings.IndexAny(dsn[scheme:], "/?#"); i >= 0 {
-		end = scheme + i
+	host := dsn[scheme:]
+	if i := strings.IndexByte(host, '/'); i >= 0 {
+		host = host[:i]
 	}
-	host := dsn[scheme:end]
 	if at := strings.LastIndexByte(host, '@'); at >= 0 {
 		if colon := strings.IndexByte(host[:at], ':'); colon >= 0 && colon+1 < at {
 			dsn = dsn[:scheme+colon+1] + "***" + dsn[scheme+at:]
@@ -114,7 +118,12 @@ func maskURL(dsn string) string {
 	}
 	params := strings.Split(query, "&")
 	for i, p := range params {
-		if key, _, ok := strings.Cut(p, "="); ok && secretKeys[strings.ToLower(key)] {
+		key, _, ok := strings.Cut(p, "=")
+		name, err := url.QueryUnescape(key) // pgx unescapes the key: pass%77ord is password
+		if err != nil {
+			name = key
+		}
+		if ok && secretKeys[strings.ToLower(name)] {
 			params[i] = key + "=***"
 		}
 	}

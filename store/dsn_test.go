@@ -82,6 +82,13 @@ func TestMaskDSN(t *testing.T) {
 		"host=db password='never ends":                                        "host=db password=***",
 		"host=db sslpassword=k dbname=leaf":                                   "host=db sslpassword=*** dbname=leaf",
 		"root=x:secret@tcp(db:3306)/leaf":                                     "root=x:***@tcp(db:3306)/leaf",
+		// pgx ends the user and password at the first '@' before any '/':
+		// '?' and '#' may be in the password.
+		"postgres://u:se?cret@db/leaf":           "postgres://u:***@db/leaf",
+		"postgres://u:se#cret@db/leaf?x=1":       "postgres://u:***@db/leaf?x=1",
+		"postgresql://db/leaf?pass%77ord=secret": "postgresql://db/leaf?pass%77ord=***",
+		// keyword=value pairs no engine reads (a misspelt first keyword)
+		"ssl-mode=disable host=db password=secret": "ssl-mode=disable host=db password=***",
 	}
 	for dsn, want := range tests {
 		if got := store.MaskDSN(dsn); got != want {
@@ -122,5 +129,49 @@ func TestOpenRefusesAnotherEnginesDSN(t *testing.T) {
 	}
 	for _, e := range entries {
 		t.Errorf("a refused DSN left %s", e.Name())
+	}
+}
+
+// A DSN that no engine reads as its own but that has the shape of another
+// database's address (a URL other than file:, or user:password@host) is
+// not a SQLite path either: it is refused, with its password masked,
+// where SQLite would have served from a new file in a directory named
+// after the password. A path meant that way can be written as a file: URI.
+func TestSQLiteRefusesAnAddress(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, dsn := range []string{
+		"root:s3cret@localhost:3306/leaf", // MySQL without tcp(…)
+		"root@db:3306/leaf",
+		"root@localhost/leaf",          // user@host/database
+		"postgress://u:s3cret@db/leaf", // a misspelt scheme
+		"postgresql:/u:s3cret@db/leaf",
+		"mysql:/root:s3cret@db/leaf",
+		"ssl-mode=disable host=db password=s3cret dbname=leaf", // keyword=value pairs with a misspelt first keyword
+		"\u00a0host=db password=s3cret dbname=leaf",
+		"file://root:s3cret@db/leaf", // a file: URI's host is refused too
+	} {
+		for name, f := range map[string]func() error{
+			"Open":     func() error { _, err := store.Open("sqlite", dsn); return err },
+			"CheckDSN": func() error { return store.CheckDSN("sqlite", dsn) },
+		} {
+			if err := f(); err == nil || !strings.Contains(err.Error(), "not a file's path") && !strings.Contains(err.Error(), "names a host") ||
+				strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("%s(sqlite, %q): %v; want it refused as an address, without the password", name, dsn, err)
+			}
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		t.Errorf("a refused DSN left %s", e.Name())
+	}
+	for _, dsn := range []string{"data/leafd@blue/leafd.db", "./leafd@blue/leafd.db", "/leafd@blue/leafd.db", "data/10:30/leafd.db", "file:odd/u:p@h/leafd.db",
+		"data/a=b/leafd.db", "data/my leafd.db"} {
+		if err := store.CheckDSN("sqlite", dsn); err != nil {
+			t.Errorf("CheckDSN(sqlite, %q): %v", dsn, err)
+		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -152,25 +154,72 @@ func parseSQLiteDSN(dsn string) (path string, query url.Values, err error) {
 			// file://host/path: only an empty host or localhost is local.
 			host, p, _ := strings.Cut(after, "/")
 			if host != "" && host != "localhost" {
-				return "", nil, fmt.Errorf("the SQLite DSN %q names host %q: use a local path", dsn, host)
+				return "", nil, fmt.Errorf("the SQLite DSN %q names a host: use a local path", MaskDSN(dsn)) // the host may hold a user and password
 			}
 			rest = "/" + p
 		}
 		if rest, err = url.PathUnescape(rest); err != nil {
 			return "", nil, fmt.Errorf("the SQLite DSN %q does not parse: %w", dsn, err)
 		}
+	} else if addressShaped(rest) {
+		// Not quoted: no engine reads it, so none can mask its password.
+		return "", nil, errors.New("the SQLite DSN reads as another database's address (a URL, user:password@host, or keyword=value pairs), not a file's path: " +
+			"set store.driver to that database's engine and give its DSN, or write the path as a file: URI if it is one")
 	}
 	query, err = url.ParseQuery(rawQuery)
 	if err != nil {
 		return "", nil, fmt.Errorf("the parameters of the SQLite DSN %q do not parse: %w", dsn, err)
 	}
-	if rest == "" || rest == ":memory:" || query.Get("mode") == "memory" || query.Get("vfs") == "memdb" {
+	if hasNUL(rest, query) {
+		return "", nil, fmt.Errorf("the SQLite DSN %q holds a NUL (%%00): SQLite would ignore what follows it, and open another database than the DSN says", dsn)
+	}
+	// SQLite takes the last of several modes: any of them may be the one.
+	if rest == "" || rest == ":memory:" || slices.Contains(query["mode"], "memory") || slices.Contains(query["vfs"], "memdb") {
 		return "", nil, fmt.Errorf("the SQLite DSN %q names no file: leafd keeps every tag's max_id in the file, use a path such as data/leafd.db", dsn)
 	}
 	if err := checkSQLiteParams(query); err != nil {
 		return "", nil, fmt.Errorf("the SQLite DSN %q sets %w", dsn, err)
 	}
 	return rest, query, nil
+}
+
+// hasNUL reports whether path or a key or value of query holds a NUL, after
+// which SQLite reads no further: file:%00x.db would be a temporary
+// database, mode=memory%00x one in memory.
+func hasNUL(path string, query url.Values) bool {
+	if strings.ContainsRune(path, 0) {
+		return true
+	}
+	for key, values := range query {
+		if strings.ContainsRune(key, 0) || slices.ContainsFunc(values, func(v string) bool { return strings.ContainsRune(v, 0) }) {
+			return true
+		}
+	}
+	return false
+}
+
+// addressShaped reports whether path, a DSN that is not a file: URI, has
+// the shape of another database's address rather than a file's path: a URL
+// (postgress://…, a misspelt scheme), keyword=value pairs ('=' and a space:
+// ssl-mode=disable host=db password=…, whose first keyword PostgreSQL's
+// rules do not read), a part holding both '@' and ':'
+// (root:secret@localhost:3306/leaf, MySQL without tcp(…)), or a relative
+// path whose first part holds '@' (root@localhost/leaf; ./leafd@blue/… is
+// a path). SQLite would take it for a path, create a file or directories
+// named after its password and serve from a new, empty file.
+func addressShaped(path string) bool {
+	if strings.Contains(path, "://") || strings.Contains(path, "=") && strings.ContainsAny(path, " \t\n\r\v\f") {
+		return true
+	}
+	if first, _, ok := strings.Cut(path, "/"); ok && strings.Contains(first, "@") {
+		return true
+	}
+	for part := range strings.SplitSeq(path, "/") {
+		if strings.Contains(part, "@") && strings.Contains(part, ":") {
+			return true
+		}
+	}
+	return false
 }
 
 // checkSQLiteParams refuses the parameters that would let two processes
@@ -184,8 +233,9 @@ func parseSQLiteDSN(dsn string) (path string, query url.Values, err error) {
 // processes' writes. journal_mode OFF or MEMORY leaves no journal on disk
 // to roll a crashed write back, and synchronous below FULL lets a power
 // failure undo committed transactions (in WAL mode, NORMAL may lose the
-// last ones). A _pragma of several statements is refused because its
-// other statements could set any of these unseen.
+// last ones); so is a level SQLite does not know, which it reads as
+// NORMAL. A _pragma that is not of pragmaForm is refused because it could
+// set any of these unseen.
 func checkSQLiteParams(q url.Values) error {
 	for _, v := range q["vfs"] {
 		if v != "" && v != "unix" {
@@ -205,10 +255,12 @@ func checkSQLiteParams(q url.Values) error {
 	type setting struct{ param, value string }
 	var journal, synchronous []setting
 	for _, v := range q["_pragma"] {
-		if strings.Contains(v, ";") {
-			return fmt.Errorf("_pragma=%s: a _pragma holds one pragma, without ';'; give each its own _pragma", v)
+		name, value, ok := splitPragma(v)
+		if !ok {
+			return fmt.Errorf("_pragma=%s: leafd reads a _pragma only as one pragma, name(value) or name=value, "+
+				"its value a word or a number, without ';', comments or a quoted name; give each pragma its own _pragma in that form", v)
 		}
-		switch name, value := splitPragma(v); name {
+		switch name {
 		case "journal_mode":
 			journal = append(journal, setting{"_pragma=" + v, value})
 		case "synchronous":
@@ -230,37 +282,43 @@ func checkSQLiteParams(q url.Values) error {
 			return fmt.Errorf("%s: without a journal on disk, a crash during a write can corrupt the file and lose committed ranges; use WAL (leafd's default) or leave the journal mode out", s.param)
 		}
 	}
+	// SQLite reads a level it does not know as NORMAL, and a number modulo
+	// 8 (7 is OFF): only FULL and EXTRA are let through.
 	for _, s := range synchronous {
-		if m := strings.ToLower(s.value); m == "off" || m == "0" || m == "normal" || m == "1" {
+		if m := strings.ToLower(s.value); m != "" && m != "full" && m != "2" && m != "extra" && m != "3" {
 			return fmt.Errorf("%s: a power failure could undo committed range loads, and their IDs would be handed out again; use FULL (leafd's default) or EXTRA, or leave synchronous out", s.param)
 		}
 	}
 	return nil
 }
 
+// pragmaForm is the one shape of a _pragma that leafd reads, and so lets
+// through: [schema.]name, alone, with (value) or with = value, the value a
+// word or a number (signed or quoted). A looser reading would miss a
+// setting hidden by an SQL comment (synchronous/**/=off), a quoted name or
+// a second statement, which SQLite would run all the same.
+var pragmaForm = regexp.MustCompile(`^\s*(?:\w+\s*\.\s*)?(\w+)\s*(?:\(\s*([+-]?\w*|'[^']*'|"[^"]*")\s*\)|=\s*([+-]?\w*|'[^']*'|"[^"]*"))?\s*$`)
+
 // splitPragma returns the name, lower case and without a schema, and the
-// value of a _pragma: journal_mode(WAL), synchronous = off, or
-// main.synchronous('OFF').
-func splitPragma(v string) (name, value string) {
-	name, value, ok := strings.Cut(v, "(")
-	if ok {
-		value, _, _ = strings.Cut(value, ")")
-	} else {
-		name, value, _ = strings.Cut(v, "=")
+// value, unquoted, of a _pragma: journal_mode(WAL), synchronous = off, or
+// main.synchronous('OFF'); false when v is not of pragmaForm.
+func splitPragma(v string) (name, value string, ok bool) {
+	m := pragmaForm.FindStringSubmatch(v)
+	if m == nil {
+		return "", "", false
 	}
-	name = strings.ToLower(strings.TrimSpace(name))
-	if _, after, ok := strings.Cut(name, "."); ok {
-		name = strings.TrimSpace(after)
-	}
-	return name, strings.Trim(strings.TrimSpace(value), `'"`)
+	return strings.ToLower(m[1]), strings.Trim(m[2]+m[3], `'"`), true
 }
 
-// sqliteTrue reports whether SQLite reads the URI parameter value v as
-// true (sqlite3_uri_boolean): a number other than 0, or yes, on, true.
+// sqliteTrue reports whether SQLite may read the URI parameter value v as
+// true (sqlite3_uri_boolean): yes, on, true, or a number other than 0. A
+// value that begins with a digit is taken for true unless it is all zeros,
+// since SQLite reads hexadecimal (0x1) and stops at the first character
+// that is not a digit.
 func sqliteTrue(v string) bool {
 	v = strings.ToLower(strings.TrimSpace(v))
-	if n := len(v) - len(strings.TrimLeft(v, "0123456789")); n > 0 {
-		return strings.Trim(v[:n], "0") != ""
+	if v != "" && v[0] >= '0' && v[0] <= '9' {
+		return strings.Trim(v, "0") != ""
 	}
 	return v == "yes" || v == "on" || v == "true"
 }
@@ -272,8 +330,7 @@ func hasSQLiteParam(q url.Values, key, pragma string) bool {
 		return q.Has(key)
 	}
 	for _, v := range q[key] {
-		name, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(v)), "(")
-		if strings.TrimSpace(strings.Split(name, "=")[0]) == pragma {
+		if name, _, _ := splitPragma(v); name == pragma {
 			return true
 		}
 	}

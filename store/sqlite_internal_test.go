@@ -35,7 +35,12 @@ func TestParseSQLiteDSN(t *testing.T) {
 		})
 	}
 	for _, dsn := range []string{"", ":memory:", "file::memory:", "file:x.db?mode=memory", "file:/x.db?vfs=memdb",
-		"file://otherhost/x.db", "file:x.db?a=%zz", "file:x%zz.db"} {
+		"file://otherhost/x.db", "file:x.db?a=%zz", "file:x%zz.db",
+		// SQLite takes the last mode.
+		"file:x.db?mode=rwc&mode=memory", "x.db?mode=rwc&m%6fde=memory",
+		// SQLite ignores what follows a NUL (%00) in a path, key or value:
+		// a temporary database, one in memory, another file.
+		"file:%00x.db", "file:x.db?mode=memory%00", "file:x.db?mode=memory%00x", "x.db?mode%00x=memory", "data/x\x00.db"} {
 		if path, _, err := parseSQLiteDSN(dsn); err == nil {
 			t.Errorf("parseSQLiteDSN(%q) = %q, want an error", dsn, path)
 		}
@@ -105,6 +110,9 @@ func TestSQLiteRefusesUnsafeParams(t *testing.T) {
 	}{
 		{"NoLocks", "vfs=unix-none", "vfs=unix-none"},
 		{"NoLock", "nolock=1", "nolock=1"},
+		// SQLite reads a number as C does, hexadecimal too.
+		{"NoLockHex", "nolock=0x1", "nolock=0x1"},
+		{"ImmutableHex", "immutable=0x01", "-"},
 		// Dot-file locks are not seen by the default VFS's POSIX locks
 		// (and the dot-file VFS cannot use WAL, so the file is in rollback
 		// mode here).
@@ -117,6 +125,18 @@ func TestSQLiteRefusesUnsafeParams(t *testing.T) {
 		{"SynchronousNormal", "_sync=NORMAL", "-"},
 		{"SchemaSynchronous", "_pragma=main.synchronous('0')", "-"},
 		{"TwoStatements", "_pragma=foreign_keys(1)%3BPRAGMA synchronous=OFF", "-"},
+		// SQLite reads no, false and 7 (8 levels wrap to 0) as OFF, and
+		// on, yes and any word it does not know as NORMAL.
+		{"SynchronousNo", "_pragma=synchronous(no)", "-"},
+		{"SynchronousSeven", "_pragma=synchronous(7)", "-"},
+		{"SynchronousOn", "_pragma=synchronous = on", "-"},
+		{"SynchronousUnknown", "_pragma=synchronous(fast)", "-"},
+		// A comment or a quoted name hides the pragma from a loose reading;
+		// SQLite skips the comment.
+		{"CommentInName", "_pragma=synchronous/**/=off", "-"},
+		{"CommentBeforeValue", "_pragma=journal_mode/**/(off)", "-"},
+		{"CommentAfterValue", "_pragma=journal_mode=off--x", "-"},
+		{"QuotedName", `_pragma="synchronous"=off`, "-"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "leafd.db")
@@ -139,7 +159,8 @@ func TestSQLiteRefusesUnsafeParams(t *testing.T) {
 	}
 	// What is safe stays accepted.
 	for _, param := range []string{"vfs=unix", "nolock=0", "immutable=off", "_pragma=synchronous(EXTRA)", "_sync=FULL",
-		"_pragma=journal_mode(DELETE)", "_journal=wal", "_pragma=foreign_keys(1)", "_txlock=exclusive"} {
+		"_pragma=journal_mode(DELETE)", "_journal=wal", "_pragma=foreign_keys(1)", "_txlock=exclusive",
+		"_pragma=main.synchronous = 'full'", "_pragma=synchronous(2)", "_pragma=cache_size(-2000)", "_pragma=journal_mode"} {
 		dsn := "file:" + filepath.Join(t.TempDir(), "leafd.db") + "?" + param
 		if _, _, err := parseSQLiteDSN(dsn); err != nil {
 			t.Errorf("parseSQLiteDSN(%q): %v", dsn, err)

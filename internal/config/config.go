@@ -477,8 +477,12 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 	// With store.shards, store.dsn is not used: its default is left alone.
 	// Set to a database that store.shards does not list, it is refused:
 	// most likely the database the deployment grew from, left out of the
-	// list, whose tags' IDs the shards would hand out again.
-	dsnSet := c.Store.DSN != "" && c.Store.DSN != Default().Store.DSN && from("store.dsn").kind != fromDefault
+	// list, whose tags' IDs the shards would hand out again. The default
+	// SQLite file set as such (the shipped config.yaml does) is such a
+	// database only for the SQLite driver.
+	dflt := Default().Store
+	dsnSet := c.Store.DSN != "" && from("store.dsn").kind != fromDefault &&
+		(c.Store.DSN != dflt.DSN || c.Store.Driver == dflt.Driver)
 	switch kind := meantFor(c.Store.DSN); {
 	case len(c.Store.Shards) > 0:
 		if dsnSet && !slices.Contains(c.Store.Shards, c.Store.DSN) {
@@ -496,17 +500,18 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 		bad("store.dsn", "%q is a %s DSN but %s: set %s, or %s",
 			store.MaskDSN(c.Store.DSN), store.EngineName(kind), other("store.driver", c.Store.Driver), fixDriver, fixDSN).also("store.driver")
 	}
-	// A lone "=" in a list of DSNs is the middle of libpq's key = value,
-	// a DSN split at its spaces: a list in the environment is
-	// space-separated. Its pieces would be SQLite files.
-	const split = `"=" is a piece of a keyword=value DSN split at its spaces (a list in the environment is space-separated): ` +
+	// An entry of a list of DSNs that begins with "=" is the middle of
+	// libpq's key = value or key =value, a DSN split at its spaces: a list
+	// in the environment is space-separated. Its pieces would be SQLite
+	// files, one named after the password.
+	const split = `an entry beginning with "=" is a piece of a keyword=value DSN split at its spaces (a list in the environment is space-separated): ` +
 		`write each DSN without spaces, or as a postgres:// URL`
 	for i, dsn := range c.Store.FallbackDSNs {
 		key := fmt.Sprintf("store.fallback_dsns[%d]", i)
 		switch kind := meantFor(dsn); {
 		case dsn == "":
 			bad(key, "is empty: %s, or remove it", hintDSN)
-		case dsn == "=":
+		case strings.HasPrefix(dsn, "="):
 			bad(key, split).also("store.fallback_dsns")
 		case kind != "" && c.Store.Driver != "sqlite":
 			bad(key, "%q is a %s DSN: a fallback is another address of the same %s cluster, such as %s",
@@ -518,7 +523,7 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 		switch kind := meantFor(dsn); {
 		case dsn == "":
 			bad(key, "is empty: %s, or remove it", hintDSN)
-		case dsn == "=":
+		case strings.HasPrefix(dsn, "="):
 			bad(key, split).also("store.shards")
 		case kind != "":
 			bad(key, "%q is a %s DSN but %s: every database of store.shards is of store.driver's kind, such as %s",

@@ -351,6 +351,9 @@ func TestLoadShards(t *testing.T) {
 		// Split at its spaces, each piece would have been a SQLite file.
 		{"KeywordValueWithSpacesSplit", map[string]string{"LEAFD_STORE_SHARDS": "host = a dbname = l host = b dbname = l"},
 			"store.shards[1]", "a piece of a keyword=value DSN split at its spaces"},
+		// With no space after '=', the pieces are "host", "=a", …: "=secret" would be a file.
+		{"KeywordValueSpaceBeforeEqualsSplit", map[string]string{"LEAFD_STORE_SHARDS": "host =a password =secret dbname =l"},
+			"store.shards[1]", "a piece of a keyword=value DSN split at its spaces"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err, _ := loadWith(t, "", tt.env)
@@ -420,6 +423,22 @@ func TestShardsQuickStart(t *testing.T) {
 		case !refused && err != nil:
 			t.Errorf("store.dsn %s, one of store.shards: %v", dsn, err)
 		}
+	}
+}
+
+// The shipped config.yaml sets store.dsn to the default SQLite file. With
+// store.driver sqlite that file may be the database the deployment grew
+// from, and SQLite shards without it are refused like any other store.dsn;
+// with another driver it cannot be, and the shards are taken.
+func TestShardsBesideTheDefaultSQLiteFile(t *testing.T) {
+	file := "store:\n  dsn: \"" + config.Default().Store.DSN + "\""
+	_, err, _ := loadWith(t, file, map[string]string{"LEAFD_STORE_SHARDS": "file:data/s1.db file:data/s2.db"})
+	if ps := problems(err); len(ps) != 1 || ps[0].Key != "store.dsn" || !strings.Contains(err.Error(), "is not one of store.shards") {
+		t.Errorf("SQLite shards without the store.dsn the file sets: %v; want store.dsn refused", err)
+	}
+	_, err, _ = loadWith(t, file, map[string]string{"LEAFD_STORE_DRIVER": "mysql", "LEAFD_STORE_SHARDS": "u@tcp(a:3306)/leaf u@tcp(b:3306)/leaf"})
+	if err != nil {
+		t.Errorf("MySQL shards beside the shipped SQLite store.dsn: %v", err)
 	}
 }
 

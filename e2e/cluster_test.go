@@ -95,7 +95,7 @@ type process struct {
 	// late are the stretches in which its answers may come late, not
 	// hung: it, or a server holding the lock of its SQLite file, was
 	// stopped with SIGSTOP, or its database hung.
-	late []window
+	late windows
 }
 
 // clusterOptions configure newCluster.
@@ -371,19 +371,6 @@ func (p *process) leased() []int64 {
 }
 
 func (p *process) alive() bool { return !p.Exited() }
-
-// lateAllowed reports whether o was in flight in one of p's late
-// stretches.
-func (p *process) lateAllowed(o *outcome) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, w := range p.late {
-		if w.overlaps(o) {
-			return true
-		}
-	}
-	return false
-}
 
 var probe = &http.Client{Timeout: 2 * time.Second}
 

@@ -456,7 +456,7 @@ func (c *cluster) checkOutcomes() {
 		if o.mode == modeSnowflake {
 			within = c.sfWithin
 		}
-		if o.status != 0 && o.took > within && !p.lateAllowed(&o) {
+		if o.status != 0 && o.took > within && !p.late.overlap(&o) {
 			c.violate("server %d: GET %s answered %d after %v, more than %v: a hang", p.srv.idx, o.path, o.status,
 				o.took.Round(time.Millisecond), within)
 		}

@@ -351,6 +351,10 @@ func (w *world) run(actions []action, rp randomProfile) {
 				can = append(can, a)
 			}
 		}
+		if len(can) == 0 {
+			w.t.Logf("step %d: no action of LEAFD_E2E_ACTIONS can run here; the sequence ends", w.step+1)
+			break
+		}
 		a := can[w.rng.IntN(len(can))]
 		w.step++
 		w.action = a.name
@@ -660,9 +664,7 @@ func (w *world) sigstop() string {
 	if w.kind == "sqlite" {
 		w.late(from)
 	} else {
-		p.mu.Lock()
-		p.late = append(p.late, window{from, time.Now()})
-		p.mu.Unlock()
+		p.late.add(from, time.Now())
 	}
 	if err := p.waitReady(30 * time.Second); err != nil {
 		w.t.Fatalf("step %d %s: %v", w.step, w.action, err)
@@ -694,9 +696,7 @@ func (w *world) late(from time.Time) {
 	procs := slices.Clone(w.c.procs)
 	w.c.mu.Unlock()
 	for _, p := range procs {
-		p.mu.Lock()
-		p.late = append(p.late, window{from, time.Now()})
-		p.mu.Unlock()
+		p.late.add(from, time.Now())
 	}
 }
 

@@ -84,7 +84,7 @@ type randomProfile struct {
 // per sequence, and the load's run after each step.
 var randomProfiles = map[string]randomProfile{
 	"short": {rounds: 1, steps: 6, settle: 500 * time.Millisecond},
-	"long":  {rounds: 4, steps: 30, settle: 2 * time.Second},
+	"long":  {rounds: 2, steps: 20, settle: 1500 * time.Millisecond},
 }
 
 // Settings of every world: short leases and refills so that faults bite

@@ -790,11 +790,18 @@ func (w *world) beside(tags []string, snowflake bool, sides ...side) string {
 		p.mu.Lock()
 		p.stopped = true // its refused connections are expected
 		p.mu.Unlock()
+		exited := p.Exited()
 		code, _ := p.Stop(10 * time.Second)
-		if code != 1 && code != 2 {
-			c.violate("step %d %s: server %d neither served nor was refused at start-up (exit %d): %v", w.step, w.action, s.idx, code, errs[i])
+		switch {
+		case !exited:
+			c.violate("step %d %s: server %d neither served nor was refused at start-up: %v", w.step, w.action, s.idx, errs[i])
+			what = append(what, fmt.Sprintf("server %d never ready: %s", s.idx, lastWarning(p)))
+		case code != 1 && code != 2:
+			c.violate("step %d %s: server %d exited %d at start-up, want 1 or 2: %v", w.step, w.action, s.idx, code, errs[i])
+			fallthrough
+		default:
+			what = append(what, fmt.Sprintf("server %d refused at start-up, exit %d: %s", s.idx, code, refusal(p)))
 		}
-		what = append(what, fmt.Sprintf("server %d refused at start-up, exit %d: %s", s.idx, code, refusal(p)))
 	}
 	if len(serving) > 0 {
 		l := c.startLoad(loadSpec{tags: tags, snowflake: snowflake, clients: 2, servers: serving, anyOrder: true})
@@ -835,14 +842,29 @@ func (w *world) lastProcess(s *server) *process {
 	return nil
 }
 
+// lastWarning is the last WARN or ERROR line of a server's log, shortened:
+// why it is not ready.
+func lastWarning(p *process) string {
+	lines := strings.Split(strings.TrimSpace(p.Output()), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], `"level":"WARN"`) || strings.Contains(lines[i], `"level":"ERROR"`) {
+			return shorten(lines[i])
+		}
+	}
+	return "no warning in its log"
+}
+
+func shorten(line string) string {
+	if len(line) > 200 {
+		return line[:200] + "…"
+	}
+	return line
+}
+
 // refusal is the last line of a refused server's log, shortened.
 func refusal(p *process) string {
 	lines := strings.Split(strings.TrimSpace(p.Output()), "\n")
-	last := lines[len(lines)-1]
-	if len(last) > 160 {
-		last = last[:160] + "…"
-	}
-	return last
+	return shorten(lines[len(lines)-1])
 }
 
 // sideTag names the tag of a deployment started beside the world's, its

@@ -90,13 +90,15 @@ var randomProfiles = map[string]randomProfile{
 // Settings of every world: short leases and refills so that faults bite
 // within a step.
 const (
-	rndLease    = 3 * time.Second
-	rndSlots    = 12
-	rndKey      = "00112233445566778899aabbccddeeff"
-	rndMaxStep  = 2000
-	rndSettings = "LEAFD_SEGMENT_REFILL_MIN=500ms LEAFD_SEGMENT_REFILL_MAX=1s LEAFD_SEGMENT_MAX_STEP=2000 " +
-		"LEAFD_SNOWFLAKE_LEASE_TTL=3s LEAFD_SEGMENT_OPAQUE_KEY=" + rndKey
+	rndLease   = 3 * time.Second
+	rndSlots   = 12
+	rndMaxStep = 2000
 )
+
+var rndEnv = []string{"LEAFD_SEGMENT_REFILL_MIN=500ms", "LEAFD_SEGMENT_REFILL_MAX=1s",
+	"LEAFD_SEGMENT_MAX_STEP=" + strconv.Itoa(rndMaxStep), "LEAFD_SNOWFLAKE_LEASE_TTL=" + rndLease.String(),
+	"LEAFD_SEGMENT_OPAQUE_KEY=00112233445566778899aabbccddeeff", "LEAFD_ADMIN_TOKEN=" + adminToken,
+	"LEAFD_SEGMENT_SEED_TAGS=a:50 b:500"}
 
 // rndTags are the tags of a world: a and b are seeded, c and d created by
 // the sequence; any of them may be deleted and created again in any format.
@@ -134,8 +136,13 @@ type world struct {
 	sqlitePath     string
 	shardProxies   []*faultproxy.Proxy // a sharded world's, one per database
 	// format is each tag's format as the sequence last asked for it;
-	// "" while deleted or never created.
+	// "" while deleted or never created. It alone chooses the steps, so
+	// that a seed replays them whatever leafd answered. exists is what
+	// leafd's answers say: created (201, or 409 tag_exists) and not
+	// deleted since.
 	format map[string]string
+	exists map[string]bool
+	mu     sync.Mutex // guards exists while two POSTs are in flight
 	load   *load
 
 	step   int
@@ -153,10 +160,10 @@ type world struct {
 
 func newWorld(t *testing.T, kind worldKind, rng *rand.Rand, seed uint64, round int) *world {
 	w := &world{t: t, kind: kind.name, rng: rng, format: map[string]string{"a": "sequential", "b": "sequential"},
-		seen: map[string]map[int64]int{}, checked: map[string]int{}, found: map[string]int{}}
+		exists: map[string]bool{"a": true, "b": true},
+		seen:   map[string]map[int64]int{}, checked: map[string]int{}, found: map[string]int{}}
 	o := kind.open(w)
-	o.env = append(o.env, "LEAFD_SEGMENT_SEED_TAGS=a:50 b:500", "LEAFD_ADMIN_TOKEN="+adminToken)
-	o.env = append(o.env, strings.Fields(rndSettings)...)
+	o.env = append(o.env, rndEnv...)
 	w.c = newCluster(t, fmt.Sprintf("11 random operations: %s, seed %d round %d", kind.name, seed, round), o)
 	w.c.allowed = documented
 	return w
@@ -415,13 +422,14 @@ func (w *world) check() {
 		}
 	}
 	bad := map[string]int{}
-	all := c.outcomesOf(func(*outcome) bool { return true })
-	for _, o := range all[w.outcomes:] {
-		if o.status != 0 && o.status != 200 && !documented(&o) {
+	c.mu.Lock()
+	for i := w.outcomes; i < len(c.outcomes); i++ {
+		if o := &c.outcomes[i]; o.status != 0 && o.status != 200 && !documented(o) {
 			bad[fmt.Sprintf("%d %s", o.status, o.code)]++
 		}
 	}
-	w.outcomes = len(all)
+	w.outcomes = len(c.outcomes)
+	c.mu.Unlock()
 	if len(bad) > 0 {
 		w.t.Logf("step %d %s: answers that are not the contract's: %v", w.step, w.action, bad)
 	}
@@ -522,8 +530,20 @@ func (w *world) create() string {
 	tag := pick(w, w.tagsWhere(false))
 	format, body := w.createBody(tag)
 	w.format[tag] = format
-	status, code := w.adminCall(w.server(), "POST", "/api/tags", body)
+	status, code := w.post(w.server(), tag, body)
 	return fmt.Sprintf("%s → %d %s", body, status, code)
+}
+
+// post sends POST /api/tags of tag with body to s and notes whether the
+// answer says the tag exists.
+func (w *world) post(s *server, tag, body string) (int, string) {
+	status, code := w.adminCall(s, "POST", "/api/tags", body)
+	if status == 201 || code == leafd.ETagExists {
+		w.mu.Lock()
+		w.exists[tag] = true
+		w.mu.Unlock()
+	}
+	return status, code
 }
 
 // retryPost: the same POST /api/tags to two servers at once, as a client
@@ -531,16 +551,16 @@ func (w *world) create() string {
 func (w *world) retryPost() string {
 	tag := pick(w, rndTags)
 	format, body := w.createBody(tag)
-	existed := w.format[tag] != ""
-	if !existed {
+	existed := w.exists[tag]
+	if w.format[tag] == "" {
 		w.format[tag] = format
 	}
 	a, b := w.server(), w.server()
 	var wg sync.WaitGroup
 	var sa, sb int
 	var ca, cb string
-	wg.Go(func() { sa, ca = w.adminCall(a, "POST", "/api/tags", body) })
-	wg.Go(func() { sb, cb = w.adminCall(b, "POST", "/api/tags", body) })
+	wg.Go(func() { sa, ca = w.post(a, tag, body) })
+	wg.Go(func() { sb, cb = w.post(b, tag, body) })
 	wg.Wait()
 	if sa == 201 && sb == 201 {
 		w.c.violate("step %d %s: POST %s created the tag twice (201 from servers %d and %d)", w.step, w.action, body, a.idx, b.idx)
@@ -578,6 +598,7 @@ func (w *world) exec(i int, q string, args ...any) (int64, error) {
 func (w *world) deleteSQL() string {
 	tag := pick(w, w.tagsWhere(true))
 	w.format[tag] = ""
+	w.exists[tag] = false
 	dbs := []int{0}
 	if len(w.dbs) > 1 {
 		dbs = []int{w.rng.IntN(len(w.dbs))}
@@ -727,10 +748,10 @@ func (w *world) createShardDown() string {
 	format, body := w.createBody(tag)
 	w.format[tag] = format
 	w.shardProxies[0].Down()
-	s1, c1 := w.adminCall(w.server(), "POST", "/api/tags", body)
+	s1, c1 := w.post(w.server(), tag, body)
 	w.shardProxies[0].Up()
 	_, again := w.createBody(tag)
-	s2, c2 := w.adminCall(w.server(), "POST", "/api/tags", again)
+	s2, c2 := w.post(w.server(), tag, again)
 	if s1 == 201 && s2 == 201 {
 		w.c.violate("step %d %s: POST %s after %s answered 201 twice, want 409 tag_exists", w.step, w.action, again, body)
 	}

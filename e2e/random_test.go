@@ -152,8 +152,11 @@ type world struct {
 	seen     map[string]map[int64]int
 	checked  map[string]int
 	outcomes int
-	// found counts, per action, the duplicates that appeared in its steps.
+	// found counts, per action, the duplicates that appeared in its steps;
+	// first is the step in which the first appeared, its likely cause
+	// (a tag that hands out old IDs goes on doing so in the steps after).
 	found map[string]int
+	first string
 	ids   int64
 	log   []string
 }
@@ -413,6 +416,9 @@ func (w *world) check() {
 	c.ledger.mu.Unlock()
 	if len(dups) > 0 {
 		w.found[w.action] += len(dups)
+		if w.first == "" {
+			w.first = fmt.Sprintf("step %d %s", w.step, w.action)
+		}
 		for i, d := range dups[:min(3, len(dups))] {
 			what := "snowflake ID"
 			if d.tag != "" {
@@ -466,6 +472,8 @@ func (w *world) finish() {
 	}
 	if len(found) == 0 {
 		found = []string{"none"}
+	} else {
+		found = append(found, "the first in "+w.first)
 	}
 	c.note("%d steps: %s; %d IDs; duplicates appeared in: %s", w.step, strings.Join(w.log, ", "), w.ids, strings.Join(found, ", "))
 }

@@ -70,6 +70,9 @@ type server struct {
 	proxy *faultproxy.Proxy // nil when the server's store is given (clusterOptions.store)
 	dsn   string            // the database through the proxy, or as given
 	env   []string          // LEAFD_* settings of this server alone
+	// epochShift is how much later than the suite's snowflake.epoch this
+	// server's is, in ms: its IDs' times are read with it.
+	epochShift int64
 
 	mu  sync.Mutex
 	cur *process // serving: clients send to it; nil while down
@@ -89,6 +92,10 @@ type process struct {
 	// killed is set before SIGKILL, stopped before SIGTERM: the requests
 	// they cut are judged apart.
 	killed, stopped bool
+	// late are the stretches in which its answers may come late, not
+	// hung: it, or a server holding the lock of its SQLite file, was
+	// stopped with SIGSTOP, or its database hung.
+	late windows
 }
 
 // clusterOptions configure newCluster.

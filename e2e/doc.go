@@ -46,6 +46,15 @@
 //	LEAFD_E2E=short LEAFD_TEST_REQUIRE_GALERA=1 go test -count=1 -run Galera -v ./e2e/
 //	LEAFD_E2E=short LEAFD_TEST_REQUIRE_GALERA=1 LEAFD_TEST_REQUIRE_HAPROXY=1 go test -count=1 -run HAProxy -v ./e2e/
 //
+// Scenario 11 (TestRandomOperations) runs a seeded random sequence of
+// operator actions and faults on SQLite, MariaDB, PostgreSQL and
+// store.shards under load and checks every ID for duplicates after each
+// step; it prints its seed:
+//
+//	LEAFD_E2E_SEED=N               replay the sequences of seed N
+//	LEAFD_E2E_ACTIONS=a,b or -a,-b choose only among these actions, or among
+//	                               all but these
+//
 // Each scenario uses a database of its own and stops every process it
 // started.
 package e2e

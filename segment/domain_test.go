@@ -7,6 +7,7 @@ import (
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/store"
 )
 
 // domainServer is one server of a 6-digit opaque tag in a test: an
@@ -23,6 +24,10 @@ func startDomainServer(t *testing.T, s segment.Store) *domainServer {
 	cfg := fastConfig()
 	cfg.OpaqueKey = testOpaqueKey
 	cfg.MaxBatch = 1000
+	// Near the end of the domain every load brings one ID (on a sharded
+	// store, the last thousand or so): a batch of 1,000 then waits for
+	// a thousand loads.
+	cfg.WaitTimeout = time.Minute
 	clock := newFakeClock()
 	cfg.Now = clock.Now
 	return &domainServer{a: newAllocator(t, s, cfg), clock: clock}
@@ -90,6 +95,7 @@ func TestOpaqueDomainSurvivesRestart(t *testing.T) {
 	if got, want := int64(len(seen)), perm.Max()*95/100; got < want {
 		t.Fatalf("the tag issued %d of its %d IDs (a restart after 100,000), want at least %d", got, perm.Max(), want)
 	}
+	t.Logf("%d of %d IDs issued, with a restart after 100,000", len(seen), perm.Max())
 	if _, err := second.a.Next(context.Background(), "user"); code(err) != leafd.ETagExhausted {
 		t.Fatalf("Next after the end of the domain: %v, want tag_exhausted", err)
 	}
@@ -179,4 +185,41 @@ func TestOpaqueDomainLastIDs(t *testing.T) {
 	if st, _ := srv.a.TagState("ticket"); st.DomainUsed != perm.Max() || st.DomainReserved != 0 {
 		t.Fatalf("state of the exhausted tag: used %d, reserved %d of %d", st.DomainUsed, st.DomainReserved, perm.Max())
 	}
+}
+
+// On a sharded store a 6-digit opaque tag issues nearly its whole domain:
+// the loads, which take the slots in turn, do not raise each slot above
+// the last one this server used, and a slot that has passed the domain is
+// passed over until every slot has.
+func TestOpaqueDomainSharded(t *testing.T) {
+	dsns := []string{newDatabase(t, "sqlite").dsn, newDatabase(t, "sqlite").dsn}
+	open := func() *store.Sharded {
+		sh, err := store.OpenSharded("sqlite", dsns, store.ShardOptions{Logger: fastConfig().Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sh.Close() })
+		return sh
+	}
+	sh := open()
+	if err := sh.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	createOpaque(t, sh, "user", 6)
+	perm := domainPerm(t, "user", 6)
+	seen := map[int64]bool{}
+	srv := startDomainServer(t, open())
+	if _, err := srv.take(t, perm, "user", 100_000, seen); err != nil {
+		t.Fatalf("after %d IDs: %v", len(seen), err)
+	}
+	srv.a.Close()
+	srv = startDomainServer(t, open())
+	_, err := srv.take(t, perm, "user", int(perm.Max()), seen)
+	if code(err) != leafd.ETagExhausted {
+		t.Fatalf("%v, want tag_exhausted once the domain is used up", err)
+	}
+	if got, want := int64(len(seen)), perm.Max()*95/100; got < want {
+		t.Fatalf("the tag issued %d of its %d IDs on a sharded store, want at least %d", got, perm.Max(), want)
+	}
+	t.Logf("%d of %d IDs issued, with a restart after 100,000", len(seen), perm.Max())
 }

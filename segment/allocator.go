@@ -529,9 +529,8 @@ func (a *Allocator) newTag(row leafd.Tag, adopted time.Time) *tag {
 	t.spec = specOf(row)
 	t.opaque = newOpaque(row.Name, t.spec, a.cfg.OpaqueKey)
 	if t.spec.format == FormatOpaque {
-		t.domain = OpaqueDomain(t.spec.digits)
+		t.dom = &domain{n: OpaqueDomain(t.spec.digits), top: max(row.MaxID-1, 0), stride: 1}
 	}
-	t.top = max(row.MaxID-1, 0)
 	return t
 }
 

@@ -22,14 +22,29 @@ import (
 // stops gives up at most its two buffers, each at most 1/64 of the domain
 // left when it was loaded: together less than 1/31 of what was left. Near
 // the end of the domain ranges shrink to a single ID, each a load of its
-// own: the last few thousand IDs of a domain come at the pace of the
+// own: the last 127 IDs (about 128·S with S slots) come at the pace of the
 // database.
 //
 // A range reaching past N is cut at N when it is loaded, and one starting
 // past it means the tag is exhausted (tag_exhausted, final). On a sharded
 // store each slot hands out IDs of its own residue modulo the stride, and
 // the slots reach N at different times: a range past N only marks its slot
-// spent, and the tag is exhausted once every slot is.
+// spent, and the tag is exhausted once every slot is. (The slots are used
+// evenly only because the ranges of an opaque tag are asked in any order:
+// see AnyOrderStore.)
+
+// domain is what a server knows of an opaque tag's domain.
+type domain struct {
+	n int64 // N, the largest counter value
+	// top is the highest counter value handed to this server for the tag
+	// (the last ID of its last range, or the row's max_id-1 before its
+	// first), and stride the stride of its last range (1 before): the
+	// tag's ranges are sized from them (domainCapLocked).
+	top, stride int64
+	// spent holds the residues, modulo the stride, of the slots of a
+	// sharded store that have passed N (see fitDomain).
+	spent map[int64]bool
+}
 
 // domainShare is the fraction of an opaque tag's domain left that one
 // range may hold at most: 1/64, so that a restart gives up less than 1/31
@@ -44,11 +59,11 @@ var errSlotSpent = errors.New("segment: the slot has passed the opaque domain")
 // domainCapLocked returns the largest step the next load of t may ask
 // for: unbounded for a sequential tag. The caller holds t.mu.
 func (t *tag) domainCapLocked() int64 {
-	if t.domain == 0 {
+	d := t.dom
+	if d == nil {
 		return math.MaxInt64
 	}
-	left := max(t.domain-t.top, 0)
-	return max(1, left/(domainShare*t.stride))
+	return max(1, max(d.n-d.top, 0)/(domainShare*d.stride))
 }
 
 // fitDomain returns a, a range just loaded for t, cut at the end of t's
@@ -56,31 +71,32 @@ func (t *tag) domainCapLocked() int64 {
 // slot of a sharded store while another slot may still hold IDs of the
 // domain, errSlotSpent.
 func (t *tag) fitDomain(a Allocation) (Allocation, error) {
-	if t.domain == 0 || a.Last() <= t.domain {
+	d := t.dom
+	if d == nil || a.Last() <= d.n { // n never changes: read without mu
 		return a, nil
 	}
-	if a.Start <= t.domain {
-		a.End = a.Start + ((t.domain-a.Start)/a.stride()+1)*a.stride()
+	if a.Start <= d.n {
+		a.End = a.Start + ((d.n-a.Start)/a.stride()+1)*a.stride()
 		return a, nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s := a.stride(); s > 1 {
-		if t.spent == nil {
-			t.spent = map[int64]bool{}
+		if d.spent == nil {
+			d.spent = map[int64]bool{}
 		}
-		t.spent[a.Start%s] = true
-		if int64(len(t.spent)) < s {
+		d.spent[a.Start%s] = true
+		if int64(len(d.spent)) < s {
 			return Allocation{}, errSlotSpent
 		}
 	}
-	t.top = t.domain
+	d.top = d.n
 	return Allocation{}, leafd.Errorf(leafd.ETagExhausted,
 		"tag %q is exhausted: every ID of its opaque domain, 1 to %d, was handed out (or given up by a server that stopped); create a tag with more digits",
-		t.name, t.domain)
+		t.name, d.n)
 }
 
-// domainLocked returns how many IDs of t's domain are used (handed out
+// domainLocked returns how many IDs of t's domain (t.dom is set) are used (handed out
 // for good, as far as this server knows: the domain below its top, less
 // its buffers) and reserved (in its buffers, not yet issued). The caller
 // holds t.mu.
@@ -90,5 +106,5 @@ func (t *tag) domainLocked() (used, reserved int64) {
 			reserved += b.size - b.taken()
 		}
 	}
-	return max(min(t.top, t.domain)-reserved, 0), reserved
+	return max(min(t.dom.top, t.dom.n)-reserved, 0), reserved
 }

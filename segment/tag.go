@@ -30,9 +30,9 @@ type tag struct {
 	// tag whose format changes is replaced.
 	spec   opaqueSpec
 	opaque *opaque
-	// domain is N, the largest counter value of an opaque tag (see
-	// domain.go); 0 for a sequential tag. Set before the tag is published.
-	domain int64
+	// dom is an opaque tag's domain (domain.go), nil for a sequential tag:
+	// set before the tag is published, its fields guarded by mu.
+	dom *domain
 
 	// allocTurn is held (a token in a channel of one) while a range of
 	// the tag is asked of the store and admitted: see Allocator.allocate.
@@ -75,14 +75,6 @@ type tag struct {
 	nextMin    int64
 	loads      int64
 	loadErrors int64
-	// top is the highest counter value handed to this server for the tag
-	// (the last ID of its last range, or the row's max_id-1 before its
-	// first), and stride the stride of its last range (1 before): an
-	// opaque tag's ranges are sized from them (domainCap).
-	top, stride int64
-	// spent holds the residues, modulo the stride, of the slots of a
-	// sharded store that have passed the opaque domain (see fitDomain).
-	spent map[int64]bool
 	// waits counts requests that had to wait for a load, failedRequests
 	// requests that failed. Both are counted by requests without mu.
 	waits          atomic.Int64
@@ -92,7 +84,7 @@ type tag struct {
 // newTag returns a tag whose table step is tableStep. adopted is when
 // Upsert or a lookup made it served; zero for a tag read with the list.
 func newTag(name string, tableStep int64, adopted time.Time) *tag {
-	return &tag{name: name, tableStep: tableStep, adopted: adopted, stride: 1, changed: make(chan struct{}), allocTurn: make(chan struct{}, 1)}
+	return &tag{name: name, tableStep: tableStep, adopted: adopted, changed: make(chan struct{}), allocTurn: make(chan struct{}, 1)}
 }
 
 // setRow takes what the tag's row, read again, says of its table step
@@ -100,7 +92,9 @@ func newTag(name string, tableStep int64, adopted time.Time) *tag {
 func (t *tag) setRow(row leafd.Tag) {
 	t.mu.Lock()
 	t.tableStep = row.Step
-	t.top = max(t.top, row.MaxID-1)
+	if t.dom != nil {
+		t.dom.top = max(t.dom.top, row.MaxID-1)
+	}
 	t.mu.Unlock()
 }
 
@@ -277,7 +271,9 @@ func (t *tag) loaded(b *buffer, tableStep int64, ls loadStart, now func() time.T
 	// the number of IDs this range holds, which for a strided range is not
 	// its width End-Start.
 	t.step, t.tableStep = b.size, tableStep
-	t.top, t.stride = b.id(b.size-1), b.stride
+	if t.dom != nil {
+		t.dom.top, t.dom.stride = b.id(b.size-1), b.stride
+	}
 	t.loads++
 	t.next = b
 	if cur := t.cur.Load(); cur == nil || cur.exhausted() {
@@ -447,8 +443,8 @@ func (t *tag) state(now time.Time) TagState {
 		LoadErrors: t.loadErrors,
 		Err:        t.err,
 	}
-	if t.domain > 0 {
-		s.Domain = t.domain
+	if t.dom != nil {
+		s.Domain = t.dom.n
 		s.DomainUsed, s.DomainReserved = t.domainLocked()
 	}
 	if b := t.cur.Load(); b != nil {

@@ -27,7 +27,10 @@ type issuedMarks struct {
 	// above holds, per tag, the lowest ID the next range may start at: the
 	// last ID of the highest range plus one.
 	above map[string]int64
-	// classes holds the same per tag and class of IDs.
+	// classes holds the same per tag and class of IDs, for the tags of a
+	// strided store only: a contiguous range holds IDs of every class, so
+	// above says all there is. A tag's first strided range finds the
+	// contiguous ones before it, if any, as class {1, 0}.
 	classes map[string]map[idClass]int64
 }
 
@@ -50,7 +53,7 @@ func (m *issuedMarks) admit(name string, a Allocation, anyOrder bool) error {
 	defer m.mu.Unlock()
 	class := idClass{a.stride(), a.Start % a.stride()}
 	top := m.above[name]
-	if anyOrder {
+	if anyOrder && class.stride > 1 && m.classes[name] != nil {
 		top = 0
 		for c, t := range m.classes[name] {
 			if c.stride != class.stride || c.residue == class.residue {
@@ -69,10 +72,13 @@ func (m *issuedMarks) admit(name string, a Allocation, anyOrder bool) error {
 	if m.above == nil {
 		m.above, m.classes = map[string]int64{}, map[string]map[idClass]int64{}
 	}
-	if m.classes[name] == nil {
-		m.classes[name] = map[idClass]int64{}
+	if cs := m.classes[name]; cs != nil || class.stride > 1 {
+		if cs == nil {
+			cs = map[idClass]int64{{1, 0}: m.above[name]}
+			m.classes[name] = cs
+		}
+		cs[class] = max(cs[class], a.Last()+1)
 	}
 	m.above[name] = max(m.above[name], a.Last()+1)
-	m.classes[name][class] = max(m.classes[name][class], a.Last()+1)
 	return nil
 }

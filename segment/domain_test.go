@@ -2,6 +2,7 @@ package segment_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -222,4 +223,54 @@ func TestOpaqueDomainSharded(t *testing.T) {
 		t.Fatalf("the tag issued %d of its %d IDs on a sharded store, want at least %d", got, perm.Max(), want)
 	}
 	t.Logf("%d of %d IDs issued, with a restart after 100,000", len(seen), perm.Max())
+}
+
+// Three servers over one sharded store hand out an opaque tag's IDs at
+// once, each load taking its slot where that slot left off: no ID twice.
+func TestOpaqueDomainShardedServers(t *testing.T) {
+	dsns := []string{newDatabase(t, "sqlite").dsn, newDatabase(t, "sqlite").dsn}
+	open := func() *store.Sharded {
+		sh, err := store.OpenSharded("sqlite", dsns, store.ShardOptions{Slots: 4, Logger: fastConfig().Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sh.Close() })
+		return sh
+	}
+	sh := open()
+	if err := sh.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	createOpaque(t, sh, "user", 6)
+	perm := domainPerm(t, "user", 6)
+	got := make([][]int64, 3)
+	var wg sync.WaitGroup
+	for i := range got {
+		srv := startDomainServer(t, open())
+		wg.Go(func() {
+			for range 200 {
+				rs, err := srv.a.NextN(context.Background(), "user", 100, nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, r := range rs {
+					got[i] = append(got[i], r.Start)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	for _, ids := range got {
+		for _, id := range ids {
+			if id < 1 || id > perm.Max() || seen[id] {
+				t.Fatalf("ID %d: twice, or outside [1, %d]", id, perm.Max())
+			}
+			seen[id] = true
+		}
+	}
+	if len(seen) != 3*200*100 {
+		t.Fatalf("%d IDs, want %d", len(seen), 3*200*100)
+	}
 }

@@ -34,17 +34,18 @@ func startDomainServer(t *testing.T, s segment.Store) *domainServer {
 	return &domainServer{a: newAllocator(t, s, cfg), clock: clock}
 }
 
-// take issues up to n IDs of tag in batches, stopping early at
-// tag_exhausted, and returns the counters they were mapped from in the
-// order issued, with the error that stopped it (nil when n were issued).
-func (d *domainServer) take(t *testing.T, perm *segment.Perm, tag string, n int, seen map[int64]bool) ([]int64, error) {
+// take issues up to n IDs of tag in batches, stopping early at an error,
+// and returns them in the order issued, with the error that stopped it
+// (nil when n were issued). seen, indexed by ID, marks every ID issued in
+// the test: one issued twice fails it.
+func (d *domainServer) take(t *testing.T, perm *segment.Perm, tag string, n int, seen []bool) ([]int64, error) {
 	t.Helper()
-	var counters []int64
-	for len(counters) < n {
-		batch := min(1000, n-len(counters))
+	var ids []int64
+	for len(ids) < n {
+		batch := min(1000, n-len(ids))
 		rs, err := d.a.NextN(context.Background(), tag, batch, nil)
 		if err != nil {
-			return counters, err
+			return ids, err
 		}
 		for _, r := range rs {
 			if r.Start < 1 || r.Start > perm.Max() {
@@ -54,12 +55,23 @@ func (d *domainServer) take(t *testing.T, perm *segment.Perm, tag string, n int,
 				t.Fatalf("ID %d issued twice", r.Start)
 			}
 			seen[r.Start] = true
-			counters = append(counters, perm.Unmap(r.Start))
+			ids = append(ids, r.Start)
 		}
 		d.n += len(rs)
 		d.clock.Advance(time.Duration(len(rs)) * time.Microsecond)
 	}
-	return counters, nil
+	return ids, nil
+}
+
+// count returns how many IDs seen marks.
+func count(seen []bool) int64 {
+	n := int64(0)
+	for _, s := range seen {
+		if s {
+			n++
+		}
+	}
+	return n
 }
 
 func domainPerm(t *testing.T, tag string, digits int) *segment.Perm {
@@ -80,7 +92,7 @@ func TestOpaqueDomainSurvivesRestart(t *testing.T) {
 	s := db.store(t)
 	createOpaque(t, s, "user", 6)
 	perm := domainPerm(t, "user", 6)
-	seen := map[int64]bool{}
+	seen := make([]bool, perm.Max()+1)
 
 	first := startDomainServer(t, db.store(t))
 	if _, err := first.take(t, perm, "user", 100_000, seen); err != nil {
@@ -93,10 +105,10 @@ func TestOpaqueDomainSurvivesRestart(t *testing.T) {
 	if code(err) != leafd.ETagExhausted {
 		t.Fatalf("after the restart: %v, want tag_exhausted once the domain is used up", err)
 	}
-	if got, want := int64(len(seen)), perm.Max()*95/100; got < want {
+	if got, want := count(seen), perm.Max()*95/100; got < want {
 		t.Fatalf("the tag issued %d of its %d IDs (a restart after 100,000), want at least %d", got, perm.Max(), want)
 	}
-	t.Logf("%d of %d IDs issued, with a restart after 100,000", len(seen), perm.Max())
+	t.Logf("%d of %d IDs issued, with a restart after 100,000", count(seen), perm.Max())
 	if _, err := second.a.Next(context.Background(), "user"); code(err) != leafd.ETagExhausted {
 		t.Fatalf("Next after the end of the domain: %v, want tag_exhausted", err)
 	}
@@ -114,22 +126,22 @@ func TestOpaqueDomainRestartBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	perm := domainPerm(t, "order", 6)
-	seen := map[int64]bool{}
+	seen := make([]bool, perm.Max()+1)
 	srv := startDomainServer(t, db.store(t))
 	last := int64(0)
 	for i, n := range []int{1, 5_000, 40_000, 777, 90_000, 12_345, 3, 60_000, 2_500, 30_000} {
-		counters, err := srv.take(t, perm, "order", n, seen)
+		ids, err := srv.take(t, perm, "order", n, seen)
 		if err != nil {
 			t.Fatalf("round %d: %v", i, err)
 		}
 		if last > 0 {
 			left := perm.Max() - last
-			lost := counters[0] - last - 1
+			lost := perm.Unmap(ids[0]) - last - 1
 			if lost < 0 || lost*31 > left {
 				t.Fatalf("round %d: the restart gave up %d IDs of the %d left (more than 1/31)", i, lost, left)
 			}
 		}
-		last = counters[len(counters)-1]
+		last = perm.Unmap(ids[len(ids)-1])
 		if st, _ := srv.a.TagState("order"); st.Step*64 > perm.Max()-st.Buffers[st.Current].Start+1 {
 			t.Fatalf("round %d: a range of %d IDs starting at %d: more than 1/64 of the domain left", i, st.Step, st.Buffers[st.Current].Start)
 		}
@@ -148,14 +160,14 @@ func TestOpaqueDomainLastIDs(t *testing.T) {
 	createOpaque(t, s, "ticket", 6)
 	perm := domainPerm(t, "ticket", 6)
 	db.exec(t, "UPDATE leaf_alloc SET step = 1000, max_id = ? WHERE biz_tag = 'ticket'", perm.Max()-200)
-	seen := map[int64]bool{}
+	seen := make([]bool, perm.Max()+1)
 	var err error
 	for err == nil {
 		srv := startDomainServer(t, db.store(t))
-		var counters []int64
-		counters, err = srv.take(t, perm, "ticket", 20, seen)
-		for _, c := range counters {
-			if c < perm.Max()-200 {
+		var ids []int64
+		ids, err = srv.take(t, perm, "ticket", 20, seen)
+		for _, id := range ids {
+			if c := perm.Unmap(id); c < perm.Max()-200 {
 				t.Fatalf("counter %d: below the tag's max_id", c)
 			}
 		}
@@ -164,8 +176,8 @@ func TestOpaqueDomainLastIDs(t *testing.T) {
 	if code(err) != leafd.ETagExhausted {
 		t.Fatalf("%v, want tag_exhausted", err)
 	}
-	if len(seen) < 180 {
-		t.Fatalf("%d of the last 201 IDs issued across restarts every 20 IDs, want at least 180", len(seen))
+	if n := count(seen); n < 180 {
+		t.Fatalf("%d of the last 201 IDs issued across restarts every 20 IDs, want at least 180", n)
 	}
 	// Without restarts, the last of them come one by one and the counter N
 	// itself is issued before tag_exhausted.
@@ -173,15 +185,15 @@ func TestOpaqueDomainLastIDs(t *testing.T) {
 	createOpaque(t, db2.store(t), "ticket", 6)
 	db2.exec(t, "UPDATE leaf_alloc SET step = 1000, max_id = ? WHERE biz_tag = 'ticket'", perm.Max()-200)
 	srv := startDomainServer(t, db2.store(t))
-	seen = map[int64]bool{}
-	var counters []int64
+	seen = make([]bool, perm.Max()+1)
+	var ids []int64
 	for err = nil; err == nil; {
 		var got []int64
 		got, err = srv.take(t, perm, "ticket", 1, seen)
-		counters = append(counters, got...)
+		ids = append(ids, got...)
 	}
-	if code(err) != leafd.ETagExhausted || len(counters) != 201 {
-		t.Fatalf("%d IDs, then %v; want all 201 then tag_exhausted", len(counters), err)
+	if code(err) != leafd.ETagExhausted || len(ids) != 201 || perm.Unmap(ids[200]) != perm.Max() {
+		t.Fatalf("%d IDs, then %v; want all 201, the last mapped from N, then tag_exhausted", len(ids), err)
 	}
 	if st, _ := srv.a.TagState("ticket"); st.DomainUsed != perm.Max() || st.DomainReserved != 0 {
 		t.Fatalf("state of the exhausted tag: used %d, reserved %d of %d", st.DomainUsed, st.DomainReserved, perm.Max())
@@ -208,10 +220,10 @@ func TestOpaqueDomainSharded(t *testing.T) {
 	}
 	createOpaque(t, sh, "user", 6)
 	perm := domainPerm(t, "user", 6)
-	seen := map[int64]bool{}
+	seen := make([]bool, perm.Max()+1)
 	srv := startDomainServer(t, open())
 	if _, err := srv.take(t, perm, "user", 100_000, seen); err != nil {
-		t.Fatalf("after %d IDs: %v", len(seen), err)
+		t.Fatalf("after %d IDs: %v", count(seen), err)
 	}
 	srv.a.Close()
 	srv = startDomainServer(t, open())
@@ -219,10 +231,10 @@ func TestOpaqueDomainSharded(t *testing.T) {
 	if code(err) != leafd.ETagExhausted {
 		t.Fatalf("%v, want tag_exhausted once the domain is used up", err)
 	}
-	if got, want := int64(len(seen)), perm.Max()*95/100; got < want {
+	if got, want := count(seen), perm.Max()*95/100; got < want {
 		t.Fatalf("the tag issued %d of its %d IDs on a sharded store, want at least %d", got, perm.Max(), want)
 	}
-	t.Logf("%d of %d IDs issued, with a restart after 100,000", len(seen), perm.Max())
+	t.Logf("%d of %d IDs issued, with a restart after 100,000", count(seen), perm.Max())
 }
 
 // Three servers over one sharded store hand out an opaque tag's IDs at
@@ -261,7 +273,7 @@ func TestOpaqueDomainShardedServers(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	seen := map[int64]bool{}
+	seen := make([]bool, perm.Max()+1)
 	for _, ids := range got {
 		for _, id := range ids {
 			if id < 1 || id > perm.Max() || seen[id] {
@@ -270,7 +282,7 @@ func TestOpaqueDomainShardedServers(t *testing.T) {
 			seen[id] = true
 		}
 	}
-	if len(seen) != 3*200*100 {
-		t.Fatalf("%d IDs, want %d", len(seen), 3*200*100)
+	if n := count(seen); n != 3*200*100 {
+		t.Fatalf("%d IDs, want %d", n, 3*200*100)
 	}
 }

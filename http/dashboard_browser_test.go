@@ -561,6 +561,57 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Errorf("the strided range reads %q, want it to end at 40", cur.Range)
 		}
 	})
+	t.Run("OpaqueDomain", func(t *testing.T) {
+		key := []byte("0123456789abcdef0123456789abcdef")
+		d := newDashServer(t, openSQLite(t), segment.Config{WaitTimeout: 5 * time.Second, OpaqueKey: key},
+			leafd.Tag{Name: "user", MaxID: 900_001, Step: 1000, Format: segment.FormatOpaque, Digits: 6,
+				KeyFingerprint: segment.KeyFingerprint(key, "user")},
+			leafd.Tag{Name: "order", MaxID: 1, Step: 1000})
+		for _, path := range []string{"/segment/user?count=101", "/segment/order"} {
+			if r := do(t, "GET", d.url+path); r.status != 200 {
+				t.Fatalf("GET %s: %d %s", path, r.status, r.body)
+			}
+		}
+		var u apiTag
+		eventuallyState(t, d.url, "user's next range loaded", func(st apiState) bool {
+			u = st.tag(t, "user")
+			return u.Loads == 2 && !u.Loading
+		})
+		if u.Domain == nil || *u.Domain != 999_999 || *u.DomainUsed != 900_101 {
+			t.Fatalf("the state of user: %+v, want domain 999999 of which 900,101 used", u)
+		}
+		tab, cancel := chromedp.NewContext(ctx)
+		defer cancel()
+		b.listen(tab)
+		b.do(t, tab, "open the dashboard of an opaque tag", chromedp.Navigate(d.url+"/dashboard?poll=250&sort=name"))
+		waitFor(t, tab, "the rows", `document.querySelectorAll('#rows tr[data-tag]').length === 2`)
+		b.openCard(t, tab, "user")
+		waitFor(t, tab, "the domain in the card", `!document.querySelector('#detail [data-tag=user] .domain').hidden`)
+		text := eval[string](t, tab, `document.querySelector('#detail [data-tag=user] [data-field=domain]').textContent`)
+		left := 999_999 - *u.DomainUsed - *u.DomainReserved
+		want := fmt.Sprintf("90.0%% used · %.1f%% reserved · %s of 999,999 left", float64(*u.DomainReserved)*100/999_999, commas(left))
+		if text != want {
+			t.Errorf("the card's domain reads %q, want %q", text, want)
+		}
+		if tone := eval[string](t, tab, `document.querySelector('#detail [data-tag=user] .dom-bar').dataset.tone || ''`); tone != "warn" {
+			t.Errorf("the domain bar of a tag with %d of 999,999 IDs taken has tone %q, want warn", *u.DomainUsed+*u.DomainReserved, tone)
+		}
+		row := eval[map[string]string](t, tab, `(() => { const d = document.querySelector('#rows tr[data-tag=user] .dom');
+			return {hidden: String(d.hidden), text: d.textContent, tone: d.dataset.tone || ''} })()`)
+		taken := fmt.Sprintf("domain %.1f%% taken", float64(*u.DomainUsed+*u.DomainReserved)*100/999_999)
+		if row["hidden"] != "false" || row["text"] != taken || row["tone"] != "warn" {
+			t.Errorf("user's row shows the domain as %v, want %q in tone warn", row, taken)
+		}
+		screenshot(t, tab, filepath.Join(artifacts, "dashboard-opaque-domain.png"))
+		// A sequential tag has no domain, in its row or its card.
+		if shown := eval[bool](t, tab, `!document.querySelector('#rows tr[data-tag=order] .dom').hidden`); shown {
+			t.Error("the row of a sequential tag shows a domain")
+		}
+		b.openCard(t, tab, "order")
+		if shown := eval[bool](t, tab, `!document.querySelector('#detail [data-tag=order] .domain').hidden`); shown {
+			t.Error("the card of a sequential tag shows a domain")
+		}
+	})
 	t.Run("NoTags", func(t *testing.T) {
 		empty := newDashServer(t, openSQLite(t), segment.Config{})
 		tab, cancel := chromedp.NewContext(ctx)

@@ -64,6 +64,31 @@ func TestOpaqueTagOverHTTP(t *testing.T) {
 		t.Fatalf("the opaque IDs are the counter: %v", ids)
 	}
 
+	// /api/state shows how much of the domain is gone (the 7 IDs issued)
+	// and buffered (what its buffers hold).
+	var st struct {
+		Segment struct {
+			Tags []map[string]any
+		}
+	}
+	r = send(t, "GET", url+"/api/state?tag=user", "")
+	if err := json.Unmarshal([]byte(r.body), &st); err != nil || len(st.Segment.Tags) != 1 {
+		t.Fatalf("state: %d %s", r.status, r.body)
+	}
+	tag := st.Segment.Tags[0]
+	buffered := 0.0
+	for _, b := range tag["buffers"].([]any) {
+		b := b.(map[string]any)
+		buffered += b["size"].(float64) - b["used"].(float64)
+	}
+	if tag["domain"] != 999_999_999.0 || tag["domain_used"] != 7.0 || tag["domain_reserved"] != buffered {
+		t.Fatalf("state of the opaque tag: %s, want domain 999999999, domain_used 7, domain_reserved %v", r.body, buffered)
+	}
+	authed(t, "POST", url+"/api/tags", `{"tag":"plain"}`)
+	if r := send(t, "GET", url+"/api/state?tag=plain", ""); strings.Contains(r.body, `"domain`) {
+		t.Fatalf("state of a sequential tag: %s, want no domain", r.body)
+	}
+
 	for _, c := range []struct{ body, want string }{
 		{`{"tag":"a","format":"secret"}`, "format"},
 		{`{"tag":"a","digits":9}`, "opaque tag only"},

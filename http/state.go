@@ -181,6 +181,13 @@ type (
 		// TokenRefusals counts the requests for the tag refused for their
 		// access token (segment.require_token), when there were any.
 		TokenRefusals int64 `json:"token_refusals,omitempty"`
+		// Domain is an opaque tag's largest ID; DomainUsed and
+		// DomainReserved how many of its IDs are gone and in this server's
+		// buffers (segment.TagState). All three are absent for a sequential
+		// tag.
+		Domain         *int64 `json:"domain,omitempty"`
+		DomainUsed     *int64 `json:"domain_used,omitempty"`
+		DomainReserved *int64 `json:"domain_reserved,omitempty"`
 		// State is last so that the fields of docs/contract.md section 6 keep their
 		// order.
 		State segment.Status `json:"state"`
@@ -286,6 +293,9 @@ func stateOfTag(t segment.TagState) stateTag {
 		LastPeriodMs: t.LastPeriod.Milliseconds(),
 		Rate:         math.Round(t.Rate*1000) / 1000,
 		Issued:       t.Issued, Waits: t.Waits, Loads: t.Loads, Errors: t.Errors, LoadErrors: t.LoadErrors,
+	}
+	if t.Domain > 0 {
+		j.Domain, j.DomainUsed, j.DomainReserved = &t.Domain, &t.DomainUsed, &t.DomainReserved
 	}
 	for i, b := range t.Buffers {
 		// size and used count IDs, which in a strided range are fewer

@@ -219,6 +219,10 @@ type apiTag struct {
 	LoadErrors   int64       `json:"load_errors"`
 	Error        string      `json:"error"`
 	ErrorCode    string      `json:"error_code"`
+	// An opaque tag's only.
+	Domain         *int64 `json:"domain"`
+	DomainUsed     *int64 `json:"domain_used"`
+	DomainReserved *int64 `json:"domain_reserved"`
 }
 
 type apiBuffer struct {

@@ -332,10 +332,19 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 		t.loadFailed(t.opaque.err, true)
 		return
 	}
+	spent := 0
 	for attempt := 1; ; attempt++ {
 		alloc, took, err := a.allocate(a.ctx, t, step)
 		if a.cfg.OnLoad != nil && a.ctx.Err() == nil {
 			a.cfg.OnLoad(t.name, step, took, err)
+		}
+		if err == nil {
+			stride := alloc.Stride
+			alloc, err = t.fitDomain(alloc)
+			if errors.Is(err, errSlotSpent) && int64(spent) < stride {
+				spent++ // the store's next slot may still hold IDs: ask it at once
+				continue
+			}
 		}
 		if err == nil {
 			if t.loaded(newBuffer(alloc, a.cfg.PreloadAt), alloc.TableStep, ls, a.cfg.Now) {
@@ -436,7 +445,7 @@ func (a *Allocator) Refresh(ctx context.Context) error {
 			t.remove()
 			t = a.newTag(row, time.Time{})
 		default:
-			t.setTableStep(row.Step)
+			t.setRow(row)
 		}
 		m[row.Name] = t
 	}
@@ -497,7 +506,7 @@ func (a *Allocator) adopt(row leafd.Tag, update bool) *tag {
 	old := *a.tags.Load()
 	if t := old[name]; t != nil && t.spec == specOf(row) {
 		if update {
-			t.setTableStep(tableStep)
+			t.setRow(row)
 		}
 		return t
 	} else if t != nil {
@@ -519,6 +528,9 @@ func (a *Allocator) newTag(row leafd.Tag, adopted time.Time) *tag {
 	t := newTag(row.Name, row.Step, adopted)
 	t.spec = specOf(row)
 	t.opaque = newOpaque(row.Name, t.spec, a.cfg.OpaqueKey)
+	if t.spec.format == FormatOpaque {
+		t.dom = &domain{n: OpaqueDomain(t.spec.digits), top: max(row.MaxID-1, 0), stride: 1}
+	}
 	return t
 }
 
@@ -667,6 +679,13 @@ type TagState struct {
 	// tag_exhausted, or the tag deleted meanwhile); LoadErrors counts failed
 	// attempts to load a range, each retry included.
 	Errors, LoadErrors int64
+	// Domain is the largest ID of an opaque tag (its domain is 1 to
+	// Domain), 0 for a sequential tag. DomainUsed counts the IDs of the
+	// domain that are gone, as far as this server knows: those below the
+	// last ID of its last range (or the row's max_id before it loaded one),
+	// handed out by any server or given up by one that stopped, less
+	// DomainReserved, the IDs in this server's buffers not issued yet.
+	Domain, DomainUsed, DomainReserved int64
 	// Err is the last load failure, nil once a load succeeded.
 	Err error
 	// Status sums the tag up, for filtering and sorting many tags.

@@ -132,10 +132,17 @@ func (a *Allocator) allocate(ctx context.Context, t *tag, step int64) (alloc All
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.LoadTimeout)
 	defer cancel()
 	began := time.Now()
-	alloc, err = a.store.Allocate(ctx, t.name, step)
+	anyOrder := false
+	if s, ok := a.store.(AnyOrderStore); ok && t.opaque != nil {
+		// An opaque tag's IDs have no order to keep.
+		anyOrder = true
+		alloc, err = s.AllocateAnyOrder(ctx, t.name, step)
+	} else {
+		alloc, err = a.store.Allocate(ctx, t.name, step)
+	}
 	took = time.Since(began)
 	if err == nil {
-		err = a.issued.admit(t.name, alloc)
+		err = a.issued.admit(t.name, alloc, anyOrder)
 	}
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && a.ctx.Err() == nil {
 		// Say what a timeout most likely means: "cannot be reached" alone

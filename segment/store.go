@@ -44,6 +44,23 @@ type Store interface {
 	LookupTag(ctx context.Context, name string) (leafd.Tag, error)
 }
 
+// AnyOrderStore is a Store that can also hand out a tag's ranges in any
+// order. A strided store's slots each hand out the IDs of their own residue
+// modulo the stride; to keep a server's IDs of a tag increasing, Allocate
+// raises the slot it takes a range from above every ID it handed the server
+// before, passing over the IDs of that slot below them. Over 2^63 that is
+// nothing; over the domain of an opaque tag it would be all but 1/S of it.
+// The allocator asks an AnyOrderStore for the ranges of opaque tags, whose
+// IDs have no order to keep. store.Sharded implements it.
+type AnyOrderStore interface {
+	Store
+	// AllocateAnyOrder is Allocate, except that a new range of the tag need
+	// only lie above the IDs of its own residue modulo its stride that the
+	// store handed this server before: the allocator refuses one that
+	// starts at or below the last of them (tag_rewound).
+	AllocateAnyOrder(ctx context.Context, tag string, step int64) (Allocation, error)
+}
+
 // Allocation is the answer of Store.Allocate.
 type Allocation struct {
 	// Start and End bound the range handed out: its IDs are Start,

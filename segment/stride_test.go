@@ -457,3 +457,99 @@ func TestStridedMalformedRange(t *testing.T) {
 		}
 	}
 }
+
+// anyOrderStore is a stridedStore whose tags are opaque and which hands
+// their ranges out in any order (segment.AnyOrderStore), as store.Sharded
+// does.
+type anyOrderStore struct{ *stridedStore }
+
+var _ segment.AnyOrderStore = anyOrderStore{}
+
+func (s anyOrderStore) AllocateAnyOrder(ctx context.Context, tag string, step int64) (segment.Allocation, error) {
+	return s.Allocate(ctx, tag, step)
+}
+
+func opaqueRow(t leafd.Tag) leafd.Tag {
+	t.Format, t.KeyFingerprint = segment.FormatOpaque, segment.KeyFingerprint(testOpaqueKey, t.Name)
+	return t
+}
+
+func (s anyOrderStore) ListTags(ctx context.Context) ([]leafd.Tag, error) {
+	rows, err := s.stridedStore.ListTags(ctx)
+	for i := range rows {
+		rows[i] = opaqueRow(rows[i])
+	}
+	return rows, err
+}
+
+func (s anyOrderStore) LookupTag(ctx context.Context, name string) (leafd.Tag, error) {
+	row, err := s.stridedStore.LookupTag(ctx, name)
+	return opaqueRow(row), err
+}
+
+// The ranges of an opaque tag, asked of an AnyOrderStore, need only lie
+// above the IDs of their own residue: a range of another slot below the
+// last ID is served (none of its IDs can have been issued), one of the
+// same slot at or below its last ID is refused as rewound.
+func TestAnyOrderRewind(t *testing.T) {
+	cfg := fastConfig()
+	cfg.MaxStep = 5
+	cfg.PreloadAt = 0.9 // the preload starts at the 5th ID of 5
+	cfg.OpaqueKey = testOpaqueKey
+	perm, err := segment.NewPerm(segment.TagKey(testOpaqueKey, "order"), segment.OpaqueDomain(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		start  int64
+		refuse bool
+	}{
+		{2, false},  // another residue, below the last ID, 17
+		{18, false}, // another residue, above it
+		{21, false}, // the same residue, above it
+		{17, true},  // the last ID
+		{13, true},  // the same residue, below it
+	} {
+		t.Run(fmt.Sprint(c.start), func(t *testing.T) {
+			s := anyOrderStore{newStridedStore(1, 4, map[string]int64{"order": 5})}
+			a := newAllocator(t, s, cfg)
+			rs, err := a.NextN(context.Background(), "order", 4, nil) // 1, 5, 9, 13
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.startAt("order", c.start)
+			more, err := a.NextN(context.Background(), "order", 1, nil) // 17, and the preload
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int64
+			for _, r := range append(rs, more...) {
+				got = append(got, perm.Unmap(r.Start))
+			}
+			if fmt.Sprint(got) != "[1 5 9 13 17]" {
+				t.Fatalf("first range's counters %v, want 1 to 17", got)
+			}
+			if !c.refuse {
+				id, err := a.Next(context.Background(), "order") // the second range's first ID
+				if err != nil {
+					t.Fatalf("Next: %v; want counter %d", err, c.start)
+				}
+				if got := perm.Unmap(id); got != c.start {
+					t.Fatalf("Next = counter %d; want %d", got, c.start)
+				}
+				return
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				st, _ := a.TagState("order")
+				if err = st.Err; code(err) == leafd.ETagRewound || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if code(err) != leafd.ETagRewound {
+				t.Fatalf("load error %v; want tag_rewound", err)
+			}
+		})
+	}
+}

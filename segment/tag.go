@@ -30,6 +30,9 @@ type tag struct {
 	// tag whose format changes is replaced.
 	spec   opaqueSpec
 	opaque *opaque
+	// dom is an opaque tag's domain (domain.go), nil for a sequential tag:
+	// set before the tag is published, its fields guarded by mu.
+	dom *domain
 
 	// allocTurn is held (a token in a channel of one) while a range of
 	// the tag is asked of the store and admitted: see Allocator.allocate.
@@ -84,9 +87,14 @@ func newTag(name string, tableStep int64, adopted time.Time) *tag {
 	return &tag{name: name, tableStep: tableStep, adopted: adopted, changed: make(chan struct{}), allocTurn: make(chan struct{}, 1)}
 }
 
-func (t *tag) setTableStep(step int64) {
+// setRow takes what the tag's row, read again, says of its table step
+// and of how far its counter went.
+func (t *tag) setRow(row leafd.Tag) {
 	t.mu.Lock()
-	t.tableStep = step
+	t.tableStep = row.Step
+	if t.dom != nil {
+		t.dom.top = max(t.dom.top, row.MaxID-1)
+	}
 	t.mu.Unlock()
 }
 
@@ -228,6 +236,7 @@ func (t *tag) beginLoadLocked(now time.Time, p stepPolicy) (loadStart, bool) {
 		period = max(period-s, time.Millisecond)
 	}
 	step := max(p.next(t.step, t.tableStep, issued-t.issuedAtLoad, period), t.nextMin)
+	step = min(step, t.domainCapLocked())
 	t.nextMin = 0
 	t.loading, t.loadSince = true, time.Now()
 	return loadStart{step: step, at: now, issued: issued, starved: starved}, true
@@ -262,6 +271,9 @@ func (t *tag) loaded(b *buffer, tableStep int64, ls loadStart, now func() time.T
 	// the number of IDs this range holds, which for a strided range is not
 	// its width End-Start.
 	t.step, t.tableStep = b.size, tableStep
+	if t.dom != nil {
+		t.dom.top, t.dom.stride = b.id(b.size-1), b.stride
+	}
 	t.loads++
 	t.next = b
 	if cur := t.cur.Load(); cur == nil || cur.exhausted() {
@@ -430,6 +442,10 @@ func (t *tag) state(now time.Time) TagState {
 		Errors:     t.failedRequests.Load(),
 		LoadErrors: t.loadErrors,
 		Err:        t.err,
+	}
+	if t.dom != nil {
+		s.Domain = t.dom.n
+		s.DomainUsed, s.DomainReserved = t.domainLocked()
 	}
 	if b := t.cur.Load(); b != nil {
 		s.Buffers[t.pos] = b.state()

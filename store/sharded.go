@@ -895,6 +895,21 @@ var errSlotNotHere = errors.New("the slot is not active in this database")
 // answered); tag_exhausted when no slot can hold another range;
 // store_unavailable when no database could serve it.
 func (s *Sharded) Allocate(ctx context.Context, tag string, step int64) (segment.Allocation, error) {
+	return s.allocate(ctx, tag, step, true)
+}
+
+var _ segment.AnyOrderStore = (*Sharded)(nil)
+
+// AllocateAnyOrder is Allocate without raising the slot above the IDs this
+// server was handed before from the other slots: each slot's IDs are used
+// up in turn, none passed over. The allocator asks it for opaque tags,
+// whose IDs have no order to keep and whose domain may be small.
+func (s *Sharded) AllocateAnyOrder(ctx context.Context, tag string, step int64) (segment.Allocation, error) {
+	return s.allocate(ctx, tag, step, false)
+}
+
+// allocate is Allocate; ordered raises the slot above the tag's floor.
+func (s *Sharded) allocate(ctx context.Context, tag string, step int64, ordered bool) (segment.Allocation, error) {
 	if step < 1 {
 		return segment.Allocation{}, fmt.Errorf("store: allocate %q: step %d is below 1", tag, step)
 	}
@@ -905,6 +920,9 @@ func (s *Sharded) Allocate(ctx context.Context, tag string, step int64) (segment
 	s.mu.Lock()
 	floor, first := s.floors[tag], s.cursor[tag]
 	s.mu.Unlock()
+	if !ordered {
+		floor = 0 // the slot's own counter is the only bound
+	}
 
 	var errs []error
 	unknown, exhausted, answered, tried := 0, 0, 0, 0

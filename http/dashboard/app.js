@@ -25,6 +25,17 @@
   // (1, or S with store.shards); v may be a BigInt past 2^53.
   const lastID = (v, step) => (typeof v === 'bigint' ? v - BigInt(step || 1) : v - (step || 1));
 
+  // domainOf sums up an opaque tag's domain (null for a sequential tag):
+  // the fractions used and reserved, the IDs left (a BigInt: a domain of
+  // 18 digits passes 2^53) and a tone once most of it is gone.
+  function domainOf(t) {
+    if (!t.domain) return null;
+    const n = Number(t.domain), used = Number(t.domain_used) / n, reserved = Number(t.domain_reserved) / n;
+    const left = BigInt(t.domain) - BigInt(t.domain_used) - BigInt(t.domain_reserved);
+    return { used, reserved, left, tone: used + reserved >= 0.99 ? 'bad' : used + reserved >= 0.8 ? 'warn' : '' };
+  }
+  const fmtPct = (f) => (f > 0 && f < 0.001 ? '<0.1' : (f * 100).toFixed(1)) + '%';
+
   function fmtDur(ms) {
     ms = Math.max(0, ms);
     if (ms < 1000) return Math.round(ms) + ' ms';
@@ -367,6 +378,20 @@
     const fresh = grew('errors:' + t.tag, now, t.errors + t.load_errors);
     tone(errors, fresh && t.errors > 0 ? 'bad' : fresh || t.errors > 0 ? 'warn' : '');
 
+    const dom = el.querySelector('.domain');
+    const d = domainOf(t);
+    dom.hidden = !d;
+    if (d) {
+      f('domain').textContent = `${fmtPct(d.used)} used · ${fmtPct(d.reserved)} reserved · ${fmtNum(d.left)} of ${fmtNum(t.domain)} left`;
+      f('domain').title = `${t.domain_used} IDs gone (issued, or given up by servers that stopped), ` +
+        `${t.domain_reserved} in this server's buffers, of IDs 1 to ${t.domain}`;
+      const bar = dom.querySelector('.dom-bar');
+      bar.setAttribute('aria-label', `domain: ${fmtPct(d.used)} used, ${fmtPct(d.reserved)} reserved`);
+      tone(bar, d.tone);
+      bar.querySelector('.dom-used').style.width = (d.used * 100).toFixed(2) + '%';
+      bar.querySelector('.dom-res').style.width = (d.reserved * 100).toFixed(2) + '%';
+    }
+
     const err = el.querySelector('.tag-error');
     const why = cause(t);
     err.hidden = !why;
@@ -544,6 +569,14 @@
     const r = track('row:' + t.tag, now, t.issued);
     setRate(rate, r == null ? t.rate : r);
     rate.title = `${fmtRate(t.rate)}/s since the last load`;
+
+    // An opaque tag says under its name how much of its domain is gone.
+    const dom = tr.querySelector('.dom');
+    const d = domainOf(t);
+    dom.hidden = !d;
+    dom.textContent = d ? `domain ${fmtPct(d.used + d.reserved)} taken` : '';
+    dom.title = d ? `${fmtPct(d.used)} used, ${fmtPct(d.reserved)} reserved in this server's buffers, ${fmtNum(d.left)} of ${fmtNum(t.domain)} IDs left` : '';
+    tone(dom, d ? d.tone : '');
 
     const cur = t.buffers[t.current], next = t.buffers[1 - t.current];
     const frac = cur.size > 0 ? cur.used / cur.size : 0;

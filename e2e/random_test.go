@@ -690,13 +690,9 @@ func (w *world) sigstop() string {
 	if err := p.Signal(syscall.SIGCONT); err != nil {
 		w.t.Fatal(err)
 	}
-	// A paused server may hold the SQLite file's lock, which the others
-	// then wait for.
-	if w.kind == "sqlite" {
-		w.late(from)
-	} else {
-		p.late.add(from, time.Now())
-	}
+	// A paused server may hold the SQLite file's lock, or a tag's row lock
+	// in the middle of a range load, which the others then wait for.
+	w.late(from)
 	if err := p.waitReady(30 * time.Second); err != nil {
 		w.t.Fatalf("step %d %s: %v", w.step, w.action, err)
 	}

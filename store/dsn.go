@@ -40,15 +40,26 @@ func ExampleDSN(driver string) string {
 	return engines[driver].example
 }
 
-// foreignDSN returns the error Open returns for a DSN that another engine
-// reads as its own while driver's does not, or nil.
-func foreignDSN(driver, dsn string) error {
+// OtherEngine returns the engine, by store.driver name, that dsn is
+// written for when driver's does not read it as its own (DSNKinds); ""
+// otherwise, and when driver is unknown. Open and config refuse such a DSN.
+func OtherEngine(driver, dsn string) string {
 	kinds := DSNKinds(dsn)
-	if len(kinds) == 0 || slices.Contains(kinds, driver) {
+	if _, ok := engines[driver]; !ok || len(kinds) == 0 || slices.Contains(kinds, driver) {
+		return ""
+	}
+	return kinds[0]
+}
+
+// foreignDSN returns the error Open returns for a DSN written for another
+// engine (OtherEngine), or nil.
+func foreignDSN(driver, dsn string) error {
+	kind := OtherEngine(driver, dsn)
+	if kind == "" {
 		return nil
 	}
 	return fmt.Errorf("%q is a %s DSN, not a %s one: set store.driver to %s, or give a %s DSN such as %s",
-		MaskDSN(dsn), EngineName(kinds[0]), EngineName(driver), kinds[0], EngineName(driver), ExampleDSN(driver))
+		MaskDSN(dsn), EngineName(kind), EngineName(driver), kind, EngineName(driver), ExampleDSN(driver))
 }
 
 // MaskDSN returns dsn with its password replaced by "***", for messages

@@ -153,7 +153,7 @@ func Drivers() []string {
 // The server, the command line and the tests all open stores here.
 //
 // Errors: an unknown driver; a DSN (the first or a fallback) written for
-// another engine (DSNKinds), or that does not parse or names no database;
+// another engine (OtherEngine), or that does not parse or names no database;
 // fallbacks given to an engine that has no other addresses.
 func Open(driver, dsn string, opts ...Option) (Store, error) {
 	e, ok := engines[driver]

@@ -249,42 +249,20 @@ func checkSQLiteParams(q url.Values) error {
 			}
 		}
 	}
-	// Each setting of the journal mode and of synchronous, as the DSN
-	// writes it (param) and its value: _pragma or modernc.org/sqlite's
-	// shorthand keys.
-	type setting struct{ param, value string }
-	var journal, synchronous []setting
 	for _, v := range q["_pragma"] {
-		name, value, ok := splitPragma(v)
-		if !ok {
+		if _, _, ok := splitPragma(v); !ok {
 			return fmt.Errorf("_pragma=%s: leafd reads a _pragma only as one pragma, name(value) or name=value, "+
 				"its value a word or a number, without ';', comments or a quoted name; give each pragma its own _pragma in that form", v)
 		}
-		switch name {
-		case "journal_mode":
-			journal = append(journal, setting{"_pragma=" + v, value})
-		case "synchronous":
-			synchronous = append(synchronous, setting{"_pragma=" + v, value})
-		}
 	}
-	for _, key := range []string{"_journal_mode", "_journal"} {
-		for _, v := range q[key] {
-			journal = append(journal, setting{key + "=" + v, v})
-		}
-	}
-	for _, key := range []string{"_synchronous", "_sync"} {
-		for _, v := range q[key] {
-			synchronous = append(synchronous, setting{key + "=" + v, v})
-		}
-	}
-	for _, s := range journal {
+	for _, s := range pragmaSettings(q, "journal_mode") {
 		if m := strings.ToLower(s.value); m == "off" || m == "memory" {
 			return fmt.Errorf("%s: without a journal on disk, a crash during a write can corrupt the file and lose committed ranges; use WAL (leafd's default) or leave the journal mode out", s.param)
 		}
 	}
 	// SQLite reads a level it does not know as NORMAL, and a number modulo
 	// 8 (7 is OFF): only FULL and EXTRA are let through.
-	for _, s := range synchronous {
+	for _, s := range pragmaSettings(q, "synchronous") {
 		if m := strings.ToLower(s.value); m != "" && m != "full" && m != "2" && m != "extra" && m != "3" {
 			return fmt.Errorf("%s: a power failure could undo committed range loads, and their IDs would be handed out again; use FULL (leafd's default) or EXTRA, or leave synchronous out", s.param)
 		}
@@ -329,21 +307,36 @@ func hasSQLiteParam(q url.Values, key, pragma string) bool {
 	if pragma == "" {
 		return q.Has(key)
 	}
-	for _, v := range q[key] {
-		if name, _, _ := splitPragma(v); name == pragma {
-			return true
+	return len(pragmaSettings(q, pragma)) > 0
+}
+
+// sqliteShorthands are modernc.org/sqlite's shorthand keys for pragmas:
+// _sync=FULL sets synchronous as _pragma=synchronous(FULL) does.
+var sqliteShorthands = map[string][]string{
+	"busy_timeout": {"_busy_timeout", "_timeout"},
+	"journal_mode": {"_journal_mode", "_journal"},
+	"synchronous":  {"_synchronous", "_sync"},
+}
+
+// A pragmaSetting is one setting of a pragma in a DSN: the parameter as
+// the DSN writes it, and its value.
+type pragmaSetting struct{ param, value string }
+
+// pragmaSettings returns each setting of the pragma name in q, by _pragma
+// (of pragmaForm) or by a shorthand key.
+func pragmaSettings(q url.Values, name string) []pragmaSetting {
+	var settings []pragmaSetting
+	for _, v := range q["_pragma"] {
+		if n, value, ok := splitPragma(v); ok && n == name {
+			settings = append(settings, pragmaSetting{"_pragma=" + v, value})
 		}
 	}
-	// modernc.org/sqlite's shorthand keys for the same pragmas.
-	switch pragma {
-	case "busy_timeout":
-		return q.Has("_busy_timeout") || q.Has("_timeout")
-	case "journal_mode":
-		return q.Has("_journal_mode") || q.Has("_journal")
-	case "synchronous":
-		return q.Has("_synchronous") || q.Has("_sync")
+	for _, key := range sqliteShorthands[name] {
+		for _, v := range q[key] {
+			settings = append(settings, pragmaSetting{key + "=" + v, v})
+		}
 	}
-	return false
+	return settings
 }
 
 // escapeSQLitePath escapes the characters that SQLite's URI parser would

@@ -76,7 +76,7 @@ type Store struct {
 	Driver string
 	// DSN is the driver's data source name (store.dsn). Its syntax is the
 	// store package's business; config requires it to be non-empty and not
-	// written for another engine (store.DSNKinds).
+	// written for another engine (store.OtherEngine).
 	DSN string
 	// FallbackDSNs are further addresses of the same MySQL cluster, tried in
 	// order (store.fallback_dsns). Empty means none.
@@ -457,22 +457,13 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 	}
 
 	// store
-	driverOK := slices.Contains(store.Drivers(), c.Store.Driver)
-	if !driverOK {
+	if !slices.Contains(store.Drivers(), c.Store.Driver) {
 		bad("store.driver", "%q is not supported: %s", c.Store.Driver, hintDriver)
 	}
-	// meantFor returns the engine dsn is written for when store.driver's
-	// does not read it as its own (store.DSNKinds), or "". The SQLite
-	// driver would take a PostgreSQL DSN for a file's name and a MySQL one
-	// for a directory's, and serve from a new, empty file; the others' own
-	// complaints do not say what is wrong.
-	meantFor := func(dsn string) string {
-		kinds := store.DSNKinds(dsn)
-		if !driverOK || len(kinds) == 0 || slices.Contains(kinds, c.Store.Driver) {
-			return ""
-		}
-		return kinds[0]
-	}
+	// A DSN written for another engine (store.OtherEngine) is refused: the
+	// SQLite driver would take a PostgreSQL DSN for a file's name and a
+	// MySQL one for a directory's, and serve from a new, empty file; the
+	// others' own complaints do not say what is wrong.
 	driverName, driverExample := store.EngineName(c.Store.Driver), store.ExampleDSN(c.Store.Driver)
 	// With store.shards, store.dsn is not used: its default is left alone.
 	// Set to a database that store.shards does not list, it is refused:
@@ -483,7 +474,7 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 	dflt := Default().Store
 	dsnSet := c.Store.DSN != "" && from("store.dsn").kind != fromDefault &&
 		(c.Store.DSN != dflt.DSN || c.Store.Driver == dflt.Driver)
-	switch kind := meantFor(c.Store.DSN); {
+	switch kind := store.OtherEngine(c.Store.Driver, c.Store.DSN); {
 	case len(c.Store.Shards) > 0:
 		if dsnSet && !slices.Contains(c.Store.Shards, c.Store.DSN) {
 			bad("store.dsn", "%q is not one of store.shards, which replaces it: remove store.dsn, or list its database in store.shards "+
@@ -508,7 +499,7 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 		`write each DSN without spaces, or as a postgres:// URL`
 	for i, dsn := range c.Store.FallbackDSNs {
 		key := fmt.Sprintf("store.fallback_dsns[%d]", i)
-		switch kind := meantFor(dsn); {
+		switch kind := store.OtherEngine(c.Store.Driver, dsn); {
 		case dsn == "":
 			bad(key, "is empty: %s, or remove it", hintDSN)
 		case strings.HasPrefix(dsn, "="):
@@ -520,7 +511,7 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 	}
 	for i, dsn := range c.Store.Shards {
 		key := fmt.Sprintf("store.shards[%d]", i)
-		switch kind := meantFor(dsn); {
+		switch kind := store.OtherEngine(c.Store.Driver, dsn); {
 		case dsn == "":
 			bad(key, "is empty: %s, or remove it", hintDSN)
 		case strings.HasPrefix(dsn, "="):

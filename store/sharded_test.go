@@ -718,6 +718,100 @@ func TestShardedDatabaseHung(t *testing.T) {
 	}
 }
 
+// While one database of three hangs, reading tags costs no more than when
+// it is dead: a tag the server has not read yet is looked up and its first
+// range loaded within the wait a request allows, the tag list is read
+// within an attempt (and at once while the database is passed over), and
+// creating a tag is refused (503: it needs every database) within an
+// attempt, not after the caller's whole time.
+func TestShardedTagReadsDatabaseHung(t *testing.T) {
+	const (
+		waitTimeout = time.Second // segment.wait_timeout of the server
+		attempt     = waitTimeout / 2
+		slack       = 300 * time.Millisecond // scheduling on a busy machine
+	)
+	for _, driver := range []string{"mysql", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			dsns := shardDSNs(t, driver, 3)
+			var proxy *faultproxy.Proxy
+			dsns[0], proxy = proxied(t, driver, dsns[0])
+			s, err := store.OpenSharded(driver, dsns, store.ShardOptions{Slots: shardSlots, Logger: quiet, AttemptTimeout: attempt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			const tags = 20
+			for i := range tags {
+				if _, err := s.CreateTag(ctx, leafd.Tag{Name: fmt.Sprintf("t%d", i), Step: 10}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// timed runs f with the caller's time of a server (10 s, as
+			// a range load has) and returns how long it took.
+			timed := func(f func(ctx context.Context)) time.Duration {
+				tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				start := time.Now()
+				f(tctx)
+				return time.Since(start)
+			}
+			proxy.Stall()
+			defer proxy.Up()
+
+			// The list: the first read gives up on the database that
+			// hangs after an attempt; the next ones pass it over.
+			for i := range 3 {
+				var list []leafd.Tag
+				took := timed(func(ctx context.Context) { list, err = s.ListTags(ctx) })
+				limit := attempt + slack
+				if i > 0 {
+					limit = slack
+				}
+				if err != nil || len(list) != tags || took > limit {
+					t.Errorf("ListTags %d while store.shards[0] hangs: %d tags, %v after %v; want %d within %v", i, len(list), err, took, tags, limit)
+					break
+				}
+			}
+			// Creating a tag needs every database: refused at once.
+			for i := range 2 {
+				took := timed(func(ctx context.Context) { _, err = s.CreateTag(ctx, leafd.Tag{Name: "new", Step: 10}) })
+				if leafd.ErrorCode(err) != leafd.EStoreUnavailable || !strings.Contains(leafd.ErrorMessage(err), "store.shards[0] does not answer") || took > attempt+slack {
+					t.Errorf("CreateTag %d while store.shards[0] hangs: %v after %v; want store_unavailable naming it within %v", i, err, took, attempt+slack)
+					break
+				}
+			}
+			// Each tag looked up and loaded for the first time, past
+			// pass-overs that end while the database still hangs.
+			for i := range tags {
+				name := fmt.Sprintf("t%d", i)
+				took := timed(func(ctx context.Context) {
+					var tag leafd.Tag
+					if tag, err = s.LookupTag(ctx, name); err == nil && tag.Name == name {
+						_, err = s.Allocate(ctx, name, 10)
+					}
+				})
+				if err != nil || took > waitTimeout {
+					t.Fatalf("the first request of %s while store.shards[0] hangs: %v after %v; want a range within %v", name, err, took, waitTimeout)
+				}
+				time.Sleep(150 * time.Millisecond)
+			}
+			proxy.Up()
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				if _, err = s.CreateTag(ctx, leafd.Tag{Name: "new", Step: 10}); err == nil || time.Now().After(deadline) {
+					break
+				}
+			}
+			if err != nil {
+				t.Fatalf("CreateTag once store.shards[0] answers again: %v", err)
+			}
+		})
+	}
+}
+
 // A deployment initialised before the databases had ids and member lists
 // gets them at the next Migrate with every database answering, and is
 // checked against them from then on.

@@ -722,8 +722,9 @@ func TestShardedDatabaseHung(t *testing.T) {
 // it is dead: a tag the server has not read yet is looked up and its first
 // range loaded within the wait a request allows, the tag list is read
 // within an attempt (and at once while the database is passed over), and
-// creating a tag is refused (503: it needs every database) within an
-// attempt, not after the caller's whole time.
+// creating a tag is refused within an attempt, not after the caller's
+// whole time: 503, since it needs every database, or 409 when another
+// database has it.
 func TestShardedTagReadsDatabaseHung(t *testing.T) {
 	const (
 		waitTimeout = time.Second // segment.wait_timeout of the server
@@ -783,6 +784,11 @@ func TestShardedTagReadsDatabaseHung(t *testing.T) {
 					t.Errorf("CreateTag %d while store.shards[0] hangs: %v after %v; want store_unavailable naming it within %v", i, err, took, attempt+slack)
 					break
 				}
+			}
+			// A tag the others have exists, whether or not it answers.
+			took := timed(func(ctx context.Context) { _, err = s.CreateTag(ctx, leafd.Tag{Name: "t0", Step: 10}) })
+			if leafd.ErrorCode(err) != leafd.ETagExists || took > attempt+slack {
+				t.Errorf("CreateTag of an existing tag while store.shards[0] hangs: %v after %v; want tag_exists within %v", err, took, attempt+slack)
 			}
 			// Each tag looked up and loaded for the first time, past
 			// pass-overs that end while the database still hangs.

@@ -453,7 +453,8 @@ func (s *Sharded) check(metas []*shardMeta, errs []error, ids []string) (string,
 		switch {
 		case m.Deployment != first.Deployment:
 			return "", mismatch("store.shards[%d] belongs to another deployment (%s) than the databases before it (%s): "+
-				"it holds another leafd's slots; list the databases of one deployment", i, m.Deployment, first.Deployment)
+				"it holds another leafd's slots; list the databases of one deployment (a database left by a server whose initialisation was refused: "+
+				"see \"A database left by a refused initialisation\" in docs/shards.md)", i, m.Deployment, first.Deployment)
 		case m.Slots != s.slots:
 			return "", mismatch("the databases record %d slots, store.shard_slots is %d: the slot count is fixed when sharding is initialised; set store.shard_slots to %d",
 				m.Slots, s.slots, m.Slots)
@@ -464,7 +465,7 @@ func (s *Sharded) check(metas []*shardMeta, errs []error, ids []string) (string,
 				max(m.Count, len(m.members())), len(s.dbs))
 		case !agree(m.members(), members):
 			return "", mismatch("store.shards[%d] records other databases as the deployment's than the databases before it: "+
-				"servers with different store.shards initialised them; see leafd shards status", i)
+				"servers with different store.shards initialised them; see leafd shards status and \"A database left by a refused initialisation\" in docs/shards.md", i)
 		}
 		if len(m.members()) > len(members) {
 			members = m.members()
@@ -734,7 +735,7 @@ func (s *Sharded) claim(ctx context.Context, deployment string, ids []string, fr
 				case !same && !grows:
 					return mismatch("store.shards[%d] was initialised with another list of databases (%d of them) than store.shards (%d): "+
 						"another server with a different store.shards got there first; give every server the deployment's list, in order, "+
-						"and see leafd shards status", i, len(h.members()), n)
+						"and see leafd shards status and \"A database left by a refused initialisation\" in docs/shards.md", i, len(h.members()), n)
 				case h.Deployment != deployment:
 					return mismatch("store.shards[%d] belongs to another deployment (%s) than the databases before it (%s)", i, h.Deployment, deployment)
 				case h.Slots != s.slots:

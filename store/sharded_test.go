@@ -639,6 +639,102 @@ func TestShardedInitialiseDifferentLists(t *testing.T) {
 	})
 }
 
+// Two servers with different lists initialise at once: the loser can
+// leave its record in a database the winner does not use, which every
+// deployment then refuses. The runbook of docs/shards.md ("A database left
+// by a refused initialisation") clears it, and the database then joins
+// the winner's deployment.
+func TestShardedRefusedInitialisationCleared(t *testing.T) {
+	dsns := shardDSNs(t, "sqlite", 3)
+	ctx := context.Background()
+	exec := func(dsn string, queries ...string) {
+		t.Helper()
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		for _, q := range queries {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+	}
+	// Ids that make the loser write its own database first.
+	for i, uid := range []string{"b0", "b1", "a2"} {
+		p, err := store.Open("sqlite", dsns[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = p.Migrate(ctx)
+		p.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec(dsns[i], fmt.Sprintf("INSERT INTO leafd_database (id, uid) VALUES (1, '%s')", uid))
+	}
+	winner := startStepped(openSharded(t, "sqlite", []string{dsns[0], dsns[1]}, shardSlots))
+	loser := startStepped(openSharded(t, "sqlite", []string{dsns[0], dsns[2]}, shardSlots))
+	winner.arrive(t)
+	loser.arrive(t)
+	if err := winner.finish(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := loser.finish(t); !errors.Is(err, store.ErrShardMismatch) {
+		t.Fatalf("the second initialisation: %v, want a mismatch", err)
+	}
+	grown := []string{dsns[0], dsns[1], dsns[2]}
+	if err := openSharded(t, "sqlite", grown, shardSlots).Migrate(ctx); !errors.Is(err, store.ErrShardMismatch) {
+		t.Fatalf("growing the deployment by the database the loser wrote: %v, want a mismatch", err)
+	}
+	// The runbook's checks: its id is not in the deployment's list, and
+	// no range was ever loaded from it.
+	read := func(dsn, query string) string {
+		t.Helper()
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var v string
+		if err := db.QueryRowContext(ctx, query).Scan(&v); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		return v
+	}
+	if uid, members := read(dsns[2], "SELECT uid FROM leafd_database"), read(dsns[0], "SELECT members FROM leafd_shard"); slices.Contains(strings.Split(members, ","), uid) {
+		t.Fatalf("the deployment lists the loser's database (%s in %s)", uid, members)
+	}
+	if n := read(dsns[2], "SELECT COUNT(*) FROM leafd_slot_alloc"); n != "0" {
+		t.Fatalf("%s counters in the loser's database", n)
+	}
+	exec(dsns[2], "DELETE FROM leafd_slot", "DELETE FROM leafd_shard")
+
+	s := openSharded(t, "sqlite", grown, shardSlots)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("growing the deployment by the cleared database: %v", err)
+	}
+	if _, err := s.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MoveSlot(ctx, 0, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	var ledger idLedger
+	served := false
+	for range 2 * shardSlots {
+		a, err := s.Allocate(ctx, "t", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ledger.add(t, "grown", a)
+		served = served || a.Start%shardSlots == 0
+	}
+	if !served {
+		t.Fatal("slot 0, moved to the cleared database, served nothing")
+	}
+}
+
 // One database of three hangs (its connections stall: what a database
 // stopped with SIGSTOP, or a network that drops packets, looks like):
 // every load is served by the others within the wait a request allows,

@@ -1187,13 +1187,9 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 // it over; one that answers is used again at once.
 func (s *Sharded) ask(ctx context.Context, every bool, f func(ctx context.Context, d *shardDB) error) []error {
 	errs := make([]error, len(s.dbs))
-	live := make([]bool, len(s.dbs))
+	live, nlive := make([]bool, len(s.dbs)), 0
 	for i := range s.dbs {
-		live[i] = !s.isDown(i)
-	}
-	nlive := 0
-	for _, l := range live {
-		if l {
+		if live[i] = !s.isDown(i); live[i] {
 			nlive++
 		}
 	}

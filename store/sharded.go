@@ -453,7 +453,8 @@ func (s *Sharded) check(metas []*shardMeta, errs []error, ids []string) (string,
 		switch {
 		case m.Deployment != first.Deployment:
 			return "", mismatch("store.shards[%d] belongs to another deployment (%s) than the databases before it (%s): "+
-				"it holds another leafd's slots; list the databases of one deployment", i, m.Deployment, first.Deployment)
+				"it holds another leafd's slots; list the databases of one deployment (a database left by a server whose initialisation was refused: "+
+				"see \"A database left by a refused initialisation\" in docs/shards.md)", i, m.Deployment, first.Deployment)
 		case m.Slots != s.slots:
 			return "", mismatch("the databases record %d slots, store.shard_slots is %d: the slot count is fixed when sharding is initialised; set store.shard_slots to %d",
 				m.Slots, s.slots, m.Slots)
@@ -464,7 +465,7 @@ func (s *Sharded) check(metas []*shardMeta, errs []error, ids []string) (string,
 				max(m.Count, len(m.members())), len(s.dbs))
 		case !agree(m.members(), members):
 			return "", mismatch("store.shards[%d] records other databases as the deployment's than the databases before it: "+
-				"servers with different store.shards initialised them; see leafd shards status", i)
+				"servers with different store.shards initialised them; see leafd shards status and \"A database left by a refused initialisation\" in docs/shards.md", i)
 		}
 		if len(m.members()) > len(members) {
 			members = m.members()
@@ -734,7 +735,7 @@ func (s *Sharded) claim(ctx context.Context, deployment string, ids []string, fr
 				case !same && !grows:
 					return mismatch("store.shards[%d] was initialised with another list of databases (%d of them) than store.shards (%d): "+
 						"another server with a different store.shards got there first; give every server the deployment's list, in order, "+
-						"and see leafd shards status", i, len(h.members()), n)
+						"and see leafd shards status and \"A database left by a refused initialisation\" in docs/shards.md", i, len(h.members()), n)
 				case h.Deployment != deployment:
 					return mismatch("store.shards[%d] belongs to another deployment (%s) than the databases before it (%s)", i, h.Deployment, deployment)
 				case h.Slots != s.slots:
@@ -1049,6 +1050,13 @@ func (s *Sharded) markDown(i int, err error) {
 	s.log.Warn("store: a database of store.shards failed; its slots are passed over", "shard", i, "for", d.downFor, "err", err)
 }
 
+// markUp ends database i's pass-over: it answered.
+func (s *Sharded) markUp(i int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dbs[i].downUntil, s.dbs[i].downFor = time.Time{}, 0
+}
+
 // attemptContext bounds an attempt on database i by the attempt timeout
 // when another database that is not passed over holds a slot: that one can
 // serve if this one hangs. The last database that can serve gets the
@@ -1167,6 +1175,83 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 // that of two servers creating it at once only one gets past it; a tag
 // that databases define differently (written by SQL, or by an older
 // leafd) is served by none of them.
+//
+// Reading a tag does not wait for a database that does not answer: one
+// that fails, or gives no answer within an attempt, is left out as one
+// that is gone is, and so is one passed over; the tag is served by the
+// definition of the databases that answered, when at least one of them
+// has it and all that have it agree. That serves no other definition
+// than every database's word would, because leafd never writes two
+// definitions of a tag: CreateTag writes one only after every database
+// answered that it has none, store.shards[0] first, which refuses the
+// second of two servers creating the tag at once; repairTag and Migrate
+// only copy a definition that exists. So a database that is not heard
+// holds the definition the others hold, or none (it missed the creation),
+// not another. Only a definition written past leafd (by SQL, or by an
+// older leafd) can differ, and waiting for a database that does not
+// answer would not reveal it either: it is found when the database
+// answers again, and the tag is then refused (tag_conflict). When none
+// that answered has the tag and one was not heard, the tag may still be
+// there alone (the others missed its creation): store_unavailable, not
+// unknown_tag.
+
+// ask runs f on databases of store.shards at once and returns each
+// database's error, nil for one that answered: on every database with
+// every, otherwise on those not passed over (all of them when every one
+// is), the others' error saying so. Each gets the attempt timeout when
+// another asked can answer (with every, always), so that one that hangs
+// holds the answer up by one attempt at most, and one that fails or gives
+// no answer in time is passed over from then on, as a range load passes
+// it over; one that answers is used again at once.
+func (s *Sharded) ask(ctx context.Context, every bool, f func(ctx context.Context, d *shardDB) error) []error {
+	errs := make([]error, len(s.dbs))
+	live, nlive := make([]bool, len(s.dbs)), 0
+	for i := range s.dbs {
+		if live[i] = !s.isDown(i); live[i] {
+			nlive++
+		}
+	}
+	var wg sync.WaitGroup
+	for i, d := range s.dbs {
+		if !every && !live[i] && nlive > 0 {
+			errs[i] = leafd.Errorf(leafd.EStoreUnavailable, "store.shards[%d] failed or did not answer in time a moment ago, and is passed over for now", i)
+			continue
+		}
+		others := nlive
+		if live[i] {
+			others--
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			actx, cancel := ctx, context.CancelFunc(func() {})
+			if s.attempt > 0 && (others > 0 || every) {
+				actx, cancel = context.WithTimeout(ctx, s.attempt)
+			}
+			errs[i] = f(actx, d)
+			hung := actx.Err() != nil
+			cancel()
+			switch {
+			case errs[i] != nil && (hung || leafd.ErrorCode(errs[i]) == leafd.EStoreUnavailable):
+				if ctx.Err() == nil {
+					s.markDown(i, errs[i])
+				}
+			default:
+				s.markUp(i) // it answered
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// bounded bounds one step on one database by the attempt timeout.
+func (s *Sharded) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.attempt <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.attempt)
+}
 
 // disagreement returns the tag_conflict error of tag when the definitions
 // found in the databases of store.shards where differ in format, domain or
@@ -1192,18 +1277,23 @@ func disagreement(tags []leafd.Tag, where []int) error {
 	return nil
 }
 
-// ListTags returns every tag of the databases that answer, each as the
-// first of them holds it. MaxID is the tag's base, not how far its slots
-// have gone. A tag whose definitions disagree is left out (and logged):
-// its requests then look it up, and LookupTag refuses it.
+// ListTags returns every tag of the databases that answer (see ask: one
+// that hangs costs an attempt, one passed over nothing), each as the first
+// of them holds it. MaxID is the tag's base, not how far its slots have
+// gone. A tag whose definitions disagree is left out (and logged): its
+// requests then look it up, and LookupTag refuses it.
 func (s *Sharded) ListTags(ctx context.Context) ([]leafd.Tag, error) {
+	lists := make([][]leafd.Tag, len(s.dbs))
+	asked := s.ask(ctx, false, func(ctx context.Context, d *shardDB) (err error) {
+		lists[d.idx], err = d.ListTags(ctx)
+		return err
+	})
 	var errs []error
 	byName := map[string][]leafd.Tag{}
 	where := map[string][]int{}
 	answered := false
-	for i, d := range s.dbs {
-		tags, err := d.ListTags(ctx)
-		if err != nil {
+	for i, tags := range lists {
+		if err := asked[i]; err != nil {
 			errs = append(errs, fmt.Errorf("store.shards[%d]: %w", i, err))
 			continue
 		}
@@ -1242,22 +1332,28 @@ func (s *Sharded) TagNames(ctx context.Context) ([]string, error) {
 }
 
 // LookupTag returns the tag as the first database that has it holds it,
-// once every database that answers agrees on its definition.
+// once every database that answers agrees on its definition. A database
+// that hangs costs an attempt, one passed over nothing (see ask, and why
+// the others' word is enough above).
 //
 // Errors: unknown_tag when every database answered and none has it;
 // tag_conflict when databases define it differently; store_unavailable when
 // none that answered has it and some did not answer.
 func (s *Sharded) LookupTag(ctx context.Context, name string) (leafd.Tag, error) {
+	tags := make([]leafd.Tag, len(s.dbs))
+	asked := s.ask(ctx, false, func(ctx context.Context, d *shardDB) (err error) {
+		tags[d.idx], err = d.LookupTag(ctx, name)
+		return err
+	})
 	var (
 		errs  []error
 		found []leafd.Tag
 		where []int
 	)
-	for i, d := range s.dbs {
-		t, err := d.LookupTag(ctx, name)
+	for i, err := range asked {
 		switch {
 		case err == nil:
-			found, where = append(found, t), append(where, i)
+			found, where = append(found, tags[i]), append(where, i)
 		case leafd.ErrorCode(err) != leafd.EUnknownTag:
 			errs = append(errs, err)
 		}
@@ -1276,37 +1372,48 @@ func (s *Sharded) LookupTag(ctx context.Context, name string) (leafd.Tag, error)
 
 // CreateTag creates the tag in every database. Every database must answer
 // and none may have it (or a past under its name that refuses it) before
-// any is written; its max_id is the highest of their marks. The databases
-// are then written in order: store.shards[0] decides between servers that
-// create the tag at once. A database that fails after store.shards[0]
-// took the tag is given the same definition at its first load
-// (repairTag) or the next leafd migrate: never another.
+// any is written; its max_id is the highest of their marks. They are asked
+// at once, each for an attempt at most, passed over or not: one that hangs
+// makes the creation refused within an attempt. The databases are then
+// written in order, each within an attempt: store.shards[0] decides
+// between servers that create the tag at once. A database that fails after
+// store.shards[0] took the tag is given the same definition at its first
+// load (repairTag) or the next leafd migrate: never another.
 //
 // Errors: tag_exists when any database has the tag; tag_conflict when a
 // database's past of the name refuses it (CreateTag of the engines); those
 // of the engine's CreateTag from store.shards[0]; store_unavailable when a
-// database does not answer.
+// database does not answer (and none that answered refused the tag).
 func (s *Sharded) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 	if err := leafd.ValidateTag(t.Name); err != nil {
 		return leafd.Tag{}, err
 	}
-	for i, d := range s.dbs {
+	marks := make([]int64, len(s.dbs))
+	errs := s.ask(ctx, true, func(ctx context.Context, d *shardDB) error {
 		p, err := creatable(ctx, d.d.x, t)
-		if err != nil {
-			err = d.d.wrap(err, fmt.Sprintf("check tag %q in store.shards[%d]", t.Name, i))
-			if leafd.ErrorCode(err) == leafd.EStoreUnavailable {
-				return leafd.Tag{}, leafd.Wrap(leafd.EStoreUnavailable, err, fmt.Sprintf(
-					"tag %q was not created: store.shards[%d] does not answer (%s), and a tag is created in every database "+
-						"of store.shards or in none, so that no database can hold another definition of it; retry once it answers",
-					t.Name, i, leafd.ErrorMessage(err)))
-			}
+		marks[d.idx] = p.mark
+		return d.d.wrap(err, fmt.Sprintf("check tag %q in store.shards[%d]", t.Name, d.idx))
+	})
+	// A database's refusal is the answer whether or not another answered.
+	for _, err := range errs {
+		if err != nil && leafd.ErrorCode(err) != leafd.EStoreUnavailable {
 			return leafd.Tag{}, err
 		}
-		t.MaxID = max(t.MaxID, p.mark)
+	}
+	for i, err := range errs {
+		if err != nil {
+			return leafd.Tag{}, leafd.Wrap(leafd.EStoreUnavailable, err, fmt.Sprintf(
+				"tag %q was not created: store.shards[%d] does not answer (%s), and a tag is created in every database "+
+					"of store.shards or in none, so that no database can hold another definition of it; retry once it answers",
+				t.Name, i, leafd.ErrorMessage(err)))
+		}
+		t.MaxID = max(t.MaxID, marks[i])
 	}
 	var created *leafd.Tag
 	for i, d := range s.dbs {
-		got, err := d.CreateTag(ctx, t)
+		wctx, cancel := s.bounded(ctx)
+		got, err := d.CreateTag(wctx, t)
+		cancel()
 		switch {
 		case err == nil && created == nil:
 			created = &got
@@ -1321,13 +1428,15 @@ func (s *Sharded) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error)
 	return *created, nil
 }
 
-// UpdateTag changes the tag in every database that answers, and returns
-// the first one's before and after.
+// UpdateTag changes the tag in every database that answers within an
+// attempt, and returns the first one's before and after.
 func (s *Sharded) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old, updated leafd.Tag, err error) {
 	var errs []error
 	done := false
 	for _, d := range s.dbs {
-		o, n, err := d.UpdateTag(ctx, name, u)
+		uctx, cancel := s.bounded(ctx)
+		o, n, err := d.UpdateTag(uctx, name, u)
+		cancel()
 		switch {
 		case err == nil && !done:
 			old, updated, done = o, n, true

@@ -639,6 +639,102 @@ func TestShardedInitialiseDifferentLists(t *testing.T) {
 	})
 }
 
+// Two servers with different lists initialise at once: the loser can
+// leave its record in a database the winner does not use, which every
+// deployment then refuses. The runbook of docs/shards.md ("A database left
+// by a refused initialisation") clears it, and the database then joins
+// the winner's deployment.
+func TestShardedRefusedInitialisationCleared(t *testing.T) {
+	dsns := shardDSNs(t, "sqlite", 3)
+	ctx := context.Background()
+	exec := func(dsn string, queries ...string) {
+		t.Helper()
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		for _, q := range queries {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+	}
+	// Ids that make the loser write its own database first.
+	for i, uid := range []string{"b0", "b1", "a2"} {
+		p, err := store.Open("sqlite", dsns[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = p.Migrate(ctx)
+		p.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec(dsns[i], fmt.Sprintf("INSERT INTO leafd_database (id, uid) VALUES (1, '%s')", uid))
+	}
+	winner := startStepped(openSharded(t, "sqlite", []string{dsns[0], dsns[1]}, shardSlots))
+	loser := startStepped(openSharded(t, "sqlite", []string{dsns[0], dsns[2]}, shardSlots))
+	winner.arrive(t)
+	loser.arrive(t)
+	if err := winner.finish(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := loser.finish(t); !errors.Is(err, store.ErrShardMismatch) {
+		t.Fatalf("the second initialisation: %v, want a mismatch", err)
+	}
+	grown := []string{dsns[0], dsns[1], dsns[2]}
+	if err := openSharded(t, "sqlite", grown, shardSlots).Migrate(ctx); !errors.Is(err, store.ErrShardMismatch) {
+		t.Fatalf("growing the deployment by the database the loser wrote: %v, want a mismatch", err)
+	}
+	// The runbook's checks: its id is not in the deployment's list, and
+	// no range was ever loaded from it.
+	read := func(dsn, query string) string {
+		t.Helper()
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var v string
+		if err := db.QueryRowContext(ctx, query).Scan(&v); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		return v
+	}
+	if uid, members := read(dsns[2], "SELECT uid FROM leafd_database"), read(dsns[0], "SELECT members FROM leafd_shard"); slices.Contains(strings.Split(members, ","), uid) {
+		t.Fatalf("the deployment lists the loser's database (%s in %s)", uid, members)
+	}
+	if n := read(dsns[2], "SELECT COUNT(*) FROM leafd_slot_alloc"); n != "0" {
+		t.Fatalf("%s counters in the loser's database", n)
+	}
+	exec(dsns[2], "DELETE FROM leafd_slot", "DELETE FROM leafd_shard")
+
+	s := openSharded(t, "sqlite", grown, shardSlots)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("growing the deployment by the cleared database: %v", err)
+	}
+	if _, err := s.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MoveSlot(ctx, 0, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	var ledger idLedger
+	served := false
+	for range 2 * shardSlots {
+		a, err := s.Allocate(ctx, "t", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ledger.add(t, "grown", a)
+		served = served || a.Start%shardSlots == 0
+	}
+	if !served {
+		t.Fatal("slot 0, moved to the cleared database, served nothing")
+	}
+}
+
 // One database of three hangs (its connections stall: what a database
 // stopped with SIGSTOP, or a network that drops packets, looks like):
 // every load is served by the others within the wait a request allows,
@@ -713,6 +809,106 @@ func TestShardedDatabaseHung(t *testing.T) {
 			}
 			if !back {
 				t.Fatal("the database that answers again is not used again")
+			}
+		})
+	}
+}
+
+// While one database of three hangs, reading tags costs no more than when
+// it is dead: a tag the server has not read yet is looked up and its first
+// range loaded within the wait a request allows, the tag list is read
+// within an attempt (and at once while the database is passed over), and
+// creating a tag is refused within an attempt, not after the caller's
+// whole time: 503, since it needs every database, or 409 when another
+// database has it.
+func TestShardedTagReadsDatabaseHung(t *testing.T) {
+	const (
+		waitTimeout = time.Second // segment.wait_timeout of the server
+		attempt     = waitTimeout / 2
+		slack       = 300 * time.Millisecond // scheduling on a busy machine
+	)
+	for _, driver := range []string{"mysql", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			dsns := shardDSNs(t, driver, 3)
+			var proxy *faultproxy.Proxy
+			dsns[0], proxy = proxied(t, driver, dsns[0])
+			s, err := store.OpenSharded(driver, dsns, store.ShardOptions{Slots: shardSlots, Logger: quiet, AttemptTimeout: attempt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			const tags = 20
+			for i := range tags {
+				if _, err := s.CreateTag(ctx, leafd.Tag{Name: fmt.Sprintf("t%d", i), Step: 10}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// timed runs f with the caller's time of a server (10 s, as
+			// a range load has) and returns how long it took.
+			timed := func(f func(ctx context.Context)) time.Duration {
+				tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				start := time.Now()
+				f(tctx)
+				return time.Since(start)
+			}
+			proxy.Stall()
+			defer proxy.Up()
+
+			// The list: the first read gives up on the database that
+			// hangs after an attempt; the next ones pass it over.
+			for i := range 3 {
+				var list []leafd.Tag
+				took := timed(func(ctx context.Context) { list, err = s.ListTags(ctx) })
+				limit := attempt + slack
+				if i > 0 {
+					limit = slack
+				}
+				if err != nil || len(list) != tags || took > limit {
+					t.Errorf("ListTags %d while store.shards[0] hangs: %d tags, %v after %v; want %d within %v", i, len(list), err, took, tags, limit)
+					break
+				}
+			}
+			// Creating a tag needs every database: refused at once.
+			for i := range 2 {
+				took := timed(func(ctx context.Context) { _, err = s.CreateTag(ctx, leafd.Tag{Name: "new", Step: 10}) })
+				if leafd.ErrorCode(err) != leafd.EStoreUnavailable || !strings.Contains(leafd.ErrorMessage(err), "store.shards[0] does not answer") || took > attempt+slack {
+					t.Errorf("CreateTag %d while store.shards[0] hangs: %v after %v; want store_unavailable naming it within %v", i, err, took, attempt+slack)
+					break
+				}
+			}
+			// A tag the others have exists, whether or not it answers.
+			took := timed(func(ctx context.Context) { _, err = s.CreateTag(ctx, leafd.Tag{Name: "t0", Step: 10}) })
+			if leafd.ErrorCode(err) != leafd.ETagExists || took > attempt+slack {
+				t.Errorf("CreateTag of an existing tag while store.shards[0] hangs: %v after %v; want tag_exists within %v", err, took, attempt+slack)
+			}
+			// Each tag looked up and loaded for the first time, past
+			// pass-overs that end while the database still hangs.
+			for i := range tags {
+				name := fmt.Sprintf("t%d", i)
+				took := timed(func(ctx context.Context) {
+					var tag leafd.Tag
+					if tag, err = s.LookupTag(ctx, name); err == nil && tag.Name == name {
+						_, err = s.Allocate(ctx, name, 10)
+					}
+				})
+				if err != nil || took > waitTimeout {
+					t.Fatalf("the first request of %s while store.shards[0] hangs: %v after %v; want a range within %v", name, err, took, waitTimeout)
+				}
+				time.Sleep(150 * time.Millisecond)
+			}
+			proxy.Up()
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				if _, err = s.CreateTag(ctx, leafd.Tag{Name: "new", Step: 10}); err == nil || time.Now().After(deadline) {
+					break
+				}
+			}
+			if err != nil {
+				t.Fatalf("CreateTag once store.shards[0] answers again: %v", err)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
@@ -100,8 +101,9 @@ func TestShardsEmptiedDatabaseStops(t *testing.T) {
 // Over three MariaDB databases, the first of which hangs for 12 s (its
 // connections stalled behind a fault proxy): every request of a client
 // that keeps the server loading ranges is answered with IDs within
-// segment.wait_timeout, and the server loads from the database again once
-// it answers.
+// segment.wait_timeout, so is the first request of each tag the server has
+// not read yet (looked up in the databases that answer), and the server
+// loads from the database again once it answers.
 func TestShardsHungDatabaseProcess(t *testing.T) {
 	dsns := []string{testdb.MySQL(t), testdb.MySQL(t), testdb.MySQL(t)}
 	cfg, err := mysql.ParseDSN(dsns[0])
@@ -122,12 +124,12 @@ func TestShardsHungDatabaseProcess(t *testing.T) {
 	}
 	p := startLeafdIn(t, dir, env...)
 	client := &http.Client{Timeout: 20 * time.Second}
-	// request gets 5 IDs and reports whether one came from a slot of the
-	// first database (slots 0 and 3 of 6).
-	request := func(what string) bool {
+	// requestTag gets 5 IDs of tag and reports whether one came from a
+	// slot of the first database (slots 0 and 3 of 6).
+	requestTag := func(tag, what string) bool {
 		t.Helper()
 		start := time.Now()
-		status, body := get(t, client, p.addr+"/segment/t?count=5")
+		status, body := get(t, client, p.addr+"/segment/"+tag+"?count=5")
 		if took := time.Since(start); status != 200 || took > 1500*time.Millisecond {
 			t.Fatalf("a request %s: %d %s after %v; want IDs within segment.wait_timeout (1s)", what, status, body, took)
 		}
@@ -141,12 +143,30 @@ func TestShardsHungDatabaseProcess(t *testing.T) {
 		}
 		return first
 	}
+	request := func(what string) bool {
+		t.Helper()
+		return requestTag("t", what)
+	}
 	for range 20 {
 		request("before")
 	}
+	// Tags the server does not know yet: it reads the tag list once a
+	// minute.
+	const unread = 3
+	for i := range unread {
+		if code, out := runLeafd(t, dir, env, "tag", "add", fmt.Sprintf("u%d", i), "--step", "10"); code != 0 {
+			t.Fatalf("leafd tag add: exit %d\n%s", code, out)
+		}
+	}
 	proxy.Stall()
-	for deadline := time.Now().Add(12 * time.Second); time.Now().Before(deadline); {
+	stalled, asked := time.Now(), 0
+	for time.Since(stalled) < 12*time.Second {
 		request("while store.shards[0] hangs")
+		// At once, and twice later, past pass-overs that ended.
+		if asked < unread && time.Since(stalled) >= time.Duration(asked)*4*time.Second {
+			requestTag(fmt.Sprintf("u%d", asked), "of a tag not read yet while store.shards[0] hangs")
+			asked++
+		}
 	}
 	proxy.Up()
 	back := false

@@ -41,7 +41,7 @@ type Limits struct {
 
 // The defaults of Limits.
 const (
-	DefaultMaxConcurrentStreams = 16
+	DefaultMaxConcurrentStreams = 100
 	DefaultIdleTimeout          = 2 * time.Minute
 	DefaultKeepaliveTime        = time.Minute
 	DefaultKeepaliveTimeout     = 20 * time.Second
@@ -143,8 +143,6 @@ func (l Limits) serverOptions(maxAnswer int) []grpc.ServerOption {
 		grpc.InitialWindowSize(windowBytes),
 		grpc.InitialConnWindowSize(windowBytes),
 		grpc.ConnectionTimeout(handshakeTimeout),
-		// An idle connection gives its 32 KiB write buffer back.
-		grpc.SharedWriteBuffer(true),
 		grpc.ForceServerCodecV2(codec{}),
 	}
 }

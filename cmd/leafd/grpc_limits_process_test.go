@@ -25,7 +25,7 @@ import (
 // connection cap below the number of attacking connections.
 const (
 	glimMaxConns  = 200
-	glimStreams   = 16 // the default of grpc.max_concurrent_streams
+	glimStreams   = 16
 	glimIdle      = 3 * time.Second
 	glimKeepalive = 2 * time.Second
 	glimKpTimeout = time.Second

@@ -68,11 +68,11 @@ type GRPC struct {
 	Addr string
 	// MaxConnections caps the gRPC connections served at once
 	// (grpc.max_connections), apart from http.max_connections: past it,
-	// new connections wait to be accepted. Default 256.
+	// new connections wait to be accepted. Default 128.
 	MaxConnections int
 	// MaxConcurrentStreams caps the RPCs open at once on one connection
 	// (grpc.max_concurrent_streams), an answer not yet read included.
-	// Default 16.
+	// Default 100.
 	MaxConcurrentStreams int
 	// IdleTimeout closes a connection with no RPC open for that long
 	// (grpc.idle_timeout). Default 2m.
@@ -272,7 +272,7 @@ func Default() *Config {
 			MaxConnections: 1024, TrustedProxies: []string{},
 			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second,
 			WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute},
-		GRPC: GRPC{MaxConnections: 256, MaxConcurrentStreams: 16, IdleTimeout: 2 * time.Minute,
+		GRPC: GRPC{MaxConnections: 128, MaxConcurrentStreams: 100, IdleTimeout: 2 * time.Minute,
 			KeepaliveTime: time.Minute, KeepaliveTimeout: 20 * time.Second},
 		Store: Store{Driver: "sqlite", DSN: "file:data/leafd.db", FallbackDSNs: []string{}, Shards: []string{}, ShardSlots: 16, Migrate: true},
 		Segment: Segment{

@@ -79,7 +79,7 @@ func spec() *config.Config {
 			MaxConnections: 1024, TrustedProxies: []string{},
 			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second,
 			WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute},
-		GRPC: config.GRPC{MaxConnections: 256, MaxConcurrentStreams: 16, IdleTimeout: 2 * time.Minute,
+		GRPC: config.GRPC{MaxConnections: 128, MaxConcurrentStreams: 100, IdleTimeout: 2 * time.Minute,
 			KeepaliveTime: time.Minute, KeepaliveTimeout: 20 * time.Second},
 		Store: config.Store{Driver: "sqlite", DSN: "file:data/leafd.db", FallbackDSNs: []string{}, Shards: []string{}, ShardSlots: 16, Migrate: true},
 		Segment: config.Segment{

@@ -18,8 +18,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
@@ -96,6 +98,8 @@ type Config struct {
 	// Logger receives failed requests (UNAVAILABLE, INTERNAL, …) and
 	// panics. Default slog.Default().
 	Logger *slog.Logger
+	// Limits bound what clients can make the server hold.
+	Limits Limits
 	// ServerOptions are added to the gRPC server's own (tests use them).
 	ServerOptions []grpc.ServerOption
 }
@@ -109,6 +113,10 @@ type Server struct {
 
 	ready    func() error
 	interval time.Duration
+	limits   Limits
+
+	watchMu sync.Mutex
+	watches map[string]int // under watchMu: the open health Watch streams by connection (the peer's address)
 
 	mu      sync.Mutex
 	serving bool          // under mu: the readiness loop runs
@@ -126,7 +134,8 @@ type Server struct {
 // Errors: the metrics cannot be registered on cfg.Registerer (another
 // Server registered them there already).
 func New(cfg Config) (*Server, error) {
-	s := &Server{log: cfg.Logger, ready: cfg.Ready, interval: cfg.ReadyInterval, quit: make(chan struct{}), changed: make(chan struct{})}
+	s := &Server{log: cfg.Logger, ready: cfg.Ready, interval: cfg.ReadyInterval, limits: cfg.Limits,
+		watches: make(map[string]int), quit: make(chan struct{}), changed: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -138,10 +147,18 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	maxBatch := 1
+	if cfg.Segment != nil {
+		maxBatch = cfg.Segment.MaxBatch()
+	}
+	if cfg.Snowflake != nil {
+		maxBatch = max(maxBatch, cfg.Snowflake.MaxBatch())
+	}
 	opts := append([]grpc.ServerOption{
 		grpc.UnaryInterceptor(s.unary),
 		grpc.StreamInterceptor(s.stream),
-	}, cfg.ServerOptions...)
+	}, cfg.Limits.serverOptions(MaxAnswerBytes(maxBatch))...)
+	opts = append(opts, cfg.ServerOptions...)
 	s.grpc = grpc.NewServer(opts...)
 	svc := &service{seg: cfg.Segment, sf: cfg.Snowflake, access: cfg.Access, log: s.log, metrics: m}
 	if cfg.Access != nil {
@@ -156,8 +173,9 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Serve answers RPCs on ln until GracefulStop, Shutdown or Stop, and
-// refreshes the health status meanwhile. It returns nil after a stop.
+// Serve answers RPCs on ln, at most Limits.MaxConnections connections at a
+// time, until GracefulStop, Shutdown or Stop, and refreshes the health
+// status meanwhile. It returns nil after a stop.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if !s.stopped && !s.serving {
@@ -166,7 +184,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		go s.readyLoop()
 	}
 	s.mu.Unlock()
-	err := s.grpc.Serve(ln)
+	err := s.grpc.Serve(s.limits.listener(ln))
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -273,8 +291,14 @@ type healthService struct {
 
 // Watch sends the service's status at once and again each time it
 // changes, and NOT_SERVING before it returns when the server stops. A
-// service the server does not know is SERVICE_UNKNOWN.
+// service the server does not know is SERVICE_UNKNOWN. A connection may
+// hold WatchesPerConnection streams at once: past them, RESOURCE_EXHAUSTED.
 func (h *healthService) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	release, err := h.srv.openWatch(stream.Context())
+	if err != nil {
+		return err
+	}
+	defer release()
 	known := req.GetService() == "" || req.GetService() == ServiceName
 	last := healthpb.HealthCheckResponse_ServingStatus(-1)
 	for {
@@ -302,4 +326,30 @@ func (h *healthService) Watch(req *healthpb.HealthCheckRequest, stream healthpb.
 			return status.FromContextError(stream.Context().Err()).Err()
 		}
 	}
+}
+
+// openWatch counts a Watch stream of ctx's connection, and returns the
+// function that ends it; RESOURCE_EXHAUSTED when the connection holds
+// WatchesPerConnection already. The count is by the peer's address, which
+// names one connection of the listener.
+func (s *Server) openWatch(ctx context.Context) (release func(), err error) {
+	key := ""
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		key = p.Addr.String()
+	}
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	if s.watches[key] >= WatchesPerConnection {
+		return nil, status.Errorf(codes.ResourceExhausted,
+			"this connection holds %d health Watch streams already, the most a connection may: end one, or watch from another connection",
+			WatchesPerConnection)
+	}
+	s.watches[key]++
+	return func() {
+		s.watchMu.Lock()
+		defer s.watchMu.Unlock()
+		if s.watches[key]--; s.watches[key] == 0 {
+			delete(s.watches, key)
+		}
+	}, nil
 }

@@ -46,13 +46,19 @@ func grpcAddrOf(line string) (string, bool) {
 // it.
 func startGRPCLeafd(t *testing.T, env ...string) *grpcProcess {
 	t.Helper()
+	return startGRPCBinary(t, leafdBin, env...)
+}
+
+// startGRPCBinary is startGRPCLeafd of the binary at path.
+func startGRPCBinary(t *testing.T, path string, env ...string) *grpcProcess {
+	t.Helper()
 	var mu sync.Mutex
 	var grpcAddr string
 	// localhost:0 rather than 127.0.0.1:0: the configuration refuses a
 	// grpc.addr equal to http.addr, which the test environment sets to
 	// 127.0.0.1:0.
 	env = append([]string{"LEAFD_GRPC_ADDR=localhost:0"}, env...)
-	p := testenv.MustStart(t, testenv.Config{Path: leafdBin, Dir: t.TempDir(), Env: append(baseEnv(t), env...),
+	p := testenv.MustStart(t, testenv.Config{Path: path, Dir: t.TempDir(), Env: append(baseEnv(t), env...),
 		Line: func(line string) {
 			if addr, ok := grpcAddrOf(line); ok {
 				mu.Lock()

@@ -110,6 +110,9 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	for _, w := range cfg.Warnings() { // what the server would do is allowed, but likely not meant
 		log.Warn(w)
 	}
+	if err := checkFileLimit(cfg); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -186,7 +189,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, ReadTimeout: cfg.HTTP.ReadTimeout,
 		WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
 	})
-	grpcSrv, err := newGRPCServer(grpcLn, srv, metrics, alloc, gen, log)
+	grpcSrv, err := newGRPCServer(grpcLn, cfg.GRPC, srv, metrics, alloc, gen, log)
 	if err != nil {
 		ln.Close()
 		srv.Close()
@@ -282,12 +285,14 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 // newGRPCServer builds the gRPC API's server for ln (nil: none, grpc.addr
 // is empty), served by the same allocators as the HTTP server, whose token
 // check, readiness and metrics registry it shares.
-func newGRPCServer(ln net.Listener, srv *leafhttp.Server, metrics *leafhttp.Metrics, alloc *segment.Allocator,
+func newGRPCServer(ln net.Listener, cfg config.GRPC, srv *leafhttp.Server, metrics *leafhttp.Metrics, alloc *segment.Allocator,
 	gen *snowflake.Pool, log *slog.Logger) (*rpc.Server, error) {
 	if ln == nil {
 		return nil, nil
 	}
-	c := rpc.Config{Access: srv, Ready: srv.Ready, Registerer: metrics.Registerer(), Logger: log}
+	c := rpc.Config{Access: srv, Ready: srv.Ready, Registerer: metrics.Registerer(), Logger: log,
+		Limits: rpc.Limits{MaxConnections: cfg.MaxConnections, MaxConcurrentStreams: cfg.MaxConcurrentStreams,
+			IdleTimeout: cfg.IdleTimeout, KeepaliveTime: cfg.KeepaliveTime, KeepaliveTimeout: cfg.KeepaliveTimeout}}
 	if alloc != nil {
 		c.Segment = alloc
 	}
@@ -295,6 +300,31 @@ func newGRPCServer(ln net.Listener, srv *leafhttp.Server, metrics *leafhttp.Metr
 		c.Snowflake = gen
 	}
 	return rpc.New(c)
+}
+
+// fileReserve is the open files kept apart from the listeners' connection
+// caps: the listeners themselves, the database connections (16 a
+// database at most), the SQLite files and the log.
+const fileReserve = 128
+
+// checkFileLimit refuses to serve both APIs when their connection caps and
+// fileReserve do not fit under the open-file limit: at the cap, one
+// listener's clients would take the descriptors the other needs to accept
+// (idle gRPC connections kept /healthz from answering). The limit is the
+// hard one, to which the Go runtime raises the soft one.
+func checkFileLimit(cfg *config.Config) error {
+	limit, ok := openFileLimit()
+	if cfg.GRPC.Addr == "" || !ok {
+		return nil
+	}
+	need := uint64(cfg.HTTP.MaxConnections) + uint64(cfg.GRPC.MaxConnections) + fileReserve
+	if need <= limit {
+		return nil
+	}
+	return usageError{fmt.Errorf("http.max_connections, grpc.max_connections: %d and %d connections and %d other files "+
+		"do not fit under the open-file limit (RLIMIT_NOFILE) of %d: lower them so that they add up to at most %d, "+
+		"or raise the limit (ulimit -n, LimitNOFILE= in systemd, --ulimit nofile= in Docker)",
+		cfg.HTTP.MaxConnections, cfg.GRPC.MaxConnections, fileReserve, limit, int64(limit)-fileReserve)}
 }
 
 // bootstrap prepares the database once it answers, retrying with backoff

@@ -68,6 +68,22 @@ type GRPC struct {
 	// Addr is the host:port the gRPC API listens on (grpc.addr); empty, the
 	// default, serves no gRPC.
 	Addr string
+	// MaxConnections caps the gRPC connections served at once
+	// (grpc.max_connections), apart from http.max_connections: past it,
+	// new connections wait to be accepted. Default 128.
+	MaxConnections int
+	// MaxConcurrentStreams caps the RPCs open at once on one connection
+	// (grpc.max_concurrent_streams), an answer not yet read included.
+	// Default 100.
+	MaxConcurrentStreams int
+	// IdleTimeout closes a connection with no RPC open for that long
+	// (grpc.idle_timeout). Default 2m.
+	IdleTimeout time.Duration
+	// KeepaliveTime is how long a connection may send nothing before it
+	// is pinged, KeepaliveTimeout how long the ping may go unanswered
+	// before it is closed (grpc.keepalive_time, grpc.keepalive_timeout).
+	// Defaults 1m and 20s.
+	KeepaliveTime, KeepaliveTimeout time.Duration
 }
 
 // Store is the store section.
@@ -259,6 +275,8 @@ func Default() *Config {
 			MaxConnections: 1024, TrustedProxies: []string{},
 			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second,
 			WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute},
+		GRPC: GRPC{MaxConnections: 128, MaxConcurrentStreams: 100, IdleTimeout: 2 * time.Minute,
+			KeepaliveTime: time.Minute, KeepaliveTimeout: 20 * time.Second},
 		Store: Store{Driver: "sqlite", DSN: "file:data/leafd.db", FallbackDSNs: []string{}, Shards: []string{}, ShardSlots: 16, Migrate: true},
 		Segment: Segment{
 			Enabled:     true,
@@ -302,8 +320,11 @@ const (
 	MaxRangeLimit = 1_000_000_000
 	// MinTokenLen is the shortest admin.token accepted.
 	MinTokenLen = 16
-	// maxConnectionsLimit is the largest http.max_connections.
+	// maxConnectionsLimit is the largest http.max_connections and
+	// grpc.max_connections.
 	maxConnectionsLimit = 1_000_000
+	// maxStreamsLimit is the largest grpc.max_concurrent_streams.
+	maxStreamsLimit = 10_000
 	// maxSeedStep is the largest table step: leaf_alloc.step is an INT.
 	maxSeedStep = math.MaxInt32
 	// layoutBits is what the three snowflake bit counts add up to.
@@ -342,6 +363,10 @@ const hintMaxBorrow = "use a Go duration from 0 (off) to 1s, such as 5ms, and at
 
 func hintMaxConnections() string {
 	return fmt.Sprintf("use a whole number from 1 to %d", maxConnectionsLimit)
+}
+
+func hintMaxStreams() string {
+	return fmt.Sprintf("use a whole number from 1 to %d", maxStreamsLimit)
 }
 
 func hintMaxRange() string { return fmt.Sprintf("use a whole number from 1 to %d", MaxRangeLimit) }
@@ -447,6 +472,15 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 	if c.HTTP.MaxConnections < 1 || c.HTTP.MaxConnections > maxConnectionsLimit {
 		bad("http.max_connections", "%d is out of range: %s", c.HTTP.MaxConnections, hintMaxConnections())
 	}
+	if c.GRPC.MaxConnections < 1 || c.GRPC.MaxConnections > maxConnectionsLimit {
+		bad("grpc.max_connections", "%d is out of range: %s", c.GRPC.MaxConnections, hintMaxConnections())
+	}
+	if c.GRPC.MaxConcurrentStreams < 1 || c.GRPC.MaxConcurrentStreams > maxStreamsLimit {
+		bad("grpc.max_concurrent_streams", "%d is out of range: %s", c.GRPC.MaxConcurrentStreams, hintMaxStreams())
+	}
+	positive("grpc.idle_timeout", c.GRPC.IdleTimeout)
+	positive("grpc.keepalive_time", c.GRPC.KeepaliveTime)
+	positive("grpc.keepalive_timeout", c.GRPC.KeepaliveTimeout)
 	for i, p := range c.HTTP.TrustedProxies {
 		if net.ParseIP(p) == nil {
 			if _, _, err := net.ParseCIDR(p); err != nil {

@@ -79,6 +79,8 @@ func spec() *config.Config {
 			MaxConnections: 1024, TrustedProxies: []string{},
 			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second,
 			WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute},
+		GRPC: config.GRPC{MaxConnections: 128, MaxConcurrentStreams: 100, IdleTimeout: 2 * time.Minute,
+			KeepaliveTime: time.Minute, KeepaliveTimeout: 20 * time.Second},
 		Store: config.Store{Driver: "sqlite", DSN: "file:data/leafd.db", FallbackDSNs: []string{}, Shards: []string{}, ShardSlots: 16, Migrate: true},
 		Segment: config.Segment{
 			Enabled: true, RefillMin: 15 * time.Minute, RefillMax: 30 * time.Minute, MaxStep: 1000000,
@@ -210,6 +212,12 @@ func TestLoadEnv(t *testing.T) {
 			func(c *config.Config) bool { return c.Admin.Token == "s3cret-0123456789" }},
 		{"MaxConnections", map[string]string{"LEAFD_HTTP_MAX_CONNECTIONS": "50"},
 			func(c *config.Config) bool { return c.HTTP.MaxConnections == 50 }},
+		{"GRPCLimits", map[string]string{"LEAFD_GRPC_MAX_CONNECTIONS": "40", "LEAFD_GRPC_MAX_CONCURRENT_STREAMS": "8",
+			"LEAFD_GRPC_IDLE_TIMEOUT": "30s", "LEAFD_GRPC_KEEPALIVE_TIME": "15s", "LEAFD_GRPC_KEEPALIVE_TIMEOUT": "5s"},
+			func(c *config.Config) bool {
+				return c.GRPC == config.GRPC{MaxConnections: 40, MaxConcurrentStreams: 8, IdleTimeout: 30 * time.Second,
+					KeepaliveTime: 15 * time.Second, KeepaliveTimeout: 5 * time.Second}
+			}},
 		{"TrustedProxies", map[string]string{"LEAFD_HTTP_TRUSTED_PROXIES": "10.0.0.0/8  192.168.1.7 ::1"},
 			func(c *config.Config) bool {
 				return reflect.DeepEqual(c.HTTP.TrustedProxies, []string{"10.0.0.0/8", "192.168.1.7", "::1"})
@@ -460,6 +468,10 @@ func TestLoadBadValue(t *testing.T) {
 		{"AdminTokenInnerSpace", "admin: {token: \"abcdefgh ijklmnopq\"}", nil, "admin.token", "holds whitespace inside"},
 		{"MaxConnectionsZero", "http: {max_connections: 0}", nil, "http.max_connections", "use a whole number from 1 to"},
 		{"MaxConnectionsText", "", map[string]string{"LEAFD_HTTP_MAX_CONNECTIONS": "many"}, "http.max_connections", "not a whole number"},
+		{"GRPCMaxConnectionsZero", "grpc: {max_connections: 0}", nil, "grpc.max_connections", "use a whole number from 1 to"},
+		{"GRPCMaxStreamsTooMany", "", map[string]string{"LEAFD_GRPC_MAX_CONCURRENT_STREAMS": "20000"}, "grpc.max_concurrent_streams", "use a whole number from 1 to 10000"},
+		{"GRPCIdleTimeoutZero", "grpc: {idle_timeout: 0s}", nil, "grpc.idle_timeout", "not greater than 0"},
+		{"GRPCKeepaliveTimeoutNegative", "", map[string]string{"LEAFD_GRPC_KEEPALIVE_TIMEOUT": "-1s"}, "grpc.keepalive_timeout", "not greater than 0"},
 		{"TrustedProxyBad", "http: {trusted_proxies: [10.0.0.1, proxy.local]}", nil,
 			"http.trusted_proxies[1]", "neither an IP address nor a CIDR range"},
 		{"StringGivenNumber", "admin: {token: 12345}", nil, "admin.token", "quote it"},

@@ -383,6 +383,11 @@ func fields() []field {
 		durationField("http.idle_timeout", func(c *Config) *time.Duration { return &c.HTTP.IdleTimeout }),
 
 		stringField("grpc.addr", hintGRPCAddr, true, func(c *Config) *string { return &c.GRPC.Addr }),
+		smallIntField("grpc.max_connections", hintMaxConnections(), func(c *Config) *int { return &c.GRPC.MaxConnections }),
+		smallIntField("grpc.max_concurrent_streams", hintMaxStreams(), func(c *Config) *int { return &c.GRPC.MaxConcurrentStreams }),
+		durationField("grpc.idle_timeout", func(c *Config) *time.Duration { return &c.GRPC.IdleTimeout }),
+		durationField("grpc.keepalive_time", func(c *Config) *time.Duration { return &c.GRPC.KeepaliveTime }),
+		durationField("grpc.keepalive_timeout", func(c *Config) *time.Duration { return &c.GRPC.KeepaliveTimeout }),
 
 		lowerField("store.driver", hintDriver, func(c *Config) *string { return &c.Store.Driver }),
 		stringField("store.dsn", hintDSN, false, func(c *Config) *string { return &c.Store.DSN }),

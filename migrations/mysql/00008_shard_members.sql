@@ -17,7 +17,16 @@ CREATE TABLE IF NOT EXISTS leafd_database (
   PRIMARY KEY (id)
 ) ENGINE=InnoDB;
 
-ALTER TABLE leafd_shard ADD COLUMN members TEXT NULL;
+-- The column is added only where it is missing, so that the migration runs
+-- again harmlessly when goose's version table lost its rows (servers that
+-- migrate at once through different Galera nodes can leave it so); MySQL
+-- has no ADD COLUMN IF NOT EXISTS, MariaDB's is not MySQL's.
+SET @leafd_add_members = (SELECT IF(COUNT(*) = 0, 'ALTER TABLE leafd_shard ADD COLUMN members TEXT NULL', 'DO 0')
+  FROM information_schema.COLUMNS
+  WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'leafd_shard' AND COLUMN_NAME = 'members');
+PREPARE leafd_add_members FROM @leafd_add_members;
+EXECUTE leafd_add_members;
+DEALLOCATE PREPARE leafd_add_members;
 
 -- +goose Down
 -- Deliberately empty: dropping the ids or the member lists would let two

@@ -17,7 +17,9 @@ CREATE TABLE IF NOT EXISTS leafd_database (
   PRIMARY KEY (id)
 );
 
-ALTER TABLE leafd_shard ADD COLUMN members TEXT NULL;
+-- IF NOT EXISTS: the migration runs again harmlessly when goose's version
+-- table lost its rows.
+ALTER TABLE leafd_shard ADD COLUMN IF NOT EXISTS members TEXT NULL;
 
 -- +goose Down
 -- Deliberately empty: dropping the ids or the member lists would let two

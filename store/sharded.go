@@ -96,6 +96,13 @@ const (
 	slotRowsSQL      = `SELECT biz_tag, max_id FROM leafd_slot_alloc WHERE slot = ?`
 	slotRaiseSQL     = `UPDATE leafd_slot_alloc SET max_id = %[1]s(max_id, ?), update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND slot = ?`
 	tagBaseSQL       = `SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ?`
+	tagMarkSQL       = `SELECT max_id FROM leafd_tag_highwater WHERE biz_tag = ?`
+	tagMarksSQL      = `SELECT biz_tag, max_id FROM leafd_tag_highwater`
+	// markCopyMySQL and markCopySQL raise a tag's high-water mark to at
+	// least a value (arguments: tag, value), creating it if need be.
+	markCopyMySQL = `INSERT INTO leafd_tag_highwater (biz_tag, max_id) VALUES (?, ?) ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, VALUES(max_id))`
+	markCopySQL   = `INSERT INTO leafd_tag_highwater (biz_tag, max_id) VALUES (?, ?)
+ON CONFLICT (biz_tag) DO UPDATE SET max_id = %[1]s(leafd_tag_highwater.max_id, excluded.max_id)`
 )
 
 // ShardOptions configure OpenSharded.
@@ -817,7 +824,7 @@ func ensureSlot(ctx context.Context, d *db, tx *sqlx.Tx, k int64, state string) 
 }
 
 // allTags returns every tag of every database, each with the largest
-// max_id any of them has. Every database must answer.
+// max_id or high-water mark any of them has. Every database must answer.
 func (s *Sharded) allTags(ctx context.Context) ([]leafd.Tag, error) {
 	byName := map[string]leafd.Tag{}
 	for i, d := range s.dbs {
@@ -825,7 +832,19 @@ func (s *Sharded) allTags(ctx context.Context) ([]leafd.Tag, error) {
 		if err != nil {
 			return nil, fmt.Errorf("store.shards[%d]: %w", i, err)
 		}
+		var marks []struct {
+			Name  string `db:"biz_tag"`
+			MaxID int64  `db:"max_id"`
+		}
+		if err := d.d.x.SelectContext(ctx, &marks, tagMarksSQL); err != nil {
+			return nil, fmt.Errorf("store.shards[%d]: %w", i, markErr(err))
+		}
+		mark := make(map[string]int64, len(marks))
+		for _, m := range marks {
+			mark[m.Name] = m.MaxID
+		}
 		for _, t := range tags {
+			t.MaxID = max(t.MaxID, mark[t.Name])
 			if have, ok := byName[t.Name]; !ok || t.MaxID > have.MaxID {
 				byName[t.Name] = t
 			}
@@ -840,9 +859,20 @@ func (s *Sharded) allTags(ctx context.Context) ([]leafd.Tag, error) {
 }
 
 // copyTags gives the database every tag it lacks, and raises the max_id of
-// those it has to the largest known, in tx.
+// those it has to the largest known, in tx. It raises each tag's
+// high-water mark there to that too: a slot's first range of the tag
+// starts above it even once max_id is lowered by SQL in this database.
 func copyTags(ctx context.Context, d *db, tx *sqlx.Tx, tags []leafd.Tag) error {
+	markSQL := fmt.Sprintf(markCopySQL, d.greatest)
+	if d.markByUpdate {
+		markSQL = markCopyMySQL
+	}
 	for _, t := range tags {
+		if t.MaxID > 1 {
+			if _, err := tx.ExecContext(ctx, d.q(markSQL), t.Name, t.MaxID); err != nil {
+				return markErr(err)
+			}
+		}
 		r, ok, err := exactRow(ctx, tx, t.Name, "")
 		if err != nil {
 			return err
@@ -1128,8 +1158,14 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 				return leafd.Errorf(leafd.ETagExhausted, "tag %q: slot %d cannot hold a range of %d more IDs", tag, k, step)
 			}
 			// The slot's first range of the tag: its counter starts at the
-			// tag's base.
-			start := alignUp(max(base[i].MaxID, 1), k, S)
+			// tag's base, or at its high-water mark if that is higher (the
+			// IDs the tag issued from one database before it grew into
+			// store.shards, its max_id lowered by SQL since).
+			var marks []int64
+			if err := tx.SelectContext(ctx, &marks, d.d.q(tagMarkSQL), tag); err != nil {
+				return err
+			}
+			start := alignUp(max(base[i].MaxID, slices.Max(append(marks, 1))), k, S)
 			if _, err := tx.ExecContext(ctx, d.d.q(slotRowInsertSQL), tag, k, start); err != nil {
 				if d.d.class(err) == classDuplicate {
 					return errRetry{err} // created at the same moment by another server

@@ -1066,3 +1066,79 @@ func TestShardedTagDefinitionsAgree(t *testing.T) {
 		})
 	}
 }
+
+// rawExec runs queries on one database of driver, past the store.
+func rawExec(t *testing.T, driver, dsn string, queries ...string) {
+	t.Helper()
+	if driver == "postgres" {
+		driver = "pgx"
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range queries {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// A tag's high-water mark holds on a sharded store as on one database: a
+// tag whose max_id was lowered by SQL (or that was deleted and inserted
+// again the Leaf way) before the database grew into store.shards, or after,
+// before a slot's first range of it, continues above every ID it issued.
+func TestShardedKeepsHighWaterMark(t *testing.T) {
+	forEachShardDriver(t, func(t *testing.T, driver string) {
+		dsns := shardDSNs(t, driver, 2)
+		ctx := context.Background()
+		plain, err := store.Open(driver, dsns[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer plain.Close()
+		if err := plain.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ledger := map[string]*idLedger{"before": {}, "after": {}}
+		for _, name := range []string{"before", "after"} {
+			if _, err := plain.CreateTag(ctx, leafd.Tag{Name: name, Step: 100}); err != nil {
+				t.Fatal(err)
+			}
+			for range 5 {
+				a, err := plain.Allocate(ctx, name, 100)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a.Stride = 1 // contiguous
+				ledger[name].add(t, "one database "+name, a)
+			}
+		}
+		// Lowered before sharding: the one database refuses it.
+		rawExec(t, driver, dsns[0], `UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = 'before'`)
+		if _, err := plain.Allocate(ctx, "before", 100); leafd.ErrorCode(err) != leafd.ETagRewound {
+			t.Fatalf("a lowered tag on one database: %v, want tag_rewound", err)
+		}
+		s := openSharded(t, driver, dsns, shardSlots)
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Lowered after, in every database, before any slot loaded it.
+		for _, dsn := range dsns {
+			rawExec(t, driver, dsn, `UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = 'after'`)
+		}
+		for _, name := range []string{"before", "after"} {
+			for range 2 * shardSlots {
+				a, err := s.Allocate(ctx, name, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.Start <= 500 {
+					t.Errorf("tag %q: range [%d, %d) from a sharded store, below its mark, 501", name, a.Start, a.End)
+				}
+				ledger[name].add(t, "sharded "+name, a)
+			}
+		}
+	})
+}

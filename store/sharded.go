@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -697,7 +698,7 @@ func (s *Sharded) claim(ctx context.Context, deployment string, ids []string, fr
 	if deployment == "" {
 		deployment = newDeployment()
 	}
-	tags, err := s.allTags(ctx)
+	tags, marks, err := s.allTags(ctx)
 	if err != nil {
 		return err
 	}
@@ -773,7 +774,7 @@ func (s *Sharded) claim(ctx context.Context, deployment string, ids []string, fr
 				}
 			}
 			if fresh || len(have) == 0 {
-				if err := copyTags(ctx, d.d, tx, tags); err != nil {
+				if err := copyTags(ctx, d.d, tx, tags, marks); err != nil {
 					return duplicateRetries(d.d, err)
 				}
 			}
@@ -824,24 +825,27 @@ func ensureSlot(ctx context.Context, d *db, tx *sqlx.Tx, k int64, state string) 
 }
 
 // allTags returns every tag of every database, each with the largest
-// max_id or high-water mark any of them has. Every database must answer.
-func (s *Sharded) allTags(ctx context.Context) ([]leafd.Tag, error) {
-	byName := map[string]leafd.Tag{}
+// max_id or high-water mark any of them has, and the largest high-water
+// mark any of them has of every name, a tag deleted before included.
+// Every database must answer.
+func (s *Sharded) allTags(ctx context.Context) ([]leafd.Tag, map[string]int64, error) {
+	byName, marks := map[string]leafd.Tag{}, map[string]int64{}
 	for i, d := range s.dbs {
 		tags, err := d.ListTags(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("store.shards[%d]: %w", i, err)
+			return nil, nil, fmt.Errorf("store.shards[%d]: %w", i, err)
 		}
-		var marks []struct {
+		var rows []struct {
 			Name  string `db:"biz_tag"`
 			MaxID int64  `db:"max_id"`
 		}
-		if err := d.d.x.SelectContext(ctx, &marks, tagMarksSQL); err != nil {
-			return nil, fmt.Errorf("store.shards[%d]: %w", i, markErr(err))
+		if err := d.d.x.SelectContext(ctx, &rows, tagMarksSQL); err != nil {
+			return nil, nil, fmt.Errorf("store.shards[%d]: %w", i, markErr(err))
 		}
-		mark := make(map[string]int64, len(marks))
-		for _, m := range marks {
+		mark := make(map[string]int64, len(rows))
+		for _, m := range rows {
 			mark[m.Name] = m.MaxID
+			marks[m.Name] = max(marks[m.Name], m.MaxID)
 		}
 		for _, t := range tags {
 			t.MaxID = max(t.MaxID, mark[t.Name])
@@ -853,26 +857,32 @@ func (s *Sharded) allTags(ctx context.Context) ([]leafd.Tag, error) {
 	out := make([]leafd.Tag, 0, len(byName))
 	for _, t := range byName {
 		out = append(out, t)
+		marks[t.Name] = max(marks[t.Name], t.MaxID)
 	}
 	slices.SortFunc(out, func(a, b leafd.Tag) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return out, marks, nil
 }
 
 // copyTags gives the database every tag it lacks, and raises the max_id of
-// those it has to the largest known, in tx. It raises each tag's
-// high-water mark there to that too: a slot's first range of the tag
-// starts above it even once max_id is lowered by SQL in this database.
-func copyTags(ctx context.Context, d *db, tx *sqlx.Tx, tags []leafd.Tag) error {
+// those it has to the largest known, in tx. It raises every high-water
+// mark there to the largest known too (that of a tag deleted before
+// included): a slot's first range of a tag starts above it even once
+// max_id is lowered by SQL in this database.
+func copyTags(ctx context.Context, d *db, tx *sqlx.Tx, tags []leafd.Tag, marks map[string]int64) error {
 	markSQL := fmt.Sprintf(markCopySQL, d.greatest)
 	if d.markByUpdate {
 		markSQL = markCopyMySQL
 	}
-	for _, t := range tags {
-		if t.MaxID > 1 {
-			if _, err := tx.ExecContext(ctx, d.q(markSQL), t.Name, t.MaxID); err != nil {
+	// In one order for every server, so that two claiming at once do not
+	// deadlock.
+	for _, name := range slices.Sorted(maps.Keys(marks)) {
+		if mark := marks[name]; mark > 1 {
+			if _, err := tx.ExecContext(ctx, d.q(markSQL), name, mark); err != nil {
 				return markErr(err)
 			}
 		}
+	}
+	for _, t := range tags {
 		r, ok, err := exactRow(ctx, tx, t.Name, "")
 		if err != nil {
 			return err

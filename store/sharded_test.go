@@ -1088,7 +1088,8 @@ func rawExec(t *testing.T, driver, dsn string, queries ...string) {
 // A tag's high-water mark holds on a sharded store as on one database: a
 // tag whose max_id was lowered by SQL (or that was deleted and inserted
 // again the Leaf way) before the database grew into store.shards, or after,
-// before a slot's first range of it, continues above every ID it issued.
+// before a slot's first range of it (also one deleted before and created
+// again after), continues above every ID it issued.
 func TestShardedKeepsHighWaterMark(t *testing.T) {
 	forEachShardDriver(t, func(t *testing.T, driver string) {
 		dsns := shardDSNs(t, driver, 2)
@@ -1101,8 +1102,8 @@ func TestShardedKeepsHighWaterMark(t *testing.T) {
 		if err := plain.Migrate(ctx); err != nil {
 			t.Fatal(err)
 		}
-		ledger := map[string]*idLedger{"before": {}, "after": {}}
-		for _, name := range []string{"before", "after"} {
+		ledger := map[string]*idLedger{"before": {}, "after": {}, "deleted": {}}
+		for _, name := range []string{"before", "after", "deleted"} {
 			if _, err := plain.CreateTag(ctx, leafd.Tag{Name: name, Step: 100}); err != nil {
 				t.Fatal(err)
 			}
@@ -1120,17 +1121,24 @@ func TestShardedKeepsHighWaterMark(t *testing.T) {
 		if _, err := plain.Allocate(ctx, "before", 100); leafd.ErrorCode(err) != leafd.ETagRewound {
 			t.Fatalf("a lowered tag on one database: %v, want tag_rewound", err)
 		}
+		// Deleted before sharding, created again after, then lowered.
+		rawExec(t, driver, dsns[0], `DELETE FROM leaf_alloc WHERE biz_tag = 'deleted'`)
 		s := openSharded(t, driver, dsns, shardSlots)
 		if err := s.Migrate(ctx); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := s.CreateTag(ctx, leafd.Tag{Name: "deleted", Step: 100}); err != nil {
+			t.Fatal(err)
+		}
 		// Lowered after, in every database, before any slot loaded it.
 		for _, dsn := range dsns {
-			rawExec(t, driver, dsn, `UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = 'after'`)
+			rawExec(t, driver, dsn, `UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag IN ('after', 'deleted')`)
 		}
-		for _, name := range []string{"before", "after"} {
+		for _, name := range []string{"before", "after", "deleted"} {
 			for range 2 * shardSlots {
-				a, err := s.Allocate(ctx, name, 10)
+				// In any order, as for an opaque tag (or a server's first
+				// range): no floor of this server's raises the slot.
+				a, err := s.AllocateAnyOrder(ctx, name, 10)
 				if err != nil {
 					t.Fatal(err)
 				}

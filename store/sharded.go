@@ -1560,14 +1560,17 @@ const (
 )
 
 // MoveSlot moves slot k to store.shards[to]. The steps: mark the slot
-// leaving in the database where it is active or leaving (a shared lock
-// taken by every load of the slot makes this wait for loads in flight);
-// read its counters there; in one transaction of the target, raise the
-// target's counters to them and make the slot active; mark it gone in the
-// source. Interrupted at any point, the slot is active in at most one
-// database, and running MoveSlot again completes the move. after, when not
-// nil, runs after each step; an error from it stops the move there (tests
-// inject crashes so).
+// leaving in every other database where it is active (a shared lock taken
+// by every load of the slot makes this wait for loads in flight); read its
+// counters in every other database where it is active or leaving; in one
+// transaction of the target, raise the target's counters to the highest of
+// them and make the slot active; mark it gone in those databases.
+// Interrupted at any point, the slot is active in at most one database,
+// and running MoveSlot again, to that database or to another, completes
+// the move: a move stopped once the slot was active in its target leaves
+// it active there and leaving in its source, and the next move takes the
+// counters of both. after, when not nil, runs after each step; an error
+// from it stops the move there (tests inject crashes so).
 //
 // Errors: a slot or database out of range; store_unavailable when a
 // database it needs does not answer; an error when no database holds the
@@ -1582,35 +1585,35 @@ func (s *Sharded) MoveSlot(ctx context.Context, k int64, to int, after func(Move
 	if after == nil {
 		after = func(MoveStep) error { return nil }
 	}
-	// Find the source: where the slot is active or leaving, other than to.
-	src := -1
-	var srcState string
+	// The sources: every database other than to where the slot is active
+	// or leaving. A leaving one may hold the highest counters (a move
+	// stopped before its target was activated), an active one surely does
+	// (one stopped after): each is read, none passed over.
+	var srcs []int
+	here := "" // the slot's state in the target
 	for i, d := range s.dbs {
 		var state []string
 		if err := d.d.x.SelectContext(ctx, &state, d.d.q(slotStateSQL), k); err != nil {
 			return d.d.wrap(err, fmt.Sprintf("read slot %d in store.shards[%d]", k, i))
 		}
-		if len(state) == 0 || state[0] == slotGone {
-			continue
+		switch {
+		case len(state) == 0 || state[0] == slotGone:
+		case i == to:
+			here = state[0]
+		default:
+			srcs = append(srcs, i)
 		}
-		if i == to && state[0] == slotActive {
-			if src < 0 {
-				srcState = slotActive
-			}
-			continue
-		}
-		src, srcState = i, state[0]
 	}
 	switch {
-	case src < 0 && srcState == slotActive:
+	case len(srcs) == 0 && here == slotActive:
 		return nil // already there
-	case src < 0:
+	case len(srcs) == 0 && here == "":
 		return fmt.Errorf("slot %d is in no database of store.shards: see leafd shards status", k)
 	}
-	from := s.dbs[src]
-	if srcState == slotActive {
-		if _, err := from.d.x.ExecContext(ctx, from.d.q(slotSetStateSQL), slotLeaving, k); err != nil {
-			return from.d.wrap(err, fmt.Sprintf("mark slot %d leaving in store.shards[%d]", k, src))
+	for _, i := range srcs {
+		from := s.dbs[i]
+		if _, err := from.d.x.ExecContext(ctx, from.d.q(slotSetStateSQL+` AND state = ?`), slotLeaving, k, slotActive); err != nil {
+			return from.d.wrap(err, fmt.Sprintf("mark slot %d leaving in store.shards[%d]", k, i))
 		}
 	}
 	if err := after(MoveLeaving); err != nil {
@@ -1620,8 +1623,16 @@ func (s *Sharded) MoveSlot(ctx context.Context, k int64, to int, after func(Move
 		Tag   string `db:"biz_tag"`
 		MaxID int64  `db:"max_id"`
 	}
-	if err := from.d.x.SelectContext(ctx, &counters, from.d.q(slotRowsSQL), k); err != nil {
-		return from.d.wrap(err, fmt.Sprintf("read slot %d's counters in store.shards[%d]", k, src))
+	for _, i := range srcs {
+		from := s.dbs[i]
+		var some []struct {
+			Tag   string `db:"biz_tag"`
+			MaxID int64  `db:"max_id"`
+		}
+		if err := from.d.x.SelectContext(ctx, &some, from.d.q(slotRowsSQL), k); err != nil {
+			return from.d.wrap(err, fmt.Sprintf("read slot %d's counters in store.shards[%d]", k, i))
+		}
+		counters = append(counters, some...)
 	}
 	dst := s.dbs[to]
 	err := dst.d.write(ctx, func(ctx context.Context) error {
@@ -1657,13 +1668,16 @@ func (s *Sharded) MoveSlot(ctx context.Context, k int64, to int, after func(Move
 	if err := after(MoveActivated); err != nil {
 		return err
 	}
-	if _, err := from.d.x.ExecContext(ctx, from.d.q(slotSetStateSQL), slotGone, k); err != nil {
-		return from.d.wrap(err, fmt.Sprintf("mark slot %d gone in store.shards[%d]", k, src))
+	for _, i := range srcs {
+		from := s.dbs[i]
+		if _, err := from.d.x.ExecContext(ctx, from.d.q(slotSetStateSQL), slotGone, k); err != nil {
+			return from.d.wrap(err, fmt.Sprintf("mark slot %d gone in store.shards[%d]", k, i))
+		}
 	}
 	if err := after(MoveGone); err != nil {
 		return err
 	}
-	s.log.Info("store: slot moved", "slot", k, "from", src, "to", to, "tags", len(counters))
+	s.log.Info("store: slot moved", "slot", k, "from", srcs, "to", to, "tags", len(counters))
 	_, err = s.readOwners(ctx)
 	return err
 }

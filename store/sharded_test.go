@@ -1150,3 +1150,84 @@ func TestShardedKeepsHighWaterMark(t *testing.T) {
 		}
 	})
 }
+
+// A move stopped once the slot was active in its target, then run to a
+// third database: the slot's counters come from where it served last, and
+// it ends active in the third database alone, no ID twice. A move stopped
+// before its target was activated, run back to where the slot was: it
+// serves there again, not lost.
+func TestShardedMoveSlotElsewhere(t *testing.T) {
+	forEachShardDriver(t, func(t *testing.T, driver string) {
+		dsns := shardDSNs(t, driver, 3)
+		ctx := context.Background()
+		a, b := openSharded(t, driver, dsns, shardSlots), openSharded(t, driver, dsns, shardSlots)
+		if err := a.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
+			t.Fatal(err)
+		}
+		var ledger idLedger
+		load := func(s *store.Sharded, who string, n int) {
+			t.Helper()
+			for range n {
+				al, err := s.AllocateAnyOrder(ctx, "t", 10)
+				if err != nil {
+					t.Fatalf("%s: Allocate: %v", who, err)
+				}
+				ledger.add(t, who, al)
+			}
+		}
+		load(a, "a", 3*shardSlots)
+		const slot = 2 // in store.shards[2] after initialisation
+		crash := errors.New("crash injected")
+		err := a.MoveSlot(ctx, slot, 1, func(s store.MoveStep) error {
+			if s == store.MoveActivated {
+				return crash
+			}
+			return nil
+		})
+		if !errors.Is(err, crash) {
+			t.Fatalf("move stopped once activated: %v", err)
+		}
+		load(b, "b", 3*shardSlots) // slot 2 served by store.shards[1]
+		if err := a.MoveSlot(ctx, slot, 0, nil); err != nil {
+			t.Fatalf("the move run to another database: %v", err)
+		}
+		for _, st := range a.Status(ctx) {
+			if slices.Contains(st.Active, slot) != (st.Index == 0) {
+				t.Fatalf("after the move to store.shards[0]: store.shards[%d] is %+v", st.Index, st)
+			}
+		}
+		c := openSharded(t, driver, dsns, shardSlots)
+		load(c, "c", 3*shardSlots)
+
+		// A move stopped before its target was activated, run back to the
+		// database it left: active there again.
+		err = a.MoveSlot(ctx, 1, 2, func(s store.MoveStep) error {
+			if s == store.MoveLeaving {
+				return crash
+			}
+			return nil
+		})
+		if !errors.Is(err, crash) {
+			t.Fatalf("move stopped once leaving: %v", err)
+		}
+		if err := a.MoveSlot(ctx, 1, 1, nil); err != nil {
+			t.Fatalf("the move run back: %v", err)
+		}
+		for _, st := range a.Status(ctx) {
+			if slices.Contains(st.Active, 1) != (st.Index == 1) {
+				t.Fatalf("after the move back to store.shards[1]: store.shards[%d] is %+v", st.Index, st)
+			}
+		}
+		load(c, "c", 3*shardSlots)
+		served := map[int64]bool{}
+		for id := range ledger.seen {
+			served[id%shardSlots] = true
+		}
+		if len(served) != shardSlots {
+			t.Fatalf("slots served: %v, want all %d", served, shardSlots)
+		}
+	})
+}

@@ -99,9 +99,10 @@ const (
 	tagBaseSQL       = `SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ?`
 	tagMarkSQL       = `SELECT max_id FROM leafd_tag_highwater WHERE biz_tag = ?`
 	tagMarksSQL      = `SELECT biz_tag, max_id FROM leafd_tag_highwater`
-	// markCopyMySQL and markCopySQL raise a tag's high-water mark to at
-	// least a value (arguments: tag, value), creating it if need be.
-	markCopyMySQL = `INSERT INTO leafd_tag_highwater (biz_tag, max_id) VALUES (?, ?) ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, VALUES(max_id))`
+	// markCopyMySQL (arguments: tag, value, value) and markCopySQL
+	// (arguments: tag, value) raise a tag's high-water mark to at least a
+	// value, creating it if need be.
+	markCopyMySQL = `INSERT INTO leafd_tag_highwater (biz_tag, max_id) VALUES (?, ?) ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, ?)`
 	markCopySQL   = `INSERT INTO leafd_tag_highwater (biz_tag, max_id) VALUES (?, ?)
 ON CONFLICT (biz_tag) DO UPDATE SET max_id = %[1]s(leafd_tag_highwater.max_id, excluded.max_id)`
 )
@@ -869,15 +870,15 @@ func (s *Sharded) allTags(ctx context.Context) ([]leafd.Tag, map[string]int64, e
 // included): a slot's first range of a tag starts above it even once
 // max_id is lowered by SQL in this database.
 func copyTags(ctx context.Context, d *db, tx *sqlx.Tx, tags []leafd.Tag, marks map[string]int64) error {
-	markSQL := fmt.Sprintf(markCopySQL, d.greatest)
-	if d.markByUpdate {
-		markSQL = markCopyMySQL
-	}
 	// In one order for every server, so that two claiming at once do not
 	// deadlock.
 	for _, name := range slices.Sorted(maps.Keys(marks)) {
 		if mark := marks[name]; mark > 1 {
-			if _, err := tx.ExecContext(ctx, d.q(markSQL), name, mark); err != nil {
+			query, args := fmt.Sprintf(markCopySQL, d.greatest), []any{name, mark}
+			if d.markByUpdate {
+				query, args = markCopyMySQL, append(args, mark)
+			}
+			if _, err := tx.ExecContext(ctx, d.q(query), args...); err != nil {
 				return markErr(err)
 			}
 		}

@@ -210,8 +210,8 @@ func (s *db) RepairTag(ctx context.Context, name string) (Repair, error) {
 // RepairTag of a sharded store: its tags' IDs come from the slots'
 // counters (leafd_slot_alloc), which leafd alone writes and which keep no
 // high-water mark, so a lowered max_id in leaf_alloc (only the base the
-// slots started above) rewinds nothing, and there is nothing this action
-// could raise.
+// slots start above, with the tag's mark) rewinds nothing, and there is
+// nothing this action could raise.
 //
 // Errors: invalid_tag for a bad name; unknown_tag when no database has the
 // tag; store_unavailable when none answered; range_unsupported otherwise.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -96,6 +97,14 @@ const (
 	slotRowsSQL      = `SELECT biz_tag, max_id FROM leafd_slot_alloc WHERE slot = ?`
 	slotRaiseSQL     = `UPDATE leafd_slot_alloc SET max_id = %[1]s(max_id, ?), update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND slot = ?`
 	tagBaseSQL       = `SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ?`
+	tagMarkSQL       = `SELECT max_id FROM leafd_tag_highwater WHERE biz_tag = ?`
+	tagMarksSQL      = `SELECT biz_tag, max_id FROM leafd_tag_highwater`
+	// markCopyMySQL (arguments: tag, value, value) and markCopySQL
+	// (arguments: tag, value) raise a tag's high-water mark to at least a
+	// value, creating it if need be.
+	markCopyMySQL = `INSERT INTO leafd_tag_highwater (biz_tag, max_id) VALUES (?, ?) ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, ?)`
+	markCopySQL   = `INSERT INTO leafd_tag_highwater (biz_tag, max_id) VALUES (?, ?)
+ON CONFLICT (biz_tag) DO UPDATE SET max_id = %[1]s(leafd_tag_highwater.max_id, excluded.max_id)`
 )
 
 // ShardOptions configure OpenSharded.
@@ -690,7 +699,7 @@ func (s *Sharded) claim(ctx context.Context, deployment string, ids []string, fr
 	if deployment == "" {
 		deployment = newDeployment()
 	}
-	tags, err := s.allTags(ctx)
+	tags, marks, err := s.allTags(ctx)
 	if err != nil {
 		return err
 	}
@@ -766,7 +775,7 @@ func (s *Sharded) claim(ctx context.Context, deployment string, ids []string, fr
 				}
 			}
 			if fresh || len(have) == 0 {
-				if err := copyTags(ctx, d.d, tx, tags); err != nil {
+				if err := copyTags(ctx, d.d, tx, tags, marks); err != nil {
 					return duplicateRetries(d.d, err)
 				}
 			}
@@ -817,15 +826,30 @@ func ensureSlot(ctx context.Context, d *db, tx *sqlx.Tx, k int64, state string) 
 }
 
 // allTags returns every tag of every database, each with the largest
-// max_id any of them has. Every database must answer.
-func (s *Sharded) allTags(ctx context.Context) ([]leafd.Tag, error) {
-	byName := map[string]leafd.Tag{}
+// max_id or high-water mark any of them has, and the largest high-water
+// mark any of them has of every name, a tag deleted before included.
+// Every database must answer.
+func (s *Sharded) allTags(ctx context.Context) ([]leafd.Tag, map[string]int64, error) {
+	byName, marks := map[string]leafd.Tag{}, map[string]int64{}
 	for i, d := range s.dbs {
 		tags, err := d.ListTags(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("store.shards[%d]: %w", i, err)
+			return nil, nil, fmt.Errorf("store.shards[%d]: %w", i, err)
+		}
+		var rows []struct {
+			Name  string `db:"biz_tag"`
+			MaxID int64  `db:"max_id"`
+		}
+		if err := d.d.x.SelectContext(ctx, &rows, tagMarksSQL); err != nil {
+			return nil, nil, fmt.Errorf("store.shards[%d]: %w", i, markErr(err))
+		}
+		mark := make(map[string]int64, len(rows))
+		for _, m := range rows {
+			mark[m.Name] = m.MaxID
+			marks[m.Name] = max(marks[m.Name], m.MaxID)
 		}
 		for _, t := range tags {
+			t.MaxID = max(t.MaxID, mark[t.Name])
 			if have, ok := byName[t.Name]; !ok || t.MaxID > have.MaxID {
 				byName[t.Name] = t
 			}
@@ -834,14 +858,31 @@ func (s *Sharded) allTags(ctx context.Context) ([]leafd.Tag, error) {
 	out := make([]leafd.Tag, 0, len(byName))
 	for _, t := range byName {
 		out = append(out, t)
+		marks[t.Name] = max(marks[t.Name], t.MaxID)
 	}
 	slices.SortFunc(out, func(a, b leafd.Tag) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return out, marks, nil
 }
 
 // copyTags gives the database every tag it lacks, and raises the max_id of
-// those it has to the largest known, in tx.
-func copyTags(ctx context.Context, d *db, tx *sqlx.Tx, tags []leafd.Tag) error {
+// those it has to the largest known, in tx. It raises every high-water
+// mark there to the largest known too (that of a tag deleted before
+// included): a slot's first range of a tag starts above it even once
+// max_id is lowered by SQL in this database.
+func copyTags(ctx context.Context, d *db, tx *sqlx.Tx, tags []leafd.Tag, marks map[string]int64) error {
+	// In one order for every server, so that two claiming at once do not
+	// deadlock.
+	for _, name := range slices.Sorted(maps.Keys(marks)) {
+		if mark := marks[name]; mark > 1 {
+			query, args := fmt.Sprintf(markCopySQL, d.greatest), []any{name, mark}
+			if d.markByUpdate {
+				query, args = markCopyMySQL, append(args, mark)
+			}
+			if _, err := tx.ExecContext(ctx, d.q(query), args...); err != nil {
+				return markErr(err)
+			}
+		}
+	}
 	for _, t := range tags {
 		r, ok, err := exactRow(ctx, tx, t.Name, "")
 		if err != nil {
@@ -1128,8 +1169,14 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 				return leafd.Errorf(leafd.ETagExhausted, "tag %q: slot %d cannot hold a range of %d more IDs", tag, k, step)
 			}
 			// The slot's first range of the tag: its counter starts at the
-			// tag's base.
-			start := alignUp(max(base[i].MaxID, 1), k, S)
+			// tag's base, or at its high-water mark if that is higher (the
+			// IDs the tag issued from one database before it grew into
+			// store.shards, its max_id lowered by SQL since).
+			var marks []int64
+			if err := tx.SelectContext(ctx, &marks, d.d.q(tagMarkSQL), tag); err != nil {
+				return err
+			}
+			start := alignUp(max(base[i].MaxID, slices.Max(append(marks, 1))), k, S)
 			if _, err := tx.ExecContext(ctx, d.d.q(slotRowInsertSQL), tag, k, start); err != nil {
 				if d.d.class(err) == classDuplicate {
 					return errRetry{err} // created at the same moment by another server
@@ -1514,14 +1561,17 @@ const (
 )
 
 // MoveSlot moves slot k to store.shards[to]. The steps: mark the slot
-// leaving in the database where it is active or leaving (a shared lock
-// taken by every load of the slot makes this wait for loads in flight);
-// read its counters there; in one transaction of the target, raise the
-// target's counters to them and make the slot active; mark it gone in the
-// source. Interrupted at any point, the slot is active in at most one
-// database, and running MoveSlot again completes the move. after, when not
-// nil, runs after each step; an error from it stops the move there (tests
-// inject crashes so).
+// leaving in every other database where it is active (a shared lock taken
+// by every load of the slot makes this wait for loads in flight); read its
+// counters in every other database where it is active or leaving; in one
+// transaction of the target, raise the target's counters to the highest of
+// them and make the slot active; mark it gone in those databases.
+// Interrupted at any point, the slot is active in at most one database,
+// and running MoveSlot again, to that database or to another, completes
+// the move: a move stopped once the slot was active in its target leaves
+// it active there and leaving in its source, and the next move takes the
+// counters of both. after, when not nil, runs after each step; an error
+// from it stops the move there (tests inject crashes so).
 //
 // Errors: a slot or database out of range; store_unavailable when a
 // database it needs does not answer; an error when no database holds the
@@ -1536,35 +1586,35 @@ func (s *Sharded) MoveSlot(ctx context.Context, k int64, to int, after func(Move
 	if after == nil {
 		after = func(MoveStep) error { return nil }
 	}
-	// Find the source: where the slot is active or leaving, other than to.
-	src := -1
-	var srcState string
+	// The sources: every database other than to where the slot is active
+	// or leaving. A leaving one may hold the highest counters (a move
+	// stopped before its target was activated), an active one surely does
+	// (one stopped after): each is read, none passed over.
+	var srcs []int
+	here := "" // the slot's state in the target
 	for i, d := range s.dbs {
 		var state []string
 		if err := d.d.x.SelectContext(ctx, &state, d.d.q(slotStateSQL), k); err != nil {
 			return d.d.wrap(err, fmt.Sprintf("read slot %d in store.shards[%d]", k, i))
 		}
-		if len(state) == 0 || state[0] == slotGone {
-			continue
+		switch {
+		case len(state) == 0 || state[0] == slotGone:
+		case i == to:
+			here = state[0]
+		default:
+			srcs = append(srcs, i)
 		}
-		if i == to && state[0] == slotActive {
-			if src < 0 {
-				srcState = slotActive
-			}
-			continue
-		}
-		src, srcState = i, state[0]
 	}
 	switch {
-	case src < 0 && srcState == slotActive:
+	case len(srcs) == 0 && here == slotActive:
 		return nil // already there
-	case src < 0:
+	case len(srcs) == 0 && here == "":
 		return fmt.Errorf("slot %d is in no database of store.shards: see leafd shards status", k)
 	}
-	from := s.dbs[src]
-	if srcState == slotActive {
-		if _, err := from.d.x.ExecContext(ctx, from.d.q(slotSetStateSQL), slotLeaving, k); err != nil {
-			return from.d.wrap(err, fmt.Sprintf("mark slot %d leaving in store.shards[%d]", k, src))
+	for _, i := range srcs {
+		from := s.dbs[i]
+		if _, err := from.d.x.ExecContext(ctx, from.d.q(slotSetStateSQL+` AND state = ?`), slotLeaving, k, slotActive); err != nil {
+			return from.d.wrap(err, fmt.Sprintf("mark slot %d leaving in store.shards[%d]", k, i))
 		}
 	}
 	if err := after(MoveLeaving); err != nil {
@@ -1574,8 +1624,16 @@ func (s *Sharded) MoveSlot(ctx context.Context, k int64, to int, after func(Move
 		Tag   string `db:"biz_tag"`
 		MaxID int64  `db:"max_id"`
 	}
-	if err := from.d.x.SelectContext(ctx, &counters, from.d.q(slotRowsSQL), k); err != nil {
-		return from.d.wrap(err, fmt.Sprintf("read slot %d's counters in store.shards[%d]", k, src))
+	for _, i := range srcs {
+		from := s.dbs[i]
+		var some []struct {
+			Tag   string `db:"biz_tag"`
+			MaxID int64  `db:"max_id"`
+		}
+		if err := from.d.x.SelectContext(ctx, &some, from.d.q(slotRowsSQL), k); err != nil {
+			return from.d.wrap(err, fmt.Sprintf("read slot %d's counters in store.shards[%d]", k, i))
+		}
+		counters = append(counters, some...)
 	}
 	dst := s.dbs[to]
 	err := dst.d.write(ctx, func(ctx context.Context) error {
@@ -1611,13 +1669,16 @@ func (s *Sharded) MoveSlot(ctx context.Context, k int64, to int, after func(Move
 	if err := after(MoveActivated); err != nil {
 		return err
 	}
-	if _, err := from.d.x.ExecContext(ctx, from.d.q(slotSetStateSQL), slotGone, k); err != nil {
-		return from.d.wrap(err, fmt.Sprintf("mark slot %d gone in store.shards[%d]", k, src))
+	for _, i := range srcs {
+		from := s.dbs[i]
+		if _, err := from.d.x.ExecContext(ctx, from.d.q(slotSetStateSQL), slotGone, k); err != nil {
+			return from.d.wrap(err, fmt.Sprintf("mark slot %d gone in store.shards[%d]", k, i))
+		}
 	}
 	if err := after(MoveGone); err != nil {
 		return err
 	}
-	s.log.Info("store: slot moved", "slot", k, "from", src, "to", to, "tags", len(counters))
+	s.log.Info("store: slot moved", "slot", k, "from", srcs, "to", to, "tags", len(counters))
 	_, err = s.readOwners(ctx)
 	return err
 }

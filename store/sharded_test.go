@@ -1066,3 +1066,168 @@ func TestShardedTagDefinitionsAgree(t *testing.T) {
 		})
 	}
 }
+
+// rawExec runs queries on one database of driver, past the store.
+func rawExec(t *testing.T, driver, dsn string, queries ...string) {
+	t.Helper()
+	if driver == "postgres" {
+		driver = "pgx"
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range queries {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// A tag's high-water mark holds on a sharded store as on one database: a
+// tag whose max_id was lowered by SQL (or that was deleted and inserted
+// again the Leaf way) before the database grew into store.shards, or after,
+// before a slot's first range of it (also one deleted before and created
+// again after), continues above every ID it issued.
+func TestShardedKeepsHighWaterMark(t *testing.T) {
+	forEachShardDriver(t, func(t *testing.T, driver string) {
+		dsns := shardDSNs(t, driver, 2)
+		ctx := context.Background()
+		plain, err := store.Open(driver, dsns[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer plain.Close()
+		if err := plain.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ledger := map[string]*idLedger{"before": {}, "after": {}, "deleted": {}}
+		for _, name := range []string{"before", "after", "deleted"} {
+			if _, err := plain.CreateTag(ctx, leafd.Tag{Name: name, Step: 100}); err != nil {
+				t.Fatal(err)
+			}
+			for range 5 {
+				a, err := plain.Allocate(ctx, name, 100)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a.Stride = 1 // contiguous
+				ledger[name].add(t, "one database "+name, a)
+			}
+		}
+		// Lowered before sharding: the one database refuses it.
+		rawExec(t, driver, dsns[0], `UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = 'before'`)
+		if _, err := plain.Allocate(ctx, "before", 100); leafd.ErrorCode(err) != leafd.ETagRewound {
+			t.Fatalf("a lowered tag on one database: %v, want tag_rewound", err)
+		}
+		// Deleted before sharding, created again after, then lowered.
+		rawExec(t, driver, dsns[0], `DELETE FROM leaf_alloc WHERE biz_tag = 'deleted'`)
+		s := openSharded(t, driver, dsns, shardSlots)
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateTag(ctx, leafd.Tag{Name: "deleted", Step: 100}); err != nil {
+			t.Fatal(err)
+		}
+		// Lowered after, in every database, before any slot loaded it.
+		for _, dsn := range dsns {
+			rawExec(t, driver, dsn, `UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag IN ('after', 'deleted')`)
+		}
+		for _, name := range []string{"before", "after", "deleted"} {
+			for range 2 * shardSlots {
+				// In any order, as for an opaque tag (or a server's first
+				// range): no floor of this server's raises the slot.
+				a, err := s.AllocateAnyOrder(ctx, name, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.Start <= 500 {
+					t.Errorf("tag %q: range [%d, %d) from a sharded store, below its mark, 501", name, a.Start, a.End)
+				}
+				ledger[name].add(t, "sharded "+name, a)
+			}
+		}
+	})
+}
+
+// A move stopped once the slot was active in its target, then run to a
+// third database: the slot's counters come from where it served last, and
+// it ends active in the third database alone, no ID twice. A move stopped
+// before its target was activated, run back to where the slot was: it
+// serves there again, not lost.
+func TestShardedMoveSlotElsewhere(t *testing.T) {
+	forEachShardDriver(t, func(t *testing.T, driver string) {
+		dsns := shardDSNs(t, driver, 3)
+		ctx := context.Background()
+		a, b := openSharded(t, driver, dsns, shardSlots), openSharded(t, driver, dsns, shardSlots)
+		if err := a.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
+			t.Fatal(err)
+		}
+		var ledger idLedger
+		load := func(s *store.Sharded, who string, n int) {
+			t.Helper()
+			for range n {
+				al, err := s.AllocateAnyOrder(ctx, "t", 10)
+				if err != nil {
+					t.Fatalf("%s: Allocate: %v", who, err)
+				}
+				ledger.add(t, who, al)
+			}
+		}
+		load(a, "a", 3*shardSlots)
+		const slot = 2 // in store.shards[2] after initialisation
+		crash := errors.New("crash injected")
+		err := a.MoveSlot(ctx, slot, 1, func(s store.MoveStep) error {
+			if s == store.MoveActivated {
+				return crash
+			}
+			return nil
+		})
+		if !errors.Is(err, crash) {
+			t.Fatalf("move stopped once activated: %v", err)
+		}
+		load(b, "b", 3*shardSlots) // slot 2 served by store.shards[1]
+		if err := a.MoveSlot(ctx, slot, 0, nil); err != nil {
+			t.Fatalf("the move run to another database: %v", err)
+		}
+		for _, st := range a.Status(ctx) {
+			if slices.Contains(st.Active, slot) != (st.Index == 0) {
+				t.Fatalf("after the move to store.shards[0]: store.shards[%d] is %+v", st.Index, st)
+			}
+		}
+		c := openSharded(t, driver, dsns, shardSlots)
+		load(c, "c", 3*shardSlots)
+
+		// A move stopped before its target was activated, run back to the
+		// database it left: active there again.
+		err = a.MoveSlot(ctx, 1, 2, func(s store.MoveStep) error {
+			if s == store.MoveLeaving {
+				return crash
+			}
+			return nil
+		})
+		if !errors.Is(err, crash) {
+			t.Fatalf("move stopped once leaving: %v", err)
+		}
+		if err := a.MoveSlot(ctx, 1, 1, nil); err != nil {
+			t.Fatalf("the move run back: %v", err)
+		}
+		for _, st := range a.Status(ctx) {
+			if slices.Contains(st.Active, 1) != (st.Index == 1) {
+				t.Fatalf("after the move back to store.shards[1]: store.shards[%d] is %+v", st.Index, st)
+			}
+		}
+		load(c, "c", 3*shardSlots)
+		served := map[int64]bool{}
+		for id := range ledger.seen {
+			served[id%shardSlots] = true
+		}
+		if len(served) != shardSlots {
+			t.Fatalf("slots served: %v, want all %d", served, shardSlots)
+		}
+	})
+}

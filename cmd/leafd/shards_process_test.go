@@ -68,7 +68,19 @@ func TestShardsCommands(t *testing.T) {
 			if code == 0 || !strings.Contains(out, c.want) {
 				t.Fatalf("leafd serve: exit %d, want a refusal saying %q\n%s", code, c.want, out)
 			}
+			// The tag commands refuse it too: a tag written into some of
+			// the databases alone could be a second definition of one
+			// that another database holds.
+			for _, args := range [][]string{{"tag", "add", "t1"}, {"tag", "set-step", "t0", "60"}} {
+				code, out := runLeafd(t, dir, append([]string{"LEAFD_STORE_MIGRATE=false"}, c.env...), args...)
+				if code != 1 || !strings.Contains(out, c.want) {
+					t.Fatalf("leafd %s: exit %d, want 1 and a refusal saying %q\n%s", strings.Join(args, " "), code, c.want, out)
+				}
+			}
 		})
+	}
+	if code, out := runLeafd(t, dir, env, "tag", "list"); code != 0 || strings.Contains(out, "t1") {
+		t.Fatalf("leafd tag list after the refused commands: exit %d\n%s", code, out)
 	}
 }
 

@@ -176,7 +176,8 @@ func checkNewTag(t leafd.Tag, maxStep int64) error {
 }
 
 // withStore opens the configured store, migrates it when migrate is asked
-// for and store.migrate is on, and runs f with the configuration. A store error keeps its message: "tag exists", "not
+// for and store.migrate is on, refuses databases that do not match
+// store.shards (verifyShards), and runs f with the configuration. A store error keeps its message: "tag exists", "not
 // defined", "nothing accepts connections there".
 func withStore(ctx context.Context, configPath string, stderr io.Writer, migrate bool, f func(context.Context, store.Store, *config.Config) error) error {
 	cfg, db, err := openConfigured(configPath, stderr)
@@ -190,6 +191,12 @@ func withStore(ctx context.Context, configPath string, stderr io.Writer, migrate
 		if err := db.Migrate(ctx); err != nil {
 			return fmt.Errorf("migrate: %w", commandError(err))
 		}
+	}
+	// As a server would refuse them: a tag written through another list
+	// than the deployment's, or into one of its databases alone, could be
+	// a second definition of a tag that another database holds.
+	if err := verifyShards(ctx, db); err != nil {
+		return err
 	}
 	return commandError(f(ctx, db, cfg))
 }

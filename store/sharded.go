@@ -1523,7 +1523,9 @@ const (
 // nil, runs after each step; an error from it stops the move there (tests
 // inject crashes so).
 //
-// Errors: a slot or database out of range; store_unavailable when a
+// Errors: a slot or database out of range; an error wrapping
+// ErrShardMismatch when store.shards does not match the databases' records
+// (see Verify) or the target has no record; store_unavailable when a
 // database it needs does not answer; an error when no database holds the
 // slot.
 func (s *Sharded) MoveSlot(ctx context.Context, k int64, to int, after func(MoveStep) error) error {
@@ -1535,6 +1537,17 @@ func (s *Sharded) MoveSlot(ctx context.Context, k int64, to int, after func(Move
 	}
 	if after == nil {
 		after = func(MoveStep) error { return nil }
+	}
+	// A list that is not the deployment's would move the slot into a
+	// database of another deployment, or one that none of this
+	// deployment's servers reads: the slot would be lost, or served twice.
+	if err := s.Verify(ctx); err != nil {
+		return err
+	}
+	if _, found, err := s.dbs[to].readMeta(ctx); err != nil {
+		return err
+	} else if !found {
+		return mismatch("store.shards[%d] has no record of the deployment: add a database with leafd migrate (with this store.shards) before moving slots to it", to)
 	}
 	// Find the source: where the slot is active or leaving, other than to.
 	src := -1

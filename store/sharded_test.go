@@ -439,6 +439,53 @@ func TestShardedExtend(t *testing.T) {
 	}
 }
 
+// leafd shards move with a store.shards that is not the deployment's is
+// refused before anything moves: moved into a database of another
+// deployment, or one that the deployment's servers do not read, the slot
+// would be lost, or served beside that deployment's own.
+func TestShardedMoveSlotMismatch(t *testing.T) {
+	dsns := shardDSNs(t, "sqlite", 2)
+	other := shardDSNs(t, "sqlite", 2)
+	ctx := context.Background()
+	if err := openSharded(t, "sqlite", dsns, shardSlots).Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := openSharded(t, "sqlite", other, shardSlots).Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A database migrated alone: the schema, no record of any deployment.
+	fresh := shardDSNs(t, "sqlite", 1)[0]
+	p, err := store.Open("sqlite", fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Migrate(ctx)
+	p.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		dsns []string
+		want string
+	}{
+		{"OtherDeployment", []string{dsns[0], dsns[1], other[0]}, "belongs to another deployment"},
+		{"Replaced", []string{dsns[0], fresh}, "not the database that was there"},
+		{"NoRecord", []string{dsns[0], dsns[1], fresh}, "has no record of the deployment"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := openSharded(t, "sqlite", c.dsns, shardSlots)
+			err := s.MoveSlot(ctx, 0, len(c.dsns)-1, nil)
+			if !errors.Is(err, store.ErrShardMismatch) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%v; want a mismatch saying %q", err, c.want)
+			}
+			if st := openSharded(t, "sqlite", dsns, shardSlots).Status(ctx)[0]; !slices.Contains(st.Active, 0) {
+				t.Fatalf("slot 0 left store.shards[0]: %+v", st)
+			}
+		})
+	}
+}
+
 // A store of one database refuses a database of store.shards.
 func TestCheckNotShard(t *testing.T) {
 	dsns := shardDSNs(t, "sqlite", 2)

@@ -1691,15 +1691,20 @@ func (s *Sharded) Status(ctx context.Context) []ShardStatus {
 // CheckNotShard returns an error wrapping ErrShardMismatch when s, a store
 // of one database, is pointed at a database of store.shards: serving from
 // leaf_alloc there would hand out again the IDs its slots hand out. A
-// database that does not answer, or has no sharding tables, passes.
+// database without a record, or without the sharding tables, passes; one
+// that does not answer is the error of the read, which says nothing of it.
 func CheckNotShard(ctx context.Context, s Store) error {
 	if _, ok := s.(*Sharded); ok {
 		return nil
 	}
 	var m shardMeta
 	d := shared(s)
-	if err := d.x.GetContext(ctx, &m, d.q(shardPlaceSQL)); err != nil {
+	err := d.x.GetContext(ctx, &m, d.q(shardPlaceSQL))
+	switch {
+	case errors.Is(err, sql.ErrNoRows), MissingTable(err):
 		return nil
+	case err != nil:
+		return d.wrap(err, "read leafd_shard")
 	}
 	return mismatch("the database is store.shards[%d] of a deployment of %d databases (%s): serving it alone would hand out its slots' IDs again; "+
 		"set store.shards to the deployment's databases", m.Index, m.Count, m.Deployment)

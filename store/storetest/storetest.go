@@ -109,6 +109,7 @@ func Run(t *testing.T, newDatabase func(t *testing.T) *Database) {
 		{"SnowflakeLayout", testSnowflakeLayout},
 		{"SnowflakeLayoutOfOlderLeases", testSnowflakeLayoutOfOlderLeases},
 		{"SnowflakeLayoutRace", testSnowflakeLayoutRace},
+		{"SnowflakeLayoutChangedUnderLease", testSnowflakeLayoutChangedUnderLease},
 		{"Tokens", testTokens},
 		{"TokenInvalid", testTokenInvalid},
 	} {

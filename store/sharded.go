@@ -1084,12 +1084,22 @@ func alignUp(v, k, S int64) int64 {
 // checks, under a shared lock, that the slot is active there (so that a
 // move waits for the loads in flight and none starts after it), creates
 // the tag's counter of the slot if it has none, and advances it by step*S
-// from at least the first of the slot's IDs above floor.
+// from at least the first of the slot's IDs above floor. A database whose
+// id is no longer the one the deployment records at its place (emptied
+// and used again, or replaced, since it was checked) serves nothing: the
+// load is errSlotNotHere, and the database is checked again.
 func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string, step, floor int64) (segment.Allocation, error) {
 	S := s.slots
 	span := step * S
 	from := alignUp(max(floor+1, 1), k, S)
+	s.mu.Lock()
+	want := "" // the id the deployment records at d's place
+	if d.idx < len(s.members) {
+		want = s.members[d.idx]
+	}
+	s.mu.Unlock()
 	var a segment.Allocation
+	replaced := false
 	err := d.d.write(ctx, func(ctx context.Context) error {
 		tx, err := d.d.x.BeginTxx(ctx, nil)
 		if err != nil {
@@ -1102,6 +1112,19 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 		}
 		if len(state) == 0 || state[0] != slotActive {
 			return errSlotNotHere
+		}
+		// Still the database that was checked: one emptied and used
+		// again, or replaced, while this server runs has another id, and
+		// its slots' counters are not this deployment's.
+		if want != "" {
+			var uid []string
+			if err := tx.SelectContext(ctx, &uid, d.d.q(identitySQL)); err != nil {
+				return err
+			}
+			if len(uid) == 0 || uid[0] != want {
+				replaced = true
+				return errSlotNotHere
+			}
 		}
 		var base []tagRow
 		if err := tx.SelectContext(ctx, &base, d.d.q(tagBaseSQL), tag); err != nil {
@@ -1156,6 +1179,12 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 		a = segment.Allocation{Start: end - span, End: end, Stride: S, TableStep: base[i].Step}
 		return nil
 	})
+	if replaced {
+		// Checked again (and refused) when the slots are next read.
+		s.mu.Lock()
+		d.verified = false
+		s.mu.Unlock()
+	}
 	if errors.Is(err, errSlotNotHere) {
 		return segment.Allocation{}, err
 	}

@@ -1485,14 +1485,36 @@ func (s *Sharded) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate)
 // ---------------------------------------------------------------------------
 // Snowflake worker id leases live in the first database.
 
+// leases returns the first database once its record shows it is the
+// deployment's first: a server whose store.shards starts with another
+// database, or whose databases are not initialised yet (store.migrate
+// false), would lease worker ids from a table that other servers do not
+// see, and issue the same snowflake IDs as they do.
+func (s *Sharded) leases(ctx context.Context) (*shardDB, error) {
+	d := s.dbs[0]
+	if !s.verify(ctx, d) {
+		return nil, errors.New("store.shards[0] holds the worker id leases, but it does not answer, has no record of the deployment " +
+			"(run leafd migrate to initialise sharding), or is not the deployment's first database (see leafd shards status)")
+	}
+	return d, nil
+}
+
 // ClaimWorker claims a worker id in the first database.
 func (s *Sharded) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Lease, error) {
-	return s.dbs[0].ClaimWorker(ctx, c)
+	d, err := s.leases(ctx)
+	if err != nil {
+		return snowflake.Lease{}, err
+	}
+	return d.ClaimWorker(ctx, c)
 }
 
 // ClaimFixedWorker claims a fixed worker id in the first database.
 func (s *Sharded) ClaimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snowflake.Lease, error) {
-	return s.dbs[0].ClaimFixedWorker(ctx, c)
+	d, err := s.leases(ctx)
+	if err != nil {
+		return snowflake.Lease{}, err
+	}
+	return d.ClaimFixedWorker(ctx, c)
 }
 
 // RenewWorker renews a lease in the first database.

@@ -1490,11 +1490,30 @@ func (s *Sharded) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate)
 // database, or whose databases are not initialised yet (store.migrate
 // false), would lease worker ids from a table that other servers do not
 // see, and issue the same snowflake IDs as they do.
+//
+// Its id is read at every claim (claims are rare): a database emptied or
+// replaced while servers run has lost the leases and their watermarks, and
+// a claim there could take a worker id that a running server still issues
+// under.
 func (s *Sharded) leases(ctx context.Context) (*shardDB, error) {
 	d := s.dbs[0]
 	if !s.verify(ctx, d) {
 		return nil, errors.New("store.shards[0] holds the worker id leases, but it does not answer, has no record of the deployment " +
 			"(run leafd migrate to initialise sharding), or is not the deployment's first database (see leafd shards status)")
+	}
+	id, err := d.identity(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	want := ""
+	if len(s.members) > 0 {
+		want = s.members[0]
+	}
+	s.mu.Unlock()
+	if want != "" && id != want {
+		return nil, mismatch("store.shards[0], which holds the worker id leases, is not the database the deployment recorded at that place " +
+			"(emptied and used again, or replaced, while servers ran): restore it from a backup; see \"When a database is lost for good\" in docs/shards.md")
 	}
 	return d, nil
 }

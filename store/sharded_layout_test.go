@@ -107,4 +107,22 @@ func TestShardedLeasesNeedTheFirstDatabase(t *testing.T) {
 	if l, err := fixed(b, "b#1"); err == nil {
 		t.Fatalf("a server whose store.shards starts with the deployment's second database leased %+v", l)
 	}
+
+	// store.shards[0] emptied while a runs, and migrated again (a new id,
+	// no leases): a's next claim is refused rather than take worker id 0
+	// again, which a server may still hold from the lost table.
+	db, err := sql.Open("sqlite", dsns[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{"DELETE FROM leaf_worker", "DELETE FROM leafd_snowflake_layout", "DELETE FROM leafd_database",
+		"INSERT INTO leafd_database (id, uid) VALUES (1, 'new')"} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l, err := claim(a, "a#2"); !errors.Is(err, store.ErrShardMismatch) {
+		t.Fatalf("a claim in an emptied store.shards[0]: %+v, %v; want a mismatch", l, err)
+	}
 }

@@ -122,6 +122,13 @@ type Lease struct {
 	// a worker id never leased): every ID ever issued under WorkerID has a
 	// time at or before it.
 	PrevWatermarkMs int64
+	// Layout is the layout the lease was claimed under (the default
+	// layout for a claim's zero one), set by the store: a renewal fails
+	// with ErrLeaseLost once another layout, or none, is recorded, so
+	// that a record edited or deleted by hand stops the servers leasing
+	// under the old one rather than let a server with another layout
+	// lease beside them. The zero layout is not checked.
+	Layout Layout
 }
 
 // Errors of a LeaseStore.

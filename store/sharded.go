@@ -1125,12 +1125,22 @@ func alignUp(v, k, S int64) int64 {
 // checks, under a shared lock, that the slot is active there (so that a
 // move waits for the loads in flight and none starts after it), creates
 // the tag's counter of the slot if it has none, and advances it by step*S
-// from at least the first of the slot's IDs above floor.
+// from at least the first of the slot's IDs above floor. A database whose
+// id is no longer the one the deployment records at its place (emptied
+// and used again, or replaced, since it was checked) serves nothing: the
+// load is errSlotNotHere, and the database is checked again.
 func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string, step, floor int64) (segment.Allocation, error) {
 	S := s.slots
 	span := step * S
 	from := alignUp(max(floor+1, 1), k, S)
+	s.mu.Lock()
+	want := "" // the id the deployment records at d's place
+	if d.idx < len(s.members) {
+		want = s.members[d.idx]
+	}
+	s.mu.Unlock()
 	var a segment.Allocation
+	replaced := false
 	err := d.d.write(ctx, func(ctx context.Context) error {
 		tx, err := d.d.x.BeginTxx(ctx, nil)
 		if err != nil {
@@ -1143,6 +1153,19 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 		}
 		if len(state) == 0 || state[0] != slotActive {
 			return errSlotNotHere
+		}
+		// Still the database that was checked: one emptied and used
+		// again, or replaced, while this server runs has another id, and
+		// its slots' counters are not this deployment's.
+		if want != "" {
+			var uid []string
+			if err := tx.SelectContext(ctx, &uid, d.d.q(identitySQL)); err != nil {
+				return err
+			}
+			if len(uid) == 0 || uid[0] != want {
+				replaced = true
+				return errSlotNotHere
+			}
 		}
 		var base []tagRow
 		if err := tx.SelectContext(ctx, &base, d.d.q(tagBaseSQL), tag); err != nil {
@@ -1203,6 +1226,12 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 		a = segment.Allocation{Start: end - span, End: end, Stride: S, TableStep: base[i].Step}
 		return nil
 	})
+	if replaced {
+		// Checked again (and refused) when the slots are next read.
+		s.mu.Lock()
+		d.verified = false
+		s.mu.Unlock()
+	}
 	if errors.Is(err, errSlotNotHere) {
 		return segment.Allocation{}, err
 	}
@@ -1503,14 +1532,55 @@ func (s *Sharded) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate)
 // ---------------------------------------------------------------------------
 // Snowflake worker id leases live in the first database.
 
+// leases returns the first database once its record shows it is the
+// deployment's first: a server whose store.shards starts with another
+// database, or whose databases are not initialised yet (store.migrate
+// false), would lease worker ids from a table that other servers do not
+// see, and issue the same snowflake IDs as they do.
+//
+// Its id is read at every claim (claims are rare): a database emptied or
+// replaced while servers run has lost the leases and their watermarks, and
+// a claim there could take a worker id that a running server still issues
+// under.
+func (s *Sharded) leases(ctx context.Context) (*shardDB, error) {
+	d := s.dbs[0]
+	if !s.verify(ctx, d) {
+		return nil, errors.New("store.shards[0] holds the worker id leases, but it does not answer, has no record of the deployment " +
+			"(run leafd migrate to initialise sharding), or is not the deployment's first database (see leafd shards status)")
+	}
+	id, err := d.identity(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	want := ""
+	if len(s.members) > 0 {
+		want = s.members[0]
+	}
+	s.mu.Unlock()
+	if want != "" && id != want {
+		return nil, mismatch("store.shards[0], which holds the worker id leases, is not the database the deployment recorded at that place " +
+			"(emptied and used again, or replaced, while servers ran): restore it from a backup; see \"When a database is lost for good\" in docs/shards.md")
+	}
+	return d, nil
+}
+
 // ClaimWorker claims a worker id in the first database.
 func (s *Sharded) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Lease, error) {
-	return s.dbs[0].ClaimWorker(ctx, c)
+	d, err := s.leases(ctx)
+	if err != nil {
+		return snowflake.Lease{}, err
+	}
+	return d.ClaimWorker(ctx, c)
 }
 
 // ClaimFixedWorker claims a fixed worker id in the first database.
 func (s *Sharded) ClaimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snowflake.Lease, error) {
-	return s.dbs[0].ClaimFixedWorker(ctx, c)
+	d, err := s.leases(ctx)
+	if err != nil {
+		return snowflake.Lease{}, err
+	}
+	return d.ClaimFixedWorker(ctx, c)
 }
 
 // RenewWorker renews a lease in the first database.
@@ -1573,7 +1643,9 @@ const (
 // counters of both. after, when not nil, runs after each step; an error
 // from it stops the move there (tests inject crashes so).
 //
-// Errors: a slot or database out of range; store_unavailable when a
+// Errors: a slot or database out of range; an error wrapping
+// ErrShardMismatch when store.shards does not match the databases' records
+// (see Verify) or the target has no record; store_unavailable when a
 // database it needs does not answer; an error when no database holds the
 // slot.
 func (s *Sharded) MoveSlot(ctx context.Context, k int64, to int, after func(MoveStep) error) error {
@@ -1585,6 +1657,17 @@ func (s *Sharded) MoveSlot(ctx context.Context, k int64, to int, after func(Move
 	}
 	if after == nil {
 		after = func(MoveStep) error { return nil }
+	}
+	// A list that is not the deployment's would move the slot into a
+	// database of another deployment, or one that none of this
+	// deployment's servers reads: the slot would be lost, or served twice.
+	if err := s.Verify(ctx); err != nil {
+		return err
+	}
+	if _, found, err := s.dbs[to].readMeta(ctx); err != nil {
+		return err
+	} else if !found {
+		return mismatch("store.shards[%d] has no record of the deployment: add a database with leafd migrate (with this store.shards) before moving slots to it", to)
 	}
 	// The sources: every database other than to where the slot is active
 	// or leaving. A leaving one may hold the highest counters (a move
@@ -1739,15 +1822,20 @@ func (s *Sharded) Status(ctx context.Context) []ShardStatus {
 // CheckNotShard returns an error wrapping ErrShardMismatch when s, a store
 // of one database, is pointed at a database of store.shards: serving from
 // leaf_alloc there would hand out again the IDs its slots hand out. A
-// database that does not answer, or has no sharding tables, passes.
+// database without a record, or without the sharding tables, passes; one
+// that does not answer is the error of the read, which says nothing of it.
 func CheckNotShard(ctx context.Context, s Store) error {
 	if _, ok := s.(*Sharded); ok {
 		return nil
 	}
 	var m shardMeta
 	d := shared(s)
-	if err := d.x.GetContext(ctx, &m, d.q(shardPlaceSQL)); err != nil {
+	err := d.x.GetContext(ctx, &m, d.q(shardPlaceSQL))
+	switch {
+	case errors.Is(err, sql.ErrNoRows), MissingTable(err):
 		return nil
+	case err != nil:
+		return d.wrap(err, "read leafd_shard")
 	}
 	return mismatch("the database is store.shards[%d] of a deployment of %d databases (%s): serving it alone would hand out its slots' IDs again; "+
 		"set store.shards to the deployment's databases", m.Index, m.Count, m.Deployment)

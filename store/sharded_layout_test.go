@@ -58,3 +58,71 @@ func TestShardedSnowflakeLayout(t *testing.T) {
 		}
 	})
 }
+
+// Worker ids are leased from store.shards[0] only once its record shows it
+// is the deployment's first database: two servers whose lists start with
+// different databases, on databases migrated but not initialised
+// (store.migrate false), would otherwise each lease worker id 0 from a
+// table of its own and issue the same IDs.
+func TestShardedLeasesNeedTheFirstDatabase(t *testing.T) {
+	ctx := context.Background()
+	dsns := shardDSNs(t, "sqlite", 2)
+	for _, dsn := range dsns {
+		p, err := store.Open("sqlite", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = p.Migrate(ctx)
+		p.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := openSharded(t, "sqlite", dsns, shardSlots)
+	b := openSharded(t, "sqlite", []string{dsns[1], dsns[0]}, shardSlots)
+	now := time.Now().UnixMilli()
+	claim := func(s *store.Sharded, owner string) (snowflake.Lease, error) {
+		return s.ClaimWorker(ctx, snowflake.Claim{Owner: owner, Workers: 4, TTL: time.Hour, NowMs: now, WatermarkMs: now + 3000})
+	}
+	fixed := func(s *store.Sharded, owner string) (snowflake.Lease, error) {
+		return s.ClaimFixedWorker(ctx, snowflake.FixedClaim{WorkerID: 3, Owner: "fixed:" + owner, TTL: time.Hour, NowMs: now, WatermarkMs: now + 3000})
+	}
+	for _, s := range []*store.Sharded{a, b} {
+		if l, err := claim(s, "early#1"); err == nil {
+			t.Fatalf("a worker id leased before sharding was initialised: %+v", l)
+		}
+		if l, err := fixed(s, "early#1"); err == nil {
+			t.Fatalf("a fixed worker id leased before sharding was initialised: %+v", l)
+		}
+	}
+	if err := a.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := claim(a, "a#1"); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := claim(b, "b#1"); err == nil {
+		t.Fatalf("a server whose store.shards starts with the deployment's second database leased %+v", l)
+	}
+	if l, err := fixed(b, "b#1"); err == nil {
+		t.Fatalf("a server whose store.shards starts with the deployment's second database leased %+v", l)
+	}
+
+	// store.shards[0] emptied while a runs, and migrated again (a new id,
+	// no leases): a's next claim is refused rather than take worker id 0
+	// again, which a server may still hold from the lost table.
+	db, err := sql.Open("sqlite", dsns[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{"DELETE FROM leaf_worker", "DELETE FROM leafd_snowflake_layout", "DELETE FROM leafd_database",
+		"INSERT INTO leafd_database (id, uid) VALUES (1, 'new')"} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l, err := claim(a, "a#2"); !errors.Is(err, store.ErrShardMismatch) {
+		t.Fatalf("a claim in an emptied store.shards[0]: %+v, %v; want a mismatch", l, err)
+	}
+}

@@ -439,6 +439,128 @@ func TestShardedExtend(t *testing.T) {
 	}
 }
 
+// leafd shards move with a store.shards that is not the deployment's is
+// refused before anything moves: moved into a database of another
+// deployment, or one that the deployment's servers do not read, the slot
+// would be lost, or served beside that deployment's own.
+func TestShardedMoveSlotMismatch(t *testing.T) {
+	dsns := shardDSNs(t, "sqlite", 2)
+	other := shardDSNs(t, "sqlite", 2)
+	ctx := context.Background()
+	if err := openSharded(t, "sqlite", dsns, shardSlots).Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := openSharded(t, "sqlite", other, shardSlots).Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A database migrated alone: the schema, no record of any deployment.
+	fresh := shardDSNs(t, "sqlite", 1)[0]
+	p, err := store.Open("sqlite", fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Migrate(ctx)
+	p.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		dsns []string
+		want string
+	}{
+		{"OtherDeployment", []string{dsns[0], dsns[1], other[0]}, "belongs to another deployment"},
+		{"Replaced", []string{dsns[0], fresh}, "not the database that was there"},
+		{"NoRecord", []string{dsns[0], dsns[1], fresh}, "has no record of the deployment"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := openSharded(t, "sqlite", c.dsns, shardSlots)
+			err := s.MoveSlot(ctx, 0, len(c.dsns)-1, nil)
+			if !errors.Is(err, store.ErrShardMismatch) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%v; want a mismatch saying %q", err, c.want)
+			}
+			if st := openSharded(t, "sqlite", dsns, shardSlots).Status(ctx)[0]; !slices.Contains(st.Active, 0) {
+				t.Fatalf("slot 0 left store.shards[0]: %+v", st)
+			}
+		})
+	}
+}
+
+// A database of store.shards emptied while servers run, and initialised
+// again by another deployment whose tag has the same name: a server that
+// had checked it before loads no range from it (before: it loaded the
+// slot's IDs again from the other deployment's counters).
+func TestShardedDatabaseReplacedWhileServing(t *testing.T) {
+	dsns := shardDSNs(t, "sqlite", 2)
+	ctx := context.Background()
+	one := openSharded(t, "sqlite", dsns, shardSlots)
+	if err := one.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := one.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	two := openSharded(t, "sqlite", dsns, shardSlots)
+	var ledger idLedger
+	a, err := two.Allocate(ctx, "t", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger.add(t, "two", a)
+	for range 4 * shardSlots {
+		a, err := one.Allocate(ctx, "t", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ledger.add(t, "one", a)
+	}
+
+	// Empty store.shards[1] in place, as DROP DATABASE and CREATE DATABASE
+	// would, and let another deployment initialise it.
+	db, err := sql.Open("sqlite", dsns[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var tables []string
+	rows, err := db.QueryContext(ctx, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'goose_db_version'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, n)
+	}
+	rows.Close()
+	for _, n := range tables {
+		if _, err := db.ExecContext(ctx, "DELETE FROM "+n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := openSharded(t, "sqlite", []string{shardDSNs(t, "sqlite", 1)[0], dsns[1]}, shardSlots)
+	if err := other.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Its counters start above 100: below what one handed out from slot 1.
+	if _, err := other.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10, MaxID: 100}); err != nil {
+		t.Fatal(err)
+	}
+
+	for range 4 * shardSlots {
+		a, err := two.Allocate(ctx, "t", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ledger.add(t, "two", a)
+		if a.Start%shardSlots%2 == 1 {
+			t.Fatalf("a range of slot %d, which lived in the replaced database: %+v", a.Start%shardSlots, a)
+		}
+	}
+}
+
 // A store of one database refuses a database of store.shards.
 func TestCheckNotShard(t *testing.T) {
 	dsns := shardDSNs(t, "sqlite", 2)

@@ -46,12 +46,19 @@ const (
 	// ever computing a larger one: MySQL would fail on the overflow and
 	// SQLite would silently turn the sum into a REAL. update_time is set
 	// here because SQLite has no ON UPDATE clause; on MySQL it is what ON
-	// UPDATE would do anyway.
+	// UPDATE would do anyway. It writes nothing in a database of
+	// store.shards (see shardedSQL).
 	allocateSQL = `UPDATE leaf_alloc
 SET max_id = (CASE WHEN max_id < 1 THEN 1 ELSE max_id END) + ?, update_time = CURRENT_TIMESTAMP
-WHERE biz_tag = ? AND (CASE WHEN max_id < 1 THEN 1 ELSE max_id END) <= ?`
+WHERE biz_tag = ? AND (CASE WHEN max_id < 1 THEN 1 ELSE max_id END) <= ?
+AND NOT EXISTS (SELECT 1 FROM leafd_shard)`
 	readAllocSQL = `SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?`
 	existsSQL    = `SELECT COUNT(*) FROM leaf_alloc WHERE biz_tag = ?`
+	// shardedSQL counts the record of store.shards: a server that serves
+	// the database alone while sharding is initialised on it (or with
+	// store.dsn set to one of store.shards, unchecked at start-up) would
+	// hand out the IDs its slots hand out.
+	shardedSQL   = `SELECT COUNT(*) FROM leafd_shard`
 	insertSQL    = `INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`
 	updateTagSQL = `UPDATE leaf_alloc SET step = ?, description = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?`
 	tagColumns   = `SELECT biz_tag, max_id, step, description, update_time FROM leaf_alloc`
@@ -207,6 +214,15 @@ func (s *db) allocate(ctx context.Context, tag string, step int64) (segment.Allo
 		return segment.Allocation{}, err
 	}
 	if n == 0 {
+		var shards int
+		if err := tx.QueryRowContext(ctx, shardedSQL).Scan(&shards); err != nil {
+			return segment.Allocation{}, err
+		}
+		if shards > 0 {
+			return segment.Allocation{}, leafd.Errorf(leafd.EStoreUnavailable,
+				"the database is part of store.shards: served alone it would hand out its slots' IDs again; "+
+					"stop this server and give it the deployment's store.shards")
+		}
 		var rows int
 		if err := tx.QueryRowContext(ctx, s.q(existsSQL), tag).Scan(&rows); err != nil {
 			return segment.Allocation{}, err

@@ -32,6 +32,8 @@ WHERE worker_id = ? AND owner = ? AND lease_until_ms = ? AND watermark_ms = ?`
 	renewSQL       = `UPDATE leaf_worker SET lease_until_ms = %[1]s + ?,
 watermark_ms = CASE WHEN watermark_ms > ? THEN watermark_ms ELSE ? END, update_time = CURRENT_TIMESTAMP
 WHERE worker_id = ? AND owner = ?`
+	// A renewal also needs the lease's layout still recorded.
+	layoutHeldSQL = ` AND EXISTS (SELECT 1 FROM leafd_snowflake_layout WHERE id = 1 AND epoch_ms = ? AND time_bits = ? AND worker_bits = ? AND sequence_bits = ?)`
 	// A released fixed worker id keeps the bare fixed prefix as its owner,
 	// so that no leasing server takes it while its server restarts.
 	releaseSQL = `UPDATE leaf_worker SET owner = CASE WHEN owner LIKE '` + snowflake.FixedOwnerPrefix + `%' THEN '` +
@@ -97,9 +99,7 @@ type layoutRow struct {
 // engine's deadlock), finds the record and compares. So servers started
 // together with different layouts never both lease.
 func (s *db) checkLayout(ctx context.Context, tx *sqlx.Tx, l snowflake.Layout, owner string, nowMs int64) error {
-	if l == (snowflake.Layout{}) {
-		l = snowflake.DefaultLayout()
-	}
+	l = orDefault(l)
 	var r layoutRow
 	err := tx.GetContext(ctx, &r, fmt.Sprintf(layoutSQL, s.lockSuffix))
 	if s.afterLayoutRead != nil {
@@ -122,6 +122,14 @@ func (s *db) checkLayout(ctx context.Context, tx *sqlx.Tx, l snowflake.Layout, o
 		return &snowflake.LayoutMismatchError{Own: l, Recorded: rec, RecordedBy: r.RecordedBy, RecordedMs: r.RecordedMs}
 	}
 	return nil
+}
+
+// orDefault returns l, or the default layout for the zero one.
+func orDefault(l snowflake.Layout) snowflake.Layout {
+	if l == (snowflake.Layout{}) {
+		return snowflake.DefaultLayout()
+	}
+	return l
 }
 
 // ClaimWorker leases the lowest worker id below c.Workers that is free by
@@ -243,7 +251,7 @@ func (s *db) claimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 	if found != nil {
 		prev = found.WatermarkMs
 	}
-	return snowflake.Lease{WorkerID: chosen, Owner: c.Owner, PrevWatermarkMs: prev}, nil
+	return snowflake.Lease{WorkerID: chosen, Owner: c.Owner, PrevWatermarkMs: prev, Layout: orDefault(c.Layout)}, nil
 }
 
 // ClaimFixedWorker leases worker id c.WorkerID for a server configured with
@@ -316,18 +324,24 @@ func (s *db) claimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snow
 	if err := tx.Commit(); err != nil {
 		return snowflake.Lease{}, commitErr(s, err)
 	}
-	return snowflake.Lease{WorkerID: c.WorkerID, Owner: c.Owner, PrevWatermarkMs: prev}, nil
+	return snowflake.Lease{WorkerID: c.WorkerID, Owner: c.Owner, PrevWatermarkMs: prev, Layout: orDefault(c.Layout)}, nil
 }
 
 // RenewWorker extends l by ttl from the database's now and raises its
-// watermark to watermarkMs. See snowflake.LeaseStore.
+// watermark to watermarkMs, while l.Layout is the layout recorded. See
+// snowflake.LeaseStore.
 //
-// Errors: snowflake.ErrLeaseLost when the row is no longer l's owner's;
-// store_unavailable when the database cannot be reached; an error without a
-// code otherwise.
+// Errors: snowflake.ErrLeaseLost when the row is no longer l's owner's, or
+// another layout or none is recorded; store_unavailable when the database
+// cannot be reached; an error without a code otherwise.
 func (s *db) RenewWorker(ctx context.Context, l snowflake.Lease, ttl time.Duration, watermarkMs int64) error {
-	return s.updateWorker(ctx, "renew", fmt.Sprintf(renewSQL, s.nowMsSQL), l,
-		ttl.Milliseconds(), watermarkMs, watermarkMs, l.WorkerID, l.Owner)
+	query := fmt.Sprintf(renewSQL, s.nowMsSQL)
+	args := []any{ttl.Milliseconds(), watermarkMs, watermarkMs, l.WorkerID, l.Owner}
+	if y := l.Layout; y != (snowflake.Layout{}) {
+		query += layoutHeldSQL
+		args = append(args, y.Epoch, y.TimeBits, y.WorkerBits, y.SequenceBits)
+	}
+	return s.updateWorker(ctx, "renew", query, l, args...)
 }
 
 // ReleaseWorker ends l at once with the watermark watermarkMs. See

@@ -336,9 +336,18 @@ func checkFileLimit(cfg *config.Config) error {
 // match the deployment's records (store.ErrShardMismatch), whatever
 // store.migrate is: retrying would not change them.
 func bootstrap(ctx context.Context, cfg *config.Config, db store.Store, alloc *segment.Allocator, gen *snowflake.Pool, log *slog.Logger) error {
-	prepare := func() error { return db.Migrate(ctx) }
+	schema := func() error { return db.Migrate(ctx) }
 	if !cfg.Store.Migrate {
-		prepare = func() error { return migrated(ctx, db) }
+		schema = func() error { return migrated(ctx, db) }
+	}
+	prepare := func() error {
+		if err := schema(); err != nil {
+			return err
+		}
+		// Checked again once the database answers: the check at start-up
+		// passes over one that does not answer in time, and a shard served
+		// alone would hand out its slots' IDs again.
+		return store.CheckNotShard(ctx, db)
 	}
 	if ok, err := retry(ctx, log, "migrations", prepare); !ok {
 		if err != nil {
@@ -483,7 +492,8 @@ func seed(ctx context.Context, cfg *config.Config, db store.Store, log *slog.Log
 // store.shards (another deployment, another order or slot count, a slot
 // active twice), or from one database of store.shards alone: serving could
 // hand out IDs twice. Databases that do not answer within the time are
-// checked when they are first used (with store.shards) or not at all.
+// checked when they are first used (with store.shards), or once the
+// database answers, before anything is served (bootstrap).
 func verifyShards(ctx context.Context, db store.Store) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -280,3 +280,35 @@ func LayoutRace(t *testing.T, a, b Store, afterLayoutRead func(Store, func()), f
 	wantLayoutMismatch(t, err, layouts[lost], layouts[won], owners[won])
 	return interleaved
 }
+
+// A layout record edited or deleted by hand while leases are held: their
+// renewals fail with snowflake.ErrLeaseLost, leased or fixed, so that the
+// servers stop issuing under them and claim again (refused under another
+// record, recording theirs again where none is), rather than issue beside a
+// server that another layout let in. A lease whose layout is recorded
+// renews.
+func testSnowflakeLayoutChangedUnderLease(t *testing.T, h *harness) {
+	s := h.migrated()
+	ctx := context.Background()
+	now := nowMs()
+	a := claim(t, s, snowflake.Claim{Owner: "a#1", Workers: 4, TTL: time.Hour, NowMs: now, WatermarkMs: now + 3000, Layout: otherLayout},
+		snowflake.Lease{WorkerID: 0, Owner: "a#1"})
+	f := claimFixed(t, s, snowflake.FixedClaim{WorkerID: 3, Owner: "fixed:f#1", TTL: time.Hour, NowMs: now, WatermarkMs: now + 3000,
+		Layout: otherLayout}, snowflake.Lease{WorkerID: 3, Owner: "fixed:f#1"})
+	for _, l := range []snowflake.Lease{a, f} {
+		if err := s.RenewWorker(ctx, l, time.Hour, now+4000); err != nil {
+			t.Fatalf("RenewWorker(%+v) under its recorded layout: %v", l, err)
+		}
+	}
+	h.exec("UPDATE leafd_snowflake_layout SET epoch_ms = epoch_ms + 1")
+	for _, l := range []snowflake.Lease{a, f} {
+		wantLeaseLost(t, "RenewWorker after the recorded epoch was edited", s.RenewWorker(ctx, l, time.Hour, now+5000))
+	}
+	h.exec("DELETE FROM leafd_snowflake_layout")
+	for _, l := range []snowflake.Lease{a, f} {
+		wantLeaseLost(t, "RenewWorker after the record was deleted", s.RenewWorker(ctx, l, time.Hour, now+5000))
+	}
+	if r := h.worker(0); r.watermarkMs != now+4000 {
+		t.Fatalf("refused renewals moved the watermark: %+v", r)
+	}
+}

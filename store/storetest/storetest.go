@@ -70,6 +70,7 @@ func Run(t *testing.T, newDatabase func(t *testing.T) *Database) {
 		{"LookupTag", testLookupTag},
 		{"StepBelowOne", testStepBelowOne},
 		{"ConcurrentAllocate", testConcurrentAllocate},
+		{"AllocateRefusedOnShard", testAllocateRefusedOnShard},
 		{"Tags", testTags},
 		{"CreateTagInvalid", testCreateTagInvalid},
 		{"UpdateTag", testUpdateTag},
@@ -109,6 +110,7 @@ func Run(t *testing.T, newDatabase func(t *testing.T) *Database) {
 		{"SnowflakeLayout", testSnowflakeLayout},
 		{"SnowflakeLayoutOfOlderLeases", testSnowflakeLayoutOfOlderLeases},
 		{"SnowflakeLayoutRace", testSnowflakeLayoutRace},
+		{"SnowflakeLayoutChangedUnderLease", testSnowflakeLayoutChangedUnderLease},
 		{"Tokens", testTokens},
 		{"TokenInvalid", testTokenInvalid},
 	} {
@@ -705,5 +707,26 @@ func testUpdateTag(t *testing.T, h *harness) {
 	}
 	if got := h.maxID("order"); got != 187 {
 		t.Fatalf("max_id = %d after updates, want 187: updates never touch it", got)
+	}
+}
+
+// A database that became part of store.shards (its leafd_shard record
+// written while a server of it alone runs) serves that server no range: a
+// load is store_unavailable and leaves max_id as it was, since the slots
+// hand out IDs above it.
+func testAllocateRefusedOnShard(t *testing.T, h *harness) {
+	s := h.migrated()
+	h.insert("t", 1, 100)
+	ctx := context.Background()
+	if _, err := s.Allocate(ctx, "t", 100); err != nil {
+		t.Fatal(err)
+	}
+	h.exec("INSERT INTO leafd_shard (id, deployment, slots, db_index, db_count, state) VALUES (1, 'd', 4, 0, 2, 'ready')")
+	a, err := s.Allocate(ctx, "t", 100)
+	if leafd.ErrorCode(err) != leafd.EStoreUnavailable || !strings.Contains(err.Error(), "store.shards") {
+		t.Fatalf("Allocate on a database of store.shards: %+v, %v; want store_unavailable naming store.shards", a, err)
+	}
+	if got := h.maxID("t"); got != 101 {
+		t.Fatalf("max_id %d after the refused load, want 101", got)
 	}
 }

@@ -118,6 +118,12 @@ func claim(t *testing.T, s snowflake.LeaseStore, c snowflake.Claim, want snowfla
 	if err != nil {
 		t.Fatalf("ClaimWorker(%+v): %v (code %q)", c, err, leafd.ErrorCode(err))
 	}
+	if want.Layout == (snowflake.Layout{}) {
+		want.Layout = c.Layout
+		if want.Layout == (snowflake.Layout{}) {
+			want.Layout = snowflake.DefaultLayout()
+		}
+	}
 	if l != want {
 		t.Fatalf("ClaimWorker(%+v) = %+v, want %+v", c, l, want)
 	}
@@ -545,6 +551,12 @@ func claimFixed(t *testing.T, s snowflake.LeaseStore, c snowflake.FixedClaim, wa
 	l, err := s.ClaimFixedWorker(context.Background(), c)
 	if err != nil {
 		t.Fatalf("ClaimFixedWorker(%+v): %v (code %q)", c, err, leafd.ErrorCode(err))
+	}
+	if want.Layout == (snowflake.Layout{}) {
+		want.Layout = c.Layout
+		if want.Layout == (snowflake.Layout{}) {
+			want.Layout = snowflake.DefaultLayout()
+		}
 	}
 	if l != want {
 		t.Fatalf("ClaimFixedWorker(%+v) = %+v, want %+v", c, l, want)

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/leafd/leafd/internal/config"
+	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/store"
+)
+
+// A server with store.dsn alone on a database of store.shards stops once
+// that database answers, with store.migrate true or false, also when it
+// did not answer at start-up (whose check then passes it over): serving
+// it alone would hand out its slots' IDs again.
+func TestBootstrapRefusesShardAlone(t *testing.T) {
+	ctx := context.Background()
+	dsns := []string{testdb.SQLite(t), testdb.SQLite(t)}
+	sh, err := store.OpenSharded("sqlite", dsns, store.ShardOptions{Slots: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = sh.Migrate(ctx)
+	sh.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, migrate := range []bool{true, false} {
+		cfg := config.Default()
+		cfg.Store.Migrate = migrate
+		db, err := store.Open("sqlite", dsns[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		err = bootstrap(ctx, cfg, db, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if !errors.Is(err, store.ErrShardMismatch) {
+			t.Fatalf("store.migrate %v: bootstrap over store.shards[1] alone: %v, want a mismatch", migrate, err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -115,4 +116,29 @@ func pearson(xs []int64) float64 {
 		sx, sy, sxx, syy, sxy = sx+x, sy+y, sxx+x*x, syy+y*y, sxy+x*y
 	}
 	return (n*sxy - sx*sy) / (math.Sqrt(n*sxx-sx*sx) * math.Sqrt(n*syy-sy*sy))
+}
+
+// A seed tag whose name was an opaque tag before (its leaf_alloc row
+// deleted by SQL, its past kept) cannot be created sequential: the server
+// stops with exit 1 and the tag_conflict message, rather than retry for
+// ever as if the database were not ready.
+func TestSeedTagConflictStops(t *testing.T) {
+	dir, dsn := t.TempDir(), testDSN(t, "sqlite")
+	const key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	env := []string{"LEAFD_STORE_DRIVER=sqlite", "LEAFD_STORE_DSN=" + dsn, "LEAFD_SEGMENT_OPAQUE_KEY=" + key}
+	if code, out := runLeafd(t, dir, env, "tag", "add", "user", "--format", "opaque", "--digits", "6"); code != 0 {
+		t.Fatalf("leafd tag add --format opaque: exit %d\n%s", code, out)
+	}
+	raw, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Exec("DELETE FROM leaf_alloc WHERE biz_tag = 'user'"); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runLeafd(t, dir, append(env, "LEAFD_SEGMENT_SEED_TAGS=user:100"), "serve")
+	if code != 1 || !strings.Contains(out, "tag_conflict") && !strings.Contains(out, "opaque tag") || !strings.Contains(out, "a seed tag cannot be created") {
+		t.Fatalf("leafd serve with a seed tag that was opaque: exit %d, want 1 naming the conflict\n%s", code, out)
+	}
 }

@@ -233,8 +233,9 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 		return err
 	case <-ctx.Done():
 	case err := <-bootFailed:
-		// The databases do not match the deployment's records: serving
-		// could hand out IDs twice. Exit 1.
+		// The databases do not match the deployment's records, or a seed
+		// tag was another tag before: serving could hand out IDs twice.
+		// Exit 1.
 		refused = err
 	case <-genDone:
 		// The fixed worker id is another live server's (or recorded far
@@ -363,8 +364,11 @@ func bootstrap(ctx context.Context, cfg *config.Config, db store.Store, alloc *s
 			return nil
 		}
 	}
-	if ok, _ := retry(ctx, log, "seed tags", func() error { return seed(ctx, cfg, db, log) }); !ok {
-		return nil
+	if ok, err := retry(ctx, log, "seed tags", func() error { return seed(ctx, cfg, db, log) }); !ok {
+		if err != nil {
+			log.Error("a seed tag cannot be created; stopping", "err", err)
+		}
+		return err
 	}
 	if alloc != nil {
 		alloc.Start() // reads the tag list at once, then every tag_refresh
@@ -403,8 +407,9 @@ func migrated(ctx context.Context, db store.Store) error {
 }
 
 // retry runs f until it succeeds, with backoff, and reports whether it did
-// before ctx ended. An error wrapping store.ErrShardMismatch is not
-// retried: it is returned.
+// before ctx ended. An error wrapping store.ErrShardMismatch, or a
+// tag_conflict (a seed tag that was another tag before), is not retried: it
+// is returned, since no retry can change it.
 func retry(ctx context.Context, log *slog.Logger, what string, f func() error) (bool, error) {
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
@@ -412,7 +417,7 @@ func retry(ctx context.Context, log *slog.Logger, what string, f func() error) (
 		if err == nil {
 			return true, nil
 		}
-		if errors.Is(err, store.ErrShardMismatch) {
+		if errors.Is(err, store.ErrShardMismatch) || leafd.ErrorCode(err) == leafd.ETagConflict {
 			return false, err
 		}
 		if ctx.Err() != nil {

@@ -352,6 +352,7 @@ func TestResponsesMatchSpec(t *testing.T) {
 	// tag_conflict, TestShardedTagOverHTTP).
 	unseen := map[string]bool{
 		"GET /segment/{tag} 409":              true,
+		"GET /api/tags/{tag}/decode/{id} 409": true,
 		"POST /api/tags/{tag}/repair 409":     true,
 		"POST /api/tags/{tag}/repair 500":     true,
 		"POST /api/tags/{tag}/repair 503":     true,

@@ -216,17 +216,7 @@ func runGRPCAttack(t *testing.T, a grpcAttack) {
 
 	// After: traffic drives the collections that give freed memory back
 	// (see runAttack).
-	var after int64
-	settle := time.Now().Add(15 * time.Second)
-	for {
-		after = rss(t, pid)
-		if after <= baseline+rssSettled || time.Now().After(settle) {
-			break
-		}
-		for range 50 {
-			get(t, http.DefaultClient, p.addr+"/metrics")
-		}
-	}
+	after := settledRSS(t, pid, baseline, p.addr)
 
 	t.Logf("%s: %d connections (%d cut by the server); RSS baseline %s, peak %s (+%s), %s after; descriptors %d at rest, %d at peak, %d after; attack %v; gRPC client: %d requests, %d failed, p50 %v p99 %v; /healthz on new connections: %d, %d failed, p50 %v p99 %v",
 		a.name, conns.len(), serverCut, mib(baseline), mib(peakRSS), mib(peakRSS-baseline), mib(after), fdBase, peakFDs, fdAfter,

@@ -280,17 +280,7 @@ func runAttack(t *testing.T, dbPath string, a attack) {
 		return "?"
 	}
 	gcBefore := gcs()
-	var after int64
-	settle := time.Now().Add(15 * time.Second)
-	for {
-		after = rss(t, pid)
-		if after <= baseline+rssSettled || time.Now().After(settle) {
-			break
-		}
-		for range 50 {
-			get(t, http.DefaultClient, p.addr+"/metrics")
-		}
-	}
+	after := settledRSS(t, pid, baseline, p.addr)
 	settled := time.Since(start) - cut
 	gcAfter := gcs()
 
@@ -500,6 +490,23 @@ func at(sorted []time.Duration, p float64) time.Duration {
 }
 
 // rss is the process's resident memory in bytes (VmRSS).
+// settledRSS reads pid's RSS until it is back within rssSettled of
+// baseline, or 15 s passed, driving the collections that give freed memory
+// back with reads of addr's /metrics (an answer of some kilobytes, made anew
+// each time) in between; it returns the last reading.
+func settledRSS(t *testing.T, pid int, baseline int64, addr string) int64 {
+	settle := time.Now().Add(15 * time.Second)
+	for {
+		after := rss(t, pid)
+		if after <= baseline+rssSettled || time.Now().After(settle) {
+			return after
+		}
+		for range 50 {
+			get(t, http.DefaultClient, addr+"/metrics")
+		}
+	}
+}
+
 func rss(t *testing.T, pid int) int64 {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))

@@ -335,9 +335,9 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 	case n > 1 && len(c.Store.FallbackDSNs) > 0:
 		bad("store.fallback_dsns", "is set with store.shards: each database of store.shards stands alone; remove store.fallback_dsns").also("store.shards")
 	}
-	if c.Store.ShardSlots < max(2, len(c.Store.Shards)) || c.Store.ShardSlots > maxShardSlots {
+	if c.Store.ShardSlots < max(2, len(c.Store.Shards)) || c.Store.ShardSlots > store.MaxShardSlots {
 		bad("store.shard_slots", "%d is out of range: use a whole number from %d (the number of databases of store.shards, at least 2) to %d",
-			c.Store.ShardSlots, max(2, len(c.Store.Shards)), maxShardSlots)
+			c.Store.ShardSlots, max(2, len(c.Store.Shards)), store.MaxShardSlots)
 	}
 	if c.Store.Driver == "sqlite" && len(c.Store.FallbackDSNs) > 0 {
 		bad("store.fallback_dsns", "is set but %s: fallback addresses are for a mysql or postgres cluster; remove them or change store.driver",

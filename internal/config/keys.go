@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/leafd/leafd"
+	leafhttp "github.com/leafd/leafd/http"
+	"github.com/leafd/leafd/rpc"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
@@ -47,7 +49,7 @@ func fields() []field {
 	return []field{
 		text("http.addr", hintAddr, "127.0.0.1:8080", func(c *Config) *string { return &c.HTTP.Addr }, checkAddr),
 		duration("http.shutdown_timeout", 10*time.Second, func(c *Config) *time.Duration { return &c.HTTP.ShutdownTimeout }),
-		number("http.max_connections", hintMaxConnections, 1024, func(c *Config) *int { return &c.HTTP.MaxConnections }, between(1, maxConnectionsLimit)),
+		number("http.max_connections", hintMaxConnections, leafhttp.DefaultMaxConnections, func(c *Config) *int { return &c.HTTP.MaxConnections }, between(1, maxConnectionsLimit)),
 		listField("http.trusted_proxies", hintProxies, func(c *Config) *[]string { return &c.HTTP.TrustedProxies }, checkProxies),
 		duration("http.read_header_timeout", 10*time.Second, func(c *Config) *time.Duration { return &c.HTTP.ReadHeaderTimeout }),
 		duration("http.read_timeout", 15*time.Second, func(c *Config) *time.Duration { return &c.HTTP.ReadTimeout }),
@@ -56,10 +58,10 @@ func fields() []field {
 
 		nullable(text("grpc.addr", hintGRPCAddr, "", func(c *Config) *string { return &c.GRPC.Addr }, checkGRPCAddr)),
 		number("grpc.max_connections", hintMaxConnections, 128, func(c *Config) *int { return &c.GRPC.MaxConnections }, between(1, maxConnectionsLimit)),
-		number("grpc.max_concurrent_streams", hintMaxStreams, 100, func(c *Config) *int { return &c.GRPC.MaxConcurrentStreams }, between(1, maxStreamsLimit)),
-		duration("grpc.idle_timeout", 2*time.Minute, func(c *Config) *time.Duration { return &c.GRPC.IdleTimeout }),
-		duration("grpc.keepalive_time", time.Minute, func(c *Config) *time.Duration { return &c.GRPC.KeepaliveTime }),
-		duration("grpc.keepalive_timeout", 20*time.Second, func(c *Config) *time.Duration { return &c.GRPC.KeepaliveTimeout }),
+		number("grpc.max_concurrent_streams", hintMaxStreams, rpc.DefaultMaxConcurrentStreams, func(c *Config) *int { return &c.GRPC.MaxConcurrentStreams }, between(1, maxStreamsLimit)),
+		duration("grpc.idle_timeout", rpc.DefaultIdleTimeout, func(c *Config) *time.Duration { return &c.GRPC.IdleTimeout }),
+		duration("grpc.keepalive_time", rpc.DefaultKeepaliveTime, func(c *Config) *time.Duration { return &c.GRPC.KeepaliveTime }),
+		duration("grpc.keepalive_timeout", rpc.DefaultKeepaliveTimeout, func(c *Config) *time.Duration { return &c.GRPC.KeepaliveTimeout }),
 
 		lower(text("store.driver", hintDriver, "sqlite", func(c *Config) *string { return &c.Store.Driver }, func(v, hint string) string {
 			if !slices.Contains(store.Drivers(), v) {
@@ -70,7 +72,7 @@ func fields() []field {
 		text("store.dsn", hintDSN, "file:data/leafd.db", func(c *Config) *string { return &c.Store.DSN }, nil),
 		listField("store.fallback_dsns", hintDSNs, func(c *Config) *[]string { return &c.Store.FallbackDSNs }, nil),
 		listField("store.shards", hintDSNs, func(c *Config) *[]string { return &c.Store.Shards }, nil),
-		number("store.shard_slots", "use a whole number from 2 to 1024", 16, func(c *Config) *int { return &c.Store.ShardSlots }, nil),
+		number("store.shard_slots", fmt.Sprintf("use a whole number from 2 to %d", store.MaxShardSlots), store.DefaultShardSlots, func(c *Config) *int { return &c.Store.ShardSlots }, nil),
 		flag("store.migrate", true, func(c *Config) *bool { return &c.Store.Migrate }),
 
 		flag("segment.enabled", true, func(c *Config) *bool { return &c.Segment.Enabled }),
@@ -152,8 +154,6 @@ const (
 	maxConnectionsLimit = 1_000_000
 	// maxStreamsLimit is the largest grpc.max_concurrent_streams.
 	maxStreamsLimit = 10_000
-	// maxShardSlots bounds store.shard_slots (store.MaxShardSlots).
-	maxShardSlots = 1024
 	// layoutBits is what the three snowflake bit counts add up to.
 	layoutBits = 63
 )

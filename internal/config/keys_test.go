@@ -69,31 +69,55 @@ func TestDocumentedKeys(t *testing.T) {
 	}
 }
 
-// TestShippedConfigHoldsTheDefaults holds config.yaml's values to the
-// built-in defaults, but for shippedDifferences.
+// TestShippedConfigHoldsTheDefaults holds config.yaml's values, and those
+// of the defaults in docs/contract.md section 7, to the built-in defaults,
+// but for shippedDifferences in config.yaml.
 func TestShippedConfigHoldsTheDefaults(t *testing.T) {
-	data, err := os.ReadFile("../../config.yaml")
+	shipped := readYAML(t, "../../config.yaml", "")
+	for key := range shippedDifferences {
+		section, name, _ := strings.Cut(key, ".")
+		if _, ok := shipped[section][name]; !ok {
+			t.Errorf("config.yaml lacks %s, which it sets apart from the defaults", key)
+		}
+	}
+	checkDefaults(t, "config.yaml", shipped, shippedDifferences)
+	checkDefaults(t, "docs/contract.md", readYAML(t, "../../docs/contract.md", "The built-in defaults:\n\n```yaml\n"), nil)
+}
+
+// readYAML reads the YAML of file, or of its block that follows after.
+func readYAML(t *testing.T, file, after string) map[string]map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var file map[string]map[string]any
-	if err := yaml.Unmarshal(data, &file); err != nil {
-		t.Fatal(err)
+	if after != "" {
+		_, block, ok := strings.Cut(string(data), after)
+		block, _, _ = strings.Cut(block, "```")
+		if !ok {
+			t.Fatalf("%s has no %q", file, after)
+		}
+		data = []byte(block)
 	}
+	var doc map[string]map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return doc
+}
+
+// checkDefaults reports each key of doc whose value is not its default,
+// but for those of except.
+func checkDefaults(t *testing.T, name string, doc map[string]map[string]any, except map[string]bool) {
+	t.Helper()
 	for _, f := range fields() {
-		section, name, _ := strings.Cut(f.key, ".")
-		raw, ok := file[section][name]
-		if !ok || shippedDifferences[f.key] {
+		section, key, _ := strings.Cut(f.key, ".")
+		raw, ok := doc[section][key]
+		if !ok || except[f.key] {
 			continue
 		}
 		if c, ps := withValue(f, raw); len(ps) > 0 || !reflect.DeepEqual(c, Default()) {
-			t.Errorf("config.yaml: %s: %v is not the built-in default %v (%v)", f.key, raw, f.def, toErrors(ps))
-		}
-	}
-	for key := range shippedDifferences {
-		section, name, _ := strings.Cut(key, ".")
-		if _, ok := file[section][name]; !ok {
-			t.Errorf("config.yaml lacks %s, which it sets apart from the defaults", key)
+			t.Errorf("%s: %s: %v is not the built-in default %v (%v)", name, f.key, raw, f.def, toErrors(ps))
 		}
 	}
 }

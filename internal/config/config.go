@@ -89,7 +89,7 @@ type Segment struct {
 type SeedTag struct {
 	// Tag is the business tag, valid by leafd.ValidateTag.
 	Tag string
-	// Step is the table step the tag is created with, 1..store.MaxStep.
+	// Step is the table step the tag is created with, 1..store.MaxTableStep.
 	Step int64
 }
 

@@ -180,7 +180,7 @@ var (
 	hintWorkers        = fmt.Sprintf("use a whole number from 1 (the default) to %d", MaxWorkers)
 	hintMaxConnections = hintUpTo(maxConnectionsLimit)
 	hintMaxStreams     = hintUpTo(maxStreamsLimit)
-	hintSeedStep       = hintUpTo(store.MaxStep)
+	hintSeedStep       = hintUpTo(store.MaxTableStep)
 )
 
 func hintUpTo(n int64) string { return fmt.Sprintf("use a whole number from 1 to %d", n) }
@@ -552,7 +552,7 @@ func seedTagsField() field {
 				} else {
 					seen[s.Tag] = i
 				}
-				if s.Step < 1 || s.Step > store.MaxStep {
+				if s.Step < 1 || s.Step > store.MaxTableStep {
 					bad(key+".step", "%d is out of range: %s", s.Step, hintSeedStep)
 				}
 			}

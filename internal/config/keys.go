@@ -23,8 +23,8 @@ import (
 // field declares one key, the one place that says what it is: its name
 // (and so its environment variable, EnvName), its default, how a value is
 // decoded, the values it accepts and what it refuses on its own. Default,
-// Load and Validate read the declarations; a test holds
-// docs/configuration.md and config.yaml to them.
+// Load and Validate read the declarations; tests hold docs/configuration.md,
+// the defaults of docs/contract.md and config.yaml to them.
 type field struct {
 	key string
 	// hint says which values the key accepts.
@@ -53,6 +53,7 @@ func fields() []field {
 		listField("http.trusted_proxies", hintProxies, func(c *Config) *[]string { return &c.HTTP.TrustedProxies }, checkProxies),
 		duration("http.read_header_timeout", 10*time.Second, func(c *Config) *time.Duration { return &c.HTTP.ReadHeaderTimeout }),
 		duration("http.read_timeout", 15*time.Second, func(c *Config) *time.Duration { return &c.HTTP.ReadTimeout }),
+		// Longer than segment.wait_timeout, which validate checks.
 		newField("http.write_timeout", hintDuration, 60*time.Second, func(c *Config) *time.Duration { return &c.HTTP.WriteTimeout }, decodeDuration, nil),
 		duration("http.idle_timeout", 2*time.Minute, func(c *Config) *time.Duration { return &c.HTTP.IdleTimeout }),
 
@@ -165,11 +166,8 @@ const (
 	hintDuration  = "use a Go duration greater than 0, such as 10s, 15m or 500ms"
 	hintDriver    = "use mysql, postgres or sqlite"
 	hintBool      = "use true or false"
-	hintBits      = "use whole numbers of at least 1 that add up to 63 (default 41, 10, 12)"
-	hintToken     = "use a random string of at least 16 characters without whitespace, such as the output of openssl rand -hex 24; empty switches the admin routes off"
 	hintProxies   = "use a list of IP addresses or CIDR ranges, such as 10.0.0.0/8 (space-separated in the environment); empty trusts no proxy"
 	hintMaxBorrow = "use a Go duration from 0 (off) to 1s, such as 5ms, and at most a tenth of snowflake.lease_ttl"
-	hintEpoch     = "use a Unix time in milliseconds that is not in the future (default 1288834974657, Twitter's and Leaf's)"
 	hintDSNs      = "use a list of data source names (space-separated in the environment)"
 	hintSeedTags  = "use a list of {tag: NAME, step: N} in the file, or tag:step pairs separated by spaces in the environment (order:1000 pay:500)"
 )
@@ -177,6 +175,11 @@ const (
 var (
 	hintDSN = "use a data source name, such as " + store.ExampleDSN("sqlite") + " (sqlite), " +
 		store.ExampleDSN("mysql") + " (mysql) or " + store.ExampleDSN("postgres") + " (postgres)"
+	hintBits = fmt.Sprintf("use whole numbers of at least 1 that add up to 63 (default %d, %d, %d)",
+		snowflake.DefaultTimeBits, snowflake.DefaultWorkerBits, snowflake.DefaultSequenceBits)
+	hintEpoch = fmt.Sprintf("use a Unix time in milliseconds that is not in the future (default %d, Twitter's and Leaf's)", snowflake.DefaultEpoch)
+	hintToken = fmt.Sprintf("use a random string of at least %d characters without whitespace, such as the output of openssl rand -hex 24; "+
+		"empty switches the admin routes off", MinTokenLen)
 	hintWorkers        = fmt.Sprintf("use a whole number from 1 (the default) to %d", MaxWorkers)
 	hintMaxConnections = hintUpTo(maxConnectionsLimit)
 	hintMaxStreams     = hintUpTo(maxStreamsLimit)

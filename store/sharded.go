@@ -1175,6 +1175,9 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 		if i < 0 {
 			return unknownTag(tag)
 		}
+		if step > leafd.MaxID/S { // step*S would overflow
+			return leafd.Errorf(leafd.ETagExhausted, "tag %q: slot %d cannot hold a range of %d more IDs", tag, k, step)
+		}
 		res, err := tx.ExecContext(ctx, d.d.q(fmt.Sprintf(slotAllocSQL, d.d.greatest)), from, span, tag, k, from, leafd.MaxID-span)
 		if err != nil {
 			return err

@@ -1064,6 +1064,9 @@ func (s *Sharded) owners(ctx context.Context) ([]int, error) {
 		return nil, err
 	}
 	if !slices.ContainsFunc(owner, func(o int) bool { return o >= 0 }) {
+		if err := s.Ping(ctx); err != nil {
+			return nil, err // none answers: say so, not "run leafd migrate"
+		}
 		return nil, leafd.Errorf(leafd.EStoreUnavailable,
 			"no slot of store.shards is active in a database that answered: run leafd migrate to initialise sharding, or see leafd shards status")
 	}

@@ -24,7 +24,10 @@ const (
 func TestShardedConformance(t *testing.T) {
 	forEachShardDriver(t, func(t *testing.T, driver string) {
 		t.Parallel() // the engines at once: each case creates databases
-		e := conformanceEngines[driver]
+		e, ok := conformanceEngines[driver]
+		if !ok {
+			t.Fatalf("engine %q has no entry in conformanceEngines", driver)
+		}
 		storetest.RunSharded(t, func(t *testing.T) *storetest.Database {
 			dsns := shardDSNs(t, driver, conformanceShards)
 			raws := make([]*sqlx.DB, len(dsns))

@@ -170,8 +170,8 @@ var unsharded = func() map[string]string {
 	const (
 		base = "a sharded store hands out strided IDs from its slots' counters (leafd_slot_alloc) and leaves " +
 			"leaf_alloc.max_id and update_time as the tag's base (docs/contract.md, \"Independent databases\"); this case checks one counter's exact ranges and max_id"
-		marks = "a sharded store keeps no high-water marks (its slots' counters are leafd's own): " +
-			"nothing is tag_rewound, and RepairTag is range_unsupported (docs/contract.md, \"Independent databases\")"
+		marks = "a sharded store's loads write no high-water mark (its slots' counters only grow, and a mark only sets where " +
+			"a slot's first range starts): nothing is tag_rewound, and RepairTag is range_unsupported (docs/contract.md, \"Independent databases\")"
 		one = "this case is a store of one database that became part of store.shards; " +
 			"a sharded store is the other side of it (docs/shards.md, \"What you give up\")"
 		lock = "a sharded store's load takes a slot of another database when one does not answer in time " +

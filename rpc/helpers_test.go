@@ -21,7 +21,7 @@ import (
 
 	"github.com/leafd/leafd"
 	leafhttp "github.com/leafd/leafd/http"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	leafdv1 "github.com/leafd/leafd/proto/leafd/v1"
 	"github.com/leafd/leafd/rpc"
 	"github.com/leafd/leafd/segment"

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // Bounds of start-up and shutdown. A server that does not listen, or does

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 )
 
 // Three servers over one MariaDB serve an opaque tag made with leafd tag

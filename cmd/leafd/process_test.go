@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafd/leafd/internal/testdb"
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/testdb"
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // testDSN returns a fresh database of driver: an SQLite file, or a MySQL

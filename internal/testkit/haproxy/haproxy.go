@@ -209,7 +209,7 @@ func (p *Proxy) logPath() string    { return filepath.Join(p.dir, "haproxy.log")
 func (p *Proxy) Config() string {
 	o := p.opts
 	var b strings.Builder
-	fmt.Fprintf(&b, `# Written by leafd's internal/haproxy for a test on loopback.
+	fmt.Fprintf(&b, `# Written by leafd's internal/testkit/haproxy for a test on loopback.
 global
     maxconn 4000
     stats socket %s mode 600 level admin

@@ -568,7 +568,7 @@ func (n *Node) config() string {
 		provider += ";" + strings.Trim(c.opts.ProviderOptions, "; ")
 	}
 	d := n.dir
-	base := fmt.Sprintf(`# Written by leafd's internal/galera for a test cluster on loopback.
+	base := fmt.Sprintf(`# Written by leafd's internal/testkit/galera for a test cluster on loopback.
 [mysqld]
 datadir=%[1]s/data
 # Temporary tables of the node's own, not the shared /tmp: servers

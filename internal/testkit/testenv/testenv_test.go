@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // fakeEnv names the variable that makes the test binary a fake server; its

@@ -29,7 +29,7 @@
 // interface that *testing.T satisfies.
 //
 // The other parts of a test's world have homes of their own: test databases
-// (a fresh SQLite file, a MySQL database) in internal/testdb, the
-// fault-injecting TCP proxy in internal/faultproxy, and real MariaDB Galera
-// clusters in internal/galera.
+// (a fresh SQLite file, a MySQL database) in internal/testkit/testdb, the
+// fault-injecting TCP proxy in internal/testkit/faultproxy, and real MariaDB Galera
+// clusters in internal/testkit/galera.
 package testenv

@@ -1,0 +1,10 @@
+// Package testkit is the root of leafd's test infrastructure, kept apart
+// from the production packages: nothing outside tests, e2e/ and
+// cmd/leafbench imports anything under it.
+//
+//   - testenv: building and running leafd processes.
+//   - testdb: a fresh database per test on each engine.
+//   - pgserver, galera, haproxy: PostgreSQL, MariaDB Galera and HAProxy
+//     servers of a test's own, which it can crash and restart.
+//   - faultproxy: a TCP proxy that cuts, stalls or delays connections.
+package testkit

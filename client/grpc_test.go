@@ -46,7 +46,7 @@ type leafdPair struct {
 	grpc *rpc.Server
 }
 
-func newPair(tb testing.TB, s *store.SQLite, m modes) *leafdPair {
+func newPair(tb testing.TB, s store.Store, m modes) *leafdPair {
 	tb.Helper()
 	hcfg := leafhttp.Config{Logger: quiet}
 	gcfg := rpc.Config{Logger: quiet}
@@ -268,76 +268,77 @@ func TestGRPCFailover(t *testing.T) {
 		{"Ranged", []client.Option{client.WithRanges(50, 0.5)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dsn := testdb.SQLite(t)
-			storeA, storeB := openStore(t, dsn), openStore(t, dsn)
-			createTag(t, storeA, "order", 100)
-			a := newPair(t, storeA, modes{segment: true, snowflake: true, workerID: 1})
-			b := newPair(t, storeB, modes{segment: true, snowflake: true, workerID: 2})
-			rc := &rpcCounter{}
-			c := newGRPCClient(t, a.addr, append([]client.Option{client.WithFailover(b.addr), rc.option()}, tc.opts...)...)
+			testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) {
+				storeA, storeB := openShared(t, driver, dsn)
+				createTag(t, storeA, "order", 100)
+				a := newPair(t, storeA, modes{segment: true, snowflake: true, workerID: 1})
+				b := newPair(t, storeB, modes{segment: true, snowflake: true, workerID: 2})
+				rc := &rpcCounter{}
+				c := newGRPCClient(t, a.addr, append([]client.Option{client.WithFailover(b.addr), rc.option()}, tc.opts...)...)
 
-			const workers, calls = 8, 150
-			var (
-				done     atomic.Int64
-				wg       sync.WaitGroup
-				mu       sync.Mutex
-				segIDs   = map[int64]bool{}
-				sfIDs    = map[int64]bool{}
-				failures []error
-			)
-			for range workers {
-				wg.Go(func() {
-					ctx := context.Background()
-					for i := range calls {
-						var (
-							id  int64
-							err error
-							m   = segIDs
-						)
-						if i%5 == 4 {
-							id, err = c.Snowflake(ctx)
-							m = sfIDs
-						} else {
-							id, err = c.Next(ctx, "order")
+				const workers, calls = 8, 150
+				var (
+					done     atomic.Int64
+					wg       sync.WaitGroup
+					mu       sync.Mutex
+					segIDs   = map[int64]bool{}
+					sfIDs    = map[int64]bool{}
+					failures []error
+				)
+				for range workers {
+					wg.Go(func() {
+						ctx := context.Background()
+						for i := range calls {
+							var (
+								id  int64
+								err error
+								m   = segIDs
+							)
+							if i%5 == 4 {
+								id, err = c.Snowflake(ctx)
+								m = sfIDs
+							} else {
+								id, err = c.Next(ctx, "order")
+							}
+							mu.Lock()
+							switch {
+							case err != nil:
+								failures = append(failures, err)
+							case m[id]:
+								failures = append(failures, fmt.Errorf("ID %d handed out twice", id))
+							default:
+								m[id] = true
+							}
+							mu.Unlock()
+							done.Add(1)
 						}
-						mu.Lock()
-						switch {
-						case err != nil:
-							failures = append(failures, err)
-						case m[id]:
-							failures = append(failures, fmt.Errorf("ID %d handed out twice", id))
-						default:
-							m[id] = true
-						}
-						mu.Unlock()
-						done.Add(1)
-					}
-				})
-			}
-			waitFor(t, "a third of the calls", func() bool { return done.Load() >= workers*calls/3 })
-			a.grpc.Stop() // closes the connections; refuses new ones
-			wg.Wait()
-			for _, err := range failures {
-				t.Error(err)
-			}
-			if t.Failed() {
-				return
-			}
-			if len(segIDs)+len(sfIDs) != workers*calls {
-				t.Fatalf("%d IDs for %d calls", len(segIDs)+len(sfIDs), workers*calls)
-			}
-			if rc.count(b.addr, "NextSnowflake") == 0 {
-				t.Fatal("the second server got no call: no failover happened")
-			}
-			beforeA, beforeB := rc.count(a.addr, "NextSnowflake"), rc.count(b.addr, "NextSnowflake")
-			for range 20 {
-				if _, err := c.Snowflake(context.Background()); err != nil {
-					t.Fatal(err)
+					})
 				}
-			}
-			if da, db := rc.count(a.addr, "NextSnowflake")-beforeA, rc.count(b.addr, "NextSnowflake")-beforeB; da != 0 || db != 20 {
-				t.Fatalf("after the failover, 20 calls made %d RPCs to the stopped server and %d to the live one; want 0 and 20", da, db)
-			}
+				waitFor(t, "a third of the calls", func() bool { return done.Load() >= workers*calls/3 })
+				a.grpc.Stop() // closes the connections; refuses new ones
+				wg.Wait()
+				for _, err := range failures {
+					t.Error(err)
+				}
+				if t.Failed() {
+					return
+				}
+				if len(segIDs)+len(sfIDs) != workers*calls {
+					t.Fatalf("%d IDs for %d calls", len(segIDs)+len(sfIDs), workers*calls)
+				}
+				if rc.count(b.addr, "NextSnowflake") == 0 {
+					t.Fatal("the second server got no call: no failover happened")
+				}
+				beforeA, beforeB := rc.count(a.addr, "NextSnowflake"), rc.count(b.addr, "NextSnowflake")
+				for range 20 {
+					if _, err := c.Snowflake(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if da, db := rc.count(a.addr, "NextSnowflake")-beforeA, rc.count(b.addr, "NextSnowflake")-beforeB; da != 0 || db != 20 {
+					t.Fatalf("after the failover, 20 calls made %d RPCs to the stopped server and %d to the live one; want 0 and 20", da, db)
+				}
+			})
 		})
 	}
 
@@ -550,8 +551,11 @@ func TestGRPCStatusFailover(t *testing.T) {
 // no segment or snowflake ID twice, and the opaque tag's IDs come through
 // the ID buffer of the leased clients. Run with -race.
 func TestGRPCAndHTTPManyGoroutines(t *testing.T) {
-	dsn := testdb.SQLite(t)
-	storeA, storeB := openStore(t, dsn), openStore(t, dsn)
+	testdb.Each(t, store.Drivers(), testGRPCAndHTTPManyGoroutines)
+}
+
+func testGRPCAndHTTPManyGoroutines(t *testing.T, driver, dsn string) {
+	storeA, storeB := openShared(t, driver, dsn)
 	createTag(t, storeA, "order", 1000)
 	if _, err := storeA.CreateTag(context.Background(), leafd.Tag{Name: "user", Step: 10_000, MaxID: 1,
 		Format: segment.FormatOpaque, KeyFingerprint: segment.KeyFingerprint(opaqueKey, "user")}); err != nil {

@@ -628,7 +628,7 @@ func (n *Node) launch(args ...string) error {
 	// The output only gets what comes before the error log opens.
 	p, err := testenv.Start(testenv.Config{Path: prog, Args: append([]string{"--defaults-file=" + n.cnf()}, args...),
 		Name: fmt.Sprintf("galera: node %d", n.idx), Env: n.env(), User: user,
-		LogFile: filepath.Join(n.dir, "mariadbd.out"), Tail: 40, Serving: func(string) (string, bool) { return "", false },
+		LogFile: filepath.Join(n.dir, "mariadbd.out"), Tail: 40,
 		Group: true, DeathSignal: syscall.SIGKILL})
 	if err != nil {
 		return err

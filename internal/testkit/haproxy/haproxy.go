@@ -258,7 +258,7 @@ func (p *Proxy) launch(ctx context.Context) error {
 	}
 	pr, err := testenv.Start(testenv.Config{Path: Path, Args: []string{"-db", "-f", p.ConfigPath()}, Dir: p.dir,
 		Env:     []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C"},
-		LogFile: p.logPath(), Tail: 40, Serving: func(string) (string, bool) { return "", false },
+		LogFile: p.logPath(), Tail: 40,
 		Group: true, DeathSignal: syscall.SIGKILL})
 	if err != nil {
 		p.mu.Unlock()

@@ -17,7 +17,6 @@ import (
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/client"
 	"github.com/leafd/leafd/internal/testkit/testdb"
-	"github.com/leafd/leafd/store"
 )
 
 func newClient(tb testing.TB, baseURL string, opts ...client.Option) *client.Client {
@@ -271,80 +270,79 @@ func TestFailover(t *testing.T) {
 		{"Buffered", []client.Option{client.WithBuffer(20, 0.5)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) {
-				storeA, storeB := openShared(t, driver, dsn)
-				createTag(t, storeA, "order", 100)
-				a := newServer(t, storeA, modes{segment: true, snowflake: true, workerID: 1})
-				b := newServer(t, storeB, modes{segment: true, snowflake: true, workerID: 2})
-				tr := &countingTransport{base: http.DefaultTransport.(*http.Transport).Clone()}
-				opts := append([]client.Option{client.WithFailover(b.URL), client.WithHTTPClient(&http.Client{Transport: tr})}, tc.opts...)
-				c := newClient(t, a.URL, opts...)
+			dsn := testdb.SQLite(t)
+			storeA, storeB := openStore(t, dsn), openStore(t, dsn)
+			createTag(t, storeA, "order", 100)
+			a := newServer(t, storeA, modes{segment: true, snowflake: true, workerID: 1})
+			b := newServer(t, storeB, modes{segment: true, snowflake: true, workerID: 2})
+			tr := &countingTransport{base: http.DefaultTransport.(*http.Transport).Clone()}
+			opts := append([]client.Option{client.WithFailover(b.URL), client.WithHTTPClient(&http.Client{Transport: tr})}, tc.opts...)
+			c := newClient(t, a.URL, opts...)
 
-				const workers, calls = 8, 150
-				var (
-					done     atomic.Int64
-					wg       sync.WaitGroup
-					mu       sync.Mutex
-					segIDs   = map[int64]bool{}
-					sfIDs    = map[int64]bool{}
-					failures []error
-				)
-				for range workers {
-					wg.Go(func() {
-						ctx := context.Background()
-						for i := range calls {
-							var (
-								id  int64
-								err error
-								m   = segIDs
-							)
-							if i%5 == 4 {
-								id, err = c.Snowflake(ctx)
-								m = sfIDs
-							} else {
-								id, err = c.Next(ctx, "order")
-							}
-							mu.Lock()
-							switch {
-							case err != nil:
-								failures = append(failures, err)
-							case m[id]:
-								failures = append(failures, fmt.Errorf("ID %d handed out twice", id))
-							default:
-								m[id] = true
-							}
-							mu.Unlock()
-							done.Add(1)
+			const workers, calls = 8, 150
+			var (
+				done     atomic.Int64
+				wg       sync.WaitGroup
+				mu       sync.Mutex
+				segIDs   = map[int64]bool{}
+				sfIDs    = map[int64]bool{}
+				failures []error
+			)
+			for range workers {
+				wg.Go(func() {
+					ctx := context.Background()
+					for i := range calls {
+						var (
+							id  int64
+							err error
+							m   = segIDs
+						)
+						if i%5 == 4 {
+							id, err = c.Snowflake(ctx)
+							m = sfIDs
+						} else {
+							id, err = c.Next(ctx, "order")
 						}
-					})
-				}
-				waitFor(t, "a third of the calls", func() bool { return done.Load() >= workers*calls/3 })
-				a.Close() // refuses connections from now on
-				wg.Wait()
-				for _, err := range failures {
-					t.Error(err)
-				}
-				if t.Failed() {
-					return
-				}
-				if len(segIDs)+len(sfIDs) != workers*calls {
-					t.Fatalf("%d IDs for %d calls", len(segIDs)+len(sfIDs), workers*calls)
-				}
-				if b.rec.requests.Load() == 0 {
-					t.Fatal("the second server got no segment request: no failover happened")
-				}
-				// The client stays on b: 20 more calls are 20 round trips to
-				// b and none to a.
-				beforeA, beforeB := tr.count(a.URL, "/snowflake"), tr.count(b.URL, "/snowflake")
-				for range 20 {
-					if _, err := c.Snowflake(context.Background()); err != nil {
-						t.Fatal(err)
+						mu.Lock()
+						switch {
+						case err != nil:
+							failures = append(failures, err)
+						case m[id]:
+							failures = append(failures, fmt.Errorf("ID %d handed out twice", id))
+						default:
+							m[id] = true
+						}
+						mu.Unlock()
+						done.Add(1)
 					}
+				})
+			}
+			waitFor(t, "a third of the calls", func() bool { return done.Load() >= workers*calls/3 })
+			a.Close() // refuses connections from now on
+			wg.Wait()
+			for _, err := range failures {
+				t.Error(err)
+			}
+			if t.Failed() {
+				return
+			}
+			if len(segIDs)+len(sfIDs) != workers*calls {
+				t.Fatalf("%d IDs for %d calls", len(segIDs)+len(sfIDs), workers*calls)
+			}
+			if b.rec.requests.Load() == 0 {
+				t.Fatal("the second server got no segment request: no failover happened")
+			}
+			// The client stays on b: 20 more calls are 20 round trips to
+			// b and none to a.
+			beforeA, beforeB := tr.count(a.URL, "/snowflake"), tr.count(b.URL, "/snowflake")
+			for range 20 {
+				if _, err := c.Snowflake(context.Background()); err != nil {
+					t.Fatal(err)
 				}
-				if da, db := tr.count(a.URL, "/snowflake")-beforeA, tr.count(b.URL, "/snowflake")-beforeB; da != 0 || db != 20 {
-					t.Fatalf("after the failover, 20 calls made %d round trips to the stopped server and %d to the live one; want 0 and 20", da, db)
-				}
-			})
+			}
+			if da, db := tr.count(a.URL, "/snowflake")-beforeA, tr.count(b.URL, "/snowflake")-beforeB; da != 0 || db != 20 {
+				t.Fatalf("after the failover, 20 calls made %d round trips to the stopped server and %d to the live one; want 0 and 20", da, db)
+			}
 		})
 	}
 }

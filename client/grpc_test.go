@@ -268,77 +268,76 @@ func TestGRPCFailover(t *testing.T) {
 		{"Ranged", []client.Option{client.WithRanges(50, 0.5)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) {
-				storeA, storeB := openShared(t, driver, dsn)
-				createTag(t, storeA, "order", 100)
-				a := newPair(t, storeA, modes{segment: true, snowflake: true, workerID: 1})
-				b := newPair(t, storeB, modes{segment: true, snowflake: true, workerID: 2})
-				rc := &rpcCounter{}
-				c := newGRPCClient(t, a.addr, append([]client.Option{client.WithFailover(b.addr), rc.option()}, tc.opts...)...)
+			dsn := testdb.SQLite(t)
+			storeA, storeB := openStore(t, dsn), openStore(t, dsn)
+			createTag(t, storeA, "order", 100)
+			a := newPair(t, storeA, modes{segment: true, snowflake: true, workerID: 1})
+			b := newPair(t, storeB, modes{segment: true, snowflake: true, workerID: 2})
+			rc := &rpcCounter{}
+			c := newGRPCClient(t, a.addr, append([]client.Option{client.WithFailover(b.addr), rc.option()}, tc.opts...)...)
 
-				const workers, calls = 8, 150
-				var (
-					done     atomic.Int64
-					wg       sync.WaitGroup
-					mu       sync.Mutex
-					segIDs   = map[int64]bool{}
-					sfIDs    = map[int64]bool{}
-					failures []error
-				)
-				for range workers {
-					wg.Go(func() {
-						ctx := context.Background()
-						for i := range calls {
-							var (
-								id  int64
-								err error
-								m   = segIDs
-							)
-							if i%5 == 4 {
-								id, err = c.Snowflake(ctx)
-								m = sfIDs
-							} else {
-								id, err = c.Next(ctx, "order")
-							}
-							mu.Lock()
-							switch {
-							case err != nil:
-								failures = append(failures, err)
-							case m[id]:
-								failures = append(failures, fmt.Errorf("ID %d handed out twice", id))
-							default:
-								m[id] = true
-							}
-							mu.Unlock()
-							done.Add(1)
+			const workers, calls = 8, 150
+			var (
+				done     atomic.Int64
+				wg       sync.WaitGroup
+				mu       sync.Mutex
+				segIDs   = map[int64]bool{}
+				sfIDs    = map[int64]bool{}
+				failures []error
+			)
+			for range workers {
+				wg.Go(func() {
+					ctx := context.Background()
+					for i := range calls {
+						var (
+							id  int64
+							err error
+							m   = segIDs
+						)
+						if i%5 == 4 {
+							id, err = c.Snowflake(ctx)
+							m = sfIDs
+						} else {
+							id, err = c.Next(ctx, "order")
 						}
-					})
-				}
-				waitFor(t, "a third of the calls", func() bool { return done.Load() >= workers*calls/3 })
-				a.grpc.Stop() // closes the connections; refuses new ones
-				wg.Wait()
-				for _, err := range failures {
-					t.Error(err)
-				}
-				if t.Failed() {
-					return
-				}
-				if len(segIDs)+len(sfIDs) != workers*calls {
-					t.Fatalf("%d IDs for %d calls", len(segIDs)+len(sfIDs), workers*calls)
-				}
-				if rc.count(b.addr, "NextSnowflake") == 0 {
-					t.Fatal("the second server got no call: no failover happened")
-				}
-				beforeA, beforeB := rc.count(a.addr, "NextSnowflake"), rc.count(b.addr, "NextSnowflake")
-				for range 20 {
-					if _, err := c.Snowflake(context.Background()); err != nil {
-						t.Fatal(err)
+						mu.Lock()
+						switch {
+						case err != nil:
+							failures = append(failures, err)
+						case m[id]:
+							failures = append(failures, fmt.Errorf("ID %d handed out twice", id))
+						default:
+							m[id] = true
+						}
+						mu.Unlock()
+						done.Add(1)
 					}
+				})
+			}
+			waitFor(t, "a third of the calls", func() bool { return done.Load() >= workers*calls/3 })
+			a.grpc.Stop() // closes the connections; refuses new ones
+			wg.Wait()
+			for _, err := range failures {
+				t.Error(err)
+			}
+			if t.Failed() {
+				return
+			}
+			if len(segIDs)+len(sfIDs) != workers*calls {
+				t.Fatalf("%d IDs for %d calls", len(segIDs)+len(sfIDs), workers*calls)
+			}
+			if rc.count(b.addr, "NextSnowflake") == 0 {
+				t.Fatal("the second server got no call: no failover happened")
+			}
+			beforeA, beforeB := rc.count(a.addr, "NextSnowflake"), rc.count(b.addr, "NextSnowflake")
+			for range 20 {
+				if _, err := c.Snowflake(context.Background()); err != nil {
+					t.Fatal(err)
 				}
-				if da, db := rc.count(a.addr, "NextSnowflake")-beforeA, rc.count(b.addr, "NextSnowflake")-beforeB; da != 0 || db != 20 {
-					t.Fatalf("after the failover, 20 calls made %d RPCs to the stopped server and %d to the live one; want 0 and 20", da, db)
-				}
-			})
+			}
+			if da, db := rc.count(a.addr, "NextSnowflake")-beforeA, rc.count(b.addr, "NextSnowflake")-beforeB; da != 0 || db != 20 {
+				t.Fatalf("after the failover, 20 calls made %d RPCs to the stopped server and %d to the live one; want 0 and 20", da, db)
+			}
 		})
 	}
 

@@ -28,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,7 +52,7 @@ var engines = map[string]struct {
 	"mysql":    {MySQL, "mysql", ""},
 	"postgres": {Postgres, "pgx", ""},
 	// Raw SQL waits for the stores' transactions rather than fail.
-	"sqlite": {SQLite, "sqlite", "?_pragma=busy_timeout(10000)"},
+	"sqlite": {SQLite, "sqlite", "_pragma=busy_timeout(10000)"},
 }
 
 // Each runs f as a subtest named after each engine in drivers, with a
@@ -87,7 +88,14 @@ func SQL(tb testing.TB, driver, dsn string) *sqlx.DB {
 	if !ok {
 		tb.Fatalf("testdb has no database of engine %q: add it to testdb's engines", driver)
 	}
-	db, err := sqlx.Open(e.sqlDriver, dsn+e.sqlParams)
+	if e.sqlParams != "" {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		dsn += sep + e.sqlParams
+	}
+	db, err := sqlx.Open(e.sqlDriver, dsn)
 	if err != nil {
 		tb.Fatal(err)
 	}

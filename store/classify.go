@@ -36,8 +36,7 @@ import (
 //     class are in the table to say so, and for the migration's fallback
 //     lock (1105, 1235: a server that refuses GET_LOCK).
 type errorRule struct {
-	// engine is the store.driver the row is for: "mysql", "postgres" or
-	// "sqlite".
+	// engine is the store.driver the row is for, set by errorRows.
 	engine string
 	// code is the MySQL error number; the PostgreSQL SQLSTATE, or its
 	// class as "08*"; the SQLite result code's name. For MySQL, "SQLSTATE

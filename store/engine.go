@@ -70,7 +70,12 @@ type dialect struct {
 var engines = map[string]*dialect{}
 
 // register adds an engine; each engine's file calls it from init.
-func register(d *dialect) { engines[d.driver] = d }
+func register(d *dialect) {
+	if engines[d.driver] != nil {
+		panic("store: engine " + d.driver + " registered twice")
+	}
+	engines[d.driver] = d
+}
 
 // engineStore is what every engine's store is: a Store over the shared
 // implementation, which the sharded store drives directly.
@@ -92,11 +97,14 @@ func Drivers() []string {
 }
 
 // errorRows is the error table: every engine's rows, engines in Drivers
-// order.
+// order, each row naming its engine.
 func errorRows() []errorRule {
 	var rows []errorRule
 	for _, name := range Drivers() {
-		rows = append(rows, engines[name].rows...)
+		for _, r := range engines[name].rows {
+			r.engine = name
+			rows = append(rows, r)
+		}
 	}
 	return rows
 }

@@ -41,12 +41,6 @@ type Store interface {
 	Close() error
 }
 
-var (
-	_ Store = (*MySQL)(nil)
-	_ Store = (*SQLite)(nil)
-	_ Store = (*Postgres)(nil)
-)
-
 // Option configures Open (and OpenMySQL).
 type Option func(*options)
 
@@ -91,8 +85,8 @@ func withConnector(wrap func(driver.Connector) driver.Connector) Option {
 	return func(o *options) { o.connector = wrap }
 }
 
-// Open returns a store of the engine driver names ("mysql", "postgres",
-// "sqlite") for the database dsn names, in that engine's DSN format. It
+// Open returns a store of the engine driver names (one of Drivers) for
+// the database dsn names, in that engine's DSN format. It
 // does not connect: a server whose database is down still starts, and the
 // first method that needs the database reports it as store_unavailable.
 // The server, the command line and the tests all open stores here.

@@ -20,11 +20,6 @@ import (
 	"github.com/leafd/leafd/segment"
 )
 
-var (
-	_ segment.Store = (*MySQL)(nil)
-	_ segment.Store = (*SQLite)(nil)
-)
-
 // MaxStep is the largest table step a tag can have: the step column is a
 // MySQL INT.
 const MaxStep = math.MaxInt32
@@ -108,8 +103,7 @@ type db struct {
 	afterLayoutRead func()
 }
 
-// Driver returns the engine's name as store.driver spells it: "mysql",
-// "postgres" or "sqlite".
+// Driver returns the engine's name as store.driver spells it (Drivers).
 func (s *db) Driver() string { return s.dialect.driver }
 
 // newDB returns the shared implementation over x in dialect d, at the

@@ -15,7 +15,7 @@ import (
 // writes it there.
 const (
 	docFile        = "../docs/compatibility.md"
-	docTableBegin  = "<!-- error table: generated from store/classify.go by TestErrorTableDocumented; do not edit -->"
+	docTableBegin  = "<!-- error table: generated from the engines' rows in store/ by TestErrorTableDocumented; do not edit -->"
 	docTableEnd    = "<!-- end of the error table -->"
 	docEngineTitle = "| engine | code | sent by | what it is | what leafd does | what the error says |"
 )
@@ -79,7 +79,7 @@ func TestErrorTableDocumented(t *testing.T) {
 		t.Logf("wrote the error table into %s", filepath.Clean(docFile))
 		return
 	}
-	t.Fatalf("the error table in %s is not the one in store/classify.go: run LEAFD_TEST_UPDATE_DOCS=1 go test ./store -run TestErrorTableDocumented", docFile)
+	t.Fatalf("the error table in %s is not the engines' rows in store/: run LEAFD_TEST_UPDATE_DOCS=1 go test ./store -run TestErrorTableDocumented", docFile)
 }
 
 // TestErrorTable: every row can be found by the error it describes, and

@@ -80,7 +80,7 @@ var mysqlDialect = dialect{
 	title:   "MySQL",
 	example: "user:password@tcp(host:3306)/leaf?parseTime=true",
 	claims:  mysqlDSN,
-	check:   CheckMySQLDSN,
+	check:   func(dsn string) error { _, err := mysqlConnector(dsn); return err },
 	open: func(d *dialect, dsn string, o options) (engineStore, error) {
 		return openMySQL(d, dsn, o)
 	},
@@ -117,13 +117,6 @@ func openMySQL(d *dialect, dsn string, o options) (*MySQL, error) {
 	sqlDB.SetConnMaxIdleTime(mysqlMaxIdleTime)
 	return &MySQL{db: newDB(d, sqlx.NewDb(sqlDB, "mysql"), cluster, addr),
 		log: o.log, lockWait: migrateLockSeconds * time.Second}, nil
-}
-
-// CheckMySQLDSN returns the error OpenMySQL would return for dsn, without
-// opening anything: nil when dsn parses and names a database.
-func CheckMySQLDSN(dsn string) error {
-	_, err := mysqlConnector(dsn)
-	return err
 }
 
 // mysqlDSN reports whether dsn is written for MySQL: a mysql:// URL, or

@@ -65,7 +65,7 @@ var postgresDialect = dialect{
 	title:   "PostgreSQL",
 	example: "postgres://user:password@host:5432/leaf",
 	claims:  postgresDSN,
-	check:   CheckPostgresDSN,
+	check:   func(dsn string) error { _, err := parsePostgresDSN(dsn); return err },
 	open: func(d *dialect, dsn string, o options) (engineStore, error) {
 		return openPostgres(d, dsn, o)
 	},
@@ -113,13 +113,6 @@ func openPostgres(d *dialect, dsn string, o options) (*Postgres, error) {
 	return &Postgres{db: newDB(d, sqlx.NewDb(sqlDB, "pgx"), cluster, addr)}, nil
 }
 
-// CheckPostgresDSN returns the error Open("postgres", …) would return for dsn,
-// without opening anything: nil when dsn parses and names a database.
-func CheckPostgresDSN(dsn string) error {
-	_, err := parsePostgresDSN(dsn)
-	return err
-}
-
 // isPostgresURL reports whether dsn is a postgres:// or postgresql:// URL,
 // the form pgx reads as a URL (here in any case: the intent is plain).
 func isPostgresURL(dsn string) bool {
@@ -131,7 +124,7 @@ func isPostgresURL(dsn string) bool {
 // libpq's keyword=value pairs, which begin, as libpq and pgx read them,
 // with a keyword (letters, digits and underscores), optional spaces and
 // '=': host = db dbname = leaf as much as host=db. Whether the rest parses
-// is for CheckPostgresDSN to say.
+// is for parsePostgresDSN to say.
 func postgresDSN(dsn string) bool {
 	if isPostgresURL(dsn) {
 		return true

@@ -42,7 +42,7 @@ func TestDSNPasswordCharacters(t *testing.T) {
 		for _, name := range leafdServices {
 			dsn := env(t, service(t, p, name))["LEAFD_STORE_DSN"]
 			checkDSN(t, dsn, mysqlEnv)
-			if err := store.CheckMySQLDSN(dsn); err != nil {
+			if err := store.CheckDSN("mysql", dsn); err != nil {
 				t.Errorf("password %q: leafd refuses the DSN: %v", pw, err)
 			}
 		}

@@ -1026,7 +1026,7 @@ func TestStateHidesPostgresNames(t *testing.T) {
 			"does not exist", []string{"Leafd No Such Db", "user=" + u.User.Username()}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := store.OpenPostgres(c.dsn)
+			s, err := store.Open("postgres", c.dsn)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -29,7 +29,7 @@ func DSNKinds(dsn string) []string {
 // "MySQL", "PostgreSQL", "SQLite"; driver itself when it is unknown.
 func EngineName(driver string) string {
 	if e, ok := engines[driver]; ok {
-		return e.name
+		return e.title
 	}
 	return driver
 }
@@ -37,7 +37,10 @@ func EngineName(driver string) string {
 // ExampleDSN returns the shape of a DSN of driver's engine, as messages
 // suggest it; "" when driver is unknown.
 func ExampleDSN(driver string) string {
-	return engines[driver].example
+	if e, ok := engines[driver]; ok {
+		return e.example
+	}
+	return ""
 }
 
 // OtherEngine returns the engine, by store.driver name, that dsn is

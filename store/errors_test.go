@@ -223,7 +223,9 @@ func TestSQLiteErrorsProvoked(t *testing.T) {
 		if _, err := s.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
 			t.Fatal(err)
 		}
-		s.retryFor = 300 * time.Millisecond
+		d := *s.dialect // this store's alone
+		d.retryFor = 300 * time.Millisecond
+		s.dialect = &d
 		// Another connection holds the write lock throughout.
 		raw := openRaw(t, "sqlite", dsn)
 		conn, err := raw.Conn(ctx)
@@ -244,7 +246,7 @@ func TestSQLiteErrorsProvoked(t *testing.T) {
 // to be a replica, shut down, or out of connections, under every other
 // test) are worded from the errors the driver returns for them.
 func TestMySQLErrorsWorded(t *testing.T) {
-	s := &db{driver: "mysql", classify: classifyMySQL}
+	s := &db{dialect: &mysqlDialect}
 	addr := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 3306}
 	dial := func(errno syscall.Errno) error {
 		return &net.OpError{Op: "dial", Net: "tcp", Addr: addr, Err: os.NewSyscallError("connect", errno)}

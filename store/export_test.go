@@ -13,7 +13,7 @@ func AfterLayoutRead(s Store, f func()) {
 		sh.dbs[0].d.afterLayoutRead = f
 		return
 	}
-	shared(s).afterLayoutRead = f
+	s.(engineStore).sqlDB().afterLayoutRead = f
 }
 
 // SetBeforeClaim makes s call f before each database's step of an

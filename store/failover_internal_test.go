@@ -270,17 +270,17 @@ func TestCertificationConflictAtCommit(t *testing.T) {
 
 func TestCheckMySQLDSN(t *testing.T) {
 	for _, dsn := range []string{"", "not a dsn", "root@tcp(127.0.0.1:3306)/"} {
-		if err := CheckMySQLDSN(dsn); err == nil {
+		if err := mysqlDialect.check(dsn); err == nil {
 			t.Errorf("CheckMySQLDSN(%q) = nil, want an error", dsn)
 		}
 	}
 	for _, dsn := range []string{"root@tcp(127.0.0.1:3306)/leafd", "root@tcp(127.0.0.1:3306)/leafd?charset=utf8mb4,utf8"} {
-		if err := CheckMySQLDSN(dsn); err != nil {
+		if err := mysqlDialect.check(dsn); err != nil {
 			t.Errorf("CheckMySQLDSN(%q): %v", dsn, err)
 		}
 	}
 	// Quoting arguments into SQL is not safe in these character sets.
-	if err := CheckMySQLDSN("root@tcp(127.0.0.1:3306)/leafd?charset=gbk"); err == nil || !strings.Contains(err.Error(), "charset=gbk") {
+	if err := mysqlDialect.check("root@tcp(127.0.0.1:3306)/leafd?charset=gbk"); err == nil || !strings.Contains(err.Error(), "charset=gbk") {
 		t.Errorf("CheckMySQLDSN with charset=gbk: %v, want an error naming it", err)
 	}
 	_, err := OpenMySQL("root@tcp(127.0.0.1:3306)/leafd", WithFallbacks("root@tcp(127.0.0.1:3307)/"))

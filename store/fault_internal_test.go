@@ -304,7 +304,7 @@ func TestErrorTableAllocate(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
-	for _, r := range errorTable {
+	for _, r := range errorRows() {
 		if r.engine != "mysql" {
 			continue
 		}

@@ -364,7 +364,7 @@ func openFaulty(t *testing.T, dsn string, opts ...Option) (*MySQL, *faults) {
 	t.Helper()
 	f := &faults{}
 	opts = append(opts, withConnector(func(c driver.Connector) driver.Connector { return &faultConnector{inner: c, f: f} }))
-	s, err := openMySQL(dsn, newOptions(opts))
+	s, err := openMySQL(&mysqlDialect, dsn, newOptions(opts))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func (s *db) raiseMark(ctx context.Context, tx *sqlx.Tx, tag string, start, end 
 	if start < mark {
 		return rewoundError(tag, start, mark)
 	}
-	if s.markByUpdate {
+	if s.dialect.markByUpdate {
 		_, err = tx.ExecContext(ctx, s.q(raiseMarkMySQL), end, tag)
 	} else {
 		_, err = tx.ExecContext(ctx, s.q(upsertMarkSQL), tag, end)
@@ -78,15 +78,15 @@ func (s *db) raiseMark(ctx context.Context, tx *sqlx.Tx, tag string, start, end 
 // dialect locks rows (on MySQL it first makes sure the row exists, so that
 // the locking read takes no gap lock); 0 when the tag has no mark yet.
 func (s *db) lockMark(ctx context.Context, tx *sqlx.Tx, tag string) (int64, error) {
-	if s.markByUpdate {
+	if s.dialect.markByUpdate {
 		if _, err := tx.ExecContext(ctx, s.q(ensureMarkMySQL), tag); err != nil {
 			return 0, markErr(err)
 		}
 	}
 	var mark int64
-	err := tx.QueryRowContext(ctx, s.q(readMarkSQL+s.lockSuffix), tag).Scan(&mark)
+	err := tx.QueryRowContext(ctx, s.q(readMarkSQL+s.dialect.lockSuffix), tag).Scan(&mark)
 	switch {
-	case errors.Is(err, sql.ErrNoRows) && !s.markByUpdate:
+	case errors.Is(err, sql.ErrNoRows) && !s.dialect.markByUpdate:
 		return 0, nil // no mark yet: the tag's first load by leafd
 	case err != nil:
 		return 0, markErr(err)
@@ -162,7 +162,7 @@ func (s *db) RepairTag(ctx context.Context, name string) (Repair, error) {
 			return err
 		}
 		defer tx.Rollback()
-		before, ok, err := exactRow(ctx, tx, name, s.lockSuffix)
+		before, ok, err := exactRow(ctx, tx, name, s.dialect.lockSuffix)
 		if err != nil {
 			return err
 		}

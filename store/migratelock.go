@@ -11,9 +11,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/pressly/goose/v3"
-
-	"github.com/leafd/leafd/migrations"
 )
 
 // leafd's lock row: the migration lock of a MySQL-family server that
@@ -81,12 +78,6 @@ func (s *MySQL) migrateWithoutNamedLock(ctx context.Context, refusal error) erro
 	return s.migrate(ctx)
 }
 
-// pendingMigrations reports whether a migration of package migrations is
-// not recorded as applied (pendingIn).
-func (s *MySQL) pendingMigrations(ctx context.Context) (bool, error) {
-	return pendingIn(ctx, s.x, goose.DialectMySQL, migrations.MySQL)
-}
-
 // takeLockRow takes leafd's lock row, waiting up to s.lockWait while
 // another server holds it, and returns the function that frees it. The row
 // is renewed in the background until then.
@@ -98,7 +89,7 @@ func (s *MySQL) takeLockRow(ctx context.Context) (release func(), err error) {
 		return nil, s.wrap(err, "migrate: create leafd's lock row")
 	}
 	holder := lockHolder()
-	take := fmt.Sprintf(takeLockRowSQL, s.nowMsSQL)
+	take := fmt.Sprintf(takeLockRowSQL, s.dialect.nowMs)
 	deadline := time.Now().Add(s.lockWait)
 	for {
 		got, err := s.execOne(ctx, take, holder, lockRowTTL.Milliseconds(), migrateLock)
@@ -152,7 +143,7 @@ func (s *MySQL) renewLockRow(holder string, stop <-chan struct{}, done chan<- st
 	defer close(done)
 	t := time.NewTicker(lockRowTTL / 3)
 	defer t.Stop()
-	extend := fmt.Sprintf(extendLockRowSQL, s.nowMsSQL)
+	extend := fmt.Sprintf(extendLockRowSQL, s.dialect.nowMs)
 	for {
 		select {
 		case <-stop:
@@ -178,7 +169,7 @@ func (s *MySQL) lockRowHeld(ctx context.Context) error {
 		holder string
 		leftMs int64
 	)
-	if err := s.x.QueryRowContext(ctx, fmt.Sprintf(readLockRowSQL, s.nowMsSQL), migrateLock).Scan(&holder, &leftMs); err != nil {
+	if err := s.x.QueryRowContext(ctx, fmt.Sprintf(readLockRowSQL, s.dialect.nowMs), migrateLock).Scan(&holder, &leftMs); err != nil {
 		holder, leftMs = "another server", 0
 	}
 	return fmt.Errorf("store: mysql: migrate: leafd's lock row (table leafd_lock) was not freed within %v: %s holds it for %v more, "+

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,10 +67,45 @@ const (
 // Errors: a DSN (the first or a fallback) is empty, does not parse, or
 // names no database.
 func OpenMySQL(dsn string, opts ...Option) (*MySQL, error) {
-	return openMySQL(dsn, newOptions(opts))
+	return openMySQL(&mysqlDialect, dsn, newOptions(opts))
 }
 
-func openMySQL(dsn string, o options) (*MySQL, error) {
+func init() { register(&mysqlDialect) }
+
+var _ engineStore = (*MySQL)(nil)
+
+// mysqlDialect is the MySQL family's.
+var mysqlDialect = dialect{
+	driver:  "mysql",
+	title:   "MySQL",
+	example: "user:password@tcp(host:3306)/leaf?parseTime=true",
+	claims:  mysqlDSN,
+	check:   func(dsn string) error { _, err := mysqlConnector(dsn); return err },
+	open: func(d *dialect, dsn string, o options) (engineStore, error) {
+		return openMySQL(d, dsn, o)
+	},
+	rows:     mysqlRows,
+	classify: classifyMySQL,
+	refused: func(err error) bool {
+		var me *mysql.MySQLError
+		return errors.As(err, &me)
+	},
+	missingTable: func(err error) bool {
+		var me *mysql.MySQLError
+		return errors.As(err, &me) && me.Number == 1146 // ER_NO_SUCH_TABLE
+	},
+	goose:      goose.DialectMySQL,
+	migrations: migrations.MySQL,
+	// NOW(3) and UNIX_TIMESTAMP convert through the session time zone and
+	// back, so the result is Unix time whatever that zone is.
+	nowMs:        "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
+	lockSuffix:   " FOR UPDATE",
+	shareSuffix:  " LOCK IN SHARE MODE",
+	greatest:     "GREATEST",
+	markByUpdate: true,
+}
+
+func openMySQL(d *dialect, dsn string, o options) (*MySQL, error) {
 	connector, cluster, addr, err := openCluster(dsn, o, mysqlConnector, probeMySQL)
 	if err != nil {
 		return nil, err
@@ -79,36 +115,8 @@ func openMySQL(dsn string, o options) (*MySQL, error) {
 	sqlDB.SetMaxIdleConns(mysqlMaxIdle)
 	sqlDB.SetConnMaxLifetime(mysqlMaxLifetime)
 	sqlDB.SetConnMaxIdleTime(mysqlMaxIdleTime)
-	s := &MySQL{db: db{
-		x:        sqlx.NewDb(sqlDB, "mysql"),
-		driver:   "mysql",
-		classify: classifyMySQL,
-		// NOW(3) and UNIX_TIMESTAMP convert through the session time zone
-		// and back, so the result is Unix time whatever that zone is.
-		nowMsSQL:     "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
-		lockSuffix:   " FOR UPDATE",
-		markByUpdate: true,
-		greatest:     "GREATEST",
-		shareSuffix:  " LOCK IN SHARE MODE",
-		cluster:      cluster,
-		addr:         addr,
-	}, log: o.log, lockWait: migrateLockSeconds * time.Second}
-	if cluster != nil {
-		s.unavailable = func(err error) {
-			var me *mysql.MySQLError
-			if errors.As(err, &me) {
-				cluster.refused() // the node answered: it refuses to serve
-			}
-		}
-	}
-	return s, nil
-}
-
-// CheckMySQLDSN returns the error OpenMySQL would return for dsn, without
-// opening anything: nil when dsn parses and names a database.
-func CheckMySQLDSN(dsn string) error {
-	_, err := mysqlConnector(dsn)
-	return err
+	return &MySQL{db: newDB(d, sqlx.NewDb(sqlDB, "mysql"), cluster, addr),
+		log: o.log, lockWait: migrateLockSeconds * time.Second}, nil
 }
 
 // mysqlDSN reports whether dsn is written for MySQL: a mysql:// URL, or
@@ -251,7 +259,7 @@ func (s *MySQL) Migrate(ctx context.Context) error {
 // there is nothing to do).
 func (s *MySQL) migrate(ctx context.Context) error {
 	return s.wrap(s.write(ctx, func(ctx context.Context) error {
-		err := up(ctx, goose.DialectMySQL, s.x.DB, migrations.MySQL)
+		err := s.up(ctx)
 		// goose does not export this error; its text is matched.
 		if err != nil && strings.Contains(err.Error(), "missing zero version migration") {
 			// GET_LOCK holds on one node of a Galera cluster only: servers
@@ -262,7 +270,7 @@ func (s *MySQL) migrate(ctx context.Context) error {
 			if _, herr := s.x.ExecContext(ctx, healVersionTableSQL); herr != nil {
 				return errors.Join(err, herr)
 			}
-			err = up(ctx, goose.DialectMySQL, s.x.DB, migrations.MySQL)
+			err = s.up(ctx)
 		}
 		return err
 	}), "migrate")
@@ -350,4 +358,212 @@ func descriptionCharset(ctx context.Context, q sqlx.QueryerContext, err error) e
 		"leaf_alloc.description cannot store: its character set is %s (emoji and other 4-byte UTF-8 characters need utf8mb4). "+
 		"Leave such characters out, or have the table widened (leafd never alters Leaf's table): "+
 		"ALTER TABLE leaf_alloc CONVERT TO CHARACTER SET utf8mb4", charset))
+}
+
+// mysqlRows are the MySQL family's rows of the error table (classify.go):
+// MySQL, MariaDB, Galera, Percona XtraDB Cluster, Group Replication, TiDB
+// and Vitess, by error number.
+var mysqlRows = []errorRule{
+	// MySQL, MariaDB, Galera, Percona XtraDB Cluster, Group Replication,
+	// TiDB and Vitess: error numbers.
+	{code: "1213", from: "MySQL, MariaDB, Galera, PXC, TiDB",
+		name:  "ER_LOCK_DEADLOCK: a deadlock, or a Galera certification conflict (also at COMMIT)",
+		class: classRetry, cause: abortedCause, hint: abortedHint},
+	{code: "3101", from: "MySQL Group Replication",
+		name:  "ER_TRANSACTION_ROLLBACK_DURING_COMMIT: a certification conflict",
+		class: classRetry, cause: abortedCause, hint: abortedHint},
+	{code: "1412", from: "MySQL, MariaDB",
+		name:  "ER_TABLE_DEF_CHANGED: the table changed under the transaction's snapshot",
+		class: classRetry, cause: "the database aborted the transaction: a table it read was changed meanwhile (a schema change)",
+		hint: "try again once the schema change is over"},
+	{code: "8002", from: "TiDB",
+		name:  "a transaction holding SELECT … FOR UPDATE (a worker id's claim) met a write conflict at COMMIT and was rolled back",
+		class: classRetry, cause: "TiDB kept aborting the transaction (write conflict of a SELECT … FOR UPDATE)", hint: abortedHint},
+	{code: "8005", from: "TiDB",
+		name:  "write conflict, txnStartTS is stale",
+		class: classRetry, cause: "TiDB kept aborting the transaction (write conflict)", hint: abortedHint},
+	{code: "8022", from: "TiDB",
+		name:  "the transaction's commit failed and was rolled back",
+		class: classRetry, cause: "TiDB kept failing the transaction's commit (rolled back each time)", hint: tidbHint},
+	{code: "8027", from: "TiDB",
+		name:  "the TiDB server's schema is out of date",
+		class: classRetry, cause: "TiDB's schema information is out of date",
+		hint: "check the network between the TiDB server and the PD leader"},
+	{code: "8028", from: "TiDB",
+		name:  "a table's schema changed while the transaction ran",
+		class: classRetry, cause: "TiDB aborted the transaction: a table's schema changed while it ran", hint: "try again once the schema change is over"},
+	{code: "9001", from: "TiDB",
+		name:  "PD server timeout",
+		class: classRetry, cause: "TiDB's placement driver (PD) did not answer in time",
+		hint: "check the PD servers (status, monitoring, log) and the network between TiDB and PD"},
+	{code: "9002", from: "TiDB",
+		name:  "TiKV server timeout",
+		class: classRetry, cause: "TiDB's storage (TiKV) did not answer in time",
+		hint: "check the TiKV servers (status, monitoring, log) and the network between TiDB and TiKV"},
+	{code: "9003", from: "TiDB",
+		name:  "TiKV server is busy",
+		class: classRetry, cause: "TiDB's storage (TiKV) is busy",
+		hint: "check the load of the TiKV servers"},
+	{code: "9004", from: "TiDB",
+		name:  "resolve lock timeout: many transactions conflict on the same rows",
+		class: classRetry, cause: "TiDB timed out resolving locks (many transactions conflict on the same rows)",
+		hint: "try again; if it persists, fewer servers should load the same tag at once (a larger step)"},
+	{code: "9005", from: "TiDB",
+		name:  "a Region (Raft group) is unavailable: too few replicas, a busy or stopped TiKV",
+		class: classRetry, cause: "TiDB's storage has a region unavailable",
+		hint: "check that the TiKV servers are up and have their replicas"},
+	{code: "9007", from: "TiDB",
+		name:  "write conflict of an optimistic transaction (or of a lazy uniqueness check)",
+		class: classRetry, cause: abortedCause, hint: abortedHint},
+	{code: "SQLSTATE 40001", from: "any",
+		name:  "serialization failure, under an error number no other row names",
+		class: classRetry, cause: abortedCause, hint: abortedHint},
+
+	{code: "1205", from: "MySQL, MariaDB, Galera, PXC, TiDB",
+		name:  "ER_LOCK_WAIT_TIMEOUT: a row lock wait timed out (innodb_lock_wait_timeout, 5 s)",
+		class: classLocked, cause: "the row is locked by another transaction (lock wait timeout); the database answers",
+		hint: "retry once the lock is released"},
+	{code: "1062", from: "all",
+		name:  "ER_DUP_ENTRY: a primary key was hit",
+		class: classDuplicate},
+
+	{code: "1045", from: "all",
+		name:  "ER_ACCESS_DENIED_ERROR: the login was refused",
+		class: classUnavailable, cause: "the database refused the login ({message})",
+		hint: "check the user and password in store.dsn"},
+	{code: "1044", from: "all",
+		name:  "ER_DBACCESS_DENIED_ERROR: the user may not use the database",
+		class: classUnavailable, cause: "the user in store.dsn may not use the database ({message})",
+		hint: "grant it privileges on the database (GRANT ALL ON <database>.* TO <user>) or check the user and database name in store.dsn"},
+	{code: "1049", from: "all",
+		name:  "ER_BAD_DB_ERROR: the database does not exist",
+		class: classUnavailable, cause: "database {quoted} does not exist",
+		hint: "create it with CREATE DATABASE {ident}, or fix the database name in store.dsn"},
+	{code: "1290", from: "MySQL, MariaDB",
+		name:  "ER_OPTION_PREVENTS_STATEMENT: --read-only, a replica",
+		class: classUnavailable, cause: readOnlyCause, hint: readOnlyHint},
+	{code: "1792", from: "MySQL, MariaDB",
+		name:  "ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION",
+		class: classUnavailable, cause: readOnlyCause, hint: readOnlyHint},
+	{code: "1836", from: "MySQL, MariaDB",
+		name:  "ER_READ_ONLY_MODE",
+		class: classUnavailable, cause: readOnlyCause, hint: readOnlyHint},
+	{code: "1040", from: "all",
+		name:  "ER_CON_COUNT_ERROR: max_connections reached",
+		class: classUnavailable, cause: "the database has too many connections (max_connections)",
+		hint: "raise max_connections or close other clients' connections; each leafd server opens at most {max_open}"},
+	{code: "1203", from: "MySQL, MariaDB, Vitess",
+		name:  "ER_TOO_MANY_USER_CONNECTIONS: the user's connection limit, or Vitess's pool exhausted",
+		class: classUnavailable, cause: "the database has too many connections for this user ({message})",
+		hint: "raise the user's max_user_connections (or Vitess's pool sizes); each leafd server opens at most {max_open}"},
+	{code: "1041", from: "MySQL, MariaDB, Vitess",
+		name:  "ER_OUT_OF_RESOURCES: out of memory, or Vitess's transaction throttler",
+		class: classUnavailable, cause: "the database is out of resources ({message})",
+		hint: "retry; see the database's load (Vitess: its transaction throttler)"},
+	{code: "1053", from: "all",
+		name:  "ER_SERVER_SHUTDOWN",
+		class: classUnavailable, cause: "the database server is shutting down",
+		hint: "retry once it is back, or list another node of the cluster in store.fallback_dsns"},
+	{code: "3168", from: "MySQL, Vitess",
+		name:  "ER_SERVER_ISNT_AVAILABLE",
+		class: classUnavailable, cause: "the database server is not available ({message})",
+		hint: "retry once it is back, or list another address in store.fallback_dsns"},
+	{code: "1047", match: "wsrep", from: "Galera, PXC",
+		name:  "ER_UNKNOWN_COM_ERROR from a node that is not synced (\"WSREP has not yet prepared node\")",
+		class: classUnavailable, cause: galeraCause, hint: galeraHint},
+	{code: "1047", from: "Vitess",
+		name:  "ER_UNKNOWN_COM_ERROR: the session or transaction is gone on the server side (a Vitess reparent)",
+		class: classUnavailable, cause: "the database no longer knows the session or its transaction ({message})",
+		hint: "retry; a primary that changed (a reparent) loses the transactions in flight"},
+	{code: "3100", from: "MySQL Group Replication",
+		name:  "ER_RUN_HOOK_ERROR: the member is not online",
+		class: classUnavailable, cause: "the Group Replication member is not online",
+		hint: "point store.dsn at an online member or list the others in store.fallback_dsns"},
+	{code: "1152", from: "all", name: "ER_ABORTING_CONNECTION",
+		class: classUnavailable, cause: lostCause, hint: lostHint},
+	{code: "1158", from: "all", name: "ER_NET_READ_ERROR",
+		class: classUnavailable, cause: lostCause, hint: lostHint},
+	{code: "1159", from: "all", name: "ER_NET_READ_INTERRUPTED",
+		class: classUnavailable, cause: lostCause, hint: lostHint},
+	{code: "1160", from: "all", name: "ER_NET_ERROR_ON_WRITE",
+		class: classUnavailable, cause: lostCause, hint: lostHint},
+	{code: "1161", from: "all", name: "ER_NET_WRITE_INTERRUPTED",
+		class: classUnavailable, cause: lostCause, hint: lostHint},
+	{code: "4031", from: "MySQL 8.0.24+",
+		name:  "ER_CLIENT_INTERACTION_TIMEOUT: the server closed an idle connection",
+		class: classUnavailable, cause: lostCause, hint: lostHint},
+	{code: "1927", from: "MariaDB",
+		name:  "ER_CONNECTION_KILLED",
+		class: classUnavailable, cause: "the database killed the connection",
+		hint: "a KILL, or the server is shutting down; retry"},
+	{code: "1317", from: "all; Vitess for a cancelled, timed-out or aborted request",
+		name:  "ER_QUERY_INTERRUPTED",
+		class: classUnavailable, cause: "the database interrupted the query",
+		hint: "a KILL QUERY, a statement time limit or a shutdown; retry"},
+	{code: "1969", from: "MariaDB",
+		name:  "ER_STATEMENT_TIMEOUT: max_statement_time exceeded",
+		class: classUnavailable, cause: "the database interrupted the query (max_statement_time)",
+		hint: "retry; if it persists, raise max_statement_time for leafd's user"},
+	{code: "3024", from: "MySQL",
+		name:  "ER_QUERY_TIMEOUT: max_execution_time exceeded",
+		class: classUnavailable, cause: "the database interrupted the query (max_execution_time)",
+		hint: "retry; if it persists, raise max_execution_time for leafd's user"},
+	{code: "1180", from: "MySQL, MariaDB, Galera",
+		name:  "ER_ERROR_DURING_COMMIT: the storage engine failed the COMMIT",
+		class: classUnavailable, cause: "the database could not commit the transaction ({message})",
+		hint: "see the database's log (a full disk, a storage engine error)"},
+
+	{code: "1105", from: "PXC, Vitess, TiDB",
+		name:  "ER_UNKNOWN_ERROR: among others PXC's refusal of GET_LOCK under pxc_strict_mode=ENFORCING; migrations then take leafd's lock row",
+		class: classOther},
+	{code: "1235", from: "Vitess, TiDB",
+		name:  "ER_NOT_SUPPORTED_YET: a statement the proxy or engine does not support; for GET_LOCK, migrations then take leafd's lock row",
+		class: classOther},
+	{code: "1146", from: "all",
+		name:  "ER_NO_SUCH_TABLE: the database was never migrated",
+		class: classOther},
+	{code: "8004", from: "TiDB",
+		name:  "the transaction is too large",
+		class: classOther},
+	{code: "9006", from: "TiDB",
+		name:  "GC life time is shorter than the transaction's duration",
+		class: classOther},
+}
+
+// mysqlRules indexes mysqlRows by error number and SQLSTATE.
+var mysqlRules = indexRules(mysqlRows, func(ix *ruleIndex, r *errorRule) error {
+	if state, ok := strings.CutPrefix(r.code, "SQLSTATE "); ok {
+		ix.byState[state] = append(ix.byState[state], r)
+		return nil
+	}
+	n, err := strconv.Atoi(r.code)
+	if err != nil {
+		return fmt.Errorf("MySQL code %q is not a number", r.code)
+	}
+	ix.byNumber[n] = append(ix.byNumber[n], r)
+	return nil
+})
+
+// classifyMySQL sorts the errors of the MySQL family (MySQL, MariaDB,
+// Galera, PXC, TiDB, Vitess) by the error table, and words those that make
+// the store unavailable. The server's own text is quoted where it names
+// what leafd cannot know (the user and host of a refused login); it never
+// holds the password.
+func classifyMySQL(err error) verdict {
+	if errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) {
+		return verdictLost
+	}
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return verdict{class: classOther}
+	}
+	return mysqlRule(me).verdict(me.Message, quoted(me.Message), quoteIdent(quoted(me.Message)), mysqlMaxOpen)
+}
+
+// mysqlRule returns the row of the error table for me, or nil.
+func mysqlRule(me *mysql.MySQLError) *errorRule {
+	if r := pick(mysqlRules.byNumber[int(me.Number)], me.Message); r != nil {
+		return r
+	}
+	return pick(mysqlRules.byState[string(me.SQLState[:])], me.Message)
 }

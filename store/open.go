@@ -3,15 +3,9 @@ package store
 import (
 	"context"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
-
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/pgconn"
-	"modernc.org/sqlite"
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
@@ -31,6 +25,9 @@ type Store interface {
 	Address() Address
 	Ping(ctx context.Context) error
 	Migrate(ctx context.Context) error
+	// PendingMigrations reports whether the database lacks a migration
+	// this leafd needs (migrate.go).
+	PendingMigrations(ctx context.Context) (bool, error)
 	TagNames(ctx context.Context) ([]string, error)
 	CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error)
 	UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old, updated leafd.Tag, err error)
@@ -44,13 +41,7 @@ type Store interface {
 	Close() error
 }
 
-var (
-	_ Store = (*MySQL)(nil)
-	_ Store = (*SQLite)(nil)
-	_ Store = (*Postgres)(nil)
-)
-
-// Option configures Open (and OpenMySQL, OpenPostgres).
+// Option configures Open (and OpenMySQL).
 type Option func(*options)
 
 type options struct {
@@ -94,60 +85,8 @@ func withConnector(wrap func(driver.Connector) driver.Connector) Option {
 	return func(o *options) { o.connector = wrap }
 }
 
-// An engine is one value of store.driver: its name in messages, the shape
-// of its DSN, how to recognise, check and open one. Adding an engine means
-// adding it here (package doc).
-type engine struct {
-	name    string
-	example string
-	// claims reports whether dsn is written for the engine, as its driver
-	// reads it (DSNKinds).
-	claims func(dsn string) bool
-	check  func(dsn string) error
-	open   func(dsn string, o options) (Store, error)
-}
-
-var engines = map[string]engine{
-	"mysql": {
-		name:    "MySQL",
-		example: "user:password@tcp(host:3306)/leaf?parseTime=true",
-		claims:  mysqlDSN,
-		check:   CheckMySQLDSN,
-		open:    func(dsn string, o options) (Store, error) { return openMySQL(dsn, o) },
-	},
-	"postgres": {
-		name:    "PostgreSQL",
-		example: "postgres://user:password@host:5432/leaf",
-		claims:  postgresDSN,
-		check:   CheckPostgresDSN,
-		open:    func(dsn string, o options) (Store, error) { return openPostgres(dsn, o) },
-	},
-	"sqlite": {
-		name:    "SQLite",
-		example: "file:data/leafd.db",
-		claims:  sqliteDSN,
-		check:   func(dsn string) error { _, _, err := parseSQLiteDSN(dsn); return err },
-		open: func(dsn string, o options) (Store, error) {
-			if len(o.fallbacks) > 0 {
-				return nil, errors.New("store.fallback_dsns does not apply to sqlite: a file has no other address; leave it empty")
-			}
-			return OpenSQLite(dsn)
-		},
-	},
-}
-
-// Drivers returns the names store.driver accepts, sorted.
-func Drivers() []string {
-	names := make([]string, 0, len(engines))
-	for name := range engines {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
-}
-
-// Open returns a store of the engine driver names ("mysql", "postgres",
-// "sqlite") for the database dsn names, in that engine's DSN format. It
+// Open returns a store of the engine driver names (one of Drivers) for
+// the database dsn names, in that engine's DSN format. It
 // does not connect: a server whose database is down still starts, and the
 // first method that needs the database reports it as store_unavailable.
 // The server, the command line and the tests all open stores here.
@@ -156,17 +95,24 @@ func Drivers() []string {
 // another engine (OtherEngine), or that does not parse or names no database;
 // fallbacks given to an engine that has no other addresses.
 func Open(driver, dsn string, opts ...Option) (Store, error) {
+	return openEngine(driver, dsn, newOptions(opts))
+}
+
+// openEngine is Open, returning the store with its shared implementation.
+func openEngine(driver, dsn string, o options) (engineStore, error) {
 	e, ok := engines[driver]
 	if !ok {
 		return nil, unknownDriver(driver)
 	}
-	o := newOptions(opts)
 	for _, d := range append([]string{dsn}, o.fallbacks...) {
 		if err := foreignDSN(driver, d); err != nil {
 			return nil, err
 		}
 	}
-	return e.open(dsn, o)
+	if len(o.fallbacks) > 0 && e.noFallbacks != "" {
+		return nil, fmt.Errorf("store.fallback_dsns does not apply to %s: %s; leave it empty", driver, e.noFallbacks)
+	}
+	return e.open(e, dsn, o)
 }
 
 // CheckDSN returns the error Open would return for dsn, without opening
@@ -190,18 +136,10 @@ func unknownDriver(driver string) error {
 // MissingTable reports whether err is the database saying that a table
 // does not exist: a store that was never migrated.
 func MissingTable(err error) bool {
-	var me *mysql.MySQLError
-	var pe *pgconn.PgError
-	var se *sqlite.Error
-	switch {
-	case errors.As(err, &me):
-		return me.Number == 1146 // ER_NO_SUCH_TABLE
-	case errors.As(err, &pe):
-		return pe.Code == "42P01" // undefined_table
-	case errors.As(err, &se):
-		// SQLite has no code of its own for it (SQLITE_ERROR); its text
-		// is matched.
-		return strings.Contains(se.Error(), "no such table")
+	for _, e := range engines {
+		if e.missingTable(err) {
+			return true
+		}
 	}
 	return false
 }

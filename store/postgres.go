@@ -22,7 +22,7 @@ import (
 
 // Postgres is a store in PostgreSQL 12 or later (and engines that speak its
 // dialect and honour its row locks), through github.com/jackc/pgx/v5. Open
-// it with Open("postgres", …) or OpenPostgres. It is safe for concurrent
+// it with Open("postgres", …). It is safe for concurrent
 // use. Its methods but Migrate are the same code as MySQL's and SQLite's.
 type Postgres struct {
 	db
@@ -49,13 +49,49 @@ const (
 // unless asked.
 const (
 	pgMigrateLock int64 = 0x6c656166645f6d67
-	// pgClaimLock ("leafd_wk") serialises worker id claims (db.claimLockSQL).
+	// pgClaimLock ("leafd_wk") serialises worker id claims (its dialect's claimLock).
 	pgClaimLock          int64 = 0x6c656166645f776b
 	pgMigrateLockTimeout       = 60 * time.Second
 	pgMigrateLockPoll          = 100 * time.Millisecond
 )
 
-// OpenPostgres returns a store for the database dsn names: a URL
+func init() { register(&postgresDialect) }
+
+var _ engineStore = (*Postgres)(nil)
+
+// postgresDialect is PostgreSQL's.
+var postgresDialect = dialect{
+	driver:  "postgres",
+	title:   "PostgreSQL",
+	example: "postgres://user:password@host:5432/leaf",
+	claims:  postgresDSN,
+	check:   func(dsn string) error { _, err := parsePostgresDSN(dsn); return err },
+	open: func(d *dialect, dsn string, o options) (engineStore, error) {
+		return openPostgres(d, dsn, o)
+	},
+	rows:     postgresRows,
+	classify: classifyPostgres,
+	refused: func(err error) bool {
+		var pe *pgconn.PgError
+		return errors.As(err, &pe)
+	},
+	missingTable: func(err error) bool {
+		var pe *pgconn.PgError
+		return errors.As(err, &pe) && pe.Code == "42P01" // undefined_table
+	},
+	goose:      goose.DialectPostgres,
+	migrations: migrations.Postgres,
+	// clock_timestamp() is the time now; now() would be the time the
+	// transaction began.
+	nowMs:       "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+	lockSuffix:  " FOR UPDATE",
+	shareSuffix: " FOR SHARE",
+	greatest:    "GREATEST",
+	// Released at COMMIT or ROLLBACK.
+	claimLock: fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", pgClaimLock),
+}
+
+// openPostgres returns a store for the database dsn names: a URL
 // (postgres://user:password@host:5432/dbname?sslmode=disable) or
 // key=value pairs (host=… dbname=…), as pgx reads them. It does not
 // connect. Whatever the DSN says, the session time zone is UTC; it gets a
@@ -63,11 +99,7 @@ const (
 //
 // Errors: a DSN (the first or a fallback) is empty, does not parse, or
 // names no database.
-func OpenPostgres(dsn string, opts ...Option) (*Postgres, error) {
-	return openPostgres(dsn, newOptions(opts))
-}
-
-func openPostgres(dsn string, o options) (*Postgres, error) {
+func openPostgres(d *dialect, dsn string, o options) (*Postgres, error) {
 	connector, cluster, addr, err := openCluster(dsn, o, postgresConnector, probePostgres)
 	if err != nil {
 		return nil, err
@@ -77,38 +109,8 @@ func openPostgres(dsn string, o options) (*Postgres, error) {
 	sqlDB.SetMaxIdleConns(postgresMaxIdle)
 	sqlDB.SetConnMaxLifetime(postgresMaxLifetime)
 	sqlDB.SetConnMaxIdleTime(postgresMaxIdleTime)
-	s := &Postgres{db: db{
-		// "pgx" is the name sqlx knows for '$1' placeholders.
-		x:        sqlx.NewDb(sqlDB, "pgx"),
-		driver:   "postgres",
-		classify: classifyPostgres,
-		// clock_timestamp() is the time now; now() would be the time the
-		// transaction began.
-		nowMsSQL:    "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-		lockSuffix:  " FOR UPDATE",
-		greatest:    "GREATEST",
-		shareSuffix: " FOR SHARE",
-		// Released at COMMIT or ROLLBACK.
-		claimLockSQL: fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", pgClaimLock),
-		cluster:      cluster,
-		addr:         addr,
-	}}
-	if cluster != nil {
-		s.unavailable = func(err error) {
-			var pe *pgconn.PgError
-			if errors.As(err, &pe) {
-				cluster.refused() // the node answered: it refuses to serve
-			}
-		}
-	}
-	return s, nil
-}
-
-// CheckPostgresDSN returns the error OpenPostgres would return for dsn,
-// without opening anything: nil when dsn parses and names a database.
-func CheckPostgresDSN(dsn string) error {
-	_, err := parsePostgresDSN(dsn)
-	return err
+	// "pgx" is the name sqlx knows for '$1' placeholders.
+	return &Postgres{db: newDB(d, sqlx.NewDb(sqlDB, "pgx"), cluster, addr)}, nil
 }
 
 // isPostgresURL reports whether dsn is a postgres:// or postgresql:// URL,
@@ -122,7 +124,7 @@ func isPostgresURL(dsn string) bool {
 // libpq's keyword=value pairs, which begin, as libpq and pgx read them,
 // with a keyword (letters, digits and underscores), optional spaces and
 // '=': host = db dbname = leaf as much as host=db. Whether the rest parses
-// is for CheckPostgresDSN to say.
+// is for parsePostgresDSN to say.
 func postgresDSN(dsn string) bool {
 	if isPostgresURL(dsn) {
 		return true
@@ -232,7 +234,7 @@ func (s *Postgres) Migrate(ctx context.Context) error {
 		return s.wrap(err, "migrate")
 	}
 	return s.wrap(s.write(ctx, func(ctx context.Context) error {
-		return up(ctx, goose.DialectPostgres, s.x.DB, migrations.Postgres)
+		return s.up(ctx)
 	}), "migrate")
 }
 
@@ -304,4 +306,118 @@ func pgQuoteIdent(name string) string {
 		return name
 	}
 	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
+}
+
+// postgresRows are PostgreSQL's rows of the error table (classify.go), by
+// SQLSTATE.
+var postgresRows = []errorRule{
+	// PostgreSQL: SQLSTATEs.
+	{code: "40001", from: "PostgreSQL",
+		name: "serialization_failure", class: classRetry, cause: abortedCause, hint: abortedHint},
+	{code: "40P01", from: "PostgreSQL",
+		name: "deadlock_detected", class: classRetry, cause: abortedCause, hint: abortedHint},
+	{code: "55P03", from: "PostgreSQL",
+		name:  "lock_not_available: lock_timeout (5 s) passed",
+		class: classLocked, cause: "the row is locked by another transaction (lock_timeout); the database answers",
+		hint: "retry once the lock is released"},
+	{code: "23505", from: "PostgreSQL",
+		name: "unique_violation", class: classDuplicate},
+	{code: "28P01", from: "PostgreSQL",
+		name:  "invalid_password",
+		class: classUnavailable, cause: "the database refused the login ({message})",
+		hint: "check the user and password in store.dsn, and pg_hba.conf on the server"},
+	{code: "28000", from: "PostgreSQL",
+		name:  "invalid_authorization_specification",
+		class: classUnavailable, cause: "the database refused the login ({message})",
+		hint: "check the user and password in store.dsn, and pg_hba.conf on the server"},
+	{code: "3D000", from: "PostgreSQL",
+		name:  "invalid_catalog_name: the database does not exist",
+		class: classUnavailable, cause: "database {ident} does not exist",
+		hint: "create it with CREATE DATABASE {ident}, or fix the database name in store.dsn"},
+	{code: "42501", from: "PostgreSQL",
+		name:  "insufficient_privilege",
+		class: classUnavailable, cause: "the user in store.dsn lacks a privilege ({message})",
+		hint: "grant it what leafd needs (GRANT ALL ON SCHEMA public and ON ALL TABLES IN SCHEMA public TO <user>) or check the user in store.dsn"},
+	{code: "25006", from: "PostgreSQL",
+		name:  "read_only_sql_transaction: a standby, or a read-only session",
+		class: classUnavailable, cause: readOnlyCause, hint: readOnlyHint},
+	{code: "53300", from: "PostgreSQL",
+		name:  "too_many_connections",
+		class: classUnavailable, cause: "the database has too many connections (max_connections)",
+		hint: "raise max_connections or close other clients' connections; each leafd server opens at most {max_open}"},
+	{code: "57P01", from: "PostgreSQL",
+		name:  "admin_shutdown",
+		class: classUnavailable, cause: "the database server is shutting down or restarting",
+		hint: "retry once it is back, or list another server of the cluster in store.fallback_dsns"},
+	{code: "57P02", from: "PostgreSQL",
+		name:  "crash_shutdown",
+		class: classUnavailable, cause: "the database server is shutting down or restarting",
+		hint: "retry once it is back, or list another server of the cluster in store.fallback_dsns"},
+	{code: "57P03", from: "PostgreSQL",
+		name:  "cannot_connect_now: starting up, or in recovery",
+		class: classUnavailable, cause: "the database server is starting up and does not accept connections yet",
+		hint: "retry in a moment"},
+	{code: "57014", from: "PostgreSQL",
+		name:  "query_canceled: statement_timeout, or pg_cancel_backend",
+		class: classUnavailable, cause: "the database cancelled the statement (statement_timeout, or a cancel by an administrator)",
+		hint: "retry; if it persists, raise statement_timeout for leafd's user"},
+	{code: "53100", from: "PostgreSQL",
+		name:  "disk_full",
+		class: classUnavailable, cause: "the database's disk is full", hint: "free space on the database server"},
+	{code: "40003", from: "PostgreSQL",
+		name:  "statement_completion_unknown: the outcome of the statement is unknown",
+		class: classUnavailable, cause: "the database could not tell whether the statement completed",
+		hint: "retry; whatever the statement did, leafd does not use it"},
+	{code: "57P05", from: "PostgreSQL 14+",
+		name: "idle_session_timeout", class: classUnavailable, cause: lostCause, hint: lostHint},
+	{code: "25P03", from: "PostgreSQL",
+		name: "idle_in_transaction_session_timeout", class: classUnavailable, cause: lostCause, hint: lostHint},
+	{code: "08*", from: "PostgreSQL",
+		name: "connection_exception and its subclasses", class: classUnavailable, cause: lostCause, hint: lostHint},
+	{code: "42P01", from: "PostgreSQL",
+		name: "undefined_table: the database was never migrated", class: classOther},
+}
+
+// postgresRules indexes postgresRows by SQLSTATE and class.
+var postgresRules = indexRules(postgresRows, func(ix *ruleIndex, r *errorRule) error {
+	if strings.HasSuffix(r.code, "*") {
+		ix.prefixes = append(ix.prefixes, r)
+		return nil
+	}
+	ix.byState[r.code] = append(ix.byState[r.code], r)
+	return nil
+})
+
+// classifyPostgres sorts the errors of PostgreSQL by the error table (by
+// SQLSTATE), and words those that make the store unavailable.
+func classifyPostgres(err error) verdict {
+	if errors.Is(err, driver.ErrBadConn) {
+		return verdictLost
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		var ce *pgconn.ConnectError
+		if errors.As(err, &ce) { // not the network's (judgeNetwork came first): TLS, a refused startup
+			return verdict{classUnavailable,
+				"the database cannot be reached: " + ce.Error(),
+				"check the address and the sslmode in store.dsn, and that the server accepts this client (pg_hba.conf)"}
+		}
+		return verdict{class: classOther}
+	}
+	name := doubleQuoted(pe.Message)
+	return postgresRule(pe.Code, pe.Message).verdict(pe.Message, name, pgQuoteIdent(name), postgresMaxOpen)
+}
+
+// postgresRule returns the row of the error table for SQLSTATE code, or
+// nil.
+func postgresRule(code, msg string) *errorRule {
+	if r := pick(postgresRules.byState[code], msg); r != nil {
+		return r
+	}
+	for _, r := range postgresRules.prefixes {
+		if strings.HasPrefix(code, strings.TrimSuffix(r.code, "*")) && pick([]*errorRule{r}, msg) != nil {
+			return r
+		}
+	}
+	return nil
 }

@@ -184,27 +184,14 @@ func OpenSharded(driver string, dsns []string, o ShardOptions) (*Sharded, error)
 	s := &Sharded{driver: driver, slots: int64(o.Slots), log: o.Logger, attempt: o.AttemptTimeout,
 		floors: map[string]int64{}, cursor: map[string]int{}}
 	for i, dsn := range dsns {
-		st, err := Open(driver, dsn)
+		st, err := openEngine(driver, dsn, newOptions(nil))
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("store.shards[%d]: %w", i, err)
 		}
-		s.dbs = append(s.dbs, &shardDB{Store: st, d: shared(st), idx: i})
+		s.dbs = append(s.dbs, &shardDB{Store: st, d: st.sqlDB(), idx: i})
 	}
 	return s, nil
-}
-
-// shared returns the implementation every engine's store embeds.
-func shared(s Store) *db {
-	switch s := s.(type) {
-	case *MySQL:
-		return &s.db
-	case *Postgres:
-		return &s.db
-	case *SQLite:
-		return &s.db
-	}
-	panic(fmt.Sprintf("store: %T is no engine of this package", s)) // Open returns only these
 }
 
 // Driver returns the engine of every database.
@@ -532,7 +519,7 @@ func (s *Sharded) readOwners(ctx context.Context) ([]int, error) {
 			State string `db:"state"`
 		}
 		actx, cancel := s.attemptContext(ctx, d.idx, known)
-		ok := s.verify(actx, d)
+		ok := s.usable(actx, d)
 		var err error
 		if ok {
 			err = d.d.x.SelectContext(actx, &rows, d.d.q(slotStatesSQL))
@@ -567,10 +554,10 @@ func (s *Sharded) readOwners(ctx context.Context) ([]int, error) {
 	return owner, nil
 }
 
-// verify reports whether d's record matches the deployment's, reading it
+// usable reports whether d's record matches the deployment's, reading it
 // the first time d answers; a database whose record does not match is
 // never used, and logged.
-func (s *Sharded) verify(ctx context.Context, d *shardDB) bool {
+func (s *Sharded) usable(ctx context.Context, d *shardDB) bool {
 	s.mu.Lock()
 	ok, deployment := d.verified, s.deployment
 	s.mu.Unlock()
@@ -874,8 +861,8 @@ func copyTags(ctx context.Context, d *db, tx *sqlx.Tx, tags []leafd.Tag, marks m
 	// deadlock.
 	for _, name := range slices.Sorted(maps.Keys(marks)) {
 		if mark := marks[name]; mark > 1 {
-			query, args := fmt.Sprintf(markCopySQL, d.greatest), []any{name, mark}
-			if d.markByUpdate {
+			query, args := fmt.Sprintf(markCopySQL, d.dialect.greatest), []any{name, mark}
+			if d.dialect.markByUpdate {
 				query, args = markCopyMySQL, append(args, mark)
 			}
 			if _, err := tx.ExecContext(ctx, d.q(query), args...); err != nil {
@@ -1151,7 +1138,7 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 		}
 		defer tx.Rollback()
 		var state []string
-		if err := tx.SelectContext(ctx, &state, d.d.q(slotStateSQL+d.d.shareSuffix), k); err != nil {
+		if err := tx.SelectContext(ctx, &state, d.d.q(slotStateSQL+d.d.dialect.shareSuffix), k); err != nil {
 			return err
 		}
 		if len(state) == 0 || state[0] != slotActive {
@@ -1181,7 +1168,7 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 		if step > leafd.MaxID/S { // step*S would overflow
 			return leafd.Errorf(leafd.ETagExhausted, "tag %q: slot %d cannot hold a range of %d more IDs", tag, k, step)
 		}
-		res, err := tx.ExecContext(ctx, d.d.q(fmt.Sprintf(slotAllocSQL, d.d.greatest)), from, span, tag, k, from, leafd.MaxID-span)
+		res, err := tx.ExecContext(ctx, d.d.q(fmt.Sprintf(slotAllocSQL, d.d.dialect.greatest)), from, span, tag, k, from, leafd.MaxID-span)
 		if err != nil {
 			return err
 		}
@@ -1212,7 +1199,7 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 				}
 				return err
 			}
-			if res, err = tx.ExecContext(ctx, d.d.q(fmt.Sprintf(slotAllocSQL, d.d.greatest)), from, span, tag, k, from, leafd.MaxID-span); err != nil {
+			if res, err = tx.ExecContext(ctx, d.d.q(fmt.Sprintf(slotAllocSQL, d.d.dialect.greatest)), from, span, tag, k, from, leafd.MaxID-span); err != nil {
 				return err
 			}
 			if n, err = res.RowsAffected(); err != nil {
@@ -1550,7 +1537,7 @@ func (s *Sharded) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate)
 // under.
 func (s *Sharded) leases(ctx context.Context) (*shardDB, error) {
 	d := s.dbs[0]
-	if !s.verify(ctx, d) {
+	if !s.usable(ctx, d) {
 		return nil, errors.New("store.shards[0] holds the worker id leases, but it does not answer, has no record of the deployment " +
 			"(run leafd migrate to initialise sharding), or is not the deployment's first database (see leafd shards status)")
 	}
@@ -1732,7 +1719,7 @@ func (s *Sharded) MoveSlot(ctx context.Context, k int64, to int, after func(Move
 		}
 		defer tx.Rollback()
 		for _, c := range counters {
-			res, err := tx.ExecContext(ctx, dst.d.q(fmt.Sprintf(slotRaiseSQL, dst.d.greatest)), c.MaxID, c.Tag, k)
+			res, err := tx.ExecContext(ctx, dst.d.q(fmt.Sprintf(slotRaiseSQL, dst.d.dialect.greatest)), c.MaxID, c.Tag, k)
 			if err != nil {
 				return err
 			}
@@ -1831,11 +1818,12 @@ func (s *Sharded) Status(ctx context.Context) []ShardStatus {
 // database without a record, or without the sharding tables, passes; one
 // that does not answer is the error of the read, which says nothing of it.
 func CheckNotShard(ctx context.Context, s Store) error {
-	if _, ok := s.(*Sharded); ok {
-		return nil
+	e, ok := s.(engineStore)
+	if !ok {
+		return nil // a sharded store: Verify checks its records
 	}
 	var m shardMeta
-	d := shared(s)
+	d := e.sqlDB()
 	err := d.x.GetContext(ctx, &m, d.q(shardPlaceSQL))
 	switch {
 	case errors.Is(err, sql.ErrNoRows), MissingTable(err):

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -48,7 +50,7 @@ const (
 )
 
 // sqliteMaxOpen bounds the connections to the file. Reads run in parallel in
-// WAL mode; writers queue on db.writers before they reach SQLite's lock.
+// WAL mode; writers queue on db.writers (oneWriter) before they reach SQLite's lock.
 const sqliteMaxOpen = 8
 
 // sqliteParams are the connection settings OpenSQLite adds to a DSN that
@@ -76,6 +78,41 @@ var sqliteParams = []struct{ key, pragma, value string }{
 // do not parse or that make sharing the file unsafe (checkSQLiteParams), or
 // the directory cannot be created.
 func OpenSQLite(dsn string) (*SQLite, error) {
+	return openSQLite(&sqliteDialect, dsn)
+}
+
+func init() { register(&sqliteDialect) }
+
+var _ engineStore = (*SQLite)(nil)
+
+// sqliteDialect is SQLite's.
+var sqliteDialect = dialect{
+	driver:  "sqlite",
+	title:   "SQLite",
+	example: "file:data/leafd.db",
+	claims:  sqliteDSN,
+	check:   func(dsn string) error { _, _, err := parseSQLiteDSN(dsn); return err },
+	open: func(d *dialect, dsn string, _ options) (engineStore, error) {
+		return openSQLite(d, dsn)
+	},
+	noFallbacks: "a file has no other address",
+	rows:        sqliteRows,
+	classify:    classifySQLite,
+	missingTable: func(err error) bool {
+		// SQLite has no code of its own for it (SQLITE_ERROR); its text is
+		// matched.
+		var se *sqlite.Error
+		return errors.As(err, &se) && strings.Contains(se.Error(), "no such table")
+	},
+	goose:      goose.DialectSQLite3,
+	migrations: migrations.SQLite,
+	oneWriter:  true,
+	retryFor:   sqliteBusyBudget,
+	nowMs:      "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+	greatest:   "MAX",
+}
+
+func openSQLite(d *dialect, dsn string) (*SQLite, error) {
 	path, query, err := parseSQLiteDSN(dsn)
 	if err != nil {
 		return nil, err
@@ -92,19 +129,7 @@ func OpenSQLite(dsn string) (*SQLite, error) {
 	sqlDB.SetMaxOpenConns(sqliteMaxOpen)
 	sqlDB.SetMaxIdleConns(sqliteMaxOpen)
 	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
-	return &SQLite{
-		db: db{
-			x:        sqlx.NewDb(sqlDB, "sqlite"),
-			driver:   "sqlite",
-			classify: classifySQLite,
-			writers:  make(chan struct{}, 1),
-			retryFor: sqliteBusyBudget,
-			nowMsSQL: "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
-			addr:     path,
-			greatest: "MAX",
-		},
-		path: path,
-	}, nil
+	return &SQLite{db: newDB(d, sqlx.NewDb(sqlDB, "sqlite"), nil, path), path: path}, nil
 }
 
 // sqliteDriverDSN returns the DSN modernc.org/sqlite opens for the file at
@@ -392,6 +417,108 @@ func (s *SQLite) Migrate(ctx context.Context) error {
 	}
 	defer unlock()
 	return s.wrap(s.write(ctx, func(ctx context.Context) error {
-		return up(ctx, goose.DialectSQLite3, s.x.DB, migrations.SQLite)
+		return s.up(ctx)
 	}), "migrate")
+}
+
+// sqliteRows are SQLite's rows of the error table (classify.go), by result
+// code.
+var sqliteRows = []errorRule{
+	// SQLite: result codes, an extended code before its primary code.
+	{code: "SQLITE_BUSY", from: "SQLite",
+		name:  "another connection or process holds the file's write lock past the busy timeout",
+		class: classRetry, cause: "the SQLite file stayed locked by another connection or process (busy)",
+		hint: "see what else writes the file: a long transaction of another program holds every writer up"},
+	{code: "SQLITE_LOCKED", from: "SQLite",
+		name:  "a table is locked by another connection of the process",
+		class: classRetry, cause: "the SQLite file stayed locked by another connection or process (busy)",
+		hint: "see what else writes the file: a long transaction of another program holds every writer up"},
+	{code: "SQLITE_CONSTRAINT_PRIMARYKEY", from: "SQLite",
+		name: "a primary key was hit", class: classDuplicate},
+	{code: "SQLITE_CONSTRAINT_UNIQUE", from: "SQLite",
+		name: "a unique index was hit", class: classDuplicate},
+	{code: "SQLITE_CANTOPEN", from: "SQLite",
+		name: "the file cannot be opened",
+		// "cannot be reached" as for a server, so that one phrase finds
+		// every store that cannot be used at all.
+		class: classUnavailable, cause: "the SQLite database cannot be reached: the file store.dsn names cannot be opened",
+		hint: "check that the path names a file, not a directory, that its directory exists, and that leafd may write there"},
+	{code: "SQLITE_READONLY", from: "SQLite",
+		name:  "the file cannot be written",
+		class: classUnavailable, cause: "the SQLite file cannot be written (read-only)",
+		hint: "check the permissions of the file and of its directory, and that the file system is not mounted read-only"},
+	{code: "SQLITE_AUTH", from: "SQLite",
+		name:  "authorization denied",
+		class: classUnavailable, cause: "access to the SQLite file is denied",
+		hint: "check the permissions of the file and of its directory"},
+	{code: "SQLITE_PERM", from: "SQLite",
+		name:  "access permission denied",
+		class: classUnavailable, cause: "access to the SQLite file is denied",
+		hint: "check the permissions of the file and of its directory"},
+	{code: "SQLITE_FULL", from: "SQLite",
+		name:  "the disk is full",
+		class: classUnavailable, cause: "the disk of the SQLite file is full", hint: "free space on it"},
+	{code: "SQLITE_IOERR", from: "SQLite",
+		name:  "an I/O error",
+		class: classUnavailable, cause: "the SQLite file could not be read or written (I/O error)",
+		hint: "check the disk and the file system; see the system log"},
+	{code: "SQLITE_NOLFS", from: "SQLite",
+		name:  "the file is too large for the file system",
+		class: classUnavailable, cause: "the file system of the SQLite file cannot hold a file this large",
+		hint: "move the file to another file system"},
+	{code: "SQLITE_PROTOCOL", from: "SQLite",
+		name:  "the file locking protocol failed",
+		class: classUnavailable, cause: "SQLite's file locking failed (a locking protocol error)",
+		hint: "retry; keep the file off network file systems"},
+	{code: "SQLITE_INTERRUPT", from: "SQLite",
+		name:  "the operation was interrupted",
+		class: classUnavailable, cause: "the SQLite operation was interrupted",
+		hint: "the request ended or the server is shutting down; retry"},
+}
+
+// sqliteCodes are the SQLite result codes the table names.
+var sqliteCodes = map[string]int{
+	"SQLITE_BUSY":                  sqlite3.SQLITE_BUSY,
+	"SQLITE_LOCKED":                sqlite3.SQLITE_LOCKED,
+	"SQLITE_CONSTRAINT_PRIMARYKEY": sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY,
+	"SQLITE_CONSTRAINT_UNIQUE":     sqlite3.SQLITE_CONSTRAINT_UNIQUE,
+	"SQLITE_CANTOPEN":              sqlite3.SQLITE_CANTOPEN,
+	"SQLITE_READONLY":              sqlite3.SQLITE_READONLY,
+	"SQLITE_AUTH":                  sqlite3.SQLITE_AUTH,
+	"SQLITE_PERM":                  sqlite3.SQLITE_PERM,
+	"SQLITE_FULL":                  sqlite3.SQLITE_FULL,
+	"SQLITE_IOERR":                 sqlite3.SQLITE_IOERR,
+	"SQLITE_NOLFS":                 sqlite3.SQLITE_NOLFS,
+	"SQLITE_PROTOCOL":              sqlite3.SQLITE_PROTOCOL,
+	"SQLITE_INTERRUPT":             sqlite3.SQLITE_INTERRUPT,
+}
+
+// sqliteRules indexes sqliteRows by result code.
+var sqliteRules = indexRules(sqliteRows, func(ix *ruleIndex, r *errorRule) error {
+	n, ok := sqliteCodes[r.code]
+	if !ok {
+		return fmt.Errorf("unknown SQLite code %q", r.code)
+	}
+	ix.byNumber[n] = append(ix.byNumber[n], r)
+	return nil
+})
+
+// classifySQLite sorts the errors of SQLite by the error table (the
+// extended result code, then the primary one), and words those that make
+// the store unavailable.
+func classifySQLite(err error) verdict {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return verdict{class: classOther}
+	}
+	return sqliteRule(se.Code(), se.Error()).verdict(se.Error(), "", "", 0)
+}
+
+// sqliteRule returns the row of the error table for result code code, or
+// nil.
+func sqliteRule(code int, msg string) *errorRule {
+	if r := pick(sqliteRules.byNumber[code], msg); r != nil {
+		return r
+	}
+	return pick(sqliteRules.byNumber[code&0xff], msg)
 }

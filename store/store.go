@@ -20,11 +20,6 @@ import (
 	"github.com/leafd/leafd/segment"
 )
 
-var (
-	_ segment.Store = (*MySQL)(nil)
-	_ segment.Store = (*SQLite)(nil)
-)
-
 // MaxTableStep is the largest table step a tag can have: the step column is a
 // MySQL INT. It is not segment.max_step, which caps the step a server chooses.
 const MaxTableStep = math.MaxInt32
@@ -89,47 +84,12 @@ const (
 
 // db is the implementation MySQL and SQLite share.
 type db struct {
-	x      *sqlx.DB
-	driver string
-	// classify sorts and words the driver's own errors; judge sorts the
-	// network's, the context's and database/sql's before it asks.
-	classify func(error) verdict
-	// writers, when not nil, lets one writing transaction of this process
-	// run at a time: SQLite takes one writer per file anyway, and waiting
-	// here is fairer and cheaper than in SQLite's busy handler.
+	x *sqlx.DB
+	// dialect is the engine's: its SQL, its errors, its migrations.
+	dialect *dialect
+	// writers, made when the dialect has one writer at a time, holds the
+	// writing transaction of this store that runs.
 	writers chan struct{}
-	// retryFor, when positive, replaces the bound of maxAttempts: a
-	// transaction aborted for a retry is tried again until this much time
-	// has passed since the first attempt began.
-	retryFor time.Duration
-	// nowMsSQL is the dialect's expression of the database's clock in Unix
-	// milliseconds; lockSuffix what makes a SELECT lock the rows it reads
-	// ("" where transactions lock the whole database).
-	nowMsSQL, lockSuffix string
-	// unavailable, when set (a MySQL store with fallback addresses), is
-	// told of errors that made the database count as unavailable, so that
-	// a node that answered but refuses writes is left; being told of one
-	// error twice does no harm. With it set, writeMovingOn tries a
-	// transaction once more at once, through the next address.
-	unavailable func(error)
-	// markByUpdate: the dialect raises a tag's high-water mark by making
-	// sure its row exists, locking it, and updating it (MySQL, where an
-	// upsert's gap locks would deadlock loads of different tags); without
-	// it, by one INSERT … ON CONFLICT (highwater.go).
-	markByUpdate bool
-	// claimLockSQL, when set, is run first in a worker id's claim to
-	// serialise the claims of all servers: PostgreSQL takes no gap locks,
-	// so claims that both find worker id n free would otherwise both
-	// insert it, and all but one retry, again and again while many
-	// servers start at once. (MySQL's locking read of the range takes
-	// gap locks that serialise them; SQLite's transaction holds the file.)
-	claimLockSQL string
-	// greatest is the dialect's function of the larger of two values
-	// (GREATEST; SQLite's two-argument MAX), and shareSuffix what makes a
-	// SELECT take a shared lock on the rows it reads ("" where a
-	// transaction holds the whole database): the sharded store's
-	// allocation (sharded.go).
-	greatest, shareSuffix string
 	// cluster walks store.fallback_dsns; nil with a single address. addr
 	// is the first address's name (host:port, a socket, a file).
 	cluster *failover
@@ -143,9 +103,27 @@ type db struct {
 	afterLayoutRead func()
 }
 
-// Driver returns the engine's name as store.driver spells it: "mysql",
-// "postgres" or "sqlite".
-func (s *db) Driver() string { return s.driver }
+// Driver returns the engine's name as store.driver spells it (Drivers).
+func (s *db) Driver() string { return s.dialect.driver }
+
+// newDB returns the shared implementation over x in dialect d, at the
+// addresses of cluster (nil with one) whose first is addr.
+func newDB(d *dialect, x *sqlx.DB, cluster *failover, addr string) db {
+	s := db{x: x, dialect: d, cluster: cluster, addr: addr}
+	if d.oneWriter {
+		s.writers = make(chan struct{}, 1)
+	}
+	return s
+}
+
+// leave tells the failover of an error that made the database count as
+// unavailable, so that a node that answered but refuses writes is left;
+// being told of one error twice does no harm.
+func (s *db) leave(err error) {
+	if s.cluster != nil && s.dialect.refused(err) {
+		s.cluster.refused()
+	}
+}
 
 // q returns query, written with '?' placeholders, in the placeholders of
 // the store's driver ($1, $2, … for PostgreSQL).
@@ -188,7 +166,7 @@ func (s *db) Allocate(ctx context.Context, tag string, step int64) (segment.Allo
 		return segment.Allocation{}, fmt.Errorf("store: allocate %q: step %d is below 1", tag, step)
 	}
 	var a segment.Allocation
-	err := s.writeMovingOn(ctx, func(ctx context.Context) error {
+	err := s.writeOrNextAddress(ctx, func(ctx context.Context) error {
 		var err error
 		a, err = s.allocate(ctx, tag, step)
 		return err
@@ -571,7 +549,7 @@ func (s *db) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old
 		// change "order" for "ORDER". With the row found exactly, the
 		// UPDATE cannot reach another: the primary key holds no two rows
 		// that the collation's "=" takes for one.
-		before, ok, err := exactRow(ctx, tx, name, s.lockSuffix)
+		before, ok, err := exactRow(ctx, tx, name, s.dialect.lockSuffix)
 		if err != nil {
 			return err
 		}
@@ -647,22 +625,23 @@ func unknownTagNear(ctx context.Context, q queryer, name string) error {
 }
 
 // write runs one writing transaction, retrying it while the database aborts
-// it for a retry, at most maxAttempts times in all (or for retryFor), with
+// it for a retry, at most maxAttempts times in all (or for the dialect's
+// retryFor), with
 // jittered backoff between attempts. It gives up early when ctx ends and
 // then returns the last error.
 func (s *db) write(ctx context.Context, tx func(context.Context) error) error {
 	return s.writeWith(ctx, false, tx)
 }
 
-// writeMovingOn is write, and when the database could not be reached and
+// writeOrNextAddress is write, and when the database could not be reached and
 // the store has further addresses of its cluster, it also tries once more
 // at once, through the next one. Only for transactions whose repetition is
 // harmless even when the failed attempt did commit (its answer lost): an
 // allocation, whose lost range is simply never used, or a renewal. Not for
 // a tag's creation, whose repetition would answer tag_exists, nor a worker
 // id's claim, whose repetition would hold a second one.
-func (s *db) writeMovingOn(ctx context.Context, tx func(context.Context) error) error {
-	return s.writeWith(ctx, s.unavailable != nil, tx)
+func (s *db) writeOrNextAddress(ctx context.Context, tx func(context.Context) error) error {
+	return s.writeWith(ctx, s.cluster != nil, tx)
 }
 
 func (s *db) writeWith(ctx context.Context, moveOn bool, tx func(context.Context) error) error {
@@ -684,7 +663,7 @@ func (s *db) writeWith(ctx context.Context, moveOn bool, tx func(context.Context
 		case classRetry:
 		case classUnavailable:
 			if moveOn && !movedOn && ctx.Err() == nil {
-				s.unavailable(err) // so that the next connection is probed afresh
+				s.leave(err) // so that the next connection is probed afresh
 				movedOn = true
 				attempt--
 				continue
@@ -693,8 +672,8 @@ func (s *db) writeWith(ctx context.Context, moveOn bool, tx func(context.Context
 		default:
 			return err
 		}
-		if s.retryFor > 0 {
-			if time.Since(start) >= s.retryFor {
+		if s.dialect.retryFor > 0 {
+			if time.Since(start) >= s.dialect.retryFor {
 				return &retriedOut{err, tries, time.Since(start)}
 			}
 		} else if attempt == maxAttempts {
@@ -814,7 +793,7 @@ func (s *db) judge(err error) verdict {
 	case errors.Is(err, errNotReady):
 		return verdictGalera
 	}
-	return s.classify(err)
+	return s.dialect.classify(err)
 }
 
 // judgeNetwork words the errors of the network, naming the address they
@@ -888,12 +867,10 @@ func (s *db) wrap(err error, op string) error {
 	v := s.judge(err)
 	switch v.class {
 	case classUnavailable:
-		if s.unavailable != nil {
-			s.unavailable(err)
-		}
+		s.leave(err)
 	case classLocked, classRetry:
 	default:
-		return fmt.Errorf("store: %s: %s: %w", s.driver, op, err)
+		return fmt.Errorf("store: %s: %s: %w", s.dialect.driver, op, err)
 	}
 	if v.cause == "" { // a classifier that had nothing to say
 		v.cause, v.hint = "the database failed the request", "see the cause in the server log"
@@ -907,5 +884,5 @@ func (s *db) wrap(err error, op string) error {
 			msg += "; the request ended before it could be retried"
 		}
 	}
-	return leafd.Wrap(leafd.EStoreUnavailable, fmt.Errorf("%s: %s: %w", s.driver, op, err), msg+"; "+v.hint)
+	return leafd.Wrap(leafd.EStoreUnavailable, fmt.Errorf("%s: %s: %w", s.dialect.driver, op, err), msg+"; "+v.hint)
 }

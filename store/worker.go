@@ -101,7 +101,7 @@ type layoutRow struct {
 func (s *db) checkLayout(ctx context.Context, tx *sqlx.Tx, l snowflake.Layout, owner string, nowMs int64) error {
 	l = orDefault(l)
 	var r layoutRow
-	err := tx.GetContext(ctx, &r, fmt.Sprintf(layoutSQL, s.lockSuffix))
+	err := tx.GetContext(ctx, &r, fmt.Sprintf(layoutSQL, s.dialect.lockSuffix))
 	if s.afterLayoutRead != nil {
 		s.afterLayoutRead()
 	}
@@ -161,7 +161,7 @@ func (s *db) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 }
 
 // beginClaim begins a claim's transaction: it takes the claim lock where
-// the dialect has one (claimLockSQL), reads the database's clock, and reads
+// the dialect has one (its claimLock), reads the database's clock, and reads
 // and locks the worker rows of query (workerRowsSQL or fixedRowSQL, with
 // its argument). The caller rolls tx back unless it commits.
 func (s *db) beginClaim(ctx context.Context, query string, arg int64) (tx *sqlx.Tx, nowMs int64, rows []workerRow, err error) {
@@ -176,15 +176,15 @@ func (s *db) beginClaim(ctx context.Context, query string, arg int64) (tx *sqlx.
 			t.Rollback()
 		}
 	}()
-	if s.claimLockSQL != "" {
-		if _, err = t.ExecContext(ctx, s.claimLockSQL); err != nil {
+	if s.dialect.claimLock != "" {
+		if _, err = t.ExecContext(ctx, s.dialect.claimLock); err != nil {
 			return nil, 0, nil, err
 		}
 	}
-	if err = t.GetContext(ctx, &nowMs, fmt.Sprintf(dbNowSQL, s.nowMsSQL)); err != nil {
+	if err = t.GetContext(ctx, &nowMs, fmt.Sprintf(dbNowSQL, s.dialect.nowMs)); err != nil {
 		return nil, 0, nil, err
 	}
-	if err = t.SelectContext(ctx, &rows, s.q(fmt.Sprintf(query, s.nowMsSQL, s.lockSuffix)), arg); err != nil {
+	if err = t.SelectContext(ctx, &rows, s.q(fmt.Sprintf(query, s.dialect.nowMs, s.dialect.lockSuffix)), arg); err != nil {
 		return nil, 0, nil, err
 	}
 	return t, nowMs, rows, nil
@@ -335,7 +335,7 @@ func (s *db) claimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snow
 // another layout or none is recorded; store_unavailable when the database
 // cannot be reached; an error without a code otherwise.
 func (s *db) RenewWorker(ctx context.Context, l snowflake.Lease, ttl time.Duration, watermarkMs int64) error {
-	query := fmt.Sprintf(renewSQL, s.nowMsSQL)
+	query := fmt.Sprintf(renewSQL, s.dialect.nowMs)
 	args := []any{ttl.Milliseconds(), watermarkMs, watermarkMs, l.WorkerID, l.Owner}
 	if y := l.Layout; y != (snowflake.Layout{}) {
 		query += layoutHeldSQL
@@ -358,7 +358,7 @@ func (s *db) updateWorker(ctx context.Context, op, query string, l snowflake.Lea
 		return fmt.Errorf("%w: worker id %d: %q owns no lease", snowflake.ErrLeaseLost, l.WorkerID, l.Owner)
 	}
 	var n int64
-	err := s.writeMovingOn(ctx, func(ctx context.Context) error {
+	err := s.writeOrNextAddress(ctx, func(ctx context.Context) error {
 		res, err := s.x.ExecContext(ctx, s.q(query), args...)
 		if err != nil {
 			return err

@@ -390,13 +390,7 @@ func migrated(ctx context.Context, db store.Store) error {
 			return verr
 		}
 	}
-	c, ok := db.(interface {
-		PendingMigrations(context.Context) (bool, error)
-	})
-	if !ok {
-		return nil
-	}
-	pending, err := c.PendingMigrations(ctx)
+	pending, err := db.PendingMigrations(ctx)
 	if err != nil {
 		return err
 	}

@@ -173,8 +173,13 @@ const (
 )
 
 var (
-	hintDSN = "use a data source name, such as " + store.ExampleDSN("sqlite") + " (sqlite), " +
-		store.ExampleDSN("mysql") + " (mysql) or " + store.ExampleDSN("postgres") + " (postgres)"
+	hintDSN = func() string { // an example of every engine's
+		var ex []string
+		for _, d := range store.Drivers() {
+			ex = append(ex, store.ExampleDSN(d)+" ("+d+")")
+		}
+		return "use a data source name, such as " + strings.Join(ex[:len(ex)-1], ", ") + " or " + ex[len(ex)-1]
+	}()
 	hintBits = fmt.Sprintf("use whole numbers of at least 1 that add up to 63 (default %d, %d, %d)",
 		snowflake.DefaultTimeBits, snowflake.DefaultWorkerBits, snowflake.DefaultSequenceBits)
 	hintEpoch = fmt.Sprintf("use a Unix time in milliseconds that is not in the future (default %d, Twitter's and Leaf's)", snowflake.DefaultEpoch)

@@ -320,6 +320,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.http.Shutdown(ctx)
 }
 
+// Close stops the server's background work (the reading of the access
+// tokens) and waits for it. Shutdown calls it; a server only used through
+// Handler calls it itself.
+func (s *Server) Close() {
+	if s.tok != nil {
+		s.tok.close()
+	}
+}
+
 // recover turns a panic in a handler into a 500 internal error, so that no
 // panic ever reaches a client as a dropped connection.
 func (s *Server) recover(c *gin.Context) {

@@ -40,7 +40,7 @@ func (s *Server) getSnowflake(c *gin.Context) {
 	}
 	buf := idPool.Get().(*idBuf)
 	defer func() {
-		// Not kept grown past what a pooled batch needs (fast.go).
+		// Not kept grown past what a pooled batch needs (answer.go).
 		buf.b, buf.ids = poolable(buf.b, maxPooledBytes), poolable(buf.ids, maxPooledIDs)
 		idPool.Put(buf)
 	}()

@@ -536,12 +536,3 @@ func (s *Server) revokeToken(c *gin.Context) {
 	s.log.Info("admin: token revoked", append([]any{"id", id}, caller(c)...)...)
 	c.Status(http.StatusNoContent)
 }
-
-// Close stops the server's background work (the reading of the access
-// tokens) and waits for it. Shutdown calls it; a server only used through
-// Handler calls it itself.
-func (s *Server) Close() {
-	if s.tok != nil {
-		s.tok.close()
-	}
-}

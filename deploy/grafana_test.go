@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/access"
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/testdb"
 	"github.com/leafd/leafd/segment"
@@ -90,8 +91,10 @@ func exported(t *testing.T, s metricsStore) map[string]*dto.MetricFamily {
 	if err != nil {
 		t.Fatal(err)
 	}
+	acc := access.New(access.Config{Store: s, Segment: true, Registerer: m.Registerer(), TagLabels: true, Logger: quiet})
+	t.Cleanup(acc.Close)
 	h := leafhttp.New(leafhttp.Config{Segment: a, Snowflake: g, Store: s, Metrics: m, Logger: quiet,
-		Tokens: s, SegmentRequireToken: true}).Handler()
+		Tokens: s, Access: acc}).Handler()
 	get := func(path string, want int) string {
 		t.Helper()
 		w := httptest.NewRecorder()

@@ -489,3 +489,7 @@ func boolFloat(b bool) float64 {
 	}
 	return 0
 }
+
+// Registerer returns the registry that GET /metrics serves, so that the
+// access tokens' check and the gRPC API can add their metrics to it.
+func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }

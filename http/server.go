@@ -19,6 +19,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/access"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
@@ -99,16 +100,11 @@ type Config struct {
 	// MaxStep bounds the table step set through the admin routes
 	// (segment.max_step). Default 1,000,000.
 	MaxStep int64
-	// Tokens keeps the access tokens of the ID routes and serves
-	// /api/tokens; nil answers those routes admin_disabled.
+	// Tokens serves /api/tokens; nil answers those routes admin_disabled.
 	Tokens Tokens
-	// SegmentRequireToken and SnowflakeRequireToken make the mode's ID
-	// routes need an access token (segment.require_token,
-	// snowflake.require_token); they need Tokens.
-	SegmentRequireToken, SnowflakeRequireToken bool
-	// TokenRefresh is how often the tokens are read again from Tokens;
-	// 0 means DefaultTokenRefresh (2 s).
-	TokenRefresh time.Duration
+	// Access checks the ID routes' access tokens, and learns of the tokens
+	// created and revoked through /api/tokens; nil requires none.
+	Access *access.Checker
 	// OpaqueKey is segment.opaque_key: with it, POST /api/tags creates
 	// opaque tags and GET /api/tags/{tag}/decode/{id} maps their IDs back.
 	OpaqueKey []byte
@@ -150,11 +146,8 @@ type Server struct {
 	engine     *gin.Engine
 	http       *http.Server
 	maxConns   int
-	// tokenStore serves /api/tokens; tok checks the ID routes' tokens,
-	// nil while no mode requires them (tokens.go).
-	tokenStore            Tokens
-	tok                   *tokenKeeper
-	segRequire, sfRequire bool
+	tokenStore Tokens
+	access     *access.Checker
 }
 
 // New returns a Server with every route registered.
@@ -189,10 +182,7 @@ func New(cfg Config) *Server {
 		s.metrics = NewMetrics()
 	}
 	s.metrics.watch(s)
-	s.tokenStore, s.segRequire, s.sfRequire = cfg.Tokens, cfg.SegmentRequireToken, cfg.SnowflakeRequireToken
-	if cfg.Tokens != nil && (s.segRequire || s.sfRequire) {
-		s.tok = newTokenKeeper(cfg.Tokens, cfg.TokenRefresh, s.log, s.metrics)
-	}
+	s.tokenStore, s.access = cfg.Tokens, cfg.Access
 	e.Use(s.metrics.countRequests, s.recover, securityHeaders)
 	e.NoRoute(func(c *gin.Context) {
 		s.writeError(c, leafd.Errorf(leafd.ENotFound, "no route %s %s; see the API in the README", c.Request.Method, c.Request.URL.Path))
@@ -316,17 +306,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // Shutdown stops accepting connections and waits for in-flight requests
 // until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
-	defer s.Close()
 	return s.http.Shutdown(ctx)
-}
-
-// Close stops the server's background work (the reading of the access
-// tokens) and waits for it. Shutdown calls it; a server only used through
-// Handler calls it itself.
-func (s *Server) Close() {
-	if s.tok != nil {
-		s.tok.close()
-	}
 }
 
 // recover turns a panic in a handler into a 500 internal error, so that no

@@ -253,10 +253,8 @@ func (s *Server) state(ctx context.Context, q stateQuery) stateJSON {
 	if s.seg != nil {
 		lo, hi := s.seg.RefillWindow()
 		out.Segment = q.segment(s.seg.State())
-		if s.tok != nil {
-			for i := range out.Segment.Tags {
-				out.Segment.Tags[i].TokenRefusals = s.tok.refusalsOf(out.Segment.Tags[i].Tag)
-			}
+		for i := range out.Segment.Tags {
+			out.Segment.Tags[i].TokenRefusals = s.access.RefusalsOf(out.Segment.Tags[i].Tag)
 		}
 		out.Segment.RefillMinMs, out.Segment.RefillMaxMs = lo.Milliseconds(), hi.Milliseconds()
 	}

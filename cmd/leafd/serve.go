@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/access"
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/config"
 	"github.com/leafd/leafd/rpc"
@@ -180,19 +181,21 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	if gen != nil {
 		sfHandler = gen
 	}
+	acc := access.New(access.Config{Store: db, Segment: cfg.Segment.RequireToken, Snowflake: cfg.Snowflake.RequireToken,
+		Registerer: metrics.Registerer(), TagLabels: metrics.PerTag() == leafhttp.PerTagFull, Logger: log})
+	defer acc.Close() // after both servers drained
 	srv := leafhttp.New(leafhttp.Config{
 		Segment: segHandler, Snowflake: sfHandler, Tags: db, MaxStep: cfg.Segment.MaxStep, OpaqueKey: opaqueKey(cfg),
 		Store: db, Metrics: metrics,
 		AdminToken: cfg.Admin.Token, ProtectDashboard: cfg.Admin.ProtectDashboard, Logger: log,
-		Tokens: db, SegmentRequireToken: cfg.Segment.RequireToken, SnowflakeRequireToken: cfg.Snowflake.RequireToken,
+		Tokens: db, Access: acc,
 		MaxConnections: cfg.HTTP.MaxConnections, TrustedProxies: cfg.HTTP.TrustedProxies,
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, ReadTimeout: cfg.HTTP.ReadTimeout,
 		WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
 	})
-	grpcSrv, err := newGRPCServer(grpcLn, cfg.GRPC, srv, metrics, alloc, gen, log)
+	grpcSrv, err := newGRPCServer(grpcLn, cfg.GRPC, acc, srv.Ready, metrics, alloc, gen, log)
 	if err != nil {
 		ln.Close()
-		srv.Close()
 		return err
 	}
 	if grpcSrv != nil {
@@ -286,12 +289,12 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 // newGRPCServer builds the gRPC API's server for ln (nil: none, grpc.addr
 // is empty), served by the same allocators as the HTTP server, whose token
 // check, readiness and metrics registry it shares.
-func newGRPCServer(ln net.Listener, cfg config.GRPC, srv *leafhttp.Server, metrics *leafhttp.Metrics, alloc *segment.Allocator,
-	gen *snowflake.Pool, log *slog.Logger) (*rpc.Server, error) {
+func newGRPCServer(ln net.Listener, cfg config.GRPC, acc *access.Checker, ready func() error, metrics *leafhttp.Metrics,
+	alloc *segment.Allocator, gen *snowflake.Pool, log *slog.Logger) (*rpc.Server, error) {
 	if ln == nil {
 		return nil, nil
 	}
-	c := rpc.Config{Access: srv, Ready: srv.Ready, Registerer: metrics.Registerer(), Logger: log,
+	c := rpc.Config{Access: acc, Ready: ready, Registerer: metrics.Registerer(), Logger: log,
 		Limits: rpc.Limits{MaxConnections: cfg.MaxConnections, MaxConcurrentStreams: cfg.MaxConcurrentStreams,
 			IdleTimeout: cfg.IdleTimeout, KeepaliveTime: cfg.KeepaliveTime, KeepaliveTimeout: cfg.KeepaliveTimeout}}
 	if alloc != nil {

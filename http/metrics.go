@@ -474,9 +474,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descMaxLead, float64(sf.MaxLeadMs)/1000)
 	}
 	if c.s.health != nil {
-		h := c.s.health.check(context.Background())
-		gauge(descStoreUp, boolFloat(h.ok), c.s.health.store.Driver())
-		if addr, ok := c.s.health.address(); ok {
+		h := c.s.health.Check(context.Background())
+		gauge(descStoreUp, boolFloat(h.OK), c.s.health.Driver())
+		if addr, ok := c.s.health.Address(); ok {
 			gauge(descStoreAddress, float64(addr.Index), addr.Name)
 			counter(descStoreSwitches, addr.Switches)
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/access"
+	"github.com/leafd/leafd/health"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
@@ -141,7 +142,8 @@ type Server struct {
 	maxStep    int64
 	opaqueKey  []byte
 	log        *slog.Logger
-	health     *storeHealth // the store's ping, cached; nil without a store
+	health     *health.Store // the store's ping, cached; nil without a store
+	ready      func() error
 	metrics    *Metrics
 	engine     *gin.Engine
 	http       *http.Server
@@ -177,7 +179,8 @@ func New(cfg Config) *Server {
 		s.log.Error("http: trusted proxies refused; trusting none", "err", err)
 		_ = e.SetTrustedProxies(nil)
 	}
-	s.health, s.metrics = newStoreHealth(cfg.Store), cfg.Metrics
+	s.health, s.metrics = health.NewStore(cfg.Store), cfg.Metrics
+	s.ready = health.Ready(cfg.Segment, cfg.Snowflake)
 	if s.metrics == nil {
 		s.metrics = NewMetrics()
 	}
@@ -334,31 +337,9 @@ func (s *Server) healthz(c *gin.Context) {
 // readyz answers 200 when every enabled mode can issue IDs, and the
 // not_ready error of the first that cannot otherwise.
 func (s *Server) readyz(c *gin.Context) {
-	if err := s.Ready(); err != nil {
+	if err := s.ready(); err != nil {
 		s.writeError(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})
-}
-
-// Ready returns nil when every enabled mode can issue IDs, and otherwise
-// the not_ready error of the first that cannot: what GET /readyz answers.
-// The gRPC API's health service reports it.
-func (s *Server) Ready() error {
-	var modes []interface{ Ready() error }
-	if s.seg != nil {
-		modes = append(modes, s.seg)
-	}
-	if s.sf != nil {
-		modes = append(modes, s.sf)
-	}
-	for _, m := range modes {
-		if err := m.Ready(); err != nil {
-			if leafd.ErrorCode(err) != leafd.ENotReady { // the contract knows no other answer
-				err = leafd.Wrap(leafd.ENotReady, err, leafd.ErrorMessage(err))
-			}
-			return err
-		}
-	}
-	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/access"
+	"github.com/leafd/leafd/health"
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/config"
 	"github.com/leafd/leafd/rpc"
@@ -193,7 +194,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, ReadTimeout: cfg.HTTP.ReadTimeout,
 		WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
 	})
-	grpcSrv, err := newGRPCServer(grpcLn, cfg.GRPC, acc, srv.Ready, metrics, alloc, gen, log)
+	grpcSrv, err := newGRPCServer(grpcLn, cfg.GRPC, acc, health.Ready(segHandler, sfHandler), metrics, alloc, gen, log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -287,8 +288,8 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 }
 
 // newGRPCServer builds the gRPC API's server for ln (nil: none, grpc.addr
-// is empty), served by the same allocators as the HTTP server, whose token
-// check, readiness and metrics registry it shares.
+// is empty), served by the same allocators as the HTTP server, with the
+// same token check, readiness and metrics registry.
 func newGRPCServer(ln net.Listener, cfg config.GRPC, acc *access.Checker, ready func() error, metrics *leafhttp.Metrics,
 	alloc *segment.Allocator, gen *snowflake.Pool, log *slog.Logger) (*rpc.Server, error) {
 	if ln == nil {

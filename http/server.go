@@ -21,9 +21,9 @@ import (
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/access"
 	"github.com/leafd/leafd/health"
+	"github.com/leafd/leafd/metrics"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
-	"github.com/leafd/leafd/store"
 )
 
 // Segment is what the HTTP layer needs of segment mode; *segment.Allocator
@@ -59,21 +59,10 @@ type Snowflake interface {
 	State() snowflake.State
 }
 
-// Store is what the dashboard, /api/state and /metrics show of the
-// database: its driver's name, its health and the address it uses.
-type Store interface {
-	Driver() string
-	Ping(ctx context.Context) error
-	Address() store.Address
-}
-
 var (
 	_ Segment   = (*segment.Allocator)(nil)
 	_ Snowflake = (*snowflake.Generator)(nil)
 	_ Snowflake = (*snowflake.Pool)(nil)
-	_ Store     = (*store.MySQL)(nil)
-	_ Store     = (*store.SQLite)(nil)
-	_ Store     = (*store.Postgres)(nil)
 )
 
 // Config wires a Server.
@@ -85,10 +74,10 @@ type Config struct {
 	Snowflake Snowflake
 	// Store is the database whose health the dashboard, /api/state and
 	// /metrics show; nil leaves it out.
-	Store Store
-	// Metrics is the registry /metrics serves (see NewMetrics, whose
-	// ObserveLoad is segment.Config.OnLoad). Nil: New makes one.
-	Metrics *Metrics
+	Store health.Pinger
+	// Metrics is the registry /metrics serves, New registering the
+	// server's state on it. Nil: New makes one.
+	Metrics *metrics.Registry
 	// Tags serves the admin routes /api/tags; nil answers them
 	// admin_disabled.
 	Tags Tags
@@ -144,7 +133,7 @@ type Server struct {
 	log        *slog.Logger
 	health     *health.Store // the store's ping, cached; nil without a store
 	ready      func() error
-	metrics    *Metrics
+	metrics    *metrics.Registry
 	engine     *gin.Engine
 	http       *http.Server
 	maxConns   int
@@ -182,11 +171,11 @@ func New(cfg Config) *Server {
 	s.health, s.metrics = health.NewStore(cfg.Store), cfg.Metrics
 	s.ready = health.Ready(cfg.Segment, cfg.Snowflake)
 	if s.metrics == nil {
-		s.metrics = NewMetrics()
+		s.metrics = metrics.New()
 	}
-	s.metrics.watch(s)
+	s.metrics.Watch(cfg.Segment, cfg.Snowflake, s.health)
 	s.tokenStore, s.access = cfg.Tokens, cfg.Access
-	e.Use(s.metrics.countRequests, s.recover, securityHeaders)
+	e.Use(s.countRequests, s.recover, securityHeaders)
 	e.NoRoute(func(c *gin.Context) {
 		s.writeError(c, leafd.Errorf(leafd.ENotFound, "no route %s %s; see the API in the README", c.Request.Method, c.Request.URL.Path))
 	})
@@ -218,17 +207,17 @@ func New(cfg Config) *Server {
 	// tag), in groups built here so that one middleware in front guards
 	// them all (admin.protect_dashboard).
 	dash := e.Group("", gzipBody)
-	metrics := e.Group("")
+	scraped := e.Group("")
 	if cfg.ProtectDashboard {
 		dash.Use(s.requireDashboard)
-		metrics.Use(s.requireDashboard)
+		scraped.Use(s.requireDashboard)
 	}
 	dash.Use(once) // after the token, as on the admin routes
-	metrics.Use(once)
+	scraped.Use(once)
 	get(dash, "/", s.redirectDashboard)
 	get(dash, "/dashboard", s.getDashboard)
 	get(dash, "/api/state", s.getState)
-	get(metrics, "/metrics", s.getMetrics)
+	get(scraped, "/metrics", gin.WrapH(s.metrics))
 	admin := e.Group("/api/tags", s.requireAdmin, once)
 	get(admin, "", s.listTags)
 	admin.POST("", s.createTag)
@@ -324,6 +313,23 @@ func (s *Server) recover(c *gin.Context) {
 		}
 	}()
 	c.Next()
+}
+
+// countRequests counts every request in the metrics by route template
+// (c.FullPath), method and status, with its error code if it failed.
+func (s *Server) countRequests(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	took := time.Since(start)
+	route := c.FullPath()
+	if route == "" {
+		route = "unmatched"
+	}
+	var err error
+	if len(c.Errors) > 0 {
+		err = c.Errors.Last().Err
+	}
+	s.metrics.ObserveRequest(route, c.Request.Method, c.Writer.Status(), took, err)
 }
 
 type panicError struct{ v any }

@@ -15,6 +15,7 @@ import (
 	"github.com/leafd/leafd/access"
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/testdb"
+	leafmetrics "github.com/leafd/leafd/metrics"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
@@ -25,7 +26,7 @@ import (
 // database.
 type tokenServer struct {
 	url     string
-	metrics *leafhttp.Metrics
+	metrics *leafmetrics.Registry
 }
 
 // flakyTokens is a store whose ListTokens can be made to fail, as an
@@ -61,7 +62,7 @@ func newTokenServer(t *testing.T, driver, dsn string, workerID int64, tokens lea
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
-	m := leafhttp.NewMetrics()
+	m := leafmetrics.New()
 	acc := access.New(access.Config{Store: tokens, Segment: true, Snowflake: true, Registerer: m.Registerer(), Logger: quiet})
 	t.Cleanup(acc.Close)
 	srv := leafhttp.New(leafhttp.Config{

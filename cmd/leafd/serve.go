@@ -18,6 +18,7 @@ import (
 	"github.com/leafd/leafd/health"
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/config"
+	leafmetrics "github.com/leafd/leafd/metrics"
 	"github.com/leafd/leafd/rpc"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
@@ -128,7 +129,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 		return err
 	}
 
-	metrics, err := leafhttp.NewMetricsWith(leafhttp.MetricsOptions{PerTag: leafhttp.PerTag(cfg.Metrics.PerTag)})
+	metrics, err := leafmetrics.NewWith(leafmetrics.Options{PerTag: leafmetrics.PerTag(cfg.Metrics.PerTag)})
 	if err != nil {
 		return usageError{err}
 	}
@@ -183,7 +184,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 		sfHandler = gen
 	}
 	acc := access.New(access.Config{Store: db, Segment: cfg.Segment.RequireToken, Snowflake: cfg.Snowflake.RequireToken,
-		Registerer: metrics.Registerer(), TagLabels: metrics.PerTag() == leafhttp.PerTagFull, Logger: log})
+		Registerer: metrics.Registerer(), TagLabels: metrics.PerTag() == leafmetrics.PerTagFull, Logger: log})
 	defer acc.Close() // after both servers drained
 	srv := leafhttp.New(leafhttp.Config{
 		Segment: segHandler, Snowflake: sfHandler, Tags: db, MaxStep: cfg.Segment.MaxStep, OpaqueKey: opaqueKey(cfg),
@@ -290,7 +291,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 // newGRPCServer builds the gRPC API's server for ln (nil: none, grpc.addr
 // is empty), served by the same allocators as the HTTP server, with the
 // same token check, readiness and metrics registry.
-func newGRPCServer(ln net.Listener, cfg config.GRPC, acc *access.Checker, ready func() error, metrics *leafhttp.Metrics,
+func newGRPCServer(ln net.Listener, cfg config.GRPC, acc *access.Checker, ready func() error, metrics *leafmetrics.Registry,
 	alloc *segment.Allocator, gen *snowflake.Pool, log *slog.Logger) (*rpc.Server, error) {
 	if ln == nil {
 		return nil, nil

@@ -192,7 +192,7 @@ func New(cfg Config) *Server {
 	}
 	// The routes that are not ID routes refuse a query that would be read
 	// in part (onceQuery); the ID routes read theirs themselves.
-	once := s.onceQuery(nil)
+	once := s.checkQuery(&onceQuery)
 	get(e, "/healthz", once, s.healthz)
 	get(e, "/readyz", once, s.readyz)
 	get(e, "/segment/:tag", s.guard(false, false, s.getSegment)...)
@@ -202,7 +202,7 @@ func New(cfg Config) *Server {
 	get(e, "/snowflake/:id", once, s.decodeSnowflake)
 	get(e, "/snowflake/at/:time", once, s.composeSnowflake)
 	get(e, "/api/snowflake/get/:key", s.guard(true, true, s.getLeafSnowflake)...)
-	get(e, "/decodeSnowflakeId", s.onceQuery(map[string]string{"snowflakeId": leafd.EInvalidID}), s.decodeLeafSnowflake)
+	get(e, "/decodeSnowflakeId", s.checkQuery(&decodeLeafQuery), s.decodeLeafSnowflake)
 	// The dashboard, the state it shows and the metrics (which name every
 	// tag), in groups built here so that one middleware in front guards
 	// them all (admin.protect_dashboard).

@@ -47,14 +47,16 @@ func (s *Server) checkIDToken(c *gin.Context, snowflake, leaf bool) {
 	}
 	var err error
 	switch {
-	case text == "" && leaf:
-		text, err = queryToken(c.Request.URL.RawQuery)
 	case text == "":
-		// A token in the URL of a native route is refused as the handler
-		// would refuse it, rather than answered token_required: the caller
-		// learns where the token goes.
-		if token, qerr := queryToken(c.Request.URL.RawQuery); qerr != nil || token != "" {
-			s.writeError(c, unknownParam("token", 0))
+		var q query
+		q, err = tokenQuery.read(c.Request.URL.RawQuery)
+		token, _ := q.get("token")
+		text = strings.TrimSpace(token)
+		if !leaf && (err != nil || text != "") {
+			// A token in the URL of a native route is refused as the
+			// handler would refuse it, rather than answered
+			// token_required: the caller learns where the token goes.
+			s.writeError(c, unknownParam("token", nil))
 			return
 		}
 	}
@@ -84,35 +86,6 @@ func (s *Server) checkIDToken(c *gin.Context, snowflake, leaf bool) {
 	c.Header("Content-Type", textPlain)
 	c.AbortWithStatus(status)
 	_, _ = c.Writer.WriteString(code + ": " + leafd.ErrorMessage(err))
-}
-
-// queryToken reads the token parameter of a Leaf route's query, given at
-// most once. Names are %-decoded, as the rest of the query is read:
-// %74oken is token.
-func queryToken(raw string) (string, error) {
-	var token string
-	seen := false
-	for raw != "" {
-		var pair string
-		pair, raw, _ = strings.Cut(raw, "&")
-		key, value, _ := strings.Cut(pair, "=")
-		key, err := unescapeQuery(key)
-		if err != nil {
-			return "", err
-		}
-		if key != "token" {
-			continue
-		}
-		if seen {
-			return "", leafd.Errorf(leafd.EInvalidQuery, "the query parameter token is repeated: give it once")
-		}
-		v, err := unescapeQuery(value)
-		if err != nil {
-			return "", err
-		}
-		token, seen = strings.TrimSpace(v), true
-	}
-	return token, nil
 }
 
 // tokenJSON is a token as the admin routes answer it: never its hash. The

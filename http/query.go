@@ -36,12 +36,15 @@ var (
 	// handler would read).
 	onceQuery       = queryRule{once: true}
 	decodeLeafQuery = queryRule{once: true, takes: []param{{"snowflakeId", leafd.EInvalidID}}}
+	apiStateQuery   = queryRule{once: true, takes: []param{{"tag", leafd.EInvalidQuery}, {"q", leafd.EInvalidQuery},
+		{"state", leafd.EInvalidQuery}, {"sort", leafd.EInvalidQuery}, {"offset", leafd.EInvalidQuery}, {"limit", leafd.EInvalidQuery}}}
 )
 
 // queryRule is how a route reads its query string.
 type queryRule struct {
 	// takes are the parameters the route reads, each with the code of the
-	// error when it is given twice; query keeps their values in this order.
+	// error when it is given twice; query keeps their values in this order
+	// (at most len(query.values)).
 	takes []param
 	// only refuses a ';' and every parameter the route does not take.
 	only bool
@@ -59,8 +62,8 @@ type param struct{ name, repeated string }
 // and whether it was given.
 type query struct {
 	rule   *queryRule
-	values [3]string
-	has    [3]bool
+	values [6]string
+	has    [6]bool
 }
 
 // get returns the value of the parameter name and whether it was given.

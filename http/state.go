@@ -5,7 +5,6 @@ import (
 	"context"
 	"math"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -285,33 +284,35 @@ const (
 // it does not know are ignored, like the dashboard's own (?poll=).
 func parseStateQuery(c *gin.Context) (stateQuery, error) {
 	var q stateQuery
-	if c.Request.URL.RawQuery == "" {
-		return q, nil
+	raw := c.Request.URL.RawQuery
+	if strings.Count(raw, "&") >= 10000 { // url.ParseQuery's limit, which this route kept
+		return q, leafd.Errorf(leafd.EInvalidQuery, "the query does not parse (number of URL query parameters exceeded limit); write it as name=value pairs joined by &, with %%XX escapes")
 	}
-	v, err := url.ParseQuery(c.Request.URL.RawQuery)
+	v, err := apiStateQuery.read(raw)
 	if err != nil {
-		return q, leafd.Errorf(leafd.EInvalidQuery, "the query does not parse (%v); write it as name=value pairs joined by &, with %%XX escapes", err)
+		return q, err
 	}
-	q.tag, q.q = v.Get("tag"), v.Get("q")
-	if st := v.Get("state"); st != "" {
+	get := func(name string) string { s, _ := v.get(name); return s }
+	q.tag, q.q = get("tag"), get("q")
+	if st := get("state"); st != "" {
 		q.status = segment.Status(st)
 		if !slices.Contains(segment.Statuses, q.status) {
 			return q, leafd.Errorf(leafd.EInvalidQuery, "state %q is not a tag status; use one of %s", st, statusList())
 		}
 	}
-	switch q.sort = v.Get("sort"); q.sort {
+	switch q.sort = get("sort"); q.sort {
 	case "", sortName, sortProblems, sortRate:
 	default:
 		return q, leafd.Errorf(leafd.EInvalidQuery, "sort %q is not an order; use name, problems or rate", q.sort)
 	}
-	if s := v.Get("offset"); s != "" {
+	if s := get("offset"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
 			return q, leafd.Errorf(leafd.EInvalidQuery, "offset %q is not a whole number of 0 or more", s)
 		}
 		q.offset, q.offsetSet = n, true
 	}
-	if s := v.Get("limit"); s != "" {
+	if s := get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > maxStateLimit {
 			return q, leafd.Errorf(leafd.EInvalidQuery, "limit %q is not a whole number from 1 to %d; leave it out for every tag", s, maxStateLimit)

@@ -9,6 +9,7 @@
 package access
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -144,16 +145,13 @@ func New(cfg Config) *Checker {
 	if cfg.Store == nil || (!cfg.Segment && !cfg.Snowflake) {
 		return nil
 	}
-	k := &Checker{store: cfg.Store, segment: cfg.Segment, snowflake: cfg.Snowflake, log: cfg.Logger,
-		refresh: positiveOr(cfg.Refresh, DefaultRefresh), done: make(chan struct{}),
+	k := &Checker{store: cfg.Store, segment: cfg.Segment, snowflake: cfg.Snowflake, log: cmp.Or(cfg.Logger, slog.Default()),
+		refresh: cmp.Or(max(cfg.Refresh, 0), DefaultRefresh), done: make(chan struct{}),
 		tagLabels: cfg.TagLabels, tags: map[string]struct{}{}, byTag: map[string]*atomic.Int64{},
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leafd_token_refusals_total",
 			Help: "ID requests refused for their access token, by mode (segment or snowflake), tag (with metrics.per_tag full; empty for snowflake, or with basic or off) and reason (missing or refused).",
 		}, []string{"mode", "tag", "reason"}),
-	}
-	if k.log == nil {
-		k.log = slog.Default()
 	}
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(k.refusals)
@@ -162,13 +160,6 @@ func New(cfg Config) *Checker {
 	k.stop = stop
 	go k.run(ctx)
 	return k
-}
-
-func positiveOr(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
 }
 
 // Required reports whether the ID requests of a mode (snowflake, or segment

@@ -29,8 +29,9 @@ var (
 	// leafQuery refuses a malformed escape anywhere, as the handler's
 	// check; tokenQuery reads the token alone, for the token's check,
 	// before it.
-	leafQuery  = queryRule{escapes: true, takes: []param{{"token", leafd.EInvalidQuery}}}
-	tokenQuery = queryRule{takes: []param{{"token", leafd.EInvalidQuery}}}
+	leafParams = []param{{"token", leafd.EInvalidQuery}}
+	leafQuery  = queryRule{escapes: true, takes: leafParams}
+	tokenQuery = queryRule{takes: leafParams}
 	// The other routes, whose handlers read what they take: no ';', no
 	// malformed escape and no parameter twice (whose first value the
 	// handler would read).
@@ -68,26 +69,24 @@ type query struct {
 
 // get returns the value of the parameter name and whether it was given.
 func (q *query) get(name string) (string, bool) {
-	for i, p := range q.rule.takes {
-		if p.name == name {
-			return q.values[i], q.has[i]
-		}
+	if i := q.rule.index(name); i >= 0 {
+		return q.values[i], q.has[i]
 	}
 	return "", false
 }
 
-// read reads raw, the query string, by r. Its errors are invalid_query,
-// or the code of the parameter given twice.
-func (r *queryRule) read(raw string) (query, error) {
-	q := query{rule: r}
+// read reads raw, the query string, by r into q, a zero query. Its errors
+// are invalid_query, or the code of the parameter given twice.
+func (r *queryRule) read(raw string, q *query) error {
+	q.rule = r
 	if raw == "" {
-		return q, nil
+		return nil
 	}
 	if r.escapes && !validEscapes(raw) {
-		return q, leafd.Errorf(leafd.EInvalidQuery, "the query string %q does not parse: it holds a malformed %%-escape; write a %% as %%25", truncate(raw))
+		return leafd.Errorf(leafd.EInvalidQuery, "the query string %q does not parse: it holds a malformed %%-escape; write a %% as %%25", truncate(raw))
 	}
 	if (r.only || r.once) && strings.IndexByte(raw, ';') >= 0 {
-		return q, leafd.Errorf(leafd.EInvalidQuery,
+		return leafd.Errorf(leafd.EInvalidQuery,
 			`the query string %q does not parse: it holds ";", which is not a separator; separate parameters with "&", and write a ";" inside a value as %%3B`, truncate(raw))
 	}
 	var seen map[string]struct{} // with once: every name given
@@ -100,19 +99,19 @@ func (r *queryRule) read(raw string) (query, error) {
 		key, value, _ := strings.Cut(pair, "=")
 		key, err := unescapeQuery(key)
 		if err != nil {
-			return q, err
+			return err
 		}
 		i := r.index(key)
 		if r.once {
 			if _, err := unescapeQuery(value); err != nil {
-				return q, err
+				return err
 			}
 			if _, dup := seen[key]; dup {
 				code := leafd.EInvalidQuery
 				if i >= 0 {
 					code = r.takes[i].repeated
 				}
-				return q, leafd.Errorf(code, "the query parameter %q is repeated: give it once", truncate(key))
+				return leafd.Errorf(code, "the query parameter %q is repeated: give it once", truncate(key))
 			}
 			if seen == nil {
 				seen = make(map[string]struct{})
@@ -121,19 +120,19 @@ func (r *queryRule) read(raw string) (query, error) {
 		}
 		if i < 0 {
 			if r.only {
-				return q, unknownParam(key, r)
+				return unknownParam(key, r)
 			}
 			continue
 		}
 		if q.has[i] {
-			return q, leafd.Errorf(r.takes[i].repeated, "the query parameter %s is repeated: give it once", key)
+			return leafd.Errorf(r.takes[i].repeated, "the query parameter %s is repeated: give it once", key)
 		}
 		if value, err = unescapeQuery(value); err != nil {
-			return q, err
+			return err
 		}
 		q.values[i], q.has[i] = value, true
 	}
-	return q, nil
+	return nil
 }
 
 // index returns where r takes the parameter name, -1 if it does not.
@@ -211,7 +210,8 @@ func unescapeQuery(s string) (string, error) {
 // refuses a query that r refuses, before the handler reads it.
 func (s *Server) checkQuery(r *queryRule) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if _, err := r.read(c.Request.URL.RawQuery); err != nil {
+		var q query
+		if err := r.read(c.Request.URL.RawQuery, &q); err != nil {
 			s.writeError(c, err)
 			return
 		}

@@ -20,7 +20,8 @@ type idQuery struct {
 
 // readIDQuery reads raw with allIDParams.
 func readIDQuery(raw string) (idQuery, error) {
-	q, err := allIDParams.read(raw)
+	var q query
+	err := allIDParams.read(raw, &q)
 	return idQuery{q.values[0], q.values[1], q.values[2], q.has[0], q.has[1], q.has[2]}, err
 }
 

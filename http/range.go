@@ -45,8 +45,8 @@ func (s *Server) getSegmentRange(c *gin.Context) {
 // once, a decimal integer in 1..max, and format at most once; no other
 // parameter.
 func parseSize(rawQuery string, max int64) (int64, error) {
-	q, err := rangeQuery.read(rawQuery)
-	if err != nil {
+	var q query
+	if err := rangeQuery.read(rawQuery, &q); err != nil {
 		return 0, err
 	}
 	size, ok := q.get("size")

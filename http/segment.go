@@ -51,7 +51,8 @@ func (s *Server) getSegment(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	q, err := segmentQuery.read(c.Request.URL.RawQuery)
+	var q query
+	err := segmentQuery.read(c.Request.URL.RawQuery, &q)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -113,7 +114,7 @@ func (s *Server) getLeafSegment(c *gin.Context) {
 		s.writeLeafError(c, err)
 		return
 	}
-	if _, err := leafQuery.read(c.Request.URL.RawQuery); err != nil {
+	if err := leafQuery.read(c.Request.URL.RawQuery, new(query)); err != nil {
 		s.writeLeafError(c, err)
 		return
 	}

@@ -26,7 +26,8 @@ func (s *Server) getSnowflake(c *gin.Context) {
 		s.writeError(c, snowflakeDisabled())
 		return
 	}
-	q, err := snowflakeQuery.read(c.Request.URL.RawQuery)
+	var q query
+	err := snowflakeQuery.read(c.Request.URL.RawQuery, &q)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -92,7 +93,7 @@ func (s *Server) getLeafSnowflake(c *gin.Context) {
 		s.writeLeafError(c, snowflakeDisabled())
 		return
 	}
-	if _, err := leafQuery.read(c.Request.URL.RawQuery); err != nil {
+	if err := leafQuery.read(c.Request.URL.RawQuery, new(query)); err != nil {
 		s.writeLeafError(c, err)
 		return
 	}
@@ -145,7 +146,8 @@ func (s *Server) decodeLeafSnowflake(c *gin.Context) {
 		s.writeError(c, snowflakeDisabled())
 		return
 	}
-	q, _ := decodeLeafQuery.read(c.Request.URL.RawQuery) // checked before (checkQuery)
+	var q query
+	_ = decodeLeafQuery.read(c.Request.URL.RawQuery, &q) // checked before (checkQuery)
 	raw, ok := q.get("snowflakeId")
 	if !ok || raw == "" {
 		s.writeError(c, leafd.Errorf(leafd.EInvalidID,

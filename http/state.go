@@ -288,8 +288,8 @@ func parseStateQuery(c *gin.Context) (stateQuery, error) {
 	if strings.Count(raw, "&") >= 10000 { // url.ParseQuery's limit, which this route kept
 		return q, leafd.Errorf(leafd.EInvalidQuery, "the query does not parse (number of URL query parameters exceeded limit); write it as name=value pairs joined by &, with %%XX escapes")
 	}
-	v, err := apiStateQuery.read(raw)
-	if err != nil {
+	var v query
+	if err := apiStateQuery.read(raw, &v); err != nil {
 		return q, err
 	}
 	get := func(name string) string { s, _ := v.get(name); return s }

@@ -49,7 +49,7 @@ func (s *Server) checkIDToken(c *gin.Context, snowflake, leaf bool) {
 	switch {
 	case text == "":
 		var q query
-		q, err = tokenQuery.read(c.Request.URL.RawQuery)
+		err = tokenQuery.read(c.Request.URL.RawQuery, &q)
 		token, _ := q.get("token")
 		text = strings.TrimSpace(token)
 		if !leaf && (err != nil || text != "") {

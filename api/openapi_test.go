@@ -26,7 +26,7 @@ import (
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/access"
 	leafhttp "github.com/leafd/leafd/http"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"

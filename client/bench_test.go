@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/leafd/leafd/client"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 )
 
 // BenchmarkAtomicAdd is the floor BenchmarkNext is compared with: one

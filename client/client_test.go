@@ -16,7 +16,7 @@ import (
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/client"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 )
 
 func newClient(tb testing.TB, baseURL string, opts ...client.Option) *client.Client {

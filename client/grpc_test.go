@@ -23,7 +23,7 @@ import (
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/client"
 	leafhttp "github.com/leafd/leafd/http"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	leafdv1 "github.com/leafd/leafd/proto/leafd/v1"
 	"github.com/leafd/leafd/rpc"
 	"github.com/leafd/leafd/segment"
@@ -46,7 +46,7 @@ type leafdPair struct {
 	grpc *rpc.Server
 }
 
-func newPair(tb testing.TB, s *store.SQLite, m modes) *leafdPair {
+func newPair(tb testing.TB, s store.Store, m modes) *leafdPair {
 	tb.Helper()
 	hcfg := leafhttp.Config{Logger: quiet}
 	gcfg := rpc.Config{Logger: quiet}
@@ -550,8 +550,11 @@ func TestGRPCStatusFailover(t *testing.T) {
 // no segment or snowflake ID twice, and the opaque tag's IDs come through
 // the ID buffer of the leased clients. Run with -race.
 func TestGRPCAndHTTPManyGoroutines(t *testing.T) {
-	dsn := testdb.SQLite(t)
-	storeA, storeB := openStore(t, dsn), openStore(t, dsn)
+	testdb.Each(t, store.Drivers(), testGRPCAndHTTPManyGoroutines)
+}
+
+func testGRPCAndHTTPManyGoroutines(t *testing.T, driver, dsn string) {
+	storeA, storeB := openShared(t, driver, dsn)
 	createTag(t, storeA, "order", 1000)
 	if _, err := storeA.CreateTag(context.Background(), leafd.Tag{Name: "user", Step: 10_000, MaxID: 1,
 		Format: segment.FormatOpaque, KeyFingerprint: segment.KeyFingerprint(opaqueKey, "user")}); err != nil {

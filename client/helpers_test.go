@@ -15,7 +15,7 @@ import (
 
 	"github.com/leafd/leafd"
 	leafhttp "github.com/leafd/leafd/http"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
@@ -25,12 +25,32 @@ var quiet = slog.New(slog.DiscardHandler)
 
 // openStore opens and migrates the SQLite database dsn; several stores may
 // share one file, as several leafd processes do.
-func openStore(tb testing.TB, dsn string) *store.SQLite {
+func openStore(tb testing.TB, dsn string) store.Store {
 	tb.Helper()
 	s, err := store.OpenSQLite(dsn)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return migrated(tb, s)
+}
+
+// openShared opens two migrated stores on the database dsn of engine
+// driver: two servers sharing one database.
+func openShared(tb testing.TB, driver, dsn string) (a, b store.Store) {
+	tb.Helper()
+	open := func() store.Store {
+		s, err := store.Open(driver, dsn)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return migrated(tb, s)
+	}
+	return open(), open()
+}
+
+// migrated migrates s and closes it when the test ends.
+func migrated(tb testing.TB, s store.Store) store.Store {
+	tb.Helper()
 	tb.Cleanup(func() { s.Close() })
 	if err := s.Migrate(context.Background()); err != nil {
 		tb.Fatal(err)
@@ -38,7 +58,7 @@ func openStore(tb testing.TB, dsn string) *store.SQLite {
 	return s
 }
 
-func createTag(tb testing.TB, s *store.SQLite, name string, step int64) {
+func createTag(tb testing.TB, s store.Store, name string, step int64) {
 	tb.Helper()
 	if _, err := s.CreateTag(context.Background(), leafd.Tag{Name: name, Step: step, MaxID: 1}); err != nil {
 		tb.Fatal(err)
@@ -56,7 +76,7 @@ var bothModes = modes{segment: true, snowflake: true, workerID: 1}
 
 // leafdHandler is a real leafd HTTP handler over s: segment.Allocator,
 // snowflake.Generator with a fixed worker id, leafhttp.Server.
-func leafdHandler(tb testing.TB, s *store.SQLite, m modes) http.Handler {
+func leafdHandler(tb testing.TB, s store.Store, m modes) http.Handler {
 	tb.Helper()
 	cfg := leafhttp.Config{Logger: quiet}
 	if m.segment {
@@ -147,7 +167,7 @@ type testServer struct {
 	rec *recorder
 }
 
-func newServer(tb testing.TB, s *store.SQLite, m modes) *testServer {
+func newServer(tb testing.TB, s store.Store, m modes) *testServer {
 	tb.Helper()
 	rec := &recorder{h: leafdHandler(tb, s, m)}
 	srv := httptest.NewServer(rec)

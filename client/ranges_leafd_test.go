@@ -13,7 +13,7 @@ import (
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/client"
 	leafhttp "github.com/leafd/leafd/http"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store"
 )
@@ -23,10 +23,11 @@ import (
 // goroutines each, get no ID twice; an opaque tag answers
 // range_unsupported and is served from the ID buffer instead. It is
 // skipped while the server does not serve GET /segment/{tag}/range.
-func TestRangesLeafd(t *testing.T) {
+func TestRangesLeafd(t *testing.T) { testdb.Each(t, store.Drivers(), testRangesLeafd) }
+
+func testRangesLeafd(t *testing.T, driver, dsn string) {
 	key := []byte("0123456789abcdef0123456789abcdef")
-	dsn := testdb.SQLite(t)
-	storeA, storeB := openStore(t, dsn), openStore(t, dsn)
+	storeA, storeB := openShared(t, driver, dsn)
 	createTag(t, storeA, "order", 1000)
 	// The opaque tag's step is larger than the test uses, so that no batch
 	// spans two of a server's buffers: such a batch comes back short
@@ -38,7 +39,7 @@ func TestRangesLeafd(t *testing.T) {
 	}
 	var urls []string
 	var recs []*recorder
-	for _, s := range []*store.SQLite{storeA, storeB} {
+	for _, s := range []store.Store{storeA, storeB} {
 		a, err := segment.New(s, segment.Config{WaitTimeout: time.Second, TagRefresh: time.Hour, Logger: quiet, OpaqueKey: key})
 		if err != nil {
 			t.Fatal(err)

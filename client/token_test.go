@@ -10,7 +10,7 @@ import (
 	"github.com/leafd/leafd/access"
 	"github.com/leafd/leafd/client"
 	leafhttp "github.com/leafd/leafd/http"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/rpc"
 	"github.com/leafd/leafd/segment"
 )

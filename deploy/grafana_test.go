@@ -23,7 +23,7 @@ import (
 	"github.com/leafd/leafd/access"
 	"github.com/leafd/leafd/health"
 	leafhttp "github.com/leafd/leafd/http"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	leafmetrics "github.com/leafd/leafd/metrics"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"

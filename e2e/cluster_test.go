@@ -21,9 +21,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, to read a PostgreSQL scenario's max_ids
 
-	"github.com/leafd/leafd/internal/faultproxy"
-	"github.com/leafd/leafd/internal/testdb"
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/faultproxy"
+	"github.com/leafd/leafd/internal/testkit/testdb"
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // cluster is one scenario's world: a fresh database, leafd servers that

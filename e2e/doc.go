@@ -1,7 +1,7 @@
 // Package e2e is leafd's end-to-end fault-injection suite. It builds the
 // real leafd binary, runs several leafd processes on loopback ports against
 // a real MariaDB or MySQL database reached through a fault-injecting TCP
-// proxy (internal/faultproxy), puts them under concurrent load from many
+// proxy (internal/testkit/faultproxy), puts them under concurrent load from many
 // HTTP clients, injects faults (kill -9, graceful restarts, the database
 // unreachable, slow, restarted or partitioned from one server, bad input at
 // volume) and checks every ID it received against the guarantees of
@@ -20,7 +20,7 @@
 //	LEAFD_E2E_REPORT=FILE          also write the results table as Markdown to FILE
 //	LEAFD_E2E_BIN=PATH             test this leafd binary instead of building one
 //	                               (a release build, say)
-//	LEAFD_TEST_MYSQL_DSN=...       the database server (see internal/testdb); the
+//	LEAFD_TEST_MYSQL_DSN=...       the database server (see internal/testkit/testdb); the
 //	                               suite fails, rather than skips, without one
 //	LEAFD_TEST_REQUIRE_GALERA=1    fail, rather than skip, the Galera scenarios (7a-7e)
 //	                               when galera-4 and rsync are not installed
@@ -28,18 +28,18 @@
 //	                               Debian's haproxy is not installed
 //
 // Scenario 8 runs three servers over a PostgreSQL server of its own
-// (internal/pgserver, Debian's postgresql package; required once the suite
+// (internal/testkit/pgserver, Debian's postgresql package; required once the suite
 // is on), kills one with kill -9, and crashes and restarts the database
 // itself under load. Scenario 9 runs three servers with store.shards over
-// three independent MariaDB servers of its own (internal/galera,
+// three independent MariaDB servers of its own (internal/testkit/galera,
 // standalone), kills one database and moves a slot under load.
 //
 // The Galera scenarios start a real 3-node MariaDB Galera cluster on
-// loopback (internal/galera), shared by them, and run one leafd per node with
+// loopback (internal/testkit/galera), shared by them, and run one leafd per node with
 // the other nodes as store.fallback_dsns: steady load with cross-node
 // certification conflicts, a node killed with kill -9 and rejoining, and
 // snowflake servers leasing worker ids through every node at once. Scenarios
-// 7d and 7e put a real HAProxy (internal/haproxy) in front of the same
+// 7d and 7e put a real HAProxy (internal/testkit/haproxy) in front of the same
 // cluster and give leafd its address only: the node behind it killed with
 // kill -9 and rejoining, and HAProxy itself killed and restarted. Only them:
 //

@@ -15,12 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafd/leafd/internal/galera"
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/galera"
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // The Galera scenarios (7a to 7c) run leafd on a real 3-node MariaDB
-// Galera cluster on loopback (internal/galera), one leafd per node, each
+// Galera cluster on loopback (internal/testkit/galera), one leafd per node, each
 // given its node as store.dsn and the other two as store.fallback_dsns.
 // There is no proxy: the faults are the cluster's own (certification
 // conflicts between nodes, a node killed with SIGKILL). They run when the

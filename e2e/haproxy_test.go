@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafd/leafd/internal/galera"
-	"github.com/leafd/leafd/internal/haproxy"
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/galera"
+	"github.com/leafd/leafd/internal/testkit/haproxy"
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // The HAProxy scenarios (7d, 7e) run leafd behind the most common
-// production topology for Galera: Debian's HAProxy (internal/haproxy) in
+// production topology for Galera: Debian's HAProxy (internal/testkit/haproxy) in
 // front of the suite's shared 3-node cluster, TCP mode, node 0 the active
 // server and nodes 1 and 2 backups in that order, so that all writes go
 // through one node at a time; TCP health checks every 500 ms, a node

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // profile sizes a run: how many servers and clients, how long each phase

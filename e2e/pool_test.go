@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // poolWorkers is snowflake.workers in scenario 5c.

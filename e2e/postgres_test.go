@@ -4,11 +4,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafd/leafd/internal/pgserver"
+	"github.com/leafd/leafd/internal/testkit/pgserver"
 )
 
 // Scenario 8: PostgreSQL. Three servers over one PostgreSQL database of the
-// scenario's own (internal/pgserver), under load with small steps: one
+// scenario's own (internal/testkit/pgserver), under load with small steps: one
 // server killed with kill -9 and restarted, then the database itself
 // crashed (an immediate shutdown: every session cut, nothing checkpointed)
 // and started again, replaying its write-ahead log, 2 or 8 times. Segment

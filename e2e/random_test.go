@@ -23,9 +23,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/leafd/leafd"
-	"github.com/leafd/leafd/internal/faultproxy"
-	"github.com/leafd/leafd/internal/pgserver"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/faultproxy"
+	"github.com/leafd/leafd/internal/testkit/pgserver"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/store"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // Tags of scenario 10: steady serves throughout; updated is rewound by an

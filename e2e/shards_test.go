@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafd/leafd/internal/galera"
+	"github.com/leafd/leafd/internal/testkit/galera"
 	"github.com/leafd/leafd/store"
 )
 
 // Scenario 9: store.shards over three independent MariaDB servers of the
-// scenario's own (internal/galera, standalone). Three leafd servers
+// scenario's own (internal/testkit/galera, standalone). Three leafd servers
 // initialise sharding together at start-up and serve under load; one
 // database is killed with kill -9 and restarted; then a slot is moved to
 // another database under load. No request may fail while a database is up

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // Clock moves are not injected here: Go reads the clock through the vDSO,

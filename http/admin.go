@@ -41,7 +41,7 @@ var _ Tags = store.Store(nil)
 const (
 	maxBodyBytes       = 64 << 10
 	defaultStep        = 1000
-	defaultMaxStep     = 1_000_000
+	defaultMaxStep     = segment.DefaultMaxStep
 	tokenHint          = "send the header Authorization: Bearer TOKEN, where TOKEN is admin.token"
 	adminDisabledHint  = "the admin routes are switched off: set admin.token (LEAFD_ADMIN_TOKEN) to use them"
 	maxIDImmutableHint = "max_id cannot be changed: lowering it would hand out IDs again; a rewound tag is raised to its high-water mark by POST /api/tags/{tag}/repair"

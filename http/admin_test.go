@@ -13,7 +13,7 @@ import (
 
 	"github.com/leafd/leafd"
 	leafhttp "github.com/leafd/leafd/http"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store"
 )
@@ -38,15 +38,7 @@ type adminServer struct {
 
 func openAdminStore(tb testing.TB, driver, dsn string) adminStore {
 	tb.Helper()
-	var (
-		s   adminStore
-		err error
-	)
-	if driver == "sqlite" {
-		s, err = store.OpenSQLite(dsn)
-	} else {
-		s, err = store.OpenMySQL(dsn)
-	}
+	s, err := store.Open(driver, dsn)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -70,17 +62,9 @@ func newAdminServer(tb testing.TB, driver, dsn, adminToken string) *adminServer 
 	return &adminServer{url: srv.URL, store: s, alloc: a}
 }
 
-// forEachDriver runs f on a fresh SQLite file and a fresh MySQL database.
+// forEachDriver runs f on a fresh database of every engine.
 func forEachDriver(t *testing.T, f func(t *testing.T, driver, dsn string)) {
-	for _, driver := range []string{"sqlite", "mysql"} {
-		t.Run(driver, func(t *testing.T) {
-			dsn := testdb.SQLite(t)
-			if driver == "mysql" {
-				dsn = testdb.MySQL(t)
-			}
-			f(t, driver, dsn)
-		})
-	}
+	testdb.Each(t, store.Drivers(), f)
 }
 
 func send(tb testing.TB, method, url, body string, header ...string) response {

@@ -48,7 +48,7 @@ func writeOK(c *gin.Context, ct []string, b []byte) {
 // since append grows a slice past what it holds (by up to a quarter, then
 // to a size class).
 const (
-	pooledBatch = 10_000
+	pooledBatch = segment.DefaultMaxBatch
 	// maxPooledBytes: a buffer holds one chunk of an answer, and
 	// chunkedAnswer sizes it to at most answerChunk.
 	maxPooledBytes = answerChunk

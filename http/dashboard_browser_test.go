@@ -20,7 +20,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/leafd/leafd"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store"
 )

@@ -15,7 +15,7 @@ import (
 
 	"github.com/leafd/leafd"
 	leafhttp "github.com/leafd/leafd/http"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 )
 
 // The 64 KiB cap holds for the whole body: an object that fits, followed

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/leafd/leafd"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store"
 )

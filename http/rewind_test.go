@@ -13,6 +13,7 @@ import (
 
 	"github.com/leafd/leafd"
 	leafhttp "github.com/leafd/leafd/http"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	leafmetrics "github.com/leafd/leafd/metrics"
 	"github.com/leafd/leafd/segment"
 )
@@ -128,13 +129,5 @@ func TestRewoundTagRecreated(t *testing.T) {
 // lock rather than failing at once).
 func openRaw(t *testing.T, driver, dsn string) *sql.DB {
 	t.Helper()
-	if driver == "sqlite" {
-		dsn += "?_pragma=busy_timeout(10000)"
-	}
-	raw, err := sql.Open(driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { raw.Close() })
-	return raw
+	return testdb.SQL(t, driver, dsn).DB
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/leafd/leafd"
 	leafhttp "github.com/leafd/leafd/http"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store"
 )

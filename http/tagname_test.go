@@ -2,24 +2,20 @@ package http_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 )
 
 // insertRow adds a leaf_alloc row by SQL, as an operator of a Leaf
 // database would, past the checks of the store.
 func insertRow(tb testing.TB, driver, dsn, name string, maxID, step int64) {
 	tb.Helper()
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES (?, ?, ?)", name, maxID, step); err != nil {
+	db := testdb.SQL(tb, driver, dsn)
+	if _, err := db.Exec(db.Rebind("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES (?, ?, ?)"), name, maxID, step); err != nil {
 		tb.Fatalf("insert %q: %v", name, err)
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/access"
 	leafhttp "github.com/leafd/leafd/http"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	leafmetrics "github.com/leafd/leafd/metrics"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
@@ -124,11 +124,7 @@ func createToken(t *testing.T, url string, tags ...string) (id, text string) {
 	return out.ID, out.Token
 }
 
-func TestTokensSQLite(t *testing.T) { testTokens(t, "sqlite", testdb.SQLite(t)) }
-
-func TestTokensMySQL(t *testing.T) { testTokens(t, "mysql", testdb.MySQL(t)) }
-
-func TestTokensPostgres(t *testing.T) { testTokens(t, "postgres", testdb.Postgres(t)) }
+func TestTokens(t *testing.T) { testdb.Each(t, store.Drivers(), testTokens) }
 
 // testTokens: the ID routes refuse a request without a token (401), with
 // a token for other tags (403), and serve one with a token that allows the

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/leafd/leafd"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	leafdv1 "github.com/leafd/leafd/proto/leafd/v1"
 	"github.com/leafd/leafd/rpc"
 	"github.com/leafd/leafd/segment"
@@ -39,7 +39,13 @@ func newStoreB(b *testing.B) store.Store {
 // (name:step pairs as a map).
 func newStore(t testing.TB, tags map[string]int64) store.Store {
 	t.Helper()
-	s, err := store.Open("sqlite", testdb.SQLite(t))
+	return newStoreOn(t, "sqlite", testdb.SQLite(t), tags)
+}
+
+// newStoreOn is newStore on the database dsn of engine driver.
+func newStoreOn(t testing.TB, driver, dsn string, tags map[string]int64) store.Store {
+	t.Helper()
+	s, err := store.Open(driver, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

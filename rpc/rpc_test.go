@@ -21,17 +21,23 @@ import (
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/access"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	leafdv1 "github.com/leafd/leafd/proto/leafd/v1"
 	"github.com/leafd/leafd/rpc"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
+	"github.com/leafd/leafd/store"
 )
 
-// NextSegment hands out a tag's IDs from a real allocator over SQLite:
+// NextSegment hands out a tag's IDs from a real allocator on every engine:
 // count 0 is one ID, a batch is ascending and continues where the last
 // ended, across range loads.
 func TestNextSegment(t *testing.T) {
-	s := newStore(t, map[string]int64{"order": 10})
+	testdb.Each(t, store.Drivers(), testNextSegment)
+}
+
+func testNextSegment(t *testing.T, driver, dsn string) {
+	s := newStoreOn(t, driver, dsn, map[string]int64{"order": 10})
 	a := startAllocator(t, s, segment.Config{MaxBatch: 100})
 	c := serve(t, rpc.Config{Segment: a}).client
 
@@ -97,7 +103,11 @@ func TestNextSegmentExpandsRanges(t *testing.T) {
 
 // SegmentRange reserves consecutive IDs that no other request receives.
 func TestSegmentRange(t *testing.T) {
-	s := newStore(t, map[string]int64{"order": 100})
+	testdb.Each(t, store.Drivers(), testSegmentRange)
+}
+
+func testSegmentRange(t *testing.T, driver, dsn string) {
+	s := newStoreOn(t, driver, dsn, map[string]int64{"order": 100})
 	a := startAllocator(t, s, segment.Config{MaxRange: 5000})
 	c := serve(t, rpc.Config{Segment: a}).client
 
@@ -272,7 +282,11 @@ func TestPanicRecovered(t *testing.T) {
 // by the HTTP server's keeper of tokens and counted with its refusals;
 // DecodeSnowflake needs none.
 func TestTokens(t *testing.T) {
-	st := newStore(t, map[string]int64{"order": 100, "pay": 100})
+	testdb.Each(t, store.Drivers(), testTokens)
+}
+
+func testTokens(t *testing.T, driver, dsn string) {
+	st := newStoreOn(t, driver, dsn, map[string]int64{"order": 100, "pay": 100})
 	a := startAllocator(t, st, segment.Config{})
 	g := newGenerator(t, 3)
 	_, orderToken, err := st.CreateToken(context.Background(), []string{"order"}, "")
@@ -533,7 +547,11 @@ func TestMetrics(t *testing.T) {
 // Clients on many goroutines, batches and single IDs, over one connection
 // and several: no ID twice.
 func TestConcurrentNoDuplicates(t *testing.T) {
-	st := newStore(t, map[string]int64{"a": 7, "b": 50})
+	testdb.Each(t, store.Drivers(), testConcurrentNoDuplicates)
+}
+
+func testConcurrentNoDuplicates(t *testing.T, driver, dsn string) {
+	st := newStoreOn(t, driver, dsn, map[string]int64{"a": 7, "b": 50})
 	a := startAllocator(t, st, segment.Config{MaxStep: 60, MaxBatch: 100})
 	s := serve(t, rpc.Config{Segment: a})
 	var mu sync.Mutex

@@ -33,7 +33,7 @@ type Config struct {
 	// Default 1,000,000.
 	MaxStep int64
 	// PreloadAt is the fraction of the current range whose use starts the
-	// load of the next one, in [0, 1). Default 0.1.
+	// load of the next one, in (0, 1). Default 0.1.
 	PreloadAt float64
 	// TagRefresh is how often the tag list is re-read. Default 60s.
 	TagRefresh time.Duration
@@ -74,16 +74,22 @@ type Config struct {
 	OnLoad func(tag string, step int64, took time.Duration, err error)
 }
 
+// The defaults of Config, which are those of the segment.* keys.
+const (
+	DefaultRefillMin, DefaultRefillMax, DefaultTagRefresh, DefaultWaitTimeout = 15 * time.Minute, 30 * time.Minute, time.Minute, 2 * time.Second
+	DefaultMaxStep, DefaultMaxBatch, DefaultMaxRange, DefaultPreloadAt        = 1_000_000, 10_000, 1_000_000, 0.1
+)
+
 func (c *Config) setDefaults() error {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
 		}
 	}
-	def(&c.RefillMin, 15*time.Minute)
-	def(&c.RefillMax, 30*time.Minute)
-	def(&c.TagRefresh, time.Minute)
-	def(&c.WaitTimeout, 2*time.Second)
+	def(&c.RefillMin, DefaultRefillMin)
+	def(&c.RefillMax, DefaultRefillMax)
+	def(&c.TagRefresh, DefaultTagRefresh)
+	def(&c.WaitTimeout, DefaultWaitTimeout)
 	def(&c.RetryMin, 50*time.Millisecond)
 	def(&c.RetryMax, time.Second)
 	def(&c.LoadTimeout, 10*time.Second)
@@ -92,16 +98,16 @@ func (c *Config) setDefaults() error {
 		c.MissLookups = 5
 	}
 	if c.MaxStep == 0 {
-		c.MaxStep = 1_000_000
+		c.MaxStep = DefaultMaxStep
 	}
 	if c.PreloadAt == 0 {
-		c.PreloadAt = 0.1
+		c.PreloadAt = DefaultPreloadAt
 	}
 	if c.MaxBatch == 0 {
-		c.MaxBatch = 10_000
+		c.MaxBatch = DefaultMaxBatch
 	}
 	if c.MaxRange == 0 {
-		c.MaxRange = 1_000_000
+		c.MaxRange = DefaultMaxRange
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver of the raw pools
 	"github.com/jmoiron/sqlx"
 
 	"github.com/leafd/leafd"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store"
 )
@@ -56,46 +55,28 @@ func (d *database) addTag(tb testing.TB, name string, maxID, step int64) {
 	d.exec(tb, "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, 'test')", name, maxID, step)
 }
 
-// drivers are the engines every test here runs on: SQLite always, MySQL
-// and PostgreSQL when a server is reachable (CI requires both).
-var drivers = []string{"sqlite", "mysql", "postgres"}
-
 // forEachDatabase runs f against a fresh migrated database of every
-// driver.
+// engine: SQLite always, MySQL and PostgreSQL when a server is reachable
+// (CI requires both).
 func forEachDatabase(t *testing.T, f func(t *testing.T, db *database)) {
-	for _, driver := range drivers {
-		t.Run(driver, func(t *testing.T) { f(t, newDatabase(t, driver)) })
-	}
+	testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) { f(t, migrated(t, driver, dsn)) })
 }
 
 // newDatabase makes a fresh, migrated database of driver; for a server
 // that is not reachable it skips the test (testdb).
 func newDatabase(tb testing.TB, driver string) *database {
 	tb.Helper()
-	var dsn, rawDriver, rawDSN string
-	switch driver {
-	case "sqlite":
-		dsn = testdb.SQLite(tb)
-		rawDriver, rawDSN = "sqlite", dsn+"?_pragma=busy_timeout(10000)"
-	case "mysql":
-		dsn = testdb.MySQL(tb)
-		rawDriver, rawDSN = "mysql", dsn
-	case "postgres":
-		dsn = testdb.Postgres(tb)
-		rawDriver, rawDSN = "pgx", dsn
-	default:
-		tb.Fatalf("no test database for driver %q", driver)
-	}
+	return migrated(tb, driver, testdb.DSN(tb, driver))
+}
+
+// migrated migrates the database dsn and opens a raw pool on it.
+func migrated(tb testing.TB, driver, dsn string) *database {
+	tb.Helper()
 	s := openStore(tb, driver, dsn)
 	if err := s.Migrate(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
-	raw, err := sqlx.Open(rawDriver, rawDSN)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { raw.Close() })
-	return &database{driver: driver, dsn: dsn, raw: raw}
+	return &database{driver: driver, dsn: dsn, raw: testdb.SQL(tb, driver, dsn)}
 }
 
 // fastConfig is a configuration whose waits and retries take milliseconds.

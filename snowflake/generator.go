@@ -162,6 +162,9 @@ var (
 	ErrInvalidMaxBorrow   = errors.New("snowflake.max_borrow is out of range")
 )
 
+// The defaults of Settings that are those of snowflake.lease_ttl and snowflake.max_backward.
+const DefaultLeaseTTL, DefaultMaxBackward = 30 * time.Second, 5 * time.Millisecond
+
 // ErrClosed is what Start returns once Close has been called.
 var ErrClosed = errors.New("snowflake: the generator is closed")
 
@@ -189,10 +192,10 @@ func New(s Settings) (*Generator, error) {
 		s.Logger = slog.Default()
 	}
 	if s.LeaseTTL == 0 {
-		s.LeaseTTL = 30 * time.Second
+		s.LeaseTTL = DefaultLeaseTTL
 	}
 	if s.MaxBackward == 0 {
-		s.MaxBackward = 5 * time.Millisecond
+		s.MaxBackward = DefaultMaxBackward
 	}
 	if s.WaitTimeout == 0 {
 		s.WaitTimeout = 2 * time.Second

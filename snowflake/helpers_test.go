@@ -2,7 +2,6 @@ package snowflake_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"io"
 	"log/slog"
@@ -11,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/leafd/leafd"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
 )
@@ -66,7 +67,9 @@ func (c *shiftClock) Sleep(d time.Duration) { time.Sleep(d) }
 // several servers) share.
 type leaseDB struct {
 	driver, dsn string
-	raw         *sql.DB
+	// raw is a plain pool on the database, outside any store; exec and
+	// watermark rebind their '?' placeholders to the driver's.
+	raw *sqlx.DB
 }
 
 type leaseStore interface {
@@ -79,16 +82,7 @@ type leaseStore interface {
 // server would.
 func (d *leaseDB) store(tb testing.TB) leaseStore {
 	tb.Helper()
-	var (
-		s   leaseStore
-		err error
-	)
-	switch d.driver {
-	case "sqlite":
-		s, err = store.OpenSQLite(d.dsn)
-	case "mysql":
-		s, err = store.OpenMySQL(d.dsn)
-	}
+	s, err := store.Open(d.driver, d.dsn)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -98,7 +92,7 @@ func (d *leaseDB) store(tb testing.TB) leaseStore {
 
 func (d *leaseDB) exec(tb testing.TB, query string, args ...any) {
 	tb.Helper()
-	if _, err := d.raw.Exec(query, args...); err != nil {
+	if _, err := d.raw.Exec(d.raw.Rebind(query), args...); err != nil {
 		tb.Fatalf("%s: %v", query, err)
 	}
 }
@@ -107,40 +101,24 @@ func (d *leaseDB) exec(tb testing.TB, query string, args ...any) {
 func (d *leaseDB) watermark(tb testing.TB, worker int64) int64 {
 	tb.Helper()
 	var wm int64
-	if err := d.raw.QueryRow("SELECT watermark_ms FROM leaf_worker WHERE worker_id = ?", worker).Scan(&wm); err != nil {
+	if err := d.raw.QueryRow(d.raw.Rebind("SELECT watermark_ms FROM leaf_worker WHERE worker_id = ?"), worker).Scan(&wm); err != nil {
 		tb.Fatal(err)
 	}
 	return wm
 }
 
-// forEachDatabase runs f against a fresh migrated SQLite file and a fresh
-// MySQL database (skipped only when no MySQL server is reachable and
-// LEAFD_TEST_REQUIRE_MYSQL is not set).
+// forEachDatabase runs f against a fresh migrated database of every
+// engine (testdb.Each: a server that is not reachable skips its engine
+// unless LEAFD_TEST_REQUIRE_* says otherwise).
 func forEachDatabase(t *testing.T, f func(t *testing.T, db *leaseDB)) {
-	for _, driver := range []string{"sqlite", "mysql"} {
-		t.Run(driver, func(t *testing.T) {
-			db := &leaseDB{driver: driver}
-			rawDSN := ""
-			switch driver {
-			case "sqlite":
-				db.dsn = testdb.SQLite(t)
-				rawDSN = db.dsn + "?_pragma=busy_timeout(10000)"
-			case "mysql":
-				db.dsn = testdb.MySQL(t)
-				rawDSN = db.dsn
-			}
-			if err := db.store(t).Migrate(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			raw, err := sql.Open(driver, rawDSN)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { raw.Close() })
-			db.raw = raw
-			f(t, db)
-		})
-	}
+	testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) {
+		db := &leaseDB{driver: driver, dsn: dsn}
+		if err := db.store(t).Migrate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		db.raw = testdb.SQL(t, driver, dsn)
+		f(t, db)
+	})
 }
 
 // faultyLeases passes calls to a real store until the test breaks it; then

@@ -19,7 +19,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/leafd/leafd"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 )
 
 // These tests provoke every cause of store_unavailable that one database

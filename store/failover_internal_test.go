@@ -14,8 +14,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/leafd/leafd"
-	"github.com/leafd/leafd/internal/faultproxy"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/faultproxy"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
 )
 

@@ -14,13 +14,13 @@ import (
 	"time"
 
 	"github.com/leafd/leafd"
-	"github.com/leafd/leafd/internal/galera"
+	"github.com/leafd/leafd/internal/testkit/galera"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store"
 )
 
 // These tests run the MySQL store against a real three-node MariaDB
-// Galera cluster on loopback (internal/galera): every node accepts writes,
+// Galera cluster on loopback (internal/testkit/galera): every node accepts writes,
 // and two transactions on the same row through different nodes conflict
 // at COMMIT, where one of them fails with 1213 after its UPDATE and SELECT
 // had succeeded. They skip when Galera is not installed, unless

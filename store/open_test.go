@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/store"
 )
 

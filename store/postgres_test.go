@@ -10,7 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/leafd/leafd"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store"
 	"github.com/leafd/leafd/store/storetest"

@@ -1064,6 +1064,9 @@ func (s *Sharded) owners(ctx context.Context) ([]int, error) {
 		return nil, err
 	}
 	if !slices.ContainsFunc(owner, func(o int) bool { return o >= 0 }) {
+		if err := s.Ping(ctx); err != nil {
+			return nil, err // none answers: say so, not "run leafd migrate"
+		}
 		return nil, leafd.Errorf(leafd.EStoreUnavailable,
 			"no slot of store.shards is active in a database that answered: run leafd migrate to initialise sharding, or see leafd shards status")
 	}
@@ -1174,6 +1177,9 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 		i := slices.IndexFunc(base, func(r tagRow) bool { return r.Name == tag })
 		if i < 0 {
 			return unknownTag(tag)
+		}
+		if step > leafd.MaxID/S { // step*S would overflow
+			return leafd.Errorf(leafd.ETagExhausted, "tag %q: slot %d cannot hold a range of %d more IDs", tag, k, step)
 		}
 		res, err := tx.ExecContext(ctx, d.d.q(fmt.Sprintf(slotAllocSQL, d.d.greatest)), from, span, tag, k, from, leafd.MaxID-span)
 		if err != nil {

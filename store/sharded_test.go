@@ -17,8 +17,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/leafd/leafd"
-	"github.com/leafd/leafd/internal/faultproxy"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/faultproxy"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store"
 )

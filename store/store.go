@@ -25,9 +25,9 @@ var (
 	_ segment.Store = (*SQLite)(nil)
 )
 
-// MaxStep is the largest table step a tag can have: the step column is a
-// MySQL INT.
-const MaxStep = math.MaxInt32
+// MaxTableStep is the largest table step a tag can have: the step column is a
+// MySQL INT. It is not segment.max_step, which caps the step a server chooses.
+const MaxTableStep = math.MaxInt32
 
 // Retries of a transaction the database aborted for a retry: attempts in
 // all (unless the store sets a time budget instead), and the bounds of the
@@ -426,7 +426,7 @@ func tagExists(name string, same []string) error {
 // MySQL, whose default collation would take the two for one tag.
 //
 // Errors: invalid_tag for a name leafd.ValidateTag refuses; invalid_body for
-// a step outside 1..MaxStep, a description over 256 characters or not
+// a step outside 1..MaxTableStep, a description over 256 characters or not
 // UTF-8, or one the column's character set cannot store (MySQL); tag_exists when the tag is already there, or a tag whose name
 // differs only in letter case (its message names that tag; nothing is
 // changed); tag_conflict when the name was another tag before (another
@@ -437,7 +437,7 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 	if err := leafd.ValidateTag(t.Name); err != nil {
 		return leafd.Tag{}, err
 	}
-	if err := leafd.ValidateStep(t.Step, MaxStep); err != nil {
+	if err := leafd.ValidateStep(t.Step, MaxTableStep); err != nil {
 		return leafd.Tag{}, err
 	}
 	if err := leafd.ValidateDescription(t.Description); err != nil {
@@ -540,7 +540,7 @@ func nullString(s string) sql.NullString { return sql.NullString{String: s, Vali
 // The tag is found by its exact name, as LookupTag finds it: a row whose
 // name differs only in letter case is another tag and is never changed.
 //
-// Errors: invalid_body for a step outside 1..MaxStep, a description over
+// Errors: invalid_body for a step outside 1..MaxTableStep, a description over
 // 256 characters, not UTF-8 or that the column's character set cannot store
 // (MySQL), or an update that sets nothing; unknown_tag
 // when no row has exactly that name (its message names a tag that differs
@@ -551,7 +551,7 @@ func (s *db) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old
 	case u.Step == nil && u.Description == nil:
 		return old, updated, leafd.Errorf(leafd.EInvalidBody, "nothing to change: give step, description or both")
 	case u.Step != nil:
-		if err := leafd.ValidateStep(*u.Step, MaxStep); err != nil {
+		if err := leafd.ValidateStep(*u.Step, MaxTableStep); err != nil {
 			return old, updated, err
 		}
 	}

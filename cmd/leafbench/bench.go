@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/leafd/leafd/client"
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // servers are the running servers of a run, and the clients that load

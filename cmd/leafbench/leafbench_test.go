@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // leafdBin is the leafd binary the tests start, built once from this

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // Bounds of start-up and shutdown. A server that does not listen, or does
@@ -47,7 +47,7 @@ func (p *process) addr() string { return strings.TrimPrefix(p.url, "http://") }
 // nil, until /readyz answers 200. The server gets SIGTERM if leafbench dies
 // without stopping it.
 func start(ctx context.Context, name string, c testenv.Config, client *http.Client) (*process, error) {
-	c.Name, c.Tail, c.DieWithParent = name, tailLines, true
+	c.Name, c.Tail, c.DeathSignal = name, tailLines, syscall.SIGTERM
 	tp, err := testenv.Start(c)
 	if err != nil {
 		return nil, err

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/leafd/leafd/internal/config"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/store"
 )
 

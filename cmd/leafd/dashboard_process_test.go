@@ -5,13 +5,15 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/leafd/leafd/internal/testkit/testdb"
 )
 
 // The binary wires the dashboard, /api/state and /metrics to its store and
 // allocators: the store's health, the tags' state, the snowflake lease, and
 // the range-load hook behind the latency histogram.
 func TestDashboardStateAndMetricsOfTheBinary(t *testing.T) {
-	p := startLeafd(t, "LEAFD_STORE_DSN="+testDSN(t, "sqlite"), "LEAFD_SEGMENT_SEED_TAGS=order:100",
+	p := startLeafd(t, "LEAFD_STORE_DSN="+testdb.SQLite(t), "LEAFD_SEGMENT_SEED_TAGS=order:100",
 		"LEAFD_SNOWFLAKE_ENABLED=true")
 	waitReady(t, p)
 	if code, body := get(t, http.DefaultClient, p.addr+"/segment/order?count=3"); code != 200 {

@@ -16,7 +16,7 @@ import (
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/testenv"
 	leafdv1 "github.com/leafd/leafd/proto/leafd/v1"
 )
 

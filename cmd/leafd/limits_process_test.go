@@ -21,7 +21,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // The limits the leafd processes of TestHTTPLimitsProcess run with: the

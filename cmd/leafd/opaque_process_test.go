@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 )
 
 // Three servers over one MariaDB serve an opaque tag made with leafd tag
@@ -123,7 +123,7 @@ func pearson(xs []int64) float64 {
 // stops with exit 1 and the tag_conflict message, rather than retry for
 // ever as if the database were not ready.
 func TestSeedTagConflictStops(t *testing.T) {
-	dir, dsn := t.TempDir(), testDSN(t, "sqlite")
+	dir, dsn := t.TempDir(), testdb.SQLite(t)
 	const key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 	env := []string{"LEAFD_STORE_DRIVER=sqlite", "LEAFD_STORE_DSN=" + dsn, "LEAFD_SEGMENT_OPAQUE_KEY=" + key}
 	if code, out := runLeafd(t, dir, env, "tag", "add", "user", "--format", "opaque", "--digits", "6"); code != 0 {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -17,18 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafd/leafd/internal/testdb"
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/testdb"
+	"github.com/leafd/leafd/internal/testkit/testenv"
+	"github.com/leafd/leafd/store"
 )
-
-// testDSN returns a fresh database of driver: an SQLite file, or a MySQL
-// database (skipped when no server is reachable, unless required).
-func testDSN(t *testing.T, driver string) string {
-	if driver == "mysql" {
-		return testdb.MySQL(t)
-	}
-	return testdb.SQLite(t)
-}
 
 // built is the leafd binary built once for the tests of this package, with
 // -race unless LEAFD_TEST_NO_RACE_BINARY is set; leafdBin is its path (or
@@ -113,88 +104,85 @@ func waitReady(t *testing.T, p *process) {
 // several tags with small steps, never issue an ID twice, and each client
 // sees strictly increasing IDs per tag from each server.
 func TestProcessesShareOneDatabase(t *testing.T) {
-	for _, driver := range []string{"sqlite", "mysql"} {
-		t.Run(driver, func(t *testing.T) {
-			dsn := testDSN(t, driver)
-			env := []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsn,
-				"LEAFD_SEGMENT_SEED_TAGS=a:5 b:20 c:100", "LEAFD_SEGMENT_MAX_STEP=100"}
-			const servers, clients, requests = 3, 4, 150
-			procs := make([]*process, servers)
-			for i := range procs {
-				procs[i] = startLeafd(t, env...)
-			}
-			for _, p := range procs {
-				waitReady(t, p)
-			}
-			type result struct {
-				server int
-				ids    map[string][]int64
-			}
-			results := make(chan result, servers*clients)
-			var wg sync.WaitGroup
-			for s, p := range procs {
-				for c := range clients {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						client := &http.Client{Timeout: 10 * time.Second}
-						rng := rand.New(rand.NewPCG(uint64(s), uint64(c)))
-						got := map[string][]int64{}
-						for range requests {
-							tag := []string{"a", "b", "c"}[rng.IntN(3)]
-							n := 1
-							if rng.IntN(3) == 0 {
-								n = 1 + rng.IntN(30)
-							}
-							code, body := get(t, client, fmt.Sprintf("%s/segment/%s?count=%d", p.addr, tag, n))
-							if code != 200 {
-								t.Errorf("server %d: GET /segment/%s = %d %s", s, tag, code, body)
+	testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) {
+		env := []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsn,
+			"LEAFD_SEGMENT_SEED_TAGS=a:5 b:20 c:100", "LEAFD_SEGMENT_MAX_STEP=100"}
+		const servers, clients, requests = 3, 4, 150
+		procs := make([]*process, servers)
+		for i := range procs {
+			procs[i] = startLeafd(t, env...)
+		}
+		for _, p := range procs {
+			waitReady(t, p)
+		}
+		type result struct {
+			server int
+			ids    map[string][]int64
+		}
+		results := make(chan result, servers*clients)
+		var wg sync.WaitGroup
+		for s, p := range procs {
+			for c := range clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					client := &http.Client{Timeout: 10 * time.Second}
+					rng := rand.New(rand.NewPCG(uint64(s), uint64(c)))
+					got := map[string][]int64{}
+					for range requests {
+						tag := []string{"a", "b", "c"}[rng.IntN(3)]
+						n := 1
+						if rng.IntN(3) == 0 {
+							n = 1 + rng.IntN(30)
+						}
+						code, body := get(t, client, fmt.Sprintf("%s/segment/%s?count=%d", p.addr, tag, n))
+						if code != 200 {
+							t.Errorf("server %d: GET /segment/%s = %d %s", s, tag, code, body)
+							return
+						}
+						lines := strings.Fields(body)
+						if len(lines) != n {
+							t.Errorf("server %d: asked %d IDs, got %d", s, n, len(lines))
+							return
+						}
+						for _, l := range lines {
+							id, err := strconv.ParseInt(l, 10, 64)
+							if err != nil || id < 1 {
+								t.Errorf("server %d: bad ID %q", s, l)
 								return
 							}
-							lines := strings.Fields(body)
-							if len(lines) != n {
-								t.Errorf("server %d: asked %d IDs, got %d", s, n, len(lines))
-								return
-							}
-							for _, l := range lines {
-								id, err := strconv.ParseInt(l, 10, 64)
-								if err != nil || id < 1 {
-									t.Errorf("server %d: bad ID %q", s, l)
-									return
-								}
-								got[tag] = append(got[tag], id)
-							}
+							got[tag] = append(got[tag], id)
 						}
-						results <- result{s, got}
-					}()
-				}
-			}
-			wg.Wait()
-			close(results)
-			seen := map[string]map[int64]int{}
-			for r := range results {
-				for tag, ids := range r.ids {
-					if seen[tag] == nil {
-						seen[tag] = map[int64]int{}
 					}
-					for i, id := range ids {
-						if i > 0 && id <= ids[i-1] {
-							t.Fatalf("server %d tag %s: %d after %d", r.server, tag, id, ids[i-1])
-						}
-						if other, dup := seen[tag][id]; dup {
-							t.Fatalf("tag %s: ID %d issued by servers %d and %d", tag, id, other, r.server)
-						}
-						seen[tag][id] = r.server
+					results <- result{s, got}
+				}()
+			}
+		}
+		wg.Wait()
+		close(results)
+		seen := map[string]map[int64]int{}
+		for r := range results {
+			for tag, ids := range r.ids {
+				if seen[tag] == nil {
+					seen[tag] = map[int64]int{}
+				}
+				for i, id := range ids {
+					if i > 0 && id <= ids[i-1] {
+						t.Fatalf("server %d tag %s: %d after %d", r.server, tag, id, ids[i-1])
 					}
+					if other, dup := seen[tag][id]; dup {
+						t.Fatalf("tag %s: ID %d issued by servers %d and %d", tag, id, other, r.server)
+					}
+					seen[tag][id] = r.server
 				}
 			}
-			for i, p := range procs {
-				if code := p.stop(t); code != 0 {
-					t.Errorf("server %d exited %d after SIGTERM, want 0\n%s", i, code, p.Output())
-				}
+		}
+		for i, p := range procs {
+			if code := p.stop(t); code != 0 {
+				t.Errorf("server %d exited %d after SIGTERM, want 0\n%s", i, code, p.Output())
 			}
-		})
-	}
+		}
+	})
 }
 
 // A server whose database is unreachable still starts: /healthz answers,
@@ -223,44 +211,41 @@ func TestMigrateFalseWaitsForMigrations(t *testing.T) {
 		"mysql": `CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT NULL DEFAULT '', max_id bigint(20) NOT NULL DEFAULT '1',
 step int(11) NOT NULL, description varchar(256) DEFAULT NULL,
 update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag)) ENGINE=InnoDB`,
+		"postgres": `CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT NULL DEFAULT '', max_id bigint NOT NULL DEFAULT 1,
+step integer NOT NULL, description varchar(256) DEFAULT NULL,
+update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag))`,
 		"sqlite": `CREATE TABLE leaf_alloc (biz_tag VARCHAR(128) NOT NULL DEFAULT '', max_id INTEGER NOT NULL DEFAULT 1,
 step INTEGER NOT NULL, description VARCHAR(256) DEFAULT NULL,
 update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag))`,
 	}
-	for _, driver := range []string{"sqlite", "mysql"} {
-		t.Run(driver, func(t *testing.T) {
-			dir, dsn := t.TempDir(), testDSN(t, driver)
-			raw, err := sql.Open(driver, dsn)
-			if err != nil {
+	testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) {
+		dir := t.TempDir()
+		raw := testdb.SQL(t, driver, dsn)
+		for _, q := range []string{leafTable[driver], "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('order', 1, 100)"} {
+			if _, err := raw.Exec(q); err != nil {
 				t.Fatal(err)
 			}
-			defer raw.Close()
-			for _, q := range []string{leafTable[driver], "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('order', 1, 100)"} {
-				if _, err := raw.Exec(q); err != nil {
-					t.Fatal(err)
-				}
+		}
+		env := []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsn}
+		p := startLeafdIn(t, dir, append(env, "LEAFD_STORE_MIGRATE=false")...)
+		deadline := time.Now().Add(1500 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			if code, body := get(t, http.DefaultClient, p.addr+"/readyz"); code != http.StatusServiceUnavailable {
+				t.Fatalf("/readyz = %d %s before the migrations ran, want 503", code, body)
 			}
-			env := []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsn}
-			p := startLeafdIn(t, dir, append(env, "LEAFD_STORE_MIGRATE=false")...)
-			deadline := time.Now().Add(1500 * time.Millisecond)
-			for time.Now().Before(deadline) {
-				if code, body := get(t, http.DefaultClient, p.addr+"/readyz"); code != http.StatusServiceUnavailable {
-					t.Fatalf("/readyz = %d %s before the migrations ran, want 503", code, body)
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			if out := p.Output(); !strings.Contains(out, "store.migrate is false: run leafd migrate") {
-				t.Fatalf("the log does not say the migrations are missing:\n%s", out)
-			}
-			if code, out := runLeafd(t, dir, env, "migrate"); code != 0 {
-				t.Fatalf("leafd migrate: exit %d\n%s", code, out)
-			}
-			waitReady(t, p)
-			if code, body := get(t, http.DefaultClient, p.addr+"/segment/order"); code != http.StatusOK {
-				t.Fatalf("/segment/order = %d %s once migrated", code, body)
-			}
-		})
-	}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if out := p.Output(); !strings.Contains(out, "store.migrate is false: run leafd migrate") {
+			t.Fatalf("the log does not say the migrations are missing:\n%s", out)
+		}
+		if code, out := runLeafd(t, dir, env, "migrate"); code != 0 {
+			t.Fatalf("leafd migrate: exit %d\n%s", code, out)
+		}
+		waitReady(t, p)
+		if code, body := get(t, http.DefaultClient, p.addr+"/segment/order"); code != http.StatusOK {
+			t.Fatalf("/segment/order = %d %s once migrated", code, body)
+		}
+	})
 }
 
 // runLeafd runs a leafd command in dir to completion, at most 60 s, and
@@ -388,32 +373,29 @@ func TestShippedConfigServesDemo(t *testing.T) {
 // on the same database never reissues an ID: what it had buffered is
 // skipped, and every ID after the restart is above every ID before.
 func TestRestartNeverReissues(t *testing.T) {
-	for _, driver := range []string{"sqlite", "mysql"} {
-		t.Run(driver, func(t *testing.T) {
-			dsn := testDSN(t, driver)
-			env := []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsn, "LEAFD_SEGMENT_SEED_TAGS=t:50"}
-			var highest int64
-			for round, stop := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM, syscall.SIGKILL} {
-				p := startLeafd(t, env...)
-				waitReady(t, p)
-				for i := range 30 { // crosses ranges of 50 and the preload
-					code, body := get(t, http.DefaultClient, p.addr+"/segment/t?count=3")
-					if code != 200 {
-						t.Fatalf("round %d: %d %s", round, code, body)
-					}
-					for _, l := range strings.Fields(body) {
-						id, _ := strconv.ParseInt(l, 10, 64)
-						if id <= highest {
-							t.Fatalf("round %d request %d: ID %d, not above %d issued before the restart", round, i, id, highest)
-						}
-						highest = id
-					}
+	testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) {
+		env := []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsn, "LEAFD_SEGMENT_SEED_TAGS=t:50"}
+		var highest int64
+		for round, stop := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM, syscall.SIGKILL} {
+			p := startLeafd(t, env...)
+			waitReady(t, p)
+			for i := range 30 { // crosses ranges of 50 and the preload
+				code, body := get(t, http.DefaultClient, p.addr+"/segment/t?count=3")
+				if code != 200 {
+					t.Fatalf("round %d: %d %s", round, code, body)
 				}
-				if err := p.Signal(stop); err != nil {
-					t.Fatal(err)
+				for _, l := range strings.Fields(body) {
+					id, _ := strconv.ParseInt(l, 10, 64)
+					if id <= highest {
+						t.Fatalf("round %d request %d: ID %d, not above %d issued before the restart", round, i, id, highest)
+					}
+					highest = id
 				}
-				p.Wait()
 			}
-		})
-	}
+			if err := p.Signal(stop); err != nil {
+				t.Fatal(err)
+			}
+			p.Wait()
+		}
+	})
 }

@@ -27,7 +27,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/testdb"
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // The scale the server must hold: 10,000 rows in leaf_alloc, 2,000 of them
@@ -64,7 +65,7 @@ func scaleTag(i int) string { return fmt.Sprintf("scale%05d", i) }
 // memory, and slows requests so much that a look-up limit per second lets
 // more look-ups through the same requests.
 func TestScaleTenThousandTags(t *testing.T) {
-	dsn := testDSN(t, "mysql")
+	dsn := testdb.MySQL(t)
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/leafd/leafd/internal/faultproxy"
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/faultproxy"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 )
 
 // With store.shards: leafd migrate initialises sharding over the databases,

@@ -13,23 +13,19 @@ package config
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
-	"github.com/leafd/leafd"
-	"github.com/leafd/leafd/segment"
-	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
 )
 
 // Config is the whole configuration of a leafd process. Build one with Load,
-// or start from Default and check it with Validate.
+// or start from Default and check it with Validate. Each field is the key
+// named beside it; fields() in keys.go declares its default and the values
+// it accepts, and docs/configuration.md says what it means.
 type Config struct {
 	HTTP      HTTP
 	GRPC      GRPC
@@ -41,155 +37,80 @@ type Config struct {
 	Metrics   Metrics
 }
 
-// HTTP is the http section.
+// HTTP is the http section: the HTTP server's address and limits.
 type HTTP struct {
-	// Addr is the host:port the server listens on (http.addr).
-	Addr string
-	// ShutdownTimeout bounds how long SIGINT/SIGTERM waits for in-flight
-	// requests (http.shutdown_timeout).
-	ShutdownTimeout time.Duration
-	// MaxConnections caps the connections served at once
-	// (http.max_connections); past it, new connections wait to be
-	// accepted. Default 1024.
-	MaxConnections int
-	// TrustedProxies are the IP addresses and CIDR ranges of the proxies
-	// whose X-Forwarded-For and X-Real-IP name the client
-	// (http.trusted_proxies). Empty, the default, trusts none.
-	TrustedProxies []string
-	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound
-	// how long a client may take to send its headers, its whole request,
-	// and to take its answer, and how long a keep-alive connection may
-	// idle (http.read_header_timeout, …): a client slow on purpose is cut.
+	Addr            string        // http.addr
+	ShutdownTimeout time.Duration // http.shutdown_timeout
+	MaxConnections  int           // http.max_connections
+	TrustedProxies  []string      // http.trusted_proxies
+	// http.read_header_timeout, http.read_timeout, http.write_timeout,
+	// http.idle_timeout: a client slow on purpose is cut.
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 }
 
-// GRPC is the grpc section.
+// GRPC is the grpc section: the gRPC API's address, empty for none, and
+// limits.
 type GRPC struct {
-	// Addr is the host:port the gRPC API listens on (grpc.addr); empty, the
-	// default, serves no gRPC.
-	Addr string
-	// MaxConnections caps the gRPC connections served at once
-	// (grpc.max_connections), apart from http.max_connections: past it,
-	// new connections wait to be accepted. Default 128.
-	MaxConnections int
-	// MaxConcurrentStreams caps the RPCs open at once on one connection
-	// (grpc.max_concurrent_streams), an answer not yet read included.
-	// Default 100.
-	MaxConcurrentStreams int
-	// IdleTimeout closes a connection with no RPC open for that long
-	// (grpc.idle_timeout). Default 2m.
-	IdleTimeout time.Duration
-	// KeepaliveTime is how long a connection may send nothing before it
-	// is pinged, KeepaliveTimeout how long the ping may go unanswered
-	// before it is closed (grpc.keepalive_time, grpc.keepalive_timeout).
-	// Defaults 1m and 20s.
-	KeepaliveTime, KeepaliveTimeout time.Duration
+	Addr                            string        // grpc.addr
+	MaxConnections                  int           // grpc.max_connections
+	MaxConcurrentStreams            int           // grpc.max_concurrent_streams
+	IdleTimeout                     time.Duration // grpc.idle_timeout
+	KeepaliveTime, KeepaliveTimeout time.Duration // grpc.keepalive_time, grpc.keepalive_timeout
 }
 
-// Store is the store section.
+// Store is the store section. The syntax of a DSN is the store package's
+// business; config requires it to be non-empty and not written for another
+// engine (store.OtherEngine).
 type Store struct {
-	// Driver is "mysql", "postgres" or "sqlite" (store.driver).
-	Driver string
-	// DSN is the driver's data source name (store.dsn). Its syntax is the
-	// store package's business; config requires it to be non-empty and not
-	// written for another engine (store.OtherEngine).
-	DSN string
-	// FallbackDSNs are further addresses of the same MySQL cluster, tried in
-	// order (store.fallback_dsns). Empty means none.
-	FallbackDSNs []string
-	// Shards are the DSNs of independent databases that share every tag's
-	// IDs (store.shards); empty means one database, DSN. With them, DSN is
-	// not used: left at its default it is not checked, and set to anything
-	// else it must be one of them.
-	Shards []string
-	// ShardSlots is the slot count S used when sharding is initialised
-	// (store.shard_slots).
-	ShardSlots int
-	// Migrate applies the embedded migrations at start-up (store.migrate).
-	Migrate bool
+	Driver       string   // store.driver
+	DSN          string   // store.dsn; with Shards, unused unless set to one of them
+	FallbackDSNs []string // store.fallback_dsns: further addresses of the same cluster
+	Shards       []string // store.shards: independent databases sharing every tag's IDs
+	ShardSlots   int      // store.shard_slots
+	Migrate      bool     // store.migrate
 }
 
 // Segment is the segment section.
 type Segment struct {
-	// Enabled switches segment mode on (segment.enabled).
-	Enabled bool
-	// RefillMin and RefillMax are the window one range should last
-	// (segment.refill_min, segment.refill_max); RefillMin < RefillMax.
-	RefillMin, RefillMax time.Duration
-	// MaxStep caps the step a server chooses (segment.max_step), unless the
-	// table step is larger.
-	MaxStep int64
-	// PreloadAt is the used fraction of a range, in (0, 1), at which the
-	// next range starts loading (segment.preload_at).
-	PreloadAt float64
-	// TagRefresh is how often the tag list is re-read (segment.tag_refresh).
-	TagRefresh time.Duration
-	// WaitTimeout bounds how long a request waits for a range to load
-	// (segment.wait_timeout).
-	WaitTimeout time.Duration
-	// MaxBatch is the largest count=N, 1..1,000,000 (segment.max_batch).
-	MaxBatch int
-	// MaxRange is the largest size of a range lease, 1..MaxRangeLimit
-	// (segment.max_range).
-	MaxRange int64
-	// SeedTags are created at start-up when absent and never altered
-	// (segment.seed_tags). The built-in default is none.
-	SeedTags []SeedTag
-	// OpaqueKey is the master key of opaque tags, hex (segment.opaque_key);
-	// empty means none. It is never logged.
-	OpaqueKey string
-	// RequireToken makes every segment ID route need an access token
-	// allowed for the tag (segment.require_token); off by default.
-	RequireToken bool
+	Enabled              bool          // segment.enabled
+	RefillMin, RefillMax time.Duration // segment.refill_min < segment.refill_max
+	MaxStep              int64         // segment.max_step
+	PreloadAt            float64       // segment.preload_at
+	TagRefresh           time.Duration // segment.tag_refresh
+	WaitTimeout          time.Duration // segment.wait_timeout
+	MaxBatch             int           // segment.max_batch
+	MaxRange             int64         // segment.max_range
+	SeedTags             []SeedTag     // segment.seed_tags
+	OpaqueKey            string        // segment.opaque_key, hex; never logged
+	RequireToken         bool          // segment.require_token
 }
 
 // SeedTag is one entry of segment.seed_tags.
 type SeedTag struct {
 	// Tag is the business tag, valid by leafd.ValidateTag.
 	Tag string
-	// Step is the table step the tag is created with, at least 1.
+	// Step is the table step the tag is created with, 1..store.MaxTableStep.
 	Step int64
 }
 
 // Snowflake is the snowflake section.
 type Snowflake struct {
-	// Enabled switches snowflake mode on (snowflake.enabled).
-	Enabled bool
-	// WorkerID is "auto" (leased from the store) or a fixed number
-	// (snowflake.worker_id).
-	WorkerID WorkerID
-	// Epoch is the Unix time in milliseconds that timestamp 0 stands for
-	// (snowflake.epoch); it must not be in the future.
-	Epoch int64
-	// TimeBits, WorkerBits and SequenceBits are the ID layout; they add up
-	// to 63 (snowflake.time_bits, worker_bits, sequence_bits).
+	Enabled  bool     // snowflake.enabled
+	WorkerID WorkerID // snowflake.worker_id
+	Epoch    int64    // snowflake.epoch
+	// snowflake.time_bits, snowflake.worker_bits, snowflake.sequence_bits,
+	// which add up to 63.
 	TimeBits, WorkerBits, SequenceBits int
-	// MaxBackward is how far the clock may go back before the generator
-	// stops waiting for it (snowflake.max_backward).
-	MaxBackward time.Duration
-	// LeaseTTL is the lifetime of a worker id lease (snowflake.lease_ttl).
-	LeaseTTL time.Duration
-	// MaxBorrow is how far ahead of the clock the generator may take
-	// milliseconds when one's sequence is used up (snowflake.max_borrow):
-	// 0 (the default) to 1s, and at most a tenth of LeaseTTL; 0 is off.
-	MaxBorrow time.Duration
-	// Workers is how many worker ids the server holds and issues under
-	// at once (snowflake.workers): 1 (the default) to MaxWorkers, more
-	// than one only with WorkerID auto. Each adds 2^SequenceBits IDs a
-	// millisecond to what the server sustains.
-	Workers int
-	// RandomStart starts each millisecond's sequence at a small random
-	// number (snowflake.random_start).
-	RandomStart bool
-	// UnprotectedFixedID uses a fixed WorkerID without recording it in the
-	// store's lease table (snowflake.unprotected_fixed_id): nothing then
+	MaxBackward                        time.Duration // snowflake.max_backward
+	LeaseTTL                           time.Duration // snowflake.lease_ttl
+	MaxBorrow                          time.Duration // snowflake.max_borrow
+	Workers                            int           // snowflake.workers
+	RandomStart                        bool          // snowflake.random_start
+	// UnprotectedFixedID is snowflake.unprotected_fixed_id: nothing then
 	// stops a second server with the same worker id, nor a restart with
-	// the clock set back. Only with a fixed worker id; off by default.
+	// the clock set back.
 	UnprotectedFixedID bool
-	// RequireToken makes the snowflake ID routes need an access token
-	// allowed for the name snowflake (snowflake.require_token); off by
-	// default.
-	RequireToken bool
+	RequireToken       bool // snowflake.require_token
 }
 
 // WorkerID is the value of snowflake.worker_id: either auto, a worker id
@@ -239,153 +160,32 @@ func ParseWorkerID(s string) (WorkerID, error) {
 
 // Admin is the admin section.
 type Admin struct {
-	// Token is the bearer token of the admin routes (admin.token), with
-	// surrounding whitespace trimmed (a secret mounted with a trailing
-	// newline). Empty switches the admin routes off: they answer 403;
-	// otherwise it must be at least MinTokenLen characters with no
-	// whitespace inside.
-	Token string
-	// ProtectDashboard requires the token for /dashboard and /api/state
-	// too (admin.protect_dashboard). Off by default.
-	ProtectDashboard bool
+	// Token is admin.token, trimmed (a secret mounted with a trailing
+	// newline); empty switches the admin routes off.
+	Token            string
+	ProtectDashboard bool // admin.protect_dashboard
 }
 
 // Log is the log section.
 type Log struct {
-	// Level is debug, info, warn or error (log.level).
-	Level string
-	// Format is text or json (log.format).
-	Format string
+	Level  string // log.level
+	Format string // log.format
 }
 
 // Metrics is the metrics section.
 type Metrics struct {
-	// PerTag is how much GET /metrics tells about each segment tag
-	// (metrics.per_tag): full (every series, a dozen and a histogram per
-	// tag), basic (at most five series per tag that was asked for since
-	// start-up, none for the others) or off (server-wide totals only).
-	PerTag string
+	PerTag string // metrics.per_tag: how much GET /metrics tells about each segment tag
 }
 
-// Default returns the built-in defaults: docs/contract.md section 7 with no seed tags,
-// so that a production database never gets a demo tag by accident.
+// Default returns the built-in defaults: docs/contract.md section 7 with no
+// seed tags, so that a production database never gets a demo tag by
+// accident.
 func Default() *Config {
-	return &Config{
-		HTTP: HTTP{Addr: "127.0.0.1:8080", ShutdownTimeout: 10 * time.Second,
-			MaxConnections: 1024, TrustedProxies: []string{},
-			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second,
-			WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute},
-		GRPC: GRPC{MaxConnections: 128, MaxConcurrentStreams: 100, IdleTimeout: 2 * time.Minute,
-			KeepaliveTime: time.Minute, KeepaliveTimeout: 20 * time.Second},
-		Store: Store{Driver: "sqlite", DSN: "file:data/leafd.db", FallbackDSNs: []string{}, Shards: []string{}, ShardSlots: 16, Migrate: true},
-		Segment: Segment{
-			Enabled:     true,
-			RefillMin:   15 * time.Minute,
-			RefillMax:   30 * time.Minute,
-			MaxStep:     1_000_000,
-			PreloadAt:   0.1,
-			TagRefresh:  60 * time.Second,
-			WaitTimeout: 2 * time.Second,
-			MaxBatch:    10_000,
-			MaxRange:    1_000_000,
-			SeedTags:    []SeedTag{},
-		},
-		Snowflake: Snowflake{
-			Enabled:            true,
-			WorkerID:           WorkerID{Auto: true},
-			Epoch:              1288834974657,
-			TimeBits:           41,
-			WorkerBits:         10,
-			SequenceBits:       12,
-			MaxBackward:        5 * time.Millisecond,
-			LeaseTTL:           30 * time.Second,
-			MaxBorrow:          0,
-			Workers:            1,
-			RandomStart:        false,
-			UnprotectedFixedID: false,
-		},
-		Admin:   Admin{Token: ""},
-		Log:     Log{Level: "info", Format: "text"},
-		Metrics: Metrics{PerTag: "basic"},
+	c := new(Config)
+	for _, f := range fields() {
+		f.set(c, f.def)
 	}
-}
-
-// Limits of the values Validate accepts.
-const (
-	// MaxWorkers is the largest snowflake.workers.
-	MaxWorkers = snowflake.MaxPoolWorkers
-	// MaxBatchLimit is the largest segment.max_batch.
-	MaxBatchLimit = 1_000_000
-	// MaxRangeLimit is the largest segment.max_range.
-	MaxRangeLimit = 1_000_000_000
-	// MinTokenLen is the shortest admin.token accepted.
-	MinTokenLen = 16
-	// maxConnectionsLimit is the largest http.max_connections and
-	// grpc.max_connections.
-	maxConnectionsLimit = 1_000_000
-	// maxStreamsLimit is the largest grpc.max_concurrent_streams.
-	maxStreamsLimit = 10_000
-	// maxSeedStep is the largest table step: leaf_alloc.step is an INT.
-	maxSeedStep = math.MaxInt32
-	// layoutBits is what the three snowflake bit counts add up to.
-	layoutBits = 63
-)
-
-// maxShardSlots bounds store.shard_slots (store.MaxShardSlots).
-const maxShardSlots = 1024
-
-// Hints: what each key accepts, appended to every message about it.
-const (
-	hintAddr     = "use host:port, such as 127.0.0.1:8080 or :8080"
-	hintGRPCAddr = "use host:port, such as 127.0.0.1:9090 or :9090, or leave it empty to serve no gRPC"
-	hintDuration = "use a Go duration greater than 0, such as 10s, 15m or 500ms"
-	hintDriver   = "use mysql, postgres or sqlite"
-	hintBool     = "use true or false"
-	hintMaxStep  = "use a whole number of at least 1"
-	hintPreload  = "use a fraction in (0, 1)"
-	hintLevel    = "use debug, info, warn or error"
-	hintFormat   = "use text or json"
-	hintBits     = "use whole numbers of at least 1 that add up to 63 (default 41, 10, 12)"
-	hintToken    = "use a random string of at least 16 characters without whitespace, such as the output of openssl rand -hex 24; empty switches the admin routes off"
-	hintProxies  = "use a list of IP addresses or CIDR ranges, such as 10.0.0.0/8 (space-separated in the environment); empty trusts no proxy"
-	hintPerTag   = "use full, basic or off"
-)
-
-// hintDSN is store.dsn's.
-var hintDSN = "use a data source name, such as " + store.ExampleDSN("sqlite") + " (sqlite), " +
-	store.ExampleDSN("mysql") + " (mysql) or " + store.ExampleDSN("postgres") + " (postgres)"
-
-// hintWorkers is snowflake.workers'.
-var hintWorkers = fmt.Sprintf("use a whole number from 1 (the default) to %d", MaxWorkers)
-
-// hintMaxBorrow is snowflake.max_borrow's, which may be 0.
-const hintMaxBorrow = "use a Go duration from 0 (off) to 1s, such as 5ms, and at most a tenth of snowflake.lease_ttl"
-
-func hintMaxConnections() string {
-	return fmt.Sprintf("use a whole number from 1 to %d", maxConnectionsLimit)
-}
-
-func hintMaxStreams() string {
-	return fmt.Sprintf("use a whole number from 1 to %d", maxStreamsLimit)
-}
-
-func hintMaxRange() string { return fmt.Sprintf("use a whole number from 1 to %d", MaxRangeLimit) }
-
-func hintMaxBatch() string { return fmt.Sprintf("use a whole number from 1 to %d", MaxBatchLimit) }
-
-func hintSeedStep() string { return fmt.Sprintf("use a whole number from 1 to %d", maxSeedStep) }
-
-func hintEpoch() string {
-	return "use a Unix time in milliseconds that is not in the future (default 1288834974657, Twitter's and Leaf's)"
-}
-
-// hintWorkerID names the accepted worker ids; bits < 0 means the layout is
-// itself invalid, so the bound is not known.
-func hintWorkerID(bits int) string {
-	if bits < 1 || bits > 62 {
-		return "use auto or a number 0..(2^snowflake.worker_bits-1)"
-	}
-	return fmt.Sprintf("use auto or a number 0..%d (2^snowflake.worker_bits-1)", int64(1)<<bits-1)
+	return c
 }
 
 // Validate checks every value of c and returns all problems at once, joined
@@ -418,9 +218,11 @@ func toErrors(ps []*KeyError) []error {
 	return errs
 }
 
-// validate returns the problems of c, judging the epoch against now. from
-// tells where the value of a key came from, for the messages that involve a
-// second key; nil means nowhere known (a Config built by hand).
+// validate returns the problems of c, judging the epoch against now: each
+// key's own (its field's check), then those that involve several keys,
+// leaving out a key already refused on its own. from tells where the value
+// of a key came from, for the messages that involve a second key; nil means
+// nowhere known (a Config built by hand).
 func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyError {
 	if from == nil {
 		from = func(string) origin { return origin{} }
@@ -435,65 +237,37 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 		return s
 	}
 	var ps []*KeyError
-	bad := func(key, format string, args ...any) *KeyError {
-		p := &KeyError{Key: key, Message: fmt.Sprintf(format, args...)}
-		ps = append(ps, p)
-		return p
-	}
-	positive := func(key string, d time.Duration) {
-		if d <= 0 {
-			bad(key, "%s is not greater than 0: %s", d, hintDuration)
+	refused := make(map[string]bool)
+	for _, f := range fields() {
+		if f.check == nil {
+			continue
+		}
+		for _, p := range f.check(c) {
+			if p.Key == "" {
+				p.Key = f.key
+			}
+			refused[p.Key] = true
+			ps = append(ps, p)
 		}
 	}
-
-	// http
-	if c.HTTP.Addr == "" {
-		bad("http.addr", "is empty: %s", hintAddr)
-	} else if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
-		bad("http.addr", "%q is not host:port: %s", c.HTTP.Addr, hintAddr)
+	bad := func(key, format string, args ...any) *KeyError {
+		p := &KeyError{Key: key, Message: fmt.Sprintf(format, args...)}
+		if !refused[key] {
+			ps = append(ps, p)
+		}
+		return p
 	}
-	positive("http.shutdown_timeout", c.HTTP.ShutdownTimeout)
-	positive("http.read_header_timeout", c.HTTP.ReadHeaderTimeout)
-	positive("http.read_timeout", c.HTTP.ReadTimeout)
-	positive("http.idle_timeout", c.HTTP.IdleTimeout)
+
 	// The write timeout runs from the end of a request's headers to the end
 	// of its answer: it must leave a request time to wait for a range.
 	if c.HTTP.WriteTimeout <= c.Segment.WaitTimeout {
 		bad("http.write_timeout", "%s is not longer than segment.wait_timeout (%s): a request that waits for a range would be cut before its answer; make it a few times longer", c.HTTP.WriteTimeout, c.Segment.WaitTimeout).
 			also("segment.wait_timeout")
 	}
-	if c.GRPC.Addr != "" {
-		if _, _, err := net.SplitHostPort(c.GRPC.Addr); err != nil {
-			bad("grpc.addr", "%q is not host:port: %s", c.GRPC.Addr, hintGRPCAddr)
-		} else if _, port, _ := net.SplitHostPort(c.GRPC.Addr); c.GRPC.Addr == c.HTTP.Addr && port != "0" {
-			bad("grpc.addr", "%q is http.addr as well: give the gRPC API a port of its own", c.GRPC.Addr)
-		}
+	if _, port, _ := net.SplitHostPort(c.GRPC.Addr); c.GRPC.Addr != "" && c.GRPC.Addr == c.HTTP.Addr && port != "0" {
+		bad("grpc.addr", "%q is http.addr as well: give the gRPC API a port of its own", c.GRPC.Addr)
 	}
-	if c.HTTP.MaxConnections < 1 || c.HTTP.MaxConnections > maxConnectionsLimit {
-		bad("http.max_connections", "%d is out of range: %s", c.HTTP.MaxConnections, hintMaxConnections())
-	}
-	if c.GRPC.MaxConnections < 1 || c.GRPC.MaxConnections > maxConnectionsLimit {
-		bad("grpc.max_connections", "%d is out of range: %s", c.GRPC.MaxConnections, hintMaxConnections())
-	}
-	if c.GRPC.MaxConcurrentStreams < 1 || c.GRPC.MaxConcurrentStreams > maxStreamsLimit {
-		bad("grpc.max_concurrent_streams", "%d is out of range: %s", c.GRPC.MaxConcurrentStreams, hintMaxStreams())
-	}
-	positive("grpc.idle_timeout", c.GRPC.IdleTimeout)
-	positive("grpc.keepalive_time", c.GRPC.KeepaliveTime)
-	positive("grpc.keepalive_timeout", c.GRPC.KeepaliveTimeout)
-	for i, p := range c.HTTP.TrustedProxies {
-		if net.ParseIP(p) == nil {
-			if _, _, err := net.ParseCIDR(p); err != nil {
-				bad(fmt.Sprintf("http.trusted_proxies[%d]", i), "%q is neither an IP address nor a CIDR range: %s", p, hintProxies).
-					also("http.trusted_proxies")
-			}
-		}
-	}
-
 	// store
-	if !slices.Contains(store.Drivers(), c.Store.Driver) {
-		bad("store.driver", "%q is not supported: %s", c.Store.Driver, hintDriver)
-	}
 	// A DSN written for another engine (store.OtherEngine) is refused: the
 	// SQLite driver would take a PostgreSQL DSN for a file's name and a
 	// MySQL one for a directory's, and serve from a new, empty file; the
@@ -561,9 +335,9 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 	case n > 1 && len(c.Store.FallbackDSNs) > 0:
 		bad("store.fallback_dsns", "is set with store.shards: each database of store.shards stands alone; remove store.fallback_dsns").also("store.shards")
 	}
-	if c.Store.ShardSlots < max(2, len(c.Store.Shards)) || c.Store.ShardSlots > maxShardSlots {
+	if c.Store.ShardSlots < max(2, len(c.Store.Shards)) || c.Store.ShardSlots > store.MaxShardSlots {
 		bad("store.shard_slots", "%d is out of range: use a whole number from %d (the number of databases of store.shards, at least 2) to %d",
-			c.Store.ShardSlots, max(2, len(c.Store.Shards)), maxShardSlots)
+			c.Store.ShardSlots, max(2, len(c.Store.Shards)), store.MaxShardSlots)
 	}
 	if c.Store.Driver == "sqlite" && len(c.Store.FallbackDSNs) > 0 {
 		bad("store.fallback_dsns", "is set but %s: fallback addresses are for a mysql or postgres cluster; remove them or change store.driver",
@@ -571,44 +345,9 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 	}
 
 	// segment
-	if k := c.Segment.OpaqueKey; k != "" {
-		if _, err := segment.ParseOpaqueKey(k); err != nil {
-			bad("segment.opaque_key", "%s", err) // never the key itself
-		}
-	}
-	positive("segment.refill_min", c.Segment.RefillMin)
-	positive("segment.refill_max", c.Segment.RefillMax)
-	if c.Segment.RefillMin > 0 && c.Segment.RefillMax > 0 && c.Segment.RefillMin >= c.Segment.RefillMax {
+	if c.Segment.RefillMax > 0 && c.Segment.RefillMin >= c.Segment.RefillMax {
 		bad("segment.refill_min", "%s is not below segment.refill_max (%s): use a refill_min shorter than refill_max (default 15m and 30m)",
 			c.Segment.RefillMin, c.Segment.RefillMax).also("segment.refill_max")
-	}
-	if c.Segment.MaxStep < 1 {
-		bad("segment.max_step", "%d is out of range: %s", c.Segment.MaxStep, hintMaxStep)
-	}
-	if !(c.Segment.PreloadAt > 0 && c.Segment.PreloadAt < 1) { // also catches NaN
-		bad("segment.preload_at", "%s is out of range: %s", strconv.FormatFloat(c.Segment.PreloadAt, 'g', -1, 64), hintPreload)
-	}
-	positive("segment.tag_refresh", c.Segment.TagRefresh)
-	positive("segment.wait_timeout", c.Segment.WaitTimeout)
-	if c.Segment.MaxRange < 1 || c.Segment.MaxRange > MaxRangeLimit {
-		bad("segment.max_range", "%d is out of range: %s", c.Segment.MaxRange, hintMaxRange())
-	}
-	if c.Segment.MaxBatch < 1 || c.Segment.MaxBatch > MaxBatchLimit {
-		bad("segment.max_batch", "%d is out of range: %s", c.Segment.MaxBatch, hintMaxBatch())
-	}
-	seen := make(map[string]int, len(c.Segment.SeedTags))
-	for i, s := range c.Segment.SeedTags {
-		key := fmt.Sprintf("segment.seed_tags[%d]", i)
-		if err := leafd.ValidateTag(s.Tag); err != nil {
-			bad(key+".tag", "%s", leafd.ErrorMessage(err)).also("segment.seed_tags")
-		} else if j, dup := seen[s.Tag]; dup {
-			bad(key+".tag", "%q is already listed as segment.seed_tags[%d]: list each tag once", s.Tag, j).also("segment.seed_tags")
-		} else {
-			seen[s.Tag] = i
-		}
-		if s.Step < 1 || s.Step > maxSeedStep {
-			bad(key+".step", "%d is out of range: %s", s.Step, hintSeedStep()).also("segment.seed_tags")
-		}
 	}
 
 	// snowflake
@@ -623,9 +362,9 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 	nowMS := now.UnixMilli()
 	switch {
 	case sf.Epoch < 0:
-		bad("snowflake.epoch", "%d is before 1970: %s", sf.Epoch, hintEpoch())
+		bad("snowflake.epoch", "%d is before 1970: %s", sf.Epoch, hintEpoch)
 	case sf.Epoch > nowMS:
-		bad("snowflake.epoch", "%d (%s) is in the future: %s", sf.Epoch, msTime(sf.Epoch), hintEpoch())
+		bad("snowflake.epoch", "%d (%s) is in the future: %s", sf.Epoch, msTime(sf.Epoch), hintEpoch)
 	case bitsOK:
 		// The last millisecond the layout can express.
 		last := sf.Epoch + (int64(1)<<sf.TimeBits - 1)
@@ -643,23 +382,12 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 			bad("snowflake.worker_id", "%d is out of range: %s", sf.WorkerID.ID, hintWorkerID(wb)).also("snowflake.worker_bits")
 		}
 	}
-	if sf.MaxBackward < time.Millisecond || sf.MaxBackward > time.Second {
-		bad("snowflake.max_backward", "%v is out of range: use 1ms to 1s (a request waits this long at most)", sf.MaxBackward)
-	}
-	if sf.LeaseTTL < time.Second {
-		bad("snowflake.lease_ttl", "%v is too short: use at least 1s (renewals come every third of it)", sf.LeaseTTL)
-	}
-	switch {
-	case sf.MaxBorrow < 0 || sf.MaxBorrow > time.Second:
-		bad("snowflake.max_borrow", "%v is out of range: %s", sf.MaxBorrow, hintMaxBorrow)
-	case sf.LeaseTTL >= time.Second && sf.MaxBorrow > sf.LeaseTTL/10:
+	if sf.LeaseTTL >= time.Second && sf.MaxBorrow > sf.LeaseTTL/10 {
 		bad("snowflake.max_borrow", "%v is more than a tenth of the lease (%s): use at most %v, or a longer snowflake.lease_ttl "+
 			"(the watermark, lease_ttl ahead of the clock, must cover the borrowed time)",
 			sf.MaxBorrow, other("snowflake.lease_ttl", sf.LeaseTTL), sf.LeaseTTL/10).also("snowflake.lease_ttl")
 	}
 	switch {
-	case sf.Workers < 1 || sf.Workers > MaxWorkers:
-		bad("snowflake.workers", "%d is out of range: %s", sf.Workers, hintWorkers)
 	case sf.Workers > 1 && !sf.WorkerID.Auto:
 		bad("snowflake.workers", "%d needs snowflake.worker_id: auto, not the fixed %d: "+
 			"set snowflake.workers to 1, or lease the worker ids with auto", sf.Workers, sf.WorkerID.ID).also("snowflake.worker_id")
@@ -672,36 +400,10 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 			"set it to false (a leased worker id is always recorded)").also("snowflake.worker_id")
 	}
 
-	// The token itself is never repeated in a message: it is a secret.
-	switch t := c.Admin.Token; {
-	case t == "":
-	case strings.IndexFunc(t, unicode.IsSpace) >= 0:
-		bad("admin.token", "holds whitespace inside: %s", hintToken)
-	case utf8.RuneCountInString(t) < MinTokenLen:
-		bad("admin.token", "is %d characters, too short to resist guessing: %s", utf8.RuneCountInString(t), hintToken)
-	}
 	if c.Admin.ProtectDashboard && c.Admin.Token == "" {
 		bad("admin.protect_dashboard", "true needs admin.token: set a token, or leave the dashboard open").also("admin.token")
 	}
 
-	// log
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		bad("log.level", "%q is not a level: %s", c.Log.Level, hintLevel)
-	}
-	switch c.Log.Format {
-	case "text", "json":
-	default:
-		bad("log.format", "%q is not a format: %s", c.Log.Format, hintFormat)
-	}
-
-	// metrics
-	switch c.Metrics.PerTag {
-	case "full", "basic", "off":
-	default:
-		bad("metrics.per_tag", "%q is not a level of detail: %s", c.Metrics.PerTag, hintPerTag)
-	}
 	return ps
 }
 

@@ -79,8 +79,8 @@ func testRecreateTag(t *testing.T, h *harness) {
 	const fp, otherFP = "0123456789abcdef", "fedcba9876543210"
 	opaque := leafd.Tag{Name: "user", Step: 10, Format: "opaque", Digits: 9, KeyFingerprint: fp}
 	create(t, s, opaque)
-	allocate(t, s, "user", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
-	allocate(t, s, "user", 10, segment.Allocation{Start: 11, End: 21, TableStep: 10})
+	h.allocate(s, "user", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
+	h.allocate(s, "user", 10, segment.Allocation{Start: 11, End: 21, TableStep: 10})
 	h.exec("DELETE FROM leaf_alloc WHERE biz_tag = 'user'")
 
 	refused := func(what string, tag leafd.Tag, says ...string) {
@@ -108,7 +108,7 @@ func testRecreateTag(t *testing.T, h *harness) {
 	if got.MaxID != 21 || got.Format != "opaque" || got.Digits != 9 || got.KeyFingerprint != fp {
 		t.Fatalf("the opaque tag created again = %+v, want max_id 21 and its format", got)
 	}
-	allocate(t, s, "user", 10, segment.Allocation{Start: 21, End: 31, TableStep: 10})
+	h.allocate(s, "user", 10, segment.Allocation{Start: 21, End: 31, TableStep: 10})
 
 	// Created again by SQL: still opaque (its format row is kept); the
 	// tag_rewound message's UPDATE goes on above the mark, still opaque.
@@ -119,14 +119,14 @@ func testRecreateTag(t *testing.T, h *harness) {
 	}
 	wantRewound(t, h, s, "user", 10, 31)
 	h.exec("UPDATE leaf_alloc SET max_id = 31 WHERE biz_tag = 'user'")
-	allocate(t, s, "user", 10, segment.Allocation{Start: 31, End: 41, TableStep: 10})
+	h.allocate(s, "user", 10, segment.Allocation{Start: 31, End: 41, TableStep: 10})
 	if tags, err := s.ListTags(ctx); err != nil || len(tags) != 1 || tags[0].Format != "opaque" {
 		t.Fatalf("ListTags after the repair = %+v, %v, want the opaque tag", tags, err)
 	}
 
 	// A sequential tag that issued IDs is sequential for good.
 	create(t, s, leafd.Tag{Name: "seq", Step: 10})
-	allocate(t, s, "seq", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
+	h.allocate(s, "seq", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
 	h.exec("DELETE FROM leaf_alloc WHERE biz_tag = 'seq'")
 	refused("a sequential tag created again as opaque", leafd.Tag{Name: "seq", Step: 10, Format: "opaque", KeyFingerprint: fp},
 		"was a sequential tag", `"format":"sequential"`)

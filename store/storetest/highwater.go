@@ -54,8 +54,8 @@ func wantRewound(t *testing.T, h *harness, s Store, tag string, step, repairTo i
 func testRewoundByUpdate(t *testing.T, h *harness) {
 	s := h.migrated()
 	create(t, s, leafd.Tag{Name: "order", MaxID: 1, Step: 100})
-	allocate(t, s, "order", 100, segment.Allocation{Start: 1, End: 101, TableStep: 100})
-	allocate(t, s, "order", 10, segment.Allocation{Start: 101, End: 111, TableStep: 100})
+	h.allocate(s, "order", 100, segment.Allocation{Start: 1, End: 101, TableStep: 100})
+	h.allocate(s, "order", 10, segment.Allocation{Start: 101, End: 111, TableStep: 100})
 	if got := h.mark("order"); got != 111 {
 		t.Fatalf("high-water mark = %d after ranges up to 111, want 111", got)
 	}
@@ -76,10 +76,10 @@ func testRewoundByUpdate(t *testing.T, h *harness) {
 
 	// The repair the message gives: the next range starts at the mark.
 	h.exec("UPDATE leaf_alloc SET max_id = 111 WHERE biz_tag = 'order'")
-	allocate(t, s, "order", 100, segment.Allocation{Start: 111, End: 211, TableStep: 100})
+	h.allocate(s, "order", 100, segment.Allocation{Start: 111, End: 211, TableStep: 100})
 	// Raised further than needed: fine, it only skips IDs.
 	h.exec("UPDATE leaf_alloc SET max_id = 5000 WHERE biz_tag = 'order'")
-	allocate(t, h.open(), "order", 100, segment.Allocation{Start: 5000, End: 5100, TableStep: 100})
+	h.allocate(h.open(), "order", 100, segment.Allocation{Start: 5000, End: 5100, TableStep: 100})
 	if got := h.mark("order"); got != 5100 {
 		t.Fatalf("high-water mark = %d, want 5100", got)
 	}
@@ -93,8 +93,8 @@ func testRewoundByUpdate(t *testing.T, h *harness) {
 func testRewoundByRecreate(t *testing.T, h *harness) {
 	s := h.migrated()
 	create(t, s, leafd.Tag{Name: "pay", MaxID: 1, Step: 50})
-	allocate(t, s, "pay", 50, segment.Allocation{Start: 1, End: 51, TableStep: 50})
-	allocate(t, s, "pay", 50, segment.Allocation{Start: 51, End: 101, TableStep: 50})
+	h.allocate(s, "pay", 50, segment.Allocation{Start: 1, End: 51, TableStep: 50})
+	h.allocate(s, "pay", 50, segment.Allocation{Start: 51, End: 101, TableStep: 50})
 
 	h.exec("DELETE FROM leaf_alloc WHERE biz_tag = 'pay'")
 	_, err := s.Allocate(context.Background(), "pay", 50)
@@ -109,16 +109,16 @@ func testRewoundByRecreate(t *testing.T, h *harness) {
 	if got := create(t, s, leafd.Tag{Name: "pay", Step: 50}); got.MaxID != 101 {
 		t.Fatalf("CreateTag of a tag deleted at its mark 101 = %+v, want max_id 101", got)
 	}
-	allocate(t, h.open(), "pay", 50, segment.Allocation{Start: 101, End: 151, TableStep: 50})
+	h.allocate(h.open(), "pay", 50, segment.Allocation{Start: 101, End: 151, TableStep: 50})
 
 	// Created again above the mark: it goes on from there.
 	h.exec("DELETE FROM leaf_alloc WHERE biz_tag = 'pay'")
 	create(t, s, leafd.Tag{Name: "pay", MaxID: 1000, Step: 50})
-	allocate(t, s, "pay", 50, segment.Allocation{Start: 1000, End: 1050, TableStep: 50})
+	h.allocate(s, "pay", 50, segment.Allocation{Start: 1000, End: 1050, TableStep: 50})
 
 	// Another tag is not concerned by this one's mark.
 	create(t, s, leafd.Tag{Name: "other", MaxID: 1, Step: 50})
-	allocate(t, s, "other", 50, segment.Allocation{Start: 1, End: 51, TableStep: 50})
+	h.allocate(s, "other", 50, segment.Allocation{Start: 1, End: 51, TableStep: 50})
 }
 
 // Several stores allocate many tags at once, each tag's first mark
@@ -206,10 +206,10 @@ func testHighWaterMarkOfLeafTable(t *testing.T, h *harness) {
 	if got := h.mark("leaf-segment-test"); got != 0 {
 		t.Fatalf("a tag never loaded by leafd has the mark %d, want none", got)
 	}
-	allocate(t, s, "leaf-segment-test", 2000, segment.Allocation{Start: 5001, End: 7001, TableStep: 2000})
+	h.allocate(s, "leaf-segment-test", 2000, segment.Allocation{Start: 5001, End: 7001, TableStep: 2000})
 	// Java Leaf, beside leafd, moves max_id on without a mark: fine.
 	h.exec("UPDATE leaf_alloc SET max_id = max_id + 2000 WHERE biz_tag = 'leaf-segment-test'")
-	allocate(t, s, "leaf-segment-test", 2000, segment.Allocation{Start: 9001, End: 11001, TableStep: 2000})
+	h.allocate(s, "leaf-segment-test", 2000, segment.Allocation{Start: 9001, End: 11001, TableStep: 2000})
 	h.exec("UPDATE leaf_alloc SET max_id = 5001 WHERE biz_tag = 'leaf-segment-test'")
 	wantRewound(t, h, s, "leaf-segment-test", 2000, 11001)
 }

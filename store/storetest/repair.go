@@ -44,8 +44,8 @@ func repair(t *testing.T, h *harness, s Store, tag string) store.Repair {
 func testRepairTag(t *testing.T, h *harness) {
 	s := h.migrated()
 	create(t, s, leafd.Tag{Name: "order", MaxID: 1, Step: 100})
-	allocate(t, s, "order", 100, segment.Allocation{Start: 1, End: 101, TableStep: 100})
-	allocate(t, s, "order", 10, segment.Allocation{Start: 101, End: 111, TableStep: 100})
+	h.allocate(s, "order", 100, segment.Allocation{Start: 1, End: 101, TableStep: 100})
+	h.allocate(s, "order", 10, segment.Allocation{Start: 101, End: 111, TableStep: 100})
 
 	if r := repair(t, h, s, "order"); r.Raised || r.Mark != 111 || r.After.MaxID != 111 {
 		t.Fatalf("RepairTag of a tag that is not rewound = %+v, want unchanged at 111", r)
@@ -62,7 +62,7 @@ func testRepairTag(t *testing.T, h *harness) {
 	if r := repair(t, h, h.open(), "order"); r.Raised || r.After.MaxID != 111 {
 		t.Fatalf("RepairTag run twice = %+v, want unchanged", r)
 	}
-	allocate(t, h.open(), "order", 100, segment.Allocation{Start: 111, End: 211, TableStep: 100})
+	h.allocate(h.open(), "order", 100, segment.Allocation{Start: 111, End: 211, TableStep: 100})
 
 	// One below the mark, and below 1: raised to the mark all the same.
 	for _, rewound := range []int64{210, 0, -5} {
@@ -76,7 +76,7 @@ func testRepairTag(t *testing.T, h *harness) {
 	if r := repair(t, h, s, "order"); r.Raised || r.After.MaxID != 5000 || r.Mark != 211 {
 		t.Fatalf("RepairTag of a tag above its mark = %+v, want unchanged at 5000", r)
 	}
-	allocate(t, s, "order", 100, segment.Allocation{Start: 5000, End: 5100, TableStep: 100})
+	h.allocate(s, "order", 100, segment.Allocation{Start: 5000, End: 5100, TableStep: 100})
 
 	// Deleted and created again by SQL with the default max_id.
 	h.exec("DELETE FROM leaf_alloc WHERE biz_tag = 'order'")
@@ -86,7 +86,7 @@ func testRepairTag(t *testing.T, h *harness) {
 	if !r.Raised || r.Before.MaxID != 1 || r.After.MaxID != 5100 || r.After.Step != 100 || r.After.Description != "again" {
 		t.Fatalf("RepairTag of a tag created again = %+v, want raised from 1 to 5100, step and description kept", r)
 	}
-	allocate(t, s, "order", 100, segment.Allocation{Start: 5100, End: 5200, TableStep: 100})
+	h.allocate(s, "order", 100, segment.Allocation{Start: 5100, End: 5200, TableStep: 100})
 
 	// A tag leafd never loaded has no mark: nothing to repair.
 	create(t, s, leafd.Tag{Name: "fresh", MaxID: 7, Step: 10})

@@ -1,7 +1,8 @@
 // Package storetest is the one test suite of leafd's stores. Run executes
 // the same cases with the same assertions against any backend: store_test
 // runs it against SQLite always, and against MySQL and PostgreSQL whenever
-// a server is reachable (CI requires both).
+// a server is reachable (CI requires both). RunSharded runs them against
+// the sharded store over databases of each engine.
 package storetest
 
 import (
@@ -25,7 +26,10 @@ import (
 // Store is what the suite tests: everything a store does.
 type Store = store.Store
 
-// Database is one fresh, empty database (no tables) of a backend.
+// Database is one fresh, empty database (no tables) of a backend; for
+// RunSharded, the fresh databases of a sharded store, of which Raw,
+// HoldMigrateLock and LeafTable concern the first: it holds the worker id
+// leases, their layout and the tokens, and Migrate takes it first.
 type Database struct {
 	// Open opens a new store on the database, with its own connection
 	// pool, as another server sharing the database would. The suite closes
@@ -54,15 +58,42 @@ type Database struct {
 	// Leaf already uses holds it (for SQLite, which Leaf does not run on:
 	// the same columns without anything leafd's migration adds).
 	LeafTable string
+	// Shards describes the databases of a sharded store (RunSharded); nil
+	// for a store of one database (Run).
+	Shards *Shards
 }
 
-// Run runs the suite. newDatabase returns a fresh, empty database for each
-// case.
+// Shards describes the databases of a sharded store (store.shards).
+type Shards struct {
+	// Raw is a plain pool on every database, in store.shards order, as
+	// Database.Raw is on the first. The backend closes them.
+	Raw []*sqlx.DB
+	// Slots is S (store.shard_slots): the stride of every range.
+	Slots int64
+}
+
+// Run runs the suite against a store of one database. newDatabase returns
+// a fresh, empty database for each case.
 func Run(t *testing.T, newDatabase func(t *testing.T) *Database) {
-	for _, c := range []struct {
-		name string
-		test func(t *testing.T, h *harness)
-	}{
+	run(t, newDatabase, false)
+}
+
+// RunSharded runs the suite against a sharded store (store.Sharded).
+// newDatabase returns fresh, empty databases for each case, described by
+// Database.Shards. The cases whose assertions are a property of one
+// database that sharding deliberately changes are skipped, saying why.
+func RunSharded(t *testing.T, newDatabase func(t *testing.T) *Database) {
+	run(t, newDatabase, true)
+}
+
+// suiteCase is one case of the suite.
+type suiteCase struct {
+	name string
+	test func(t *testing.T, h *harness)
+}
+
+func run(t *testing.T, newDatabase func(t *testing.T) *Database, sharded bool) {
+	cases := []suiteCase{
 		{"NewTagRanges", testNewTagRanges},
 		{"MaxIDBelowOne", testMaxIDBelowOne},
 		{"NearMaxInt64", testNearMaxInt64},
@@ -70,6 +101,7 @@ func Run(t *testing.T, newDatabase func(t *testing.T) *Database) {
 		{"LookupTag", testLookupTag},
 		{"StepBelowOne", testStepBelowOne},
 		{"ConcurrentAllocate", testConcurrentAllocate},
+		{"HugeStep", testHugeStep},
 		{"AllocateRefusedOnShard", testAllocateRefusedOnShard},
 		{"Tags", testTags},
 		{"CreateTagInvalid", testCreateTagInvalid},
@@ -113,11 +145,53 @@ func Run(t *testing.T, newDatabase func(t *testing.T) *Database) {
 		{"SnowflakeLayoutChangedUnderLease", testSnowflakeLayoutChangedUnderLease},
 		{"Tokens", testTokens},
 		{"TokenInvalid", testTokenInvalid},
-	} {
+	}
+	if sharded {
+		cases = append(cases, shardedCases...)
+	}
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			c.test(t, &harness{t: t, db: newDatabase(t)})
+			if why := unsharded[c.name]; sharded && why != "" {
+				t.Skip(why)
+			}
+			db := newDatabase(t)
+			if sharded != (db.Shards != nil) {
+				t.Fatalf("Database.Shards is %v: set it for RunSharded, and only for it", db.Shards)
+			}
+			c.test(t, &harness{t: t, db: db})
 		})
 	}
+}
+
+// unsharded says why each case that does not apply to a sharded store does
+// not: each is a documented property of sharding (docs/contract.md,
+// "Independent databases", and docs/shards.md).
+var unsharded = func() map[string]string {
+	const (
+		base = "a sharded store hands out strided IDs from its slots' counters (leafd_slot_alloc) and leaves " +
+			"leaf_alloc.max_id and update_time as the tag's base (docs/contract.md, \"Independent databases\"); this case checks one counter's exact ranges and max_id"
+		marks = "a sharded store's loads write no high-water mark (its slots' counters only grow, and a mark only sets where " +
+			"a slot's first range starts): nothing is tag_rewound, and RepairTag is range_unsupported (docs/contract.md, \"Independent databases\")"
+		one = "this case is a store of one database that became part of store.shards; " +
+			"a sharded store is the other side of it (docs/shards.md, \"What you give up\")"
+		lock = "a sharded store's load takes a slot of another database when one does not answer in time " +
+			"(docs/shards.md, \"How it works\"): one transaction holding a row does not stop it"
+	)
+	return map[string]string{
+		"NewTagRanges": base, "MaxIDBelowOne": base, "NearMaxInt64": base, "ConcurrentAllocate": base,
+		"UpdateTag": base, "UpdateTimeRefreshed": base, "MigrateLeafTable": base,
+		"RecreateTag": marks, "RewoundByUpdate": marks, "RewoundByRecreate": marks, "RewoundConcurrently": marks,
+		"HighWaterMarkOfLeafTable": marks, "HighWaterTableMissing": marks, "RepairTag": marks, "RepairUnderLoad": marks,
+		"AllocateRefusedOnShard": one,
+		"RowLockedNoRange":       lock,
+	}
+}()
+
+// shardedCases hold for a sharded store what the cases it skips hold for
+// one database.
+var shardedCases = []suiteCase{
+	{"ShardedBase", testShardedBase},
+	{"ShardedLeafTable", testShardedLeafTable},
 }
 
 // harness runs one case against one database.
@@ -158,10 +232,20 @@ func (h *harness) exec(query string, args ...any) {
 	}
 }
 
-// insert adds a row by SQL, as an operator would.
+// insert adds a row by SQL, as an operator would: on a sharded store in
+// every database, each of which holds every tag (docs/shards.md).
 func (h *harness) insert(tag string, maxID, step int64) {
 	h.t.Helper()
-	h.exec("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES (?, ?, ?)", tag, maxID, step)
+	const query = "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES (?, ?, ?)"
+	if h.db.Shards == nil {
+		h.exec(query, tag, maxID, step)
+		return
+	}
+	for i, raw := range h.db.Shards.Raw {
+		if _, err := raw.Exec(raw.Rebind(query), tag, maxID, step); err != nil {
+			h.t.Fatalf("store.shards[%d]: %s: %v", i, query, err)
+		}
+	}
 }
 
 // maxID reads a tag's max_id by SQL.
@@ -174,6 +258,17 @@ func (h *harness) maxID(tag string) int64 {
 	return v
 }
 
+// firstID reports whether id can be the first ID handed out of a tag whose
+// max_id is 1: 1, or on a sharded store the first ID of the slot its first
+// load takes, 1 to S (docs/contract.md, "Independent databases": a slot's
+// first range starts at the first of its IDs at or above max_id).
+func (h *harness) firstID(id int64) bool {
+	if h.db.Shards != nil {
+		return id >= 1 && id <= h.db.Shards.Slots
+	}
+	return id == 1
+}
+
 func create(t *testing.T, s Store, tag leafd.Tag) leafd.Tag {
 	t.Helper()
 	got, err := s.CreateTag(context.Background(), tag)
@@ -183,12 +278,24 @@ func create(t *testing.T, s Store, tag leafd.Tag) leafd.Tag {
 	return got
 }
 
-// allocate asks for a range and checks it.
-func allocate(t *testing.T, s Store, tag string, step int64, want segment.Allocation) {
+// allocate asks for a range and checks it: the contiguous range want, or
+// on a sharded store a range of as many IDs strided by S, whose IDs stay
+// at or above 1 and below 2^63-1, with want's table step (docs/contract.md,
+// "Independent databases": which of the tag's IDs a load hands out depends
+// on the slot it takes).
+func (h *harness) allocate(s Store, tag string, step int64, want segment.Allocation) {
+	t := h.t
 	t.Helper()
 	got, err := s.Allocate(context.Background(), tag, step)
 	if err != nil {
 		t.Fatalf("Allocate(%q, %d): %v", tag, step, err)
+	}
+	if sh := h.db.Shards; sh != nil {
+		if got.Stride != sh.Slots || got.Count() != want.Count() || got.TableStep != want.TableStep ||
+			got.Start < 1 || got.Last() >= leafd.MaxID || got.End-got.Start != want.Count()*sh.Slots {
+			t.Fatalf("Allocate(%q, %d) = %+v, want %d IDs strided by %d from 1 on, table step %d", tag, step, got, want.Count(), sh.Slots, want.TableStep)
+		}
+		return
 	}
 	if got != want {
 		t.Fatalf("Allocate(%q, %d) = %+v, want %+v", tag, step, got, want)
@@ -207,16 +314,16 @@ func wantCode(t *testing.T, what string, err error, code string) {
 func testNewTagRanges(t *testing.T, h *harness) {
 	s := h.migrated()
 	create(t, s, leafd.Tag{Name: "order", MaxID: 1, Step: 1000})
-	allocate(t, s, "order", 1000, segment.Allocation{Start: 1, End: 1001, TableStep: 1000})
-	allocate(t, s, "order", 1000, segment.Allocation{Start: 1001, End: 2001, TableStep: 1000})
+	h.allocate(s, "order", 1000, segment.Allocation{Start: 1, End: 1001, TableStep: 1000})
+	h.allocate(s, "order", 1000, segment.Allocation{Start: 1001, End: 2001, TableStep: 1000})
 	// The server's own step, larger or smaller than the table's.
-	allocate(t, s, "order", 5000, segment.Allocation{Start: 2001, End: 7001, TableStep: 1000})
-	allocate(t, s, "order", 1, segment.Allocation{Start: 7001, End: 7002, TableStep: 1000})
+	h.allocate(s, "order", 5000, segment.Allocation{Start: 2001, End: 7001, TableStep: 1000})
+	h.allocate(s, "order", 1, segment.Allocation{Start: 7001, End: 7002, TableStep: 1000})
 	if got := h.maxID("order"); got != 7002 {
 		t.Fatalf("max_id = %d, want 7002", got)
 	}
 	// Another store on the same database continues where this one stopped.
-	allocate(t, h.open(), "order", 1000, segment.Allocation{Start: 7002, End: 8002, TableStep: 1000})
+	h.allocate(h.open(), "order", 1000, segment.Allocation{Start: 7002, End: 8002, TableStep: 1000})
 }
 
 func testMaxIDBelowOne(t *testing.T, h *harness) {
@@ -225,12 +332,12 @@ func testMaxIDBelowOne(t *testing.T, h *harness) {
 	h.insert("negative", -12345, 10)
 	h.insert("min", leafd.MaxID*-1-1, 10)
 	for _, tag := range []string{"zero", "negative", "min"} {
-		allocate(t, s, tag, 100, segment.Allocation{Start: 1, End: 101, TableStep: 10})
-		allocate(t, s, tag, 100, segment.Allocation{Start: 101, End: 201, TableStep: 10})
+		h.allocate(s, tag, 100, segment.Allocation{Start: 1, End: 101, TableStep: 10})
+		h.allocate(s, tag, 100, segment.Allocation{Start: 101, End: 201, TableStep: 10})
 	}
 	// A step that fits only from 1 on.
 	h.insert("huge", -5, 1)
-	allocate(t, s, "huge", leafd.MaxID-1, segment.Allocation{Start: 1, End: leafd.MaxID, TableStep: 1})
+	h.allocate(s, "huge", leafd.MaxID-1, segment.Allocation{Start: 1, End: leafd.MaxID, TableStep: 1})
 }
 
 func testNearMaxInt64(t *testing.T, h *harness) {
@@ -238,15 +345,15 @@ func testNearMaxInt64(t *testing.T, h *harness) {
 	ctx := context.Background()
 	const m = leafd.MaxID
 	h.insert("edge", m-2500, 1000)
-	allocate(t, s, "edge", 1000, segment.Allocation{Start: m - 2500, End: m - 1500, TableStep: 1000})
-	allocate(t, s, "edge", 1000, segment.Allocation{Start: m - 1500, End: m - 500, TableStep: 1000})
+	h.allocate(s, "edge", 1000, segment.Allocation{Start: m - 2500, End: m - 1500, TableStep: 1000})
+	h.allocate(s, "edge", 1000, segment.Allocation{Start: m - 1500, End: m - 500, TableStep: 1000})
 	_, err := s.Allocate(ctx, "edge", 1000)
 	wantCode(t, "a range past 2^63-1", err, leafd.ETagExhausted)
 	if got := h.maxID("edge"); got != m-500 {
 		t.Fatalf("max_id after tag_exhausted = %d, want %d (unchanged)", got, m-500)
 	}
 	// The last range that fits ends exactly at 2^63-1 (exclusive).
-	allocate(t, s, "edge", 500, segment.Allocation{Start: m - 500, End: m, TableStep: 1000})
+	h.allocate(s, "edge", 500, segment.Allocation{Start: m - 500, End: m, TableStep: 1000})
 	for _, step := range []int64{1, 1000, m} {
 		_, err = s.Allocate(ctx, "edge", step)
 		wantCode(t, fmt.Sprintf("step %d at max_id 2^63-1", step), err, leafd.ETagExhausted)
@@ -379,6 +486,31 @@ func testConcurrentAllocate(t *testing.T, h *harness) {
 	}
 }
 
+// A step whose range cannot fit below 2^63-1 (on a sharded store a range
+// spans step×S) is tag_exhausted: every range handed out holds exactly the
+// IDs asked for, above those handed out before, however large the step.
+func testHugeStep(t *testing.T, h *harness) {
+	s := h.migrated()
+	create(t, s, leafd.Tag{Name: "t", MaxID: 1, Step: 10})
+	var last int64
+	for _, step := range []int64{1 << 58, 1 << 62, 1<<62 + 1, leafd.MaxID / 3, leafd.MaxID/2 + 7, leafd.MaxID - 1, leafd.MaxID} {
+		a, err := s.Allocate(context.Background(), "t", step)
+		switch {
+		case leafd.ErrorCode(err) == leafd.ETagExhausted:
+		case err != nil:
+			t.Fatalf("Allocate(t, %d): %v", step, err)
+		case a.Count() != step || a.Start <= last || a.Last() >= leafd.MaxID:
+			t.Fatalf("Allocate(t, %d) = %+v (%d IDs), after IDs up to %d: want %d IDs above them, below 2^63-1, or tag_exhausted",
+				step, a, a.Count(), last, step)
+		default:
+			last = a.Last()
+		}
+	}
+	if last == 0 {
+		t.Fatal("no step was handed out: the case checks nothing")
+	}
+}
+
 func testTags(t *testing.T, h *harness) {
 	s := h.migrated()
 	ctx := context.Background()
@@ -438,7 +570,7 @@ func testTags(t *testing.T, h *harness) {
 		t.Fatalf("TagNames = %q, %v; want %q", names, err, wantNames)
 	}
 	// The table step is what Allocate reports.
-	allocate(t, s, "pay", 7, segment.Allocation{Start: 500, End: 507, TableStep: 20})
+	h.allocate(s, "pay", 7, segment.Allocation{Start: 500, End: 507, TableStep: 20})
 }
 
 func testCreateTagInvalid(t *testing.T, h *harness) {
@@ -476,7 +608,7 @@ func testUpdateTimeRefreshed(t *testing.T, h *harness) {
 	if want := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC); !tags[0].UpdateTime.Equal(want) {
 		t.Fatalf("update_time = %v, want %v", tags[0].UpdateTime, want)
 	}
-	allocate(t, s, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
+	h.allocate(s, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
 	tags, err = s.ListTags(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -497,7 +629,7 @@ func testMigrateTwice(t *testing.T, h *harness) {
 	if err := h.open().Migrate(context.Background()); err != nil {
 		t.Fatalf("migrate from a second store: %v", err)
 	}
-	allocate(t, s, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
+	h.allocate(s, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
 }
 
 func testMigrateConcurrently(t *testing.T, h *harness) {
@@ -521,7 +653,7 @@ func testMigrateConcurrently(t *testing.T, h *harness) {
 		return
 	}
 	create(t, stores[0], leafd.Tag{Name: "t", MaxID: 1, Step: 10})
-	allocate(t, stores[n-1], "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
+	h.allocate(stores[n-1], "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
 }
 
 // Migrate waits while another server holds the migration lock, and
@@ -569,7 +701,7 @@ func testMigrateLeafTable(t *testing.T, h *harness) {
 	h.exec(h.db.LeafTable)
 	h.exec("INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES ('leaf-segment-test', 5001, 2000, 'Test leaf Segment Mode Get Id')")
 	s := h.migrated()
-	allocate(t, s, "leaf-segment-test", 2000, segment.Allocation{Start: 5001, End: 7001, TableStep: 2000})
+	h.allocate(s, "leaf-segment-test", 2000, segment.Allocation{Start: 5001, End: 7001, TableStep: 2000})
 	tags, err := s.ListTags(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -619,7 +751,7 @@ func testUnreachable(t *testing.T, h *harness) {
 func testRowLockedNoRange(t *testing.T, h *harness) {
 	s := h.migrated()
 	h.insert("t", 1, 10)
-	allocate(t, s, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
+	h.allocate(s, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
 
 	tx, err := h.db.Raw.Begin()
 	if err != nil {
@@ -646,7 +778,7 @@ func testRowLockedNoRange(t *testing.T, h *harness) {
 	if got := h.maxID("t"); got != 11 {
 		t.Fatalf("max_id = %d after a failed Allocate, want 11", got)
 	}
-	allocate(t, s, "t", 10, segment.Allocation{Start: 11, End: 21, TableStep: 10})
+	h.allocate(s, "t", 10, segment.Allocation{Start: 11, End: 21, TableStep: 10})
 }
 
 func testUpdateTag(t *testing.T, h *harness) {

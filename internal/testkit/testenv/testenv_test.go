@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // fakeEnv names the variable that makes the test binary a fake server; its
@@ -240,5 +242,51 @@ func TestRemovedBinary(t *testing.T) {
 	b.Remove()
 	if path, err := b.Path(); err == nil {
 		t.Fatalf("Path after Remove = %q, nil; want an error", path)
+	}
+}
+
+// Run returns a program's output, and an error naming its exit otherwise;
+// a LogFile keeps the output of every run.
+func TestRunLogFile(t *testing.T) {
+	c := fakeConfig(t, "exit")
+	c.LogFile = filepath.Join(t.TempDir(), "fake.log")
+	for range 2 {
+		out, err := testenv.Run(t.Context(), c)
+		if err == nil || !strings.Contains(err.Error(), "fake: exit status 3") || out != "cannot start: bad configuration" {
+			t.Fatalf("Run = %q, %v; want the output and exit status 3", out, err)
+		}
+	}
+	if got := testenv.LogTail(c.LogFile, 5); got != "cannot start: bad configuration\ncannot start: bad configuration" {
+		t.Fatalf("LogTail = %q, want the output of both runs", got)
+	}
+}
+
+// A process in a group of its own is stopped with its StopSignal.
+func TestGroupStopSignal(t *testing.T) {
+	c := fakeConfig(t, "ignore-term")
+	c.Group, c.StopSignal = true, syscall.SIGINT
+	p := testenv.MustStart(t, c, 30*time.Second)
+	code, err := p.Stop(5 * time.Second)
+	if code != -1 || err != nil || p.State().String() != "signal: interrupt" {
+		t.Fatalf("Stop = %d, %v, %v; want the process ended by SIGINT", code, err, p.State())
+	}
+}
+
+func TestFreePorts(t *testing.T) {
+	ports, err := testenv.FreePorts(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if seen[p] || p < 1024 {
+			t.Fatalf("FreePorts = %v: a port twice, or a privileged one", ports)
+		}
+		seen[p] = true
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			t.Fatalf("port %d of FreePorts: %v", p, err)
+		}
+		ln.Close()
 	}
 }

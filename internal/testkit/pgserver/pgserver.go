@@ -25,10 +25,10 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -36,22 +36,26 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // startTimeout bounds a start: initdb's or the server's until it accepts
 // connections, crash recovery included.
 const startTimeout = 60 * time.Second
 
+// user is who the server runs as when the test runs as root, which
+// PostgreSQL refuses to run as.
+const user = "postgres"
+
 // Server is one PostgreSQL server of a test. Its methods are safe for
 // concurrent use.
 type Server struct {
 	bin, dir, data string
 	port           int
-	cred           *syscall.Credential // the postgres user's, when run as root
 
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has exited
+	proc *testenv.Process // nil while down
 }
 
 // bindir returns the directory of PostgreSQL's server programs: the newest
@@ -96,46 +100,33 @@ func Start(tb testing.TB) *Server {
 	}
 	s := &Server{bin: bin, dir: dir, data: filepath.Join(dir, "data")}
 	tb.Cleanup(func() {
-		s.stop()
+		_ = s.Crash()
 		os.RemoveAll(dir)
 	})
-	if os.Geteuid() == 0 {
-		// PostgreSQL refuses to run as root.
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			tb.Fatalf("pgserver: running as root, and there is no postgres user to run the server as: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}
+	uid, gid, err := testenv.UserIDs(user)
+	if err != nil {
+		tb.Fatalf("pgserver: %v", err)
+	}
+	if uid >= 0 {
 		if err := os.Chown(dir, uid, gid); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	if s.port, err = freePort(); err != nil {
-		tb.Fatal(err)
+	ports, err := testenv.FreePorts(1)
+	if err != nil {
+		tb.Fatalf("pgserver: %v", err)
 	}
+	s.port = ports[0]
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", s.data, "-U", "root", "-A", "trust", "-E", "UTF8", "--no-sync")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
-	if out, err := initdb.CombinedOutput(); err != nil {
-		tb.Fatalf("pgserver: initdb: %v\n%s", err, out)
+	if _, err := testenv.Run(ctx, testenv.Config{Path: filepath.Join(bin, "initdb"), User: user,
+		Args: []string{"-D", s.data, "-U", "root", "-A", "trust", "-E", "UTF8", "--no-sync"}}); err != nil {
+		tb.Fatalf("pgserver: %v", err)
 	}
 	if err := s.Start(); err != nil {
 		tb.Fatal(err)
 	}
 	return s
-}
-
-// freePort returns a TCP port on 127.0.0.1 that nothing listens on now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Addr returns the server's address, 127.0.0.1:port.
@@ -171,89 +162,49 @@ func (s *Server) open(db string) (*sql.DB, error) {
 // connections.
 func (s *Server) Start() error {
 	s.mu.Lock()
-	if s.cmd != nil {
-		s.mu.Unlock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
 		return errors.New("pgserver: the server is running")
 	}
-	log, err := os.OpenFile(filepath.Join(s.dir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := testenv.Start(testenv.Config{
+		Path: filepath.Join(s.bin, "postgres"), Name: "postgres", User: user,
+		Args: []string{"-D", s.data, "-p", strconv.Itoa(s.port), "-k", s.dir,
+			"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "shared_buffers=32MB"},
+		Serving: func(line string) (string, bool) {
+			return s.Addr(), strings.Contains(line, "database system is ready to accept connections")
+		},
+		LogFile: filepath.Join(s.dir, "postgres.log"), Tail: 40,
+		// A test process that dies takes its server along (SIGQUIT: an
+		// immediate shutdown, which also ends the server's own children).
+		Group: true, DeathSignal: syscall.SIGQUIT, StopSignal: syscall.SIGQUIT,
+	})
 	if err != nil {
-		s.mu.Unlock()
-		return err
+		return fmt.Errorf("pgserver: %w", err)
 	}
-	cmd := exec.Command(filepath.Join(s.bin, "postgres"), "-D", s.data, "-p", strconv.Itoa(s.port), "-k", s.dir,
-		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "shared_buffers=32MB")
-	cmd.Stdout, cmd.Stderr = log, log
-	// A test process that dies takes its server along (SIGQUIT: an
-	// immediate shutdown, which also ends the server's own children).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Setpgid: true, Pdeathsig: syscall.SIGQUIT}
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		s.mu.Unlock()
-		return fmt.Errorf("pgserver: start postgres: %w", err)
+	if _, err := p.WaitServing(context.Background(), startTimeout); err != nil {
+		p.Kill()
+		return fmt.Errorf("pgserver: %w; its output:\n%s", err, p.Output())
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); log.Close(); close(done) }()
-	s.cmd, s.done = cmd, done
-	s.mu.Unlock()
-
-	deadline := time.Now().Add(startTimeout)
-	for {
-		db, err := s.open("postgres")
-		if err == nil {
-			err = db.Ping()
-			db.Close()
-		}
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-done:
-			out, _ := os.ReadFile(filepath.Join(s.dir, "postgres.log"))
-			return fmt.Errorf("pgserver: postgres exited at start-up: %s", tail(out))
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pgserver: postgres did not accept connections within %v: %v", startTimeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	s.proc = p
+	return nil
 }
 
 // Crash ends the server with an immediate shutdown, as a crash would: every
 // session is cut, nothing is checkpointed, and the next Start replays the
 // write-ahead log. It returns once the server has exited.
+//
+// Errors: the server is not running, or it did not exit within 30 seconds
+// of SIGQUIT and was killed.
 func (s *Server) Crash() error {
 	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.cmd, s.done = nil, nil
+	p := s.proc
+	s.proc = nil
 	s.mu.Unlock()
-	if cmd == nil {
+	if p == nil {
 		return errors.New("pgserver: the server is not running")
 	}
-	if err := cmd.Process.Signal(syscall.SIGQUIT); err != nil {
-		return err
+	if _, err := p.Stop(30 * time.Second); err != nil {
+		return fmt.Errorf("pgserver: %w", err)
 	}
-	select {
-	case <-done:
-		return nil
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		<-done
-		return errors.New("pgserver: postgres did not exit within 30s of SIGQUIT; killed")
-	}
-}
-
-func (s *Server) stop() {
-	if err := s.Crash(); err != nil {
-		return // not running
-	}
-}
-
-// tail returns the last lines of a log, for an error.
-func tail(b []byte) string {
-	const max = 2000
-	if len(b) > max {
-		b = b[len(b)-max:]
-	}
-	return string(b)
+	return nil
 }

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafd/leafd/internal/haproxy"
-	"github.com/leafd/leafd/internal/testenv"
+	"github.com/leafd/leafd/internal/testkit/haproxy"
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // backend is a TCP server that greets every connection with its name and

@@ -1,7 +1,9 @@
 // Package testdb gives tests real, empty databases: a fresh MySQL or
 // PostgreSQL database per test on a server found through the environment,
 // and a fresh SQLite file per test. Nothing is mocked: leafd's guarantees
-// are about what real databases do.
+// are about what real databases do. Each runs a test on every engine of
+// the store's registry, so that no engine is left out by a hand-written
+// list.
 //
 // Environment:
 //
@@ -26,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,7 +36,72 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jmoiron/sqlx"
+	_ "modernc.org/sqlite" // the "sqlite" driver of SQL
 )
+
+// engines are how a test gets a database of each engine of store.Drivers:
+// a fresh one, and the database/sql driver and DSN parameters with which a
+// test's own SQL opens it. It is the tests' one list of engines; Each and
+// DSN fail for an engine missing here.
+var engines = map[string]struct {
+	fresh     func(testing.TB) string
+	sqlDriver string
+	sqlParams string
+}{
+	"mysql":    {MySQL, "mysql", ""},
+	"postgres": {Postgres, "pgx", ""},
+	// Raw SQL waits for the stores' transactions rather than fail.
+	"sqlite": {SQLite, "sqlite", "_pragma=busy_timeout(10000)"},
+}
+
+// Each runs f as a subtest named after each engine in drivers, with a
+// fresh database of that engine (DSN). Pass store.Drivers(), the registry:
+// testdb cannot import store, whose own tests import testdb. An engine
+// whose server does not answer is skipped, or fails the subtest under
+// LEAFD_TEST_REQUIRE_MYSQL=1 / LEAFD_TEST_REQUIRE_POSTGRES=1.
+func Each(t *testing.T, drivers []string, f func(t *testing.T, driver, dsn string)) {
+	t.Helper()
+	for _, driver := range drivers {
+		t.Run(driver, func(t *testing.T) { f(t, driver, DSN(t, driver)) })
+	}
+}
+
+// DSN returns a fresh, empty database of the engine store.driver names, as
+// MySQL, Postgres or SQLite does. It fails the test for an engine testdb
+// has no database of.
+func DSN(tb testing.TB, driver string) string {
+	tb.Helper()
+	e, ok := engines[driver]
+	if !ok {
+		tb.Fatalf("testdb has no database of engine %q: add it to testdb's engines", driver)
+	}
+	return e.fresh(tb)
+}
+
+// SQL returns a plain pool on the database dsn of engine driver, outside
+// any store, for a test's own SQL; it is closed when the test ends. Write
+// queries with ? placeholders and pass them through its Rebind.
+func SQL(tb testing.TB, driver, dsn string) *sqlx.DB {
+	tb.Helper()
+	e, ok := engines[driver]
+	if !ok {
+		tb.Fatalf("testdb has no database of engine %q: add it to testdb's engines", driver)
+	}
+	if e.sqlParams != "" {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		dsn += sep + e.sqlParams
+	}
+	db, err := sqlx.Open(e.sqlDriver, dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
 
 // DefaultMySQLDSN is the server MySQL uses when LEAFD_TEST_MYSQL_DSN is not
 // set.

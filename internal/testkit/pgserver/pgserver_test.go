@@ -6,7 +6,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/leafd/leafd/internal/pgserver"
+	"github.com/leafd/leafd/internal/testkit/pgserver"
 )
 
 // A server of the test's own keeps what was committed across a crash.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafd/leafd/internal/faultproxy"
+	"github.com/leafd/leafd/internal/testkit/faultproxy"
 )
 
 // echoServer answers each line it reads with the same line, until the test

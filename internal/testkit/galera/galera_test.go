@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/leafd/leafd/internal/galera"
+	"github.com/leafd/leafd/internal/testkit/galera"
 )
 
 // open returns a handle on database db of node n; causal reads wait until

@@ -28,11 +28,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -43,6 +40,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // ProviderPath is where Debian's galera-4 package installs the wsrep
@@ -129,8 +128,7 @@ type Options struct {
 type Cluster struct {
 	dir   string
 	opts  Options
-	cred  *syscall.Credential // the mysql user's, when run as root; nil otherwise
-	uid   int                 // owner of the nodes' files; -1 to leave them
+	uid   int // owner of the nodes' files, when run as root; -1 to leave them
 	gid   int
 	nodes []*Node
 
@@ -149,14 +147,13 @@ type Node struct {
 	port, gcomm, ist, sst int
 
 	mu   sync.Mutex
-	proc *nodeProc // nil while the node is down
+	proc *testenv.Process // nil while the node is down
 }
 
-// nodeProc is one run of mariadbd.
-type nodeProc struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process has been waited for
-}
+// user is who the nodes run as when the test runs as root: rsync's daemon,
+// which receives a state transfer, will not write as root into files it
+// does not own.
+const user = "mysql"
 
 // Start creates a cluster of o.Nodes nodes in dir (created if needed; each
 // node gets a subdirectory nodeI holding its data, my.cnf, socket and
@@ -190,15 +187,10 @@ func Start(ctx context.Context, dir string, o Options) (*Cluster, error) {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	c := &Cluster{dir: dir, opts: o, uid: -1, gid: -1}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("mysql")
-		if err != nil {
-			return nil, fmt.Errorf("galera: running as root, the nodes run as user mysql, which does not exist: %w", err)
-		}
-		c.uid, _ = strconv.Atoi(u.Uid)
-		c.gid, _ = strconv.Atoi(u.Gid)
-		c.cred = &syscall.Credential{Uid: uint32(c.uid), Gid: uint32(c.gid), NoSetGroups: true}
+	c := &Cluster{dir: dir, opts: o}
+	var err error
+	if c.uid, c.gid, err = testenv.UserIDs(user); err != nil {
+		return nil, fmt.Errorf("galera: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("galera: %w", err)
@@ -206,7 +198,7 @@ func Start(ctx context.Context, dir string, o Options) (*Cluster, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("galera: %w", err)
 	}
-	ports, err := freePorts(4 * o.Nodes)
+	ports, err := testenv.FreePorts(4 * o.Nodes)
 	if err != nil {
 		return nil, fmt.Errorf("galera: %w", err)
 	}
@@ -526,17 +518,7 @@ func (n *Node) open() (*sql.DB, error) {
 }
 
 // LogTail returns the last lines of the node's error log.
-func (n *Node) LogTail(lines int) string {
-	b, err := os.ReadFile(n.ErrorLog())
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
-}
+func (n *Node) LogTail(lines int) string { return testenv.LogTail(n.ErrorLog(), lines) }
 
 // prepare writes the node's configuration and creates its directories.
 func (n *Node) prepare() error {
@@ -568,7 +550,7 @@ func (n *Node) config() string {
 		provider += ";" + strings.Trim(c.opts.ProviderOptions, "; ")
 	}
 	d := n.dir
-	base := fmt.Sprintf(`# Written by leafd's internal/galera for a test cluster on loopback.
+	base := fmt.Sprintf(`# Written by leafd's internal/testkit/galera for a test cluster on loopback.
 [mysqld]
 datadir=%[1]s/data
 # Temporary tables of the node's own, not the shared /tmp: servers
@@ -617,20 +599,10 @@ func (n *Node) install(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	logPath := filepath.Join(n.dir, "install.log")
-	log, err := os.Create(logPath)
+	_, err = testenv.Run(ctx, testenv.Config{Path: prog, Env: n.env(), User: user, DeathSignal: syscall.SIGKILL,
+		Args: []string{"--defaults-file=" + n.cnf(), "--auth-root-authentication-method=normal", "--skip-test-db"}})
 	if err != nil {
-		return fmt.Errorf("galera: %w", err)
-	}
-	defer log.Close()
-	cmd := exec.CommandContext(ctx, prog, "--defaults-file="+n.cnf(), "--auth-root-authentication-method=normal",
-		"--skip-test-db")
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.Env = n.env()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: n.c.cred, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Run(); err != nil {
-		b, _ := os.ReadFile(logPath)
-		return fmt.Errorf("galera: node %d: mariadb-install-db: %v\n%s", n.idx, err, b)
+		return fmt.Errorf("galera: node %d: %w", n.idx, err)
 	}
 	return nil
 }
@@ -653,26 +625,14 @@ func (n *Node) launch(args ...string) error {
 	if err != nil {
 		return err
 	}
-	// stdout and stderr only get what comes before the error log opens.
-	out, err := os.OpenFile(filepath.Join(n.dir, "mariadbd.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	// The output only gets what comes before the error log opens.
+	p, err := testenv.Start(testenv.Config{Path: prog, Args: append([]string{"--defaults-file=" + n.cnf()}, args...),
+		Name: fmt.Sprintf("galera: node %d", n.idx), Env: n.env(), User: user,
+		LogFile: filepath.Join(n.dir, "mariadbd.out"), Tail: 40,
+		Group: true, DeathSignal: syscall.SIGKILL})
 	if err != nil {
-		return fmt.Errorf("galera: %w", err)
+		return err
 	}
-	defer out.Close()
-	cmd := exec.Command(prog, append([]string{"--defaults-file=" + n.cnf()}, args...)...)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = n.env()
-	// The credentials are set by exec, not by mariadbd's --user: a process
-	// that changes its own user loses its parent-death signal.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: n.c.cred}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("galera: node %d: %w", n.idx, err)
-	}
-	p := &nodeProc{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(p.done)
-	}()
 	n.proc = p
 	return nil
 }
@@ -686,25 +646,31 @@ func (n *Node) kill() error {
 	if p == nil {
 		return fmt.Errorf("galera: node %d is not running", n.idx)
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.done
+	p.Kill()
 	return nil
 }
 
-// exited reports whether the node's process has ended by itself.
-func (n *Node) exited() (bool, string) {
+// exited returns an error when the node's process has ended by itself.
+func (n *Node) exited(what string) error {
 	n.mu.Lock()
 	p := n.proc
 	n.mu.Unlock()
-	if p == nil {
-		return true, "not running"
+	how := "not running"
+	if p != nil {
+		if !p.Exited() {
+			return nil
+		}
+		how = p.State().String()
 	}
-	select {
-	case <-p.done:
-		return true, p.cmd.ProcessState.String()
-	default:
-		return false, ""
+	return fmt.Errorf("galera: %s %d exited before it %s (%s); the end of its log:\n%s", n.kind(), n.idx, what, how, n.LogTail(40))
+}
+
+// kind names a node in errors.
+func (n *Node) kind() string {
+	if n.c.opts.Standalone {
+		return "server"
 	}
+	return "node"
 }
 
 // waitSynced polls the node until it is Synced in a primary component of
@@ -715,30 +681,22 @@ func (n *Node) waitSynced(ctx context.Context, size int) error {
 		return err
 	}
 	defer db.Close()
-	var last string
-	for {
-		if gone, how := n.exited(); gone {
-			return fmt.Errorf("galera: node %d exited before it synced (%s); the end of its log:\n%s", n.idx, how, n.LogTail(40))
-		}
+	return n.poll(ctx, "synced", func() error {
 		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
 		st, err := status(qctx, db, "wsrep_local_state_comment", "wsrep_cluster_size", "wsrep_cluster_status", "wsrep_ready")
-		cancel()
-		if err == nil {
-			if st["wsrep_local_state_comment"] == "Synced" && st["wsrep_cluster_size"] == strconv.Itoa(size) &&
-				st["wsrep_cluster_status"] == "Primary" && st["wsrep_ready"] == "ON" {
-				return nil
-			}
-			last = fmt.Sprintf("%v", st)
-		} else {
-			last = err.Error()
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("galera: node %d not synced in a cluster of %d (last seen: %s): %w; the end of its log:\n%s",
-				n.idx, size, last, ctx.Err(), n.LogTail(40))
-		case <-time.After(100 * time.Millisecond):
+		if st["wsrep_local_state_comment"] == "Synced" && st["wsrep_cluster_size"] == strconv.Itoa(size) &&
+			st["wsrep_cluster_status"] == "Primary" && st["wsrep_ready"] == "ON" {
+			return nil
 		}
-	}
+		return fmt.Errorf("%v", st)
+	}, func(err error) error {
+		return fmt.Errorf("galera: node %d not synced in a cluster of %d: %w; the end of its log:\n%s",
+			n.idx, size, err, n.LogTail(40))
+	})
 }
 
 // waitServing polls a standalone server until it answers a query.
@@ -748,22 +706,31 @@ func (n *Node) waitServing(ctx context.Context) error {
 		return err
 	}
 	defer db.Close()
-	for {
-		if gone, how := n.exited(); gone {
-			return fmt.Errorf("galera: server %d exited before it served (%s); the end of its log:\n%s", n.idx, how, n.LogTail(40))
-		}
+	return n.poll(ctx, "served", func() error {
 		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := db.PingContext(qctx)
-		cancel()
-		if err == nil {
-			return nil
+		defer cancel()
+		return db.PingContext(qctx)
+	}, func(err error) error {
+		return fmt.Errorf("galera: server %d does not serve: %w; the end of its log:\n%s", n.idx, err, n.LogTail(40))
+	})
+}
+
+// poll calls check every 100 ms until it returns nil, for as long as ctx
+// lasts. When the node's process exits first it returns that at once,
+// saying it exited before it did what; when ctx ends, what fail makes of
+// check's last error.
+func (n *Node) poll(ctx context.Context, what string, check func() error, fail func(error) error) error {
+	var gone error
+	err := testenv.Eventually(ctx, 0, 100*time.Millisecond, func() error {
+		if gone = n.exited(what); gone != nil {
+			return testenv.Final(gone)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("galera: server %d does not serve: %v: %w; the end of its log:\n%s", n.idx, err, ctx.Err(), n.LogTail(40))
-		case <-time.After(100 * time.Millisecond):
-		}
+		return check()
+	})
+	if err == nil || gone != nil {
+		return err
 	}
+	return fail(err)
 }
 
 // recoveredRE finds the position mariadbd --wsrep-recover logs.
@@ -780,11 +747,9 @@ func (n *Node) recoverPosition(ctx context.Context) error {
 	}
 	logPath := filepath.Join(n.dir, "recover.log")
 	_ = os.Remove(logPath)
-	cmd := exec.CommandContext(ctx, prog, "--defaults-file="+n.cnf(), "--wsrep-recover", "--log-error="+logPath)
-	cmd.Env = n.env()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: n.c.cred, Pdeathsig: syscall.SIGKILL}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("mariadbd --wsrep-recover: %v: %s", err, out)
+	if _, err := testenv.Run(ctx, testenv.Config{Path: prog, Name: "mariadbd --wsrep-recover", Env: n.env(), User: user,
+		Args: []string{"--defaults-file=" + n.cnf(), "--wsrep-recover", "--log-error=" + logPath}, DeathSignal: syscall.SIGKILL}); err != nil {
+		return err
 	}
 	f, err := os.Open(logPath)
 	if err != nil {
@@ -820,47 +785,4 @@ func (n *Node) chown(paths ...string) error {
 		}
 	}
 	return nil
-}
-
-// freePorts returns k distinct ports that nothing listens on, from below
-// the kernel's ephemeral range: a node restarted later must find its port
-// still free, and the ephemeral ports are taken and released all the time
-// by outgoing connections (the clients' and leafd's among them).
-func freePorts(k int) ([]int, error) {
-	lo, hi := 20000, ephemeralStart()
-	if hi-lo < 100*k {
-		lo = 1024
-	}
-	seen := map[int]bool{}
-	var ports []int
-	for tries := 0; len(ports) < k; tries++ {
-		if tries > 100*k {
-			return nil, fmt.Errorf("no %d free ports in [%d, %d) on 127.0.0.1", k, lo, hi)
-		}
-		p := lo + rand.IntN(hi-lo)
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		ports = append(ports, p)
-	}
-	return ports, nil
-}
-
-// ephemeralStart is the first port of the kernel's ephemeral range.
-func ephemeralStart() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if p, err := strconv.Atoi(f[0]); err == nil && p > 1024 {
-				return p
-			}
-		}
-	}
-	return 32768
 }

@@ -12,7 +12,8 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
-	"github.com/leafd/leafd/internal/testdb"
+	"github.com/leafd/leafd/internal/testkit/testdb"
+	"github.com/leafd/leafd/store"
 )
 
 // Each test gets its own empty database, and it is gone when the test ends.
@@ -133,5 +134,33 @@ func TestPostgres(t *testing.T) {
 	}
 	if n != 0 {
 		t.Fatalf("database %s still exists after its test", name)
+	}
+}
+
+// Each gives every engine of the registry a fresh database of its own, and
+// SQL opens it for the test's own SQL.
+func TestEach(t *testing.T) {
+	var ran []string
+	seen := map[string]bool{}
+	testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) {
+		ran = append(ran, driver)
+		if seen[dsn] {
+			t.Fatalf("%s: DSN %q given twice", driver, dsn)
+		}
+		seen[dsn] = true
+		db := testdb.SQL(t, driver, dsn)
+		if _, err := db.Exec("CREATE TABLE t (n INT)"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(db.Rebind("INSERT INTO t (n) VALUES (?)"), 42); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := db.QueryRow(db.Rebind("SELECT n FROM t WHERE n = ?"), 42).Scan(&n); err != nil || n != 42 {
+			t.Fatalf("read back %d, %v", n, err)
+		}
+	})
+	if want := store.Drivers(); strings.Join(ran, " ") != strings.Join(want, " ") {
+		t.Fatalf("Each ran %v, want every engine of %v", ran, want)
 	}
 }

@@ -12,7 +12,8 @@ import (
 
 // Eventually calls check at once and then every interval until it returns
 // nil, and returns nil. It is how a test waits for something a real process
-// does: as soon as it has happened, and no longer than within.
+// does: as soon as it has happened, and no longer than within; within 0
+// waits for as long as ctx lasts.
 //
 // Errors: check's last error, saying how long it waited, once within has
 // passed (check runs once more at the deadline); check's error unwrapped at
@@ -32,11 +33,15 @@ func Eventually(ctx context.Context, within, interval time.Duration, check func(
 		if errors.As(err, &final) {
 			return final.err
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return fmt.Errorf("not within %v: %w", within, err)
+		wait := interval
+		if within > 0 {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return fmt.Errorf("not within %v: %w", within, err)
+			}
+			wait = min(interval, left)
 		}
-		timer.Reset(min(interval, left))
+		timer.Reset(wait)
 		select {
 		case <-timer.C:
 		case <-ctx.Done():

@@ -35,10 +35,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -46,6 +44,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // Path is where Debian's haproxy package installs the program.
@@ -101,14 +101,8 @@ type Proxy struct {
 	opts Options
 
 	mu      sync.Mutex
-	proc    *proc // nil while down
+	proc    *testenv.Process // nil while down
 	stopped bool
-}
-
-// proc is one run of haproxy.
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process has been waited for
 }
 
 // Start writes the configuration to dir (created if needed), picks a free
@@ -140,11 +134,11 @@ func Start(ctx context.Context, dir string, o Options) (*Proxy, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("haproxy: %w", err)
 	}
-	port, err := freePort()
+	ports, err := testenv.FreePorts(1)
 	if err != nil {
 		return nil, fmt.Errorf("haproxy: %w", err)
 	}
-	p := &Proxy{dir: dir, port: port, opts: o}
+	p := &Proxy{dir: dir, port: ports[0], opts: o}
 	if err := os.WriteFile(p.ConfigPath(), []byte(p.Config()), 0o644); err != nil {
 		return nil, fmt.Errorf("haproxy: %w", err)
 	}
@@ -209,7 +203,7 @@ func (p *Proxy) logPath() string    { return filepath.Join(p.dir, "haproxy.log")
 func (p *Proxy) Config() string {
 	o := p.opts
 	var b strings.Builder
-	fmt.Fprintf(&b, `# Written by leafd's internal/haproxy for a test on loopback.
+	fmt.Fprintf(&b, `# Written by leafd's internal/testkit/haproxy for a test on loopback.
 global
     maxconn 4000
     stats socket %s mode 600 level admin
@@ -258,45 +252,31 @@ func (p *Proxy) launch(ctx context.Context) error {
 		return errors.New("haproxy: it is running")
 	}
 	_ = os.Remove(p.socketPath())
-	out, err := os.OpenFile(p.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if f, err := os.OpenFile(p.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+		fmt.Fprintf(f, "--- leafd test: starting haproxy at %s\n", time.Now().UTC().Format("2006-01-02T15:04:05.000000Z07:00"))
+		f.Close()
+	}
+	pr, err := testenv.Start(testenv.Config{Path: Path, Args: []string{"-db", "-f", p.ConfigPath()}, Dir: p.dir,
+		Env:     []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C"},
+		LogFile: p.logPath(), Tail: 40,
+		Group: true, DeathSignal: syscall.SIGKILL})
 	if err != nil {
 		p.mu.Unlock()
 		return fmt.Errorf("haproxy: %w", err)
 	}
-	fmt.Fprintf(out, "--- leafd test: starting haproxy at %s\n", time.Now().UTC().Format("2006-01-02T15:04:05.000000Z07:00"))
-	cmd := exec.Command(Path, "-db", "-f", p.ConfigPath())
-	cmd.Dir = p.dir
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	err = cmd.Start()
-	out.Close()
-	if err != nil {
-		p.mu.Unlock()
-		return fmt.Errorf("haproxy: %w", err)
-	}
-	pr := &proc{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(pr.done)
-	}()
 	p.proc = pr
 	p.mu.Unlock()
-	for {
-		select {
-		case <-pr.done:
-			return fmt.Errorf("haproxy: exited at start (%s); its output:\n%s", pr.cmd.ProcessState, p.LogTail(30))
-		default:
+	err = testenv.Eventually(ctx, 0, 20*time.Millisecond, func() error {
+		if pr.Exited() {
+			return testenv.Final(fmt.Errorf("haproxy: exited at start (%s); its output:\n%s", pr.State(), p.LogTail(30)))
 		}
-		if _, err := p.command(ctx, "show info"); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("haproxy: not answering on %s: %w; its output:\n%s", p.socketPath(), ctx.Err(), p.LogTail(30))
-		case <-time.After(20 * time.Millisecond):
-		}
+		_, err := p.command(ctx, "show info")
+		return err
+	})
+	if err != nil && !pr.Exited() {
+		return fmt.Errorf("haproxy: not answering on %s: %w; its output:\n%s", p.socketPath(), err, p.LogTail(30))
 	}
+	return err
 }
 
 // Running reports whether HAProxy runs.
@@ -318,8 +298,7 @@ func (p *Proxy) Kill() error {
 	if pr == nil {
 		return errors.New("haproxy: not running")
 	}
-	_ = syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGKILL)
-	<-pr.done
+	pr.Kill()
 	return nil
 }
 
@@ -451,48 +430,4 @@ func (p *Proxy) command(ctx context.Context, cmd string) (string, error) {
 
 // LogTail returns the last lines of HAProxy's output: its warnings, its
 // servers' changes of state, and a line per connection that ended.
-func (p *Proxy) LogTail(lines int) string {
-	b, err := os.ReadFile(p.logPath())
-	if err != nil {
-		return fmt.Sprintf("(no output: %v)", err)
-	}
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
-}
-
-// freePort returns a port that nothing listens on, from below the kernel's
-// ephemeral range: the proxy restarted later must find it still free, and
-// the ephemeral ports are taken and released all the time by outgoing
-// connections.
-func freePort() (int, error) {
-	lo, hi := 20000, ephemeralStart()
-	if hi-lo < 1000 {
-		lo = 1024
-	}
-	for range 1000 {
-		port := lo + rand.IntN(hi-lo)
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		return port, nil
-	}
-	return 0, fmt.Errorf("no free port in [%d, %d) on 127.0.0.1", lo, hi)
-}
-
-// ephemeralStart is the first port of the kernel's ephemeral range.
-func ephemeralStart() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if p, err := strconv.Atoi(f[0]); err == nil && p > 1024 {
-				return p
-			}
-		}
-	}
-	return 32768
-}
+func (p *Proxy) LogTail(lines int) string { return testenv.LogTail(p.logPath(), lines) }

@@ -1,6 +1,7 @@
-// Package testenv runs real leafd processes for tests and for the load
-// harness: the process tests of cmd/leafd, the end-to-end suite (e2e/) and
-// cmd/leafbench all start servers through it.
+// Package testenv is the one process harness of leafd's tests: it runs
+// real leafd processes for the process tests of cmd/leafd, the end-to-end
+// suite (e2e/) and cmd/leafbench, and the database servers and proxies of
+// the tests (pgserver, galera, haproxy) run on it too.
 //
 // What lives here:
 //
@@ -20,6 +21,12 @@
 //   - MustStart is Start for a test: it fails the test when the process does
 //     not come up, kills the process when the test ends and logs its output
 //     if the test failed.
+//   - Config.Group, DeathSignal, StopSignal, User and LogFile serve the
+//     other servers: a process group that Stop and Kill end whole, the
+//     signal a server gets when the test dies, the user it runs as when
+//     the test runs as root, a log kept across restarts (LogTail reads its
+//     end). Run runs a set-up command (initdb, say) to its end; FreePorts
+//     picks ports for a server that must be told its port.
 //   - Eventually polls a condition until it holds or a deadline passes: what
 //     a test waiting for a real process does instead of sleeping
 //     (testing/synctest cannot fake the time of another process).
@@ -29,7 +36,7 @@
 // interface that *testing.T satisfies.
 //
 // The other parts of a test's world have homes of their own: test databases
-// (a fresh SQLite file, a MySQL database) in internal/testdb, the
-// fault-injecting TCP proxy in internal/faultproxy, and real MariaDB Galera
-// clusters in internal/galera.
+// (a fresh SQLite file, a MySQL database) in internal/testkit/testdb, the
+// fault-injecting TCP proxy in internal/testkit/faultproxy, and real MariaDB Galera
+// clusters in internal/testkit/galera.
 package testenv

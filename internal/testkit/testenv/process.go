@@ -43,13 +43,29 @@ type Config struct {
 	// and the last Tail. Both zero keeps every line.
 	Head, Tail int
 
+	// LogFile, when set, is a file the output is appended to, created if
+	// need be, and closed when the process ends: a log that outlives
+	// restarts (see LogTail). It is written after Log.
+	LogFile string
+
 	// HoldStdin gives the process a standard input that stays open until
 	// it exits, or until this process dies: a server that exits when its
 	// input closes (leafbench's baseline) then never outlives its parent.
 	HoldStdin bool
-	// DieWithParent asks the kernel (Linux only) to send the process
-	// SIGTERM if this process dies without stopping it (kill -9).
-	DieWithParent bool
+	// DeathSignal, when not zero, is what the kernel (Linux only) sends
+	// the process if this process dies without stopping it (kill -9), so
+	// that no server is left running.
+	DeathSignal syscall.Signal
+	// Group starts the process in a process group of its own, and Signal,
+	// Stop and Kill then reach the whole group (Unix only): a server's
+	// children, such as the rsync of a Galera state transfer, go with it.
+	Group bool
+	// StopSignal is what Stop sends first; zero means SIGTERM.
+	StopSignal syscall.Signal
+	// User, when this process runs as root, is the user the process runs
+	// as (Linux only; see UserIDs): servers such as PostgreSQL refuse to
+	// run as root. Empty, or not root, runs it as this process's user.
+	User string
 }
 
 // maxLine is the longest line of output kept whole; longer ones are cut
@@ -100,13 +116,26 @@ func Start(c Config) (*Process, error) {
 		p.cfg.Serving = ServingAddr
 	}
 	p.cmd.Dir, p.cmd.Env = c.Dir, c.Env
-	if c.DieWithParent {
-		setParentDeathSignal(p.cmd)
+	if err := setProcAttr(p.cmd, c); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", p.name, err)
+	}
+	var logFile *os.File
+	if c.LogFile != "" {
+		f, err := os.OpenFile(c.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("starting %s: %w", p.name, err)
+		}
+		logFile = f
+		p.cfg.Log = f
+		if c.Log != nil {
+			p.cfg.Log = io.MultiWriter(c.Log, f)
+		}
 	}
 	// A pipe of our own rather than StderrPipe, whose read end Wait closes
 	// before every line has been read.
 	pr, pw, err := os.Pipe()
 	if err != nil {
+		closeFile(logFile)
 		return nil, err
 	}
 	p.cmd.Stdout, p.cmd.Stderr = pw, pw
@@ -116,6 +145,7 @@ func Start(c Config) (*Process, error) {
 		if r, stdin, err = os.Pipe(); err != nil {
 			pr.Close()
 			pw.Close()
+			closeFile(logFile)
 			return nil, err
 		}
 		p.cmd.Stdin = r
@@ -126,14 +156,14 @@ func Start(c Config) (*Process, error) {
 	pw.Close()
 	if err != nil {
 		pr.Close()
-		if stdin != nil {
-			stdin.Close()
-		}
+		closeFile(stdin)
+		closeFile(logFile)
 		return nil, fmt.Errorf("starting %s: %w", p.name, err)
 	}
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
+		defer closeFile(logFile)
 		defer pr.Close()
 		p.read(pr)
 	}()
@@ -142,13 +172,41 @@ func Start(c Config) (*Process, error) {
 		p.mu.Lock()
 		p.ended = time.Now()
 		p.mu.Unlock()
-		if stdin != nil {
-			stdin.Close()
-		}
+		closeFile(stdin)
 		<-read
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// Run runs the program that c describes to its end and returns its output
+// (as Output keeps it): a server's set-up command, such as initdb. When ctx
+// ends first, the program is killed.
+//
+// Errors: the program could not start, did not exit with 0, or ctx ended;
+// the error holds its output.
+func Run(ctx context.Context, c Config) (string, error) {
+	p, err := Start(c)
+	if err != nil {
+		return "", err
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		p.Kill()
+		return p.Output(), fmt.Errorf("%s: %w\n%s", p.name, ctx.Err(), p.Output())
+	}
+	if p.cmd.ProcessState.ExitCode() != 0 {
+		return p.Output(), fmt.Errorf("%s: %v\n%s", p.name, p.cmd.ProcessState, p.Output())
+	}
+	return p.Output(), nil
+}
+
+// closeFile closes f unless it is nil.
+func closeFile(f *os.File) {
+	if f != nil {
+		f.Close()
+	}
 }
 
 // read splits the output into lines until it ends.
@@ -315,10 +373,11 @@ func (p *Process) State() *os.ProcessState {
 	return p.cmd.ProcessState
 }
 
-// Signal sends sig to the process. It is not an error to signal a process
-// that has exited: nothing is sent.
+// Signal sends sig to the process, or to its process group (see
+// Config.Group). It is not an error to signal a process that has exited:
+// nothing is sent.
 func (p *Process) Signal(sig os.Signal) error {
-	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := signal(p.cmd, p.cfg.Group, sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
 	return nil
@@ -331,15 +390,19 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
-// Stop sends SIGTERM and waits for the process to exit, for at most grace;
-// then it kills it with SIGKILL and waits for that. It returns the exit
-// code (-1 when a signal ended the process). Stop on a process that has
-// exited returns its exit code.
+// Stop sends SIGTERM (or Config.StopSignal) and waits for the process to
+// exit, for at most grace; then it kills it with SIGKILL and waits for
+// that. It returns the exit code (-1 when a signal ended the process). Stop
+// on a process that has exited returns its exit code.
 //
-// Errors: the process did not exit within grace of SIGTERM, and was
+// Errors: the process did not exit within grace of the signal, and was
 // killed.
 func (p *Process) Stop(grace time.Duration) (int, error) {
-	_ = p.Signal(syscall.SIGTERM)
+	sig := p.cfg.StopSignal
+	if sig == 0 {
+		sig = syscall.SIGTERM
+	}
+	_ = p.Signal(sig)
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	select {
@@ -348,7 +411,20 @@ func (p *Process) Stop(grace time.Duration) (int, error) {
 	case <-timer.C:
 	}
 	p.Kill()
-	return p.cmd.ProcessState.ExitCode(), fmt.Errorf("%s did not exit within %v of SIGTERM; killed", p.name, grace)
+	return p.cmd.ProcessState.ExitCode(), fmt.Errorf("%s did not exit within %v of %s; killed", p.name, grace, signalName(sig))
+}
+
+// signalName names the signals Stop sends as kill(1) does.
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
+	case syscall.SIGINT:
+		return "SIGINT"
+	}
+	return sig.String()
 }
 
 // Output returns the lines of output kept (see Config.Head and Tail), one

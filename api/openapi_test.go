@@ -24,6 +24,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/access"
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
@@ -174,8 +175,10 @@ func newServer(t *testing.T, opts options) *leafhttp.Server {
 		KeyFingerprint: segment.KeyFingerprint(testOpaqueKey, "secret")}); err != nil {
 		t.Fatal(err)
 	}
+	acc := access.New(access.Config{Store: s, Segment: opts.tokens, Snowflake: opts.tokens, Logger: quiet})
+	t.Cleanup(acc.Close)
 	cfg := leafhttp.Config{Store: s, Tags: s, Tokens: s, Logger: quiet, AdminToken: adminToken, ProtectDashboard: opts.protect,
-		SegmentRequireToken: opts.tokens, SnowflakeRequireToken: opts.tokens}
+		Access: acc}
 	if opts.tokens {
 		tok, text, err := s.CreateToken(ctx, []string{"order"}, "api test")
 		if err != nil {
@@ -219,8 +222,7 @@ func newServer(t *testing.T, opts options) *leafhttp.Server {
 		cfg.Snowflake = g
 	}
 	srv := leafhttp.New(cfg)
-	t.Cleanup(srv.Close)
-	if opts.tokens { // the server reads its tokens in the background
+	if opts.tokens { // the checker reads its tokens in the background
 		for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
 			rec := httptest.NewRecorder()
 			req := httptest.NewRequest("GET", "/segment/order", nil)

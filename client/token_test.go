@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafd/leafd/access"
 	"github.com/leafd/leafd/client"
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/testkit/testdb"
@@ -39,11 +40,11 @@ func TestWithToken(t *testing.T) {
 	}
 	a.Start()
 	t.Cleanup(func() { a.Close() })
-	hs := leafhttp.New(leafhttp.Config{Segment: a, Tokens: s, SegmentRequireToken: true, Logger: quiet})
-	t.Cleanup(hs.Close)
-	web := httptest.NewServer(hs.Handler())
+	acc := access.New(access.Config{Store: s, Segment: true, Logger: quiet})
+	t.Cleanup(acc.Close)
+	web := httptest.NewServer(leafhttp.New(leafhttp.Config{Segment: a, Tokens: s, Access: acc, Logger: quiet}).Handler())
 	t.Cleanup(web.Close)
-	addr, _ := serveGRPC(t, rpc.Config{Segment: a, Access: hs, Logger: quiet})
+	addr, _ := serveGRPC(t, rpc.Config{Segment: a, Access: acc, Logger: quiet})
 
 	transports := map[string]func(opts ...client.Option) (*client.Client, error){
 		"http": func(opts ...client.Option) (*client.Client, error) { return client.New(web.URL, opts...) },

@@ -20,8 +20,11 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/access"
+	"github.com/leafd/leafd/health"
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/testkit/testdb"
+	leafmetrics "github.com/leafd/leafd/metrics"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
@@ -40,7 +43,7 @@ var mysqlOnly = []string{"leafd_store_address_index", "leafd_store_address_switc
 type metricsStore interface {
 	segment.Store
 	snowflake.LeaseStore
-	leafhttp.Store
+	health.Pinger
 	leafhttp.Tokens
 	Migrate(ctx context.Context) error
 	CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error)
@@ -61,7 +64,7 @@ func exported(t *testing.T, s metricsStore) map[string]*dto.MetricFamily {
 	if _, err := s.CreateTag(ctx, leafd.Tag{Name: "order", MaxID: 1, Step: 10}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := leafhttp.NewMetricsWith(leafhttp.MetricsOptions{PerTag: leafhttp.PerTagFull})
+	m, err := leafmetrics.NewWith(leafmetrics.Options{PerTag: leafmetrics.PerTagFull})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +93,10 @@ func exported(t *testing.T, s metricsStore) map[string]*dto.MetricFamily {
 	if err != nil {
 		t.Fatal(err)
 	}
+	acc := access.New(access.Config{Store: s, Segment: true, Registerer: m.Registerer(), TagLabels: true, Logger: quiet})
+	t.Cleanup(acc.Close)
 	h := leafhttp.New(leafhttp.Config{Segment: a, Snowflake: g, Store: s, Metrics: m, Logger: quiet,
-		Tokens: s, SegmentRequireToken: true}).Handler()
+		Tokens: s, Access: acc}).Handler()
 	get := func(path string, want int) string {
 		t.Helper()
 		w := httptest.NewRecorder()

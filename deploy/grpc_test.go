@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 
-	leafhttp "github.com/leafd/leafd/http"
+	leafmetrics "github.com/leafd/leafd/metrics"
 	leafdv1 "github.com/leafd/leafd/proto/leafd/v1"
 	"github.com/leafd/leafd/rpc"
 )
@@ -21,7 +21,7 @@ import (
 // cmd/leafd does with grpc.addr set, and calls it once with success and
 // once with an error, so that the gRPC series show in the scrape of
 // exported.
-func callGRPC(t *testing.T, m *leafhttp.Metrics, seg rpc.Segment, sf rpc.Snowflake) {
+func callGRPC(t *testing.T, m *leafmetrics.Registry, seg rpc.Segment, sf rpc.Snowflake) {
 	t.Helper()
 	srv, err := rpc.New(rpc.Config{Segment: seg, Snowflake: sf, Registerer: m.Registerer(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

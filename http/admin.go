@@ -20,16 +20,22 @@ import (
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/store"
 )
 
-// Tags is what the admin routes need of the store; store.MySQL and
-// store.SQLite implement it.
+// Tags is what the admin routes need of the store; every store.Store
+// implements it.
 type Tags interface {
 	ListTags(ctx context.Context) ([]leafd.Tag, error)
 	LookupTag(ctx context.Context, name string) (leafd.Tag, error)
 	CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error)
 	UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old, updated leafd.Tag, err error)
+	// RepairTag raises a rewound tag's max_id to its high-water mark
+	// (POST /api/tags/{tag}/repair).
+	RepairTag(ctx context.Context, name string) (store.Repair, error)
 }
+
+var _ Tags = store.Store(nil)
 
 // Admin request limits and defaults (docs/contract.md section 4).
 const (

@@ -24,7 +24,7 @@ var gzipWriters = sync.Pool{New: func() any {
 // gzipBody compresses the answers of the routes it guards (the dashboard
 // and /api/state, whose JSON is the dashboard's traffic every second) for
 // clients that accept gzip. It is not on the ID routes, whose path must
-// stay free of allocations (fast.go), nor on /metrics, which compresses by
+// stay free of allocations (answer.go), nor on /metrics, which compresses by
 // itself. A body under gzipMinSize, or one that a handler encoded already,
 // goes out as it is.
 func gzipBody(c *gin.Context) {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/leafd/leafd"
 	leafhttp "github.com/leafd/leafd/http"
+	leafmetrics "github.com/leafd/leafd/metrics"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store"
 )
@@ -108,15 +109,15 @@ type metricsServer struct {
 
 // newMetricsServer serves tags from s with the registry m (see
 // newDashServer), and returns once its snowflake lease is held.
-func newMetricsServer(tb testing.TB, m *leafhttp.Metrics, s *store.SQLite, cfg segment.Config, tags ...leafd.Tag) *metricsServer {
+func newMetricsServer(tb testing.TB, m *leafmetrics.Registry, s *store.SQLite, cfg segment.Config, tags ...leafd.Tag) *metricsServer {
 	tb.Helper()
 	d := newDashServerWith(tb, m, s, cfg, tags...)
 	return &metricsServer{url: d.url, handler: d.handler, alloc: d.alloc}
 }
 
-func mustMetrics(tb testing.TB, perTag leafhttp.PerTag) *leafhttp.Metrics {
+func mustMetrics(tb testing.TB, perTag leafmetrics.PerTag) *leafmetrics.Registry {
 	tb.Helper()
-	m, err := leafhttp.NewMetricsWith(leafhttp.MetricsOptions{PerTag: perTag})
+	m, err := leafmetrics.NewWith(leafmetrics.Options{PerTag: perTag})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -150,29 +151,29 @@ var (
 
 func TestMetrics(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []leafhttp.PerTag{"", leafhttp.PerTagBasic, leafhttp.PerTagFull, leafhttp.PerTagOff} {
+	for _, mode := range []leafmetrics.PerTag{"", leafmetrics.PerTagBasic, leafmetrics.PerTagFull, leafmetrics.PerTagOff} {
 		name := string(mode)
 		if mode == "" {
 			name = "Default"
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			metrics := leafhttp.NewMetrics()
+			metrics := leafmetrics.New()
 			if mode != "" {
 				metrics = mustMetrics(t, mode)
 			}
-			testMetrics(t, metrics, cmp.Or(mode, leafhttp.PerTagBasic))
+			testMetrics(t, metrics, cmp.Or(mode, leafmetrics.PerTagBasic))
 		})
 	}
 	t.Run("BadPerTag", func(t *testing.T) {
-		if _, err := leafhttp.NewMetricsWith(leafhttp.MetricsOptions{PerTag: "some"}); err == nil ||
+		if _, err := leafmetrics.NewWith(leafmetrics.Options{PerTag: "some"}); err == nil ||
 			!strings.Contains(err.Error(), "use full, basic or off") {
 			t.Fatalf("NewMetricsWith(some) = %v; want an error naming the accepted values", err)
 		}
 	})
 }
 
-func testMetrics(t *testing.T, metrics *leafhttp.Metrics, mode leafhttp.PerTag) {
+func testMetrics(t *testing.T, metrics *leafmetrics.Registry, mode leafmetrics.PerTag) {
 	if metrics.PerTag() != mode {
 		t.Fatalf("PerTag() = %q, want %q", metrics.PerTag(), mode)
 	}
@@ -205,7 +206,7 @@ func testMetrics(t *testing.T, metrics *leafhttp.Metrics, mode leafhttp.PerTag) 
 		return o.Loads == 2 && !o.Loading
 	})
 	m := getMetrics(t, d.url)
-	full, off := mode == leafhttp.PerTagFull, mode == leafhttp.PerTagOff
+	full, off := mode == leafmetrics.PerTagFull, mode == leafmetrics.PerTagOff
 
 	// absent fails the test if a series of name with the labels exists.
 	absent := func(t *testing.T, name string, labels ...string) {
@@ -293,15 +294,15 @@ func testMetrics(t *testing.T, metrics *leafhttp.Metrics, mode leafhttp.PerTag) 
 			}
 		}
 		switch mode {
-		case leafhttp.PerTagBasic:
+		case leafmetrics.PerTagBasic:
 			if n["order"] > 6 || n["order"] < 5 || n["idle"] != 0 {
 				t.Errorf("series per tag %v: want 5 or 6 for order, none for idle", n)
 			}
-		case leafhttp.PerTagOff:
+		case leafmetrics.PerTagOff:
 			if len(n) != 0 {
 				t.Errorf("series per tag %v: want none", n)
 			}
-		case leafhttp.PerTagFull:
+		case leafmetrics.PerTagFull:
 			if n["order"] < 12+16 || n["idle"] < 12 {
 				t.Errorf("series per tag %v: want every detail", n)
 			}
@@ -499,8 +500,8 @@ func TestMetricsScale(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	modes := []leafhttp.PerTag{leafhttp.PerTagBasic, leafhttp.PerTagFull, leafhttp.PerTagOff}
-	registries := make([]*leafhttp.Metrics, len(modes))
+	modes := []leafmetrics.PerTag{leafmetrics.PerTagBasic, leafmetrics.PerTagFull, leafmetrics.PerTagOff}
+	registries := make([]*leafmetrics.Registry, len(modes))
 	for i, mode := range modes {
 		registries[i] = mustMetrics(t, mode)
 	}
@@ -595,15 +596,15 @@ func TestMetricsScale(t *testing.T) {
 		t.Logf("per_tag %-5s: %6d series (%d server-wide, per tag in use %d..%d, per unused tag <= %d), %9d bytes (%d gzipped), scrape %v",
 			mode, total, server, usedMin, usedMax, unusedMax, len(body), gz.Len(), took.Round(time.Millisecond))
 		switch mode {
-		case leafhttp.PerTagBasic:
+		case leafmetrics.PerTagBasic:
 			if usedMin < 1 || usedMax > 6 || unusedMax != 0 {
 				t.Errorf("basic: %d..%d series per tag in use (want 1..6), up to %d per unused tag (want 0)", usedMin, usedMax, unusedMax)
 			}
-		case leafhttp.PerTagOff:
+		case leafmetrics.PerTagOff:
 			if len(perTag) != 0 {
 				t.Errorf("off: %d tags have series, want none", len(perTag))
 			}
-		case leafhttp.PerTagFull:
+		case leafmetrics.PerTagFull:
 			// 12 gauges and counters for every tag, and the 16 series of
 			// the ok load latency histogram for each tag that loaded.
 			if usedMin < 12+16 || unusedMax < 12 {

@@ -41,20 +41,21 @@ func (s *Server) getSegmentRange(c *gin.Context) {
 	writeOK(c, contentJSON, b)
 }
 
-// parseSize reads the query of a range request (readIDQuery): size, given
+// parseSize reads the query of a range request (rangeQuery): size, given
 // once, a decimal integer in 1..max, and format at most once; no other
 // parameter.
 func parseSize(rawQuery string, max int64) (int64, error) {
-	q, err := readIDQuery(rawQuery, rangeParams)
-	if err != nil {
+	var q query
+	if err := rangeQuery.read(rawQuery, &q); err != nil {
 		return 0, err
 	}
-	if !q.hasSize {
+	size, ok := q.get("size")
+	if !ok {
 		return 0, leafd.Errorf(leafd.EInvalidSize, "size is missing: give the number of IDs wanted, from 1 to %d, as ?size=N", max)
 	}
-	n, err := strconv.ParseInt(q.size, 10, 64)
-	if err != nil || n < 1 || n > max || q.size[0] == '+' {
-		return 0, leafd.Errorf(leafd.EInvalidSize, "size %q is not valid: use a whole number from 1 to %d (segment.max_range)", truncate(q.size), max)
+	n, err := strconv.ParseInt(size, 10, 64)
+	if err != nil || n < 1 || n > max || size[0] == '+' {
+		return 0, leafd.Errorf(leafd.EInvalidSize, "size %q is not valid: use a whole number from 1 to %d (segment.max_range)", truncate(size), max)
 	}
 	return n, nil
 }

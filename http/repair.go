@@ -1,23 +1,13 @@
 package http
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/leafd/leafd"
-	"github.com/leafd/leafd/store"
 )
-
-// TagRepairer is what POST /api/tags/{tag}/repair needs of the store, beside
-// Tags: every store.Store implements it (store/highwater.go).
-type TagRepairer interface {
-	RepairTag(ctx context.Context, name string) (store.Repair, error)
-}
-
-var _ TagRepairer = store.Store(nil)
 
 // repairJSON is the answer of POST /api/tags/{tag}/repair: the tag as the
 // other admin routes answer it, after the repair, and what the repair did.
@@ -42,13 +32,7 @@ func (s *Server) repairTag(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	rp, ok := s.tags.(TagRepairer)
-	if !ok {
-		s.writeError(c, leafd.Errorf(leafd.ERangeUnsupported,
-			"this server's store keeps no high-water marks: there is nothing to repair; raise max_id by SQL if you must"))
-		return
-	}
-	r, err := rp.RepairTag(c.Request.Context(), name)
+	r, err := s.tags.RepairTag(c.Request.Context(), name)
 	if err != nil {
 		s.writeError(c, err)
 		return

@@ -15,6 +15,7 @@ import (
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/store"
 )
 
 // repairBody is the answer of POST /api/tags/{tag}/repair.
@@ -211,8 +212,14 @@ func TestRepairTag(t *testing.T) {
 	})
 }
 
-// onlyTags is a store of the admin routes that cannot repair tags.
+// onlyTags is a store of the admin routes that keeps no high-water marks,
+// and says so.
 type onlyTags struct{ leafhttp.Tags }
+
+func (onlyTags) RepairTag(context.Context, string) (store.Repair, error) {
+	return store.Repair{}, leafd.Errorf(leafd.ERangeUnsupported,
+		"this server's store keeps no high-water marks: there is nothing to repair; raise max_id by SQL if you must")
+}
 
 // Without the admin token configured the route is switched off; a store
 // that cannot repair answers 409 range_unsupported, saying so.

@@ -14,6 +14,7 @@ import (
 	"github.com/leafd/leafd"
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/testkit/testdb"
+	leafmetrics "github.com/leafd/leafd/metrics"
 	"github.com/leafd/leafd/segment"
 )
 
@@ -26,7 +27,7 @@ import (
 func TestRewoundTagRecreated(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver, dsn string) {
 		s := openAdminStore(t, driver, dsn)
-		m := leafhttp.NewMetrics()
+		m := leafmetrics.New()
 		a := startAllocator(t, s, segment.Config{MaxStep: 100, WaitTimeout: time.Second, TagRefresh: time.Hour,
 			MissTTL: time.Millisecond, Logger: quiet, OnLoad: m.ObserveLoad})
 		hs := httptest.NewServer(leafhttp.New(leafhttp.Config{

@@ -34,7 +34,7 @@ func (buf *batchBuf) release() {
 }
 
 // getSegment answers GET /segment/{tag}[?count=N][&format=json]. The query
-// is read by readIDQuery: a repeated count or format, or any other
+// is read by segmentQuery: a repeated count or format, or any other
 // parameter, is refused.
 func (s *Server) getSegment(c *gin.Context) {
 	if s.seg == nil {
@@ -51,14 +51,15 @@ func (s *Server) getSegment(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	q, err := readIDQuery(c.Request.URL.RawQuery, segmentParams)
+	var q query
+	err := segmentQuery.read(c.Request.URL.RawQuery, &q)
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
 	n := 1
-	if q.hasCount {
-		if n, err = parseCount(q.count, s.seg.MaxBatch()); err != nil {
+	if count, ok := q.get("count"); ok {
+		if n, err = parseCount(count, s.seg.MaxBatch()); err != nil {
 			s.writeError(c, err)
 			return
 		}
@@ -102,7 +103,7 @@ func writeSegmentAnswer(c *gin.Context, b []byte, tag string, ranges []segment.R
 
 // getLeafSegment answers Leaf's GET /api/segment/get/{tag}: the bare
 // decimal ID, errors as HTTP 500 with a text body. Its query is read as
-// Leaf reads it, ignoring what it does not take (checkLeafQuery).
+// Leaf reads it, ignoring what it does not take (leafQuery).
 func (s *Server) getLeafSegment(c *gin.Context) {
 	if s.seg == nil {
 		s.writeLeafError(c, leafd.Errorf(leafd.EModeDisabled, "segment mode is switched off on this server"))
@@ -113,7 +114,7 @@ func (s *Server) getLeafSegment(c *gin.Context) {
 		s.writeLeafError(c, err)
 		return
 	}
-	if err := checkLeafQuery(c.Request.URL.RawQuery); err != nil {
+	if err := leafQuery.read(c.Request.URL.RawQuery, new(query)); err != nil {
 		s.writeLeafError(c, err)
 		return
 	}
@@ -124,21 +125,4 @@ func (s *Server) getLeafSegment(c *gin.Context) {
 	}
 	var b [20]byte
 	writeOK(c, contentTextPlain, strconv.AppendInt(b[:0], id, 10))
-}
-
-// parseCount reads a count parameter: a decimal integer in 1..max.
-func parseCount(raw string, max int) (int, error) {
-	n, err := strconv.Atoi(raw)
-	if err != nil || n < 1 || n > max {
-		return 0, leafd.Errorf(leafd.EInvalidCount, "count %q is not valid: use a whole number from 1 to %d", truncate(raw), max)
-	}
-	return n, nil
-}
-
-// truncate shortens a client's value for an error message.
-func truncate(s string) string {
-	if len(s) > 32 {
-		return s[:32] + "…"
-	}
-	return s
 }

@@ -19,9 +19,11 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/access"
+	"github.com/leafd/leafd/health"
+	"github.com/leafd/leafd/metrics"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
-	"github.com/leafd/leafd/store"
 )
 
 // Segment is what the HTTP layer needs of segment mode; *segment.Allocator
@@ -57,21 +59,10 @@ type Snowflake interface {
 	State() snowflake.State
 }
 
-// Store is what the dashboard, /api/state and /metrics show of the
-// database: its driver's name, its health and the address it uses.
-type Store interface {
-	Driver() string
-	Ping(ctx context.Context) error
-	Address() store.Address
-}
-
 var (
 	_ Segment   = (*segment.Allocator)(nil)
 	_ Snowflake = (*snowflake.Generator)(nil)
 	_ Snowflake = (*snowflake.Pool)(nil)
-	_ Store     = (*store.MySQL)(nil)
-	_ Store     = (*store.SQLite)(nil)
-	_ Store     = (*store.Postgres)(nil)
 )
 
 // Config wires a Server.
@@ -83,10 +74,10 @@ type Config struct {
 	Snowflake Snowflake
 	// Store is the database whose health the dashboard, /api/state and
 	// /metrics show; nil leaves it out.
-	Store Store
-	// Metrics is the registry /metrics serves (see NewMetrics, whose
-	// ObserveLoad is segment.Config.OnLoad). Nil: New makes one.
-	Metrics *Metrics
+	Store health.Pinger
+	// Metrics is the registry /metrics serves, New registering the
+	// server's state on it. Nil: New makes one.
+	Metrics *metrics.Registry
 	// Tags serves the admin routes /api/tags; nil answers them
 	// admin_disabled.
 	Tags Tags
@@ -99,16 +90,11 @@ type Config struct {
 	// MaxStep bounds the table step set through the admin routes
 	// (segment.max_step). Default 1,000,000.
 	MaxStep int64
-	// Tokens keeps the access tokens of the ID routes and serves
-	// /api/tokens; nil answers those routes admin_disabled.
+	// Tokens serves /api/tokens; nil answers those routes admin_disabled.
 	Tokens Tokens
-	// SegmentRequireToken and SnowflakeRequireToken make the mode's ID
-	// routes need an access token (segment.require_token,
-	// snowflake.require_token); they need Tokens.
-	SegmentRequireToken, SnowflakeRequireToken bool
-	// TokenRefresh is how often the tokens are read again from Tokens;
-	// 0 means DefaultTokenRefresh (2 s).
-	TokenRefresh time.Duration
+	// Access checks the ID routes' access tokens, and learns of the tokens
+	// created and revoked through /api/tokens; nil requires none.
+	Access *access.Checker
 	// OpaqueKey is segment.opaque_key: with it, POST /api/tags creates
 	// opaque tags and GET /api/tags/{tag}/decode/{id} maps their IDs back.
 	OpaqueKey []byte
@@ -145,16 +131,14 @@ type Server struct {
 	maxStep    int64
 	opaqueKey  []byte
 	log        *slog.Logger
-	health     *storeHealth // the store's ping, cached; nil without a store
-	metrics    *Metrics
+	health     *health.Store // the store's ping, cached; nil without a store
+	ready      func() error
+	metrics    *metrics.Registry
 	engine     *gin.Engine
 	http       *http.Server
 	maxConns   int
-	// tokenStore serves /api/tokens; tok checks the ID routes' tokens,
-	// nil while no mode requires them (tokens.go).
-	tokenStore            Tokens
-	tok                   *tokenKeeper
-	segRequire, sfRequire bool
+	tokenStore Tokens
+	access     *access.Checker
 }
 
 // New returns a Server with every route registered.
@@ -184,16 +168,14 @@ func New(cfg Config) *Server {
 		s.log.Error("http: trusted proxies refused; trusting none", "err", err)
 		_ = e.SetTrustedProxies(nil)
 	}
-	s.health, s.metrics = newStoreHealth(cfg.Store), cfg.Metrics
+	s.health, s.metrics = health.NewStore(cfg.Store), cfg.Metrics
+	s.ready = health.Ready(cfg.Segment, cfg.Snowflake)
 	if s.metrics == nil {
-		s.metrics = NewMetrics()
+		s.metrics = metrics.New()
 	}
-	s.metrics.watch(s)
-	s.tokenStore, s.segRequire, s.sfRequire = cfg.Tokens, cfg.SegmentRequireToken, cfg.SnowflakeRequireToken
-	if cfg.Tokens != nil && (s.segRequire || s.sfRequire) {
-		s.tok = newTokenKeeper(cfg.Tokens, cfg.TokenRefresh, s.log, s.metrics)
-	}
-	e.Use(s.metrics.countRequests, s.recover, securityHeaders)
+	s.metrics.Watch(cfg.Segment, cfg.Snowflake, s.health)
+	s.tokenStore, s.access = cfg.Tokens, cfg.Access
+	e.Use(s.countRequests, s.recover, securityHeaders)
 	e.NoRoute(func(c *gin.Context) {
 		s.writeError(c, leafd.Errorf(leafd.ENotFound, "no route %s %s; see the API in the README", c.Request.Method, c.Request.URL.Path))
 	})
@@ -210,7 +192,7 @@ func New(cfg Config) *Server {
 	}
 	// The routes that are not ID routes refuse a query that would be read
 	// in part (onceQuery); the ID routes read theirs themselves.
-	once := s.onceQuery(nil)
+	once := s.checkQuery(&onceQuery)
 	get(e, "/healthz", once, s.healthz)
 	get(e, "/readyz", once, s.readyz)
 	get(e, "/segment/:tag", s.guard(false, false, s.getSegment)...)
@@ -220,22 +202,22 @@ func New(cfg Config) *Server {
 	get(e, "/snowflake/:id", once, s.decodeSnowflake)
 	get(e, "/snowflake/at/:time", once, s.composeSnowflake)
 	get(e, "/api/snowflake/get/:key", s.guard(true, true, s.getLeafSnowflake)...)
-	get(e, "/decodeSnowflakeId", s.onceQuery(map[string]string{"snowflakeId": leafd.EInvalidID}), s.decodeLeafSnowflake)
+	get(e, "/decodeSnowflakeId", s.checkQuery(&decodeLeafQuery), s.decodeLeafSnowflake)
 	// The dashboard, the state it shows and the metrics (which name every
 	// tag), in groups built here so that one middleware in front guards
 	// them all (admin.protect_dashboard).
 	dash := e.Group("", gzipBody)
-	metrics := e.Group("")
+	scraped := e.Group("")
 	if cfg.ProtectDashboard {
 		dash.Use(s.requireDashboard)
-		metrics.Use(s.requireDashboard)
+		scraped.Use(s.requireDashboard)
 	}
 	dash.Use(once) // after the token, as on the admin routes
-	metrics.Use(once)
+	scraped.Use(once)
 	get(dash, "/", s.redirectDashboard)
 	get(dash, "/dashboard", s.getDashboard)
 	get(dash, "/api/state", s.getState)
-	get(metrics, "/metrics", s.getMetrics)
+	get(scraped, "/metrics", gin.WrapH(s.metrics))
 	admin := e.Group("/api/tags", s.requireAdmin, once)
 	get(admin, "", s.listTags)
 	admin.POST("", s.createTag)
@@ -316,7 +298,6 @@ func (s *Server) Serve(ln net.Listener) error {
 // Shutdown stops accepting connections and waits for in-flight requests
 // until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
-	defer s.Close()
 	return s.http.Shutdown(ctx)
 }
 
@@ -334,6 +315,23 @@ func (s *Server) recover(c *gin.Context) {
 	c.Next()
 }
 
+// countRequests counts every request in the metrics by route template
+// (c.FullPath), method and status, with its error code if it failed.
+func (s *Server) countRequests(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	took := time.Since(start)
+	route := c.FullPath()
+	if route == "" {
+		route = "unmatched"
+	}
+	var err error
+	if len(c.Errors) > 0 {
+		err = c.Errors.Last().Err
+	}
+	s.metrics.ObserveRequest(route, c.Request.Method, c.Writer.Status(), took, err)
+}
+
 type panicError struct{ v any }
 
 func (p panicError) Error() string { return "panic: " + slog.AnyValue(p.v).String() }
@@ -345,31 +343,9 @@ func (s *Server) healthz(c *gin.Context) {
 // readyz answers 200 when every enabled mode can issue IDs, and the
 // not_ready error of the first that cannot otherwise.
 func (s *Server) readyz(c *gin.Context) {
-	if err := s.Ready(); err != nil {
+	if err := s.ready(); err != nil {
 		s.writeError(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})
-}
-
-// Ready returns nil when every enabled mode can issue IDs, and otherwise
-// the not_ready error of the first that cannot: what GET /readyz answers.
-// The gRPC API's health service reports it.
-func (s *Server) Ready() error {
-	var modes []interface{ Ready() error }
-	if s.seg != nil {
-		modes = append(modes, s.seg)
-	}
-	if s.sf != nil {
-		modes = append(modes, s.sf)
-	}
-	for _, m := range modes {
-		if err := m.Ready(); err != nil {
-			if leafd.ErrorCode(err) != leafd.ENotReady { // the contract knows no other answer
-				err = leafd.Wrap(leafd.ENotReady, err, leafd.ErrorMessage(err))
-			}
-			return err
-		}
-	}
-	return nil
 }

@@ -20,27 +20,28 @@ type idBuf struct {
 }
 
 // getSnowflake answers GET /snowflake[?count=N][&format=json], the query
-// read as on the segment route (readIDQuery).
+// read by snowflakeQuery.
 func (s *Server) getSnowflake(c *gin.Context) {
 	if s.sf == nil {
 		s.writeError(c, snowflakeDisabled())
 		return
 	}
-	q, err := readIDQuery(c.Request.URL.RawQuery, segmentParams)
+	var q query
+	err := snowflakeQuery.read(c.Request.URL.RawQuery, &q)
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
 	n := 1
-	if q.hasCount {
-		if n, err = parseCount(q.count, s.sf.MaxBatch()); err != nil {
+	if count, ok := q.get("count"); ok {
+		if n, err = parseCount(count, s.sf.MaxBatch()); err != nil {
 			s.writeError(c, err)
 			return
 		}
 	}
 	buf := idPool.Get().(*idBuf)
 	defer func() {
-		// Not kept grown past what a pooled batch needs (fast.go).
+		// Not kept grown past what a pooled batch needs (answer.go).
 		buf.b, buf.ids = poolable(buf.b, maxPooledBytes), poolable(buf.ids, maxPooledIDs)
 		idPool.Put(buf)
 	}()
@@ -86,13 +87,13 @@ func writeSnowflakeAnswer(c *gin.Context, b []byte, ids []snowflake.ID, json boo
 
 // getLeafSnowflake answers Leaf's GET /api/snowflake/get/{key}: the bare
 // decimal ID. The key is ignored, as Leaf ignores it, and the query is
-// read as on the other Leaf route (checkLeafQuery).
+// read as on the other Leaf route (leafQuery).
 func (s *Server) getLeafSnowflake(c *gin.Context) {
 	if s.sf == nil {
 		s.writeLeafError(c, snowflakeDisabled())
 		return
 	}
-	if err := checkLeafQuery(c.Request.URL.RawQuery); err != nil {
+	if err := leafQuery.read(c.Request.URL.RawQuery, new(query)); err != nil {
 		s.writeLeafError(c, err)
 		return
 	}
@@ -145,7 +146,9 @@ func (s *Server) decodeLeafSnowflake(c *gin.Context) {
 		s.writeError(c, snowflakeDisabled())
 		return
 	}
-	raw, ok := c.GetQuery("snowflakeId")
+	var q query
+	_ = decodeLeafQuery.read(c.Request.URL.RawQuery, &q) // checked before (checkQuery)
+	raw, ok := q.get("snowflakeId")
 	if !ok || raw == "" {
 		s.writeError(c, leafd.Errorf(leafd.EInvalidID,
 			"the query parameter snowflakeId is missing: ask GET /decodeSnowflakeId?snowflakeId=ID (ID a snowflake ID), or GET /snowflake/ID"))

@@ -5,104 +5,19 @@ import (
 	"context"
 	"math"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/health"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
-	"github.com/leafd/leafd/store"
 )
-
-// Store health is pinged at most once per healthEvery however many
-// dashboards poll and scrapers scrape, each ping bounded by healthTimeout.
-const (
-	healthEvery   = time.Second
-	healthTimeout = time.Second
-)
-
-// storeHealth caches the outcome of the store's ping. One caller at a time
-// pings; the others answer the last outcome meanwhile, or wait for the very
-// first one.
-type storeHealth struct {
-	store Store
-
-	mu      sync.Mutex
-	last    health
-	pinging chan struct{} // closed when the ping in flight ends; nil if none
-}
-
-type health struct {
-	ok  bool
-	err string
-	at  time.Time // when the ping ended; zero before the first
-}
-
-func newStoreHealth(s Store) *storeHealth {
-	if s == nil {
-		return nil
-	}
-	return &storeHealth{store: s}
-}
-
-// address returns the address the store uses among its cluster's, and
-// whether /api/state and /metrics show it: they do for a database reached
-// over the network, not for a SQLite file, whose path is no address of a
-// cluster (docs/contract.md section 6 and docs/metrics.md give the
-// address of a MySQL store only) and is not for an open dashboard to show.
-func (h *storeHealth) address() (store.Address, bool) {
-	if h.store.Driver() == "sqlite" {
-		return store.Address{}, false
-	}
-	return h.store.Address(), true
-}
-
-// check returns the store's health, no older than healthEvery unless a
-// ping is in flight. ctx only bounds the wait for the first ping: the ping
-// itself runs on its own deadline, so that a dashboard closed mid-poll does
-// not count as a failure of the database.
-func (h *storeHealth) check(ctx context.Context) health {
-	h.mu.Lock()
-	last, pinging := h.last, h.pinging
-	fresh := !last.at.IsZero() && time.Since(last.at) < healthEvery
-	if fresh || (pinging != nil && !last.at.IsZero()) {
-		h.mu.Unlock()
-		return last
-	}
-	if pinging != nil {
-		h.mu.Unlock()
-		select {
-		case <-pinging:
-		case <-ctx.Done():
-		}
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return h.last
-	}
-	done := make(chan struct{})
-	h.pinging = done
-	h.mu.Unlock()
-
-	pctx, cancel := context.WithTimeout(context.Background(), healthTimeout)
-	err := h.store.Ping(pctx)
-	cancel()
-	now := health{ok: err == nil, at: time.Now()}
-	if err != nil {
-		now.err = err.Error()
-	}
-	h.mu.Lock()
-	h.last, h.pinging = now, nil
-	h.mu.Unlock()
-	close(done)
-	return now
-}
 
 // The JSON of GET /api/state (docs/contract.md section 6). Times are RFC 3339 UTC with
 // milliseconds; a time that has not happened yet (no load, no lease) is
@@ -123,7 +38,7 @@ type (
 		OK        bool    `json:"ok"`
 		Error     string  `json:"error,omitempty"`
 		CheckedAt *string `json:"checked_at"`
-		// The address in use (see storeHealth.address): its host:port,
+		// The address in use (see health.Store.Address): its host:port,
 		// its index in store.dsn + store.fallback_dsns, how many there
 		// are, and the switches between them so far.
 		Address          string  `json:"address,omitempty"`
@@ -248,15 +163,13 @@ func (s *Server) getState(c *gin.Context) {
 func (s *Server) state(ctx context.Context, q stateQuery) stateJSON {
 	out := stateJSON{Time: timeJSON(time.Now())}
 	if s.health != nil {
-		out.Store = s.health.state(ctx)
+		out.Store = storeState(ctx, s.health)
 	}
 	if s.seg != nil {
 		lo, hi := s.seg.RefillWindow()
 		out.Segment = q.segment(s.seg.State())
-		if s.tok != nil {
-			for i := range out.Segment.Tags {
-				out.Segment.Tags[i].TokenRefusals = s.tok.refusalsOf(out.Segment.Tags[i].Tag)
-			}
+		for i := range out.Segment.Tags {
+			out.Segment.Tags[i].TokenRefusals = s.access.RefusalsOf(out.Segment.Tags[i].Tag)
 		}
 		out.Segment.RefillMinMs, out.Segment.RefillMaxMs = lo.Milliseconds(), hi.Milliseconds()
 	}
@@ -266,14 +179,14 @@ func (s *Server) state(ctx context.Context, q stateQuery) stateJSON {
 	return out
 }
 
-func (h *storeHealth) state(ctx context.Context) *storeJSON {
-	now := h.check(ctx)
-	j := &storeJSON{Driver: h.store.Driver(), OK: now.ok, Error: redactAccount(now.err)}
-	if !now.at.IsZero() {
-		at := timeJSON(now.at)
+func storeState(ctx context.Context, h *health.Store) *storeJSON {
+	now := h.Check(ctx)
+	j := &storeJSON{Driver: h.Driver(), OK: now.OK, Error: redactAccount(now.Err)}
+	if !now.At.IsZero() {
+		at := timeJSON(now.At)
 		j.CheckedAt = &at
 	}
-	if addr, ok := h.address(); ok {
+	if addr, ok := h.Address(); ok {
 		j.Address, j.AddressIndex, j.Addresses = addr.Name, &addr.Index, addr.Count
 		j.Switches, j.LastSwitchReason = &addr.Switches, redactAccount(addr.LastSwitchReason)
 		if !addr.LastSwitch.IsZero() {
@@ -371,33 +284,35 @@ const (
 // it does not know are ignored, like the dashboard's own (?poll=).
 func parseStateQuery(c *gin.Context) (stateQuery, error) {
 	var q stateQuery
-	if c.Request.URL.RawQuery == "" {
-		return q, nil
+	raw := c.Request.URL.RawQuery
+	if strings.Count(raw, "&") >= 10000 { // url.ParseQuery's limit, which this route kept
+		return q, leafd.Errorf(leafd.EInvalidQuery, "the query does not parse (number of URL query parameters exceeded limit); write it as name=value pairs joined by &, with %%XX escapes")
 	}
-	v, err := url.ParseQuery(c.Request.URL.RawQuery)
-	if err != nil {
-		return q, leafd.Errorf(leafd.EInvalidQuery, "the query does not parse (%v); write it as name=value pairs joined by &, with %%XX escapes", err)
+	var v query
+	if err := apiStateQuery.read(raw, &v); err != nil {
+		return q, err
 	}
-	q.tag, q.q = v.Get("tag"), v.Get("q")
-	if st := v.Get("state"); st != "" {
+	get := func(name string) string { s, _ := v.get(name); return s }
+	q.tag, q.q = get("tag"), get("q")
+	if st := get("state"); st != "" {
 		q.status = segment.Status(st)
 		if !slices.Contains(segment.Statuses, q.status) {
 			return q, leafd.Errorf(leafd.EInvalidQuery, "state %q is not a tag status; use one of %s", st, statusList())
 		}
 	}
-	switch q.sort = v.Get("sort"); q.sort {
+	switch q.sort = get("sort"); q.sort {
 	case "", sortName, sortProblems, sortRate:
 	default:
 		return q, leafd.Errorf(leafd.EInvalidQuery, "sort %q is not an order; use name, problems or rate", q.sort)
 	}
-	if s := v.Get("offset"); s != "" {
+	if s := get("offset"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
 			return q, leafd.Errorf(leafd.EInvalidQuery, "offset %q is not a whole number of 0 or more", s)
 		}
 		q.offset, q.offsetSet = n, true
 	}
-	if s := v.Get("limit"); s != "" {
+	if s := get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > maxStateLimit {
 			return q, leafd.Errorf(leafd.EInvalidQuery, "limit %q is not a whole number from 1 to %d; leave it out for every tag", s, maxStateLimit)

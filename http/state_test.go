@@ -20,9 +20,11 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/health"
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/testkit/faultproxy"
 	"github.com/leafd/leafd/internal/testkit/testdb"
+	leafmetrics "github.com/leafd/leafd/metrics"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
@@ -33,7 +35,7 @@ import (
 type dashStore interface {
 	segment.Store
 	snowflake.LeaseStore
-	leafhttp.Store
+	health.Pinger
 	Migrate(ctx context.Context) error
 	CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error)
 	Close() error
@@ -90,11 +92,11 @@ type dashServer struct {
 // id from s. It returns once the lease is held.
 func newDashServer(tb testing.TB, s dashStore, cfg segment.Config, tags ...leafd.Tag) *dashServer {
 	tb.Helper()
-	return newDashServerWith(tb, leafhttp.NewMetrics(), s, cfg, tags...)
+	return newDashServerWith(tb, leafmetrics.New(), s, cfg, tags...)
 }
 
 // newDashServerWith is newDashServer with the registry metrics.
-func newDashServerWith(tb testing.TB, metrics *leafhttp.Metrics, s dashStore, cfg segment.Config, tags ...leafd.Tag) *dashServer {
+func newDashServerWith(tb testing.TB, metrics *leafmetrics.Registry, s dashStore, cfg segment.Config, tags ...leafd.Tag) *dashServer {
 	tb.Helper()
 	ctx := context.Background()
 	if err := s.Migrate(ctx); err != nil {
@@ -432,20 +434,20 @@ func TestStateEmptyAndModesOff(t *testing.T) {
 
 // countingStore counts the pings that reach the store.
 type countingStore struct {
-	leafhttp.Store
+	health.Pinger
 	pings atomic.Int64
 }
 
 func (c *countingStore) Ping(ctx context.Context) error {
 	c.pings.Add(1)
-	return c.Store.Ping(ctx)
+	return c.Pinger.Ping(ctx)
 }
 
 // However many dashboards poll, the store is pinged at most once a second.
 func TestStorePingCached(t *testing.T) {
 	t.Parallel()
 	s := openSQLite(t)
-	counted := &countingStore{Store: s}
+	counted := &countingStore{Pinger: s}
 	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Store: counted, Logger: quiet}).Handler())
 	t.Cleanup(srv.Close)
 	began := time.Now()
@@ -1078,7 +1080,7 @@ func TestStateSnowflakeBorrowing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
-	m := leafhttp.NewMetrics()
+	m := leafmetrics.New()
 	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Snowflake: g, Metrics: m, Logger: quiet}).Handler())
 	t.Cleanup(srv.Close)
 	ids, err := g.NextN(context.Background(), 2000, nil)
@@ -1123,7 +1125,7 @@ func TestStateSnowflakeWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Snowflake: p, Metrics: leafhttp.NewMetrics(), Logger: quiet}).Handler())
+	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Snowflake: p, Metrics: leafmetrics.New(), Logger: quiet}).Handler())
 	t.Cleanup(srv.Close)
 	deadline := time.Now().Add(10 * time.Second)
 	for len(p.State().WorkerIDs) < 3 {

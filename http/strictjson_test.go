@@ -31,7 +31,7 @@ func strictServer(t *testing.T) (string, store.Store) {
 	a := startAllocator(t, s, segment.Config{MaxStep: 100, WaitTimeout: time.Second, TagRefresh: time.Hour, Logger: quiet})
 	srv := leafhttp.New(leafhttp.Config{Segment: a, Tags: s, Tokens: s, AdminToken: token, MaxStep: 5000, Logger: quiet})
 	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { ts.Close(); srv.Close() })
+	t.Cleanup(ts.Close)
 	if r := authed(t, "POST", ts.URL+"/api/tags", `{"tag":"order","description":"orders"}`); r.status != 201 {
 		t.Fatalf("setup: %d %q", r.status, r.body)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leafd/leafd"
 	leafhttp "github.com/leafd/leafd/http"
+	leafmetrics "github.com/leafd/leafd/metrics"
 	"github.com/leafd/leafd/segment"
 )
 
@@ -55,7 +56,7 @@ func (s *slotStore) LookupTag(ctx context.Context, name string) (leafd.Tag, erro
 // with every per-tag metric.
 func newSlotServer(t *testing.T) (*httptest.Server, *segment.Allocator) {
 	t.Helper()
-	m, err := leafhttp.NewMetricsWith(leafhttp.MetricsOptions{PerTag: leafhttp.PerTagFull})
+	m, err := leafmetrics.NewWith(leafmetrics.Options{PerTag: leafmetrics.PerTagFull})
 	if err != nil {
 		t.Fatal(err)
 	}

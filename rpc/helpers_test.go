@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/leafd/leafd"
-	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	leafdv1 "github.com/leafd/leafd/proto/leafd/v1"
 	"github.com/leafd/leafd/rpc"
@@ -30,9 +29,6 @@ import (
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// *http.Server is the Access of a real leafd.
-var _ rpc.Access = (*leafhttp.Server)(nil)
 
 // newStoreB is newStore for a benchmark: the tag bench, step 100,000.
 func newStoreB(b *testing.B) store.Store {

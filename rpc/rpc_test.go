@@ -2,12 +2,9 @@ package rpc_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,7 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/leafd/leafd"
-	leafhttp "github.com/leafd/leafd/http"
+	"github.com/leafd/leafd/access"
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	leafdv1 "github.com/leafd/leafd/proto/leafd/v1"
 	"github.com/leafd/leafd/rpc"
@@ -176,24 +173,13 @@ func TestSnowflake(t *testing.T) {
 	_, err = c.NextSnowflake(ctx(t), &leafdv1.NextSnowflakeRequest{Count: 1001})
 	wantError(t, "count past max_batch", err, codes.InvalidArgument, leafd.EInvalidCount)
 
-	// The HTTP route's answer, field for field.
-	h := httptest.NewServer(leafhttp.New(leafhttp.Config{Snowflake: g, Logger: quiet}).Handler())
-	defer h.Close()
+	// The HTTP route's answer (snowflake.DecodeJSON), field for field.
 	for _, id := range []int64{one.GetIds()[0], batch.GetIds()[499], 1234567890123456789, 1} {
 		d, err := c.DecodeSnowflake(ctx(t), &leafdv1.DecodeSnowflakeRequest{Id: id})
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := http.Get(fmt.Sprintf("%s/snowflake/%d", h.URL, id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want snowflake.Decoded
-		err = json.NewDecoder(res.Body).Decode(&want)
-		res.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		want := snowflake.DecodeJSON(g.Layout(), snowflake.ID(id))
 		if d.GetId() != int64(want.ID) || d.GetTime() != want.Time || d.GetUnixMs() != want.UnixMs ||
 			d.GetWorkerId() != want.WorkerID || d.GetSequence() != want.Sequence {
 			t.Fatalf("DecodeSnowflake(%d) = %v; GET /snowflake/%d = %+v", id, d, id, want)
@@ -311,11 +297,11 @@ func testTokens(t *testing.T, driver, dsn string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	metrics := leafhttp.NewMetrics()
-	h := leafhttp.New(leafhttp.Config{Segment: a, Snowflake: g, Tokens: st, Metrics: metrics, Logger: quiet,
-		SegmentRequireToken: true, SnowflakeRequireToken: true, TokenRefresh: 20 * time.Millisecond})
-	t.Cleanup(h.Close)
-	c := serve(t, rpc.Config{Segment: a, Snowflake: g, Access: h, Registerer: metrics.Registerer()}).client
+	reg := prometheus.NewRegistry() // the registry /metrics serves
+	acc := access.New(access.Config{Store: st, Segment: true, Snowflake: true, Refresh: 20 * time.Millisecond,
+		Registerer: reg, Logger: quiet})
+	t.Cleanup(acc.Close)
+	c := serve(t, rpc.Config{Segment: a, Snowflake: g, Access: acc, Registerer: reg}).client
 	with := func(token string) context.Context {
 		return metadata.AppendToOutgoingContext(ctx(t), "authorization", "Bearer "+token)
 	}
@@ -359,7 +345,7 @@ func testTokens(t *testing.T, driver, dsn string) {
 		t.Fatalf("decode without a token: %v", err)
 	}
 
-	gatherer := metrics.Registerer().(prometheus.Gatherer) // the registry /metrics serves
+	gatherer := prometheus.Gatherer(reg)
 	refusals := func(mode, tag, reason string) float64 {
 		return counterValue(t, gatherer, "leafd_token_refusals_total", map[string]string{"mode": mode, "tag": tag, "reason": reason})
 	}

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"github.com/leafd/leafd/access"
 	leafdv1 "github.com/leafd/leafd/proto/leafd/v1"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
@@ -49,20 +50,21 @@ type Snowflake interface {
 }
 
 // Access checks the access tokens of the ID requests (segment.require_token,
-// snowflake.require_token) as the HTTP routes check them, refusals counted
-// with theirs; *http.Server implements it.
+// snowflake.require_token), the same check as the HTTP routes';
+// *access.Checker implements it.
 type Access interface {
-	// IDTokenRequired reports whether a mode's ID requests need a token
+	// Required reports whether a mode's ID requests need a token
 	// (snowflake mode, or segment mode when false). It is asked once, by
 	// New.
-	IDTokenRequired(snowflake bool) bool
-	// CheckIDToken returns nil when token allows tag (the snowflake mode's
-	// tag is ignored), and token_required (token empty), token_refused or
+	Required(snowflake bool) bool
+	// Check returns nil when token allows tag (the snowflake mode's tag is
+	// ignored), and token_required (token empty), token_refused or
 	// store_unavailable otherwise.
-	CheckIDToken(token, tag string, snowflake bool) error
+	Check(token, tag string, snowflake bool) error
 }
 
 var (
+	_ Access    = (*access.Checker)(nil)
 	_ Segment   = (*segment.Allocator)(nil)
 	_ Snowflake = (*snowflake.Generator)(nil)
 	_ Snowflake = (*snowflake.Pool)(nil)
@@ -162,7 +164,7 @@ func New(cfg Config) (*Server, error) {
 	s.grpc = grpc.NewServer(opts...)
 	svc := &service{seg: cfg.Segment, sf: cfg.Snowflake, access: cfg.Access, log: s.log, metrics: m}
 	if cfg.Access != nil {
-		svc.segToken, svc.sfToken = cfg.Access.IDTokenRequired(false), cfg.Access.IDTokenRequired(true)
+		svc.segToken, svc.sfToken = cfg.Access.Required(false), cfg.Access.Required(true)
 	}
 	leafdv1.RegisterIDServiceServer(s.grpc, svc)
 	s.health = health.NewServer()

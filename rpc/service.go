@@ -124,7 +124,7 @@ func (s *service) segmentRequest(ctx context.Context, tag string) (string, error
 		return "", err
 	}
 	if s.segToken {
-		if err := s.access.CheckIDToken(bearer(ctx), tag, false); err != nil {
+		if err := s.access.Check(bearer(ctx), tag, false); err != nil {
 			return "", err
 		}
 	}
@@ -137,7 +137,7 @@ func (s *service) NextSnowflake(ctx context.Context, req *leafdv1.NextSnowflakeR
 		return nil, s.fail(ctx, methodNextSnowflake, snowflakeDisabled())
 	}
 	if s.sfToken {
-		if err := s.access.CheckIDToken(bearer(ctx), "", true); err != nil {
+		if err := s.access.Check(bearer(ctx), "", true); err != nil {
 			return nil, s.fail(ctx, methodNextSnowflake, err)
 		}
 	}

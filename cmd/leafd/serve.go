@@ -14,8 +14,11 @@ import (
 	"time"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/access"
+	"github.com/leafd/leafd/health"
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/config"
+	leafmetrics "github.com/leafd/leafd/metrics"
 	"github.com/leafd/leafd/rpc"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
@@ -126,7 +129,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 		return err
 	}
 
-	metrics, err := leafhttp.NewMetricsWith(leafhttp.MetricsOptions{PerTag: leafhttp.PerTag(cfg.Metrics.PerTag)})
+	metrics, err := leafmetrics.NewWith(leafmetrics.Options{PerTag: leafmetrics.PerTag(cfg.Metrics.PerTag)})
 	if err != nil {
 		return usageError{err}
 	}
@@ -180,19 +183,21 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	if gen != nil {
 		sfHandler = gen
 	}
+	acc := access.New(access.Config{Store: db, Segment: cfg.Segment.RequireToken, Snowflake: cfg.Snowflake.RequireToken,
+		Registerer: metrics.Registerer(), TagLabels: metrics.PerTag() == leafmetrics.PerTagFull, Logger: log})
+	defer acc.Close() // after both servers drained
 	srv := leafhttp.New(leafhttp.Config{
 		Segment: segHandler, Snowflake: sfHandler, Tags: db, MaxStep: cfg.Segment.MaxStep, OpaqueKey: opaqueKey(cfg),
 		Store: db, Metrics: metrics,
 		AdminToken: cfg.Admin.Token, ProtectDashboard: cfg.Admin.ProtectDashboard, Logger: log,
-		Tokens: db, SegmentRequireToken: cfg.Segment.RequireToken, SnowflakeRequireToken: cfg.Snowflake.RequireToken,
+		Tokens: db, Access: acc,
 		MaxConnections: cfg.HTTP.MaxConnections, TrustedProxies: cfg.HTTP.TrustedProxies,
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, ReadTimeout: cfg.HTTP.ReadTimeout,
 		WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
 	})
-	grpcSrv, err := newGRPCServer(grpcLn, cfg.GRPC, srv, metrics, alloc, gen, log)
+	grpcSrv, err := newGRPCServer(grpcLn, cfg.GRPC, acc, health.Ready(segHandler, sfHandler), metrics, alloc, gen, log)
 	if err != nil {
 		ln.Close()
-		srv.Close()
 		return err
 	}
 	if grpcSrv != nil {
@@ -284,14 +289,14 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 }
 
 // newGRPCServer builds the gRPC API's server for ln (nil: none, grpc.addr
-// is empty), served by the same allocators as the HTTP server, whose token
-// check, readiness and metrics registry it shares.
-func newGRPCServer(ln net.Listener, cfg config.GRPC, srv *leafhttp.Server, metrics *leafhttp.Metrics, alloc *segment.Allocator,
-	gen *snowflake.Pool, log *slog.Logger) (*rpc.Server, error) {
+// is empty), served by the same allocators as the HTTP server, with the
+// same token check, readiness and metrics registry.
+func newGRPCServer(ln net.Listener, cfg config.GRPC, acc *access.Checker, ready func() error, metrics *leafmetrics.Registry,
+	alloc *segment.Allocator, gen *snowflake.Pool, log *slog.Logger) (*rpc.Server, error) {
 	if ln == nil {
 		return nil, nil
 	}
-	c := rpc.Config{Access: srv, Ready: srv.Ready, Registerer: metrics.Registerer(), Logger: log,
+	c := rpc.Config{Access: acc, Ready: ready, Registerer: metrics.Registerer(), Logger: log,
 		Limits: rpc.Limits{MaxConnections: cfg.MaxConnections, MaxConcurrentStreams: cfg.MaxConcurrentStreams,
 			IdleTimeout: cfg.IdleTimeout, KeepaliveTime: cfg.KeepaliveTime, KeepaliveTimeout: cfg.KeepaliveTimeout}}
 	if alloc != nil {

@@ -1,4 +1,7 @@
-package http
+// Package metrics is leafd's Prometheus registry, served by GET /metrics
+// and shared by both transports: the range loads, the requests, and the
+// allocators' and store's state read at scrape time.
+package metrics
 
 import (
 	"context"
@@ -10,13 +13,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/health"
 	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/snowflake"
 )
 
 // PerTag says how much /metrics tells about each segment tag: the
@@ -40,14 +44,14 @@ const (
 	PerTagOff PerTag = "off"
 )
 
-// MetricsOptions configures NewMetricsWith. The zero value is the default:
+// Options configures NewWith. The zero value is the default:
 // PerTagBasic.
-type MetricsOptions struct {
+type Options struct {
 	// PerTag is the per-tag detail; empty means PerTagBasic.
 	PerTag PerTag
 }
 
-// Metrics is the Prometheus registry that GET /metrics serves: a registry
+// Registry is the Prometheus registry that GET /metrics serves: a registry
 // of its own, never the global one, so that servers (and tests) do not
 // share counters.
 //
@@ -59,9 +63,9 @@ type MetricsOptions struct {
 // and error code (one counter increment and one histogram observation per
 // request, through series cached per route, method and status).
 //
-// A Metrics serves one Server: New registers the Server's state on it, and
-// panics if it is given a Metrics that already serves another.
-type Metrics struct {
+// A Registry serves one server: Watch registers its state, and panics if
+// called twice.
+type Registry struct {
 	reg    *prometheus.Registry
 	perTag PerTag
 	// loads is the server-wide load latency by result, loadOK and
@@ -106,10 +110,10 @@ var loadBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2
 // request that waited out segment.wait_timeout for a range.
 var requestBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
 
-// NewMetrics returns a registry with the default options (PerTagBasic); see
-// NewMetricsWith.
-func NewMetrics() *Metrics {
-	m, err := NewMetricsWith(MetricsOptions{})
+// New returns a registry with the default options (PerTagBasic); see
+// NewWith.
+func New() *Registry {
+	m, err := NewWith(Options{})
 	if err != nil {
 		panic(err) // the zero options are valid
 	}
@@ -118,12 +122,12 @@ func NewMetrics() *Metrics {
 
 // NewMetricsWith returns a registry holding leafd's request and load
 // metrics and the Go runtime and process collectors, with as much per-tag
-// detail as o.PerTag says. Pass it to New in Config.Metrics, and its
-// ObserveLoad to segment.Config.OnLoad.
+// detail as o.PerTag says. Pass it to the HTTP server, and its ObserveLoad
+// to segment.Config.OnLoad.
 //
 // It returns an error when o.PerTag is not one of the PerTag constants or
 // empty.
-func NewMetricsWith(o MetricsOptions) (*Metrics, error) {
+func NewWith(o Options) (*Registry, error) {
 	switch o.PerTag {
 	case "":
 		o.PerTag = PerTagBasic
@@ -131,7 +135,7 @@ func NewMetricsWith(o MetricsOptions) (*Metrics, error) {
 	default:
 		return nil, fmt.Errorf("metrics per-tag detail %q: use full, basic or off", string(o.PerTag))
 	}
-	m := &Metrics{
+	m := &Registry{
 		reg:    prometheus.NewRegistry(),
 		perTag: o.PerTag,
 		loads: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -177,11 +181,11 @@ func NewMetricsWith(o MetricsOptions) (*Metrics, error) {
 }
 
 // PerTag returns the per-tag detail the registry exports.
-func (m *Metrics) PerTag() PerTag { return m.perTag }
+func (m *Registry) PerTag() PerTag { return m.perTag }
 
 // ObserveLoad records one attempt to load a range of tag. Its signature is
 // segment.Config.OnLoad's.
-func (m *Metrics) ObserveLoad(tag string, _ int64, took time.Duration, err error) {
+func (m *Registry) ObserveLoad(tag string, _ int64, took time.Duration, err error) {
 	result, o := "ok", m.loadOK
 	if err != nil {
 		result, o = "error", m.loadErr
@@ -196,35 +200,35 @@ func (m *Metrics) ObserveLoad(tag string, _ int64, took time.Duration, err error
 }
 
 // ObserveLoad fits segment.Config.OnLoad.
-var _ = segment.Config{OnLoad: (*Metrics)(nil).ObserveLoad}
+var _ = segment.Config{OnLoad: (*Registry)(nil).ObserveLoad}
 
-// watch registers the state of s: segment tags, snowflake worker and store
-// health, read at scrape time.
-func (m *Metrics) watch(s *Server) {
-	m.reg.MustRegister(&stateCollector{s: s, perTag: m.perTag})
+// Segment is the state of segment mode; *segment.Allocator implements it.
+type Segment interface{ State() []segment.TagState }
+
+// Snowflake is the state of snowflake mode; *snowflake.Generator and
+// *snowflake.Pool implement it.
+type Snowflake interface{ State() snowflake.State }
+
+// Watch registers the state read at scrape time: the segment tags, the
+// snowflake workers and the store's health; a nil one is left out.
+func (m *Registry) Watch(seg Segment, sf Snowflake, st *health.Store) {
+	m.reg.MustRegister(&stateCollector{seg: seg, sf: sf, health: st, perTag: m.perTag})
 }
 
-// countRequests is the middleware that counts every request by route
-// template (never the raw path: a flood of made-up tags must not make a
-// flood of series), method and status, times it by route template and
-// method, and counts every error answer by code.
-func (m *Metrics) countRequests(c *gin.Context) {
-	start := time.Now()
-	c.Next()
-	took := time.Since(start)
-	route := c.FullPath()
-	if route == "" {
-		route = "unmatched"
-	}
-	r := m.requestSeries(requestKey{route, method(c.Request.Method), c.Writer.Status()})
+// ObserveRequest counts one request by route template (never the raw
+// path: a flood of made-up tags must not make a flood of series), method
+// and status, times it by route template and method, and counts an error
+// answer (err not nil) by code.
+func (m *Registry) ObserveRequest(route, method string, status int, took time.Duration, err error) {
+	r := m.requestSeries(requestKey{route, boundMethod(method), status})
 	r.count.Inc()
 	r.took.Observe(took.Seconds())
-	if len(c.Errors) > 0 {
-		m.errors.WithLabelValues(leafd.ErrorCode(c.Errors.Last().Err), route).Inc()
+	if err != nil {
+		m.errors.WithLabelValues(leafd.ErrorCode(err), route).Inc()
 	}
 }
 
-func (m *Metrics) requestSeries(k requestKey) requestSeries {
+func (m *Registry) requestSeries(k requestKey) requestSeries {
 	if r, ok := (*m.series.Load())[k]; ok {
 		return r
 	}
@@ -245,8 +249,8 @@ func (m *Metrics) requestSeries(k requestKey) requestSeries {
 	return r
 }
 
-// method bounds the method label to the methods HTTP defines.
-func method(m string) string {
+// boundMethod bounds the method label to the methods HTTP defines.
+func boundMethod(m string) string {
 	switch m {
 	case "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE":
 		return m
@@ -254,11 +258,9 @@ func method(m string) string {
 	return "other"
 }
 
-// getMetrics answers GET /metrics in the Prometheus text format (or
+// ServeHTTP answers GET /metrics in the Prometheus text format (or
 // protobuf, as the scraper asks).
-func (s *Server) getMetrics(c *gin.Context) {
-	s.metrics.handler.ServeHTTP(c.Writer, c.Request)
-}
+func (m *Registry) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }
 
 // Descriptions of the metrics read from state at scrape time. The per-tag
 // ones carry a tag label and follow metrics.per_tag; the server-wide
@@ -328,9 +330,11 @@ var (
 		"Moves from one database address of the cluster to another (MySQL and PostgreSQL only).", nil, nil)
 )
 
-// stateCollector reads the Server's state when /metrics is scraped.
+// stateCollector reads the state when /metrics is scraped.
 type stateCollector struct {
-	s      *Server
+	seg    Segment
+	sf     Snowflake
+	health *health.Store
 	perTag PerTag
 
 	// The server-wide totals must never go down, yet a tag's counters
@@ -421,8 +425,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	if c.s.seg != nil {
-		tags := c.s.seg.State()
+	if c.seg != nil {
+		tags := c.seg.State()
 		byStatus := make(map[segment.Status]int, len(segment.Statuses))
 		for _, t := range tags {
 			byStatus[t.Status]++
@@ -456,8 +460,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descTags, float64(byStatus[status]), string(status))
 		}
 	}
-	if c.s.sf != nil {
-		sf := c.s.sf.State()
+	if c.sf != nil {
+		sf := c.sf.State()
 		counter(descIssued, sf.Issued, "snowflake", "")
 		counter(descBackward, sf.BackwardEvents)
 		counter(descRenewals, sf.Renewals)
@@ -473,10 +477,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descLead, float64(sf.LeadMs)/1000)
 		gauge(descMaxLead, float64(sf.MaxLeadMs)/1000)
 	}
-	if c.s.health != nil {
-		h := c.s.health.check(context.Background())
-		gauge(descStoreUp, boolFloat(h.ok), c.s.health.store.Driver())
-		if addr, ok := c.s.health.address(); ok {
+	if c.health != nil {
+		h := c.health.Check(context.Background())
+		gauge(descStoreUp, boolFloat(h.OK), c.health.Driver())
+		if addr, ok := c.health.Address(); ok {
 			gauge(descStoreAddress, float64(addr.Index), addr.Name)
 			counter(descStoreSwitches, addr.Switches)
 		}
@@ -489,3 +493,7 @@ func boolFloat(b bool) float64 {
 	}
 	return 0
 }
+
+// Registerer returns the registry that GET /metrics serves, so that the
+// access tokens' check and the gRPC API can add their metrics to it.
+func (m *Registry) Registerer() prometheus.Registerer { return m.reg }

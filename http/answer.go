@@ -2,13 +2,11 @@ package http
 
 import (
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
 )
 
@@ -192,182 +190,11 @@ func poolable[T any](s []T, max int) []T {
 	return s
 }
 
-// idQuery is what the ID routes read from the query string: count, format
-// and a range's size, each with whether it was given.
-type idQuery struct {
-	count, format, size          string
-	hasCount, hasFormat, hasSize bool
-}
-
-// idParams is a set of the query parameters an ID route takes.
-type idParams uint8
-
-const (
-	takesCount idParams = 1 << iota
-	takesFormat
-	takesSize
-
-	// The parameters of GET /segment/{tag} and GET /snowflake, and of GET
-	// /segment/{tag}/range, whose answer is JSON whatever format says.
-	segmentParams = takesCount | takesFormat
-	rangeParams   = takesSize | takesFormat
-)
-
-// names lists the parameters of p for a message: "count, format".
-func (p idParams) names() string {
-	var out []string
-	for _, n := range []struct {
-		bit  idParams
-		name string
-	}{{takesCount, "count"}, {takesFormat, "format"}, {takesSize, "size"}} {
-		if p&n.bit != 0 {
-			out = append(out, n.name)
-		}
-	}
-	return strings.Join(out, ", ")
-}
-
-// readIDQuery reads the query string of an ID route in one pass over the
-// raw string, without building url.Values: the values are substrings of raw
-// unless they hold an escape, so that the common query costs no
-// allocation. takes is what the route reads; the query must be well formed
-// and name nothing else. Where url.ParseQuery (and so gin's c.GetQuery)
-// would drop a pair it cannot read, or keep the first of two values, and
-// the request would go on with a default (count=5;format=json answered one
-// ID), this refuses:
-//
-//   - count given twice: invalid_count;
-//   - format given twice: invalid_query;
-//   - size given twice: invalid_size;
-//   - a ';' anywhere, which is not a separator (escape it as %3B), or a
-//     malformed %-escape: invalid_query;
-//   - a parameter the route does not take (token among them: the native
-//     routes take a token in the Authorization header only): invalid_query.
-func readIDQuery(raw string, takes idParams) (idQuery, error) {
-	var q idQuery
-	if raw == "" {
-		return q, nil
-	}
-	if strings.IndexByte(raw, ';') >= 0 {
-		return q, leafd.Errorf(leafd.EInvalidQuery,
-			`the query string %q does not parse: it holds ";", which is not a separator; separate parameters with "&", and write a ";" inside a value as %%3B`, truncate(raw))
-	}
-	for raw != "" {
-		var pair string
-		pair, raw, _ = strings.Cut(raw, "&")
-		if pair == "" {
-			continue
-		}
-		key, value, _ := strings.Cut(pair, "=")
-		key, err := unescapeQuery(key)
-		if err != nil {
-			return q, err
-		}
-		var dst *string
-		var seen *bool
-		var bit idParams
-		switch key {
-		case "count":
-			bit, dst, seen = takesCount, &q.count, &q.hasCount
-		case "format":
-			bit, dst, seen = takesFormat, &q.format, &q.hasFormat
-		case "size":
-			bit, dst, seen = takesSize, &q.size, &q.hasSize
-		}
-		if takes&bit == 0 {
-			return q, unknownParam(key, takes)
-		}
-		if *seen {
-			code := leafd.EInvalidQuery
-			switch bit {
-			case takesCount:
-				code = leafd.EInvalidCount
-			case takesSize:
-				code = leafd.EInvalidSize
-			}
-			return q, leafd.Errorf(code, "the query parameter %s is repeated: give it once", key)
-		}
-		if value, err = unescapeQuery(value); err != nil {
-			return q, err
-		}
-		*dst, *seen = value, true
-	}
-	return q, nil
-}
-
-// unknownParam is the error of a parameter that an ID route does not take.
-func unknownParam(key string, takes idParams) error {
-	if key == "token" {
-		return leafd.Errorf(leafd.EInvalidQuery,
-			"the query parameter token is not read on this route: send an access token in the header Authorization: Bearer TOKEN, never in the URL (URLs end up in logs); only the Leaf-compatible routes take ?token=")
-	}
-	return leafd.Errorf(leafd.EInvalidQuery,
-		"the query parameter %q is not one this route takes: it takes %s; leave the others out", truncate(key), takes.names())
-}
-
-// checkLeafQuery reads the query of a Leaf-compatible ID route as Leaf
-// would, which ignores what it does not take: any parameter, repeated or
-// not, and a ';' pass. What it refuses (invalid_query) is a malformed
-// %-escape anywhere, and a token given more than once, which could be read
-// two ways. No allocation unless a name holds an escape.
-func checkLeafQuery(raw string) error {
-	if raw == "" {
-		return nil
-	}
-	if !validEscapes(raw) {
-		return leafd.Errorf(leafd.EInvalidQuery, "the query string %q does not parse: it holds a malformed %%-escape; write a %% as %%25", truncate(raw))
-	}
-	seen := false
-	for raw != "" {
-		var pair string
-		pair, raw, _ = strings.Cut(raw, "&")
-		key, _, _ := strings.Cut(pair, "=")
-		key, _ = unescapeQuery(key) // escapes checked above
-		if key != "token" {
-			continue
-		}
-		if seen {
-			return leafd.Errorf(leafd.EInvalidQuery, "the query parameter token is repeated: give it once")
-		}
-		seen = true
-	}
-	return nil
-}
-
-// validEscapes reports whether every '%' in s starts an escape of two hex
-// digits, the only thing url.QueryUnescape refuses.
-func validEscapes(s string) bool {
-	for i := strings.IndexByte(s, '%'); i >= 0; i = strings.IndexByte(s, '%') {
-		if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
-			return false
-		}
-		s = s[i+3:]
-	}
-	return true
-}
-
-func isHex(b byte) bool {
-	return '0' <= b && b <= '9' || 'a' <= b && b <= 'f' || 'A' <= b && b <= 'F'
-}
-
-// unescapeQuery decodes a key or value of a query string as url.ParseQuery
-// does ('+' is a space), returning s itself when it holds nothing to decode.
-func unescapeQuery(s string) (string, error) {
-	if strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '+') < 0 {
-		return s, nil
-	}
-	u, err := url.QueryUnescape(s)
-	if err != nil {
-		return "", leafd.Errorf(leafd.EInvalidQuery, "the query string does not parse: it holds %q, a malformed %%-escape; write a %% as %%25", truncate(s))
-	}
-	return u, nil
-}
-
 // wantJSON reports whether the client asked for JSON, by ?format=json or,
 // without a format parameter, an Accept header naming application/json.
-func wantJSON(c *gin.Context, q idQuery) bool {
-	if q.hasFormat {
-		return q.format == "json"
+func wantJSON(c *gin.Context, q query) bool {
+	if format, ok := q.get("format"); ok {
+		return format == "json"
 	}
 	for _, v := range c.Request.Header["Accept"] { // "Accept" is canonical
 		if strings.Contains(v, "application/json") {
@@ -435,60 +262,4 @@ func appendRun(b []byte, start, end int64, before, after string) []byte {
 			d[j]++
 		}
 	}
-}
-
-// onceQuery guards the routes other than the ID routes, which read their
-// query themselves (readIDQuery, checkLeafQuery): it refuses a query that
-// url.ParseQuery, and so gin's c.Query, would read in part, where the
-// handler would go on with what was left. That is a ';' (not a separator),
-// a malformed %-escape, or a parameter given more than once (the handler
-// would read its first value): 400, with the code codes gives the
-// parameter (snowflakeId: invalid_id), invalid_query otherwise.
-func (s *Server) onceQuery(codes map[string]string) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		if err := checkQueryOnce(c.Request.URL.RawQuery, codes); err != nil {
-			s.writeError(c, err)
-			return
-		}
-		c.Next()
-	}
-}
-
-// checkQueryOnce is onceQuery's check of a raw query string.
-func checkQueryOnce(raw string, codes map[string]string) error {
-	if raw == "" {
-		return nil
-	}
-	if strings.IndexByte(raw, ';') >= 0 {
-		return leafd.Errorf(leafd.EInvalidQuery,
-			`the query string %q does not parse: it holds ";", which is not a separator; separate parameters with "&", and write a ";" inside a value as %%3B`, truncate(raw))
-	}
-	var seen map[string]struct{}
-	for raw != "" {
-		var pair string
-		pair, raw, _ = strings.Cut(raw, "&")
-		if pair == "" {
-			continue
-		}
-		key, value, _ := strings.Cut(pair, "=")
-		key, err := unescapeQuery(key)
-		if err != nil {
-			return err
-		}
-		if _, err := unescapeQuery(value); err != nil {
-			return err
-		}
-		if _, dup := seen[key]; dup {
-			code := codes[key]
-			if code == "" {
-				code = leafd.EInvalidQuery
-			}
-			return leafd.Errorf(code, "the query parameter %q is repeated: give it once", truncate(key))
-		}
-		if seen == nil {
-			seen = make(map[string]struct{})
-		}
-		seen[key] = struct{}{}
-	}
-	return nil
 }

@@ -5,6 +5,7 @@ package health
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -84,11 +85,12 @@ func (h *Store) Driver() string { return h.store.Driver() }
 
 // Address returns the address the store uses among its cluster's, and
 // whether /api/state and /metrics show it: they do for a database reached
-// over the network, not for a SQLite file, whose path is no address of a
-// cluster (docs/contract.md section 6 and docs/metrics.md give the
-// address of a MySQL store only) and is not for an open dashboard to show.
+// over the network, not for a file, whose path is no address of a cluster
+// (docs/contract.md section 6 and docs/metrics.md give the address of a
+// MySQL store only) and is not for an open dashboard to show: an engine
+// without other addresses (store.FallbackDrivers) has none to show.
 func (h *Store) Address() (store.Address, bool) {
-	if h.store.Driver() == "sqlite" {
+	if !slices.Contains(store.FallbackDrivers(), h.store.Driver()) {
 		return store.Address{}, false
 	}
 	return h.store.Address(), true

@@ -41,6 +41,8 @@ func (s *slotStore) Allocate(ctx context.Context, tag string, step int64) (segme
 	return a, nil
 }
 
+func (s *slotStore) Ping(ctx context.Context) error { return nil }
+
 func (s *slotStore) ListTags(ctx context.Context) ([]leafd.Tag, error) {
 	return []leafd.Tag{{Name: "order", MaxID: 1, Step: 10}}, nil
 }

@@ -580,10 +580,8 @@ func (a *Allocator) Listed() bool {
 // A tag that cannot load for a reason of its own — its row locked by a
 // long transaction, deleted, exhausted, rewound — does not make the server unready:
 // the other tags serve, and that tag is reported on its own (State, the
-// log). To tell the two apart, Ready pings a store that can be pinged
-// (store.MySQL and store.SQLite can) once it finds a dry tag: while the
-// store answers, the trouble is the tag's. A store without Ping counts
-// every dry tag.
+// log). To tell the two apart, Ready pings the store once it finds a dry
+// tag: while the store answers, the trouble is the tag's.
 func (a *Allocator) Ready() error {
 	if !a.Listed() {
 		return leafd.Errorf(leafd.ENotReady, "segment: the tag list has not been read from the store yet")
@@ -592,32 +590,23 @@ func (a *Allocator) Ready() error {
 	if dry == "" {
 		return nil
 	}
-	why := "its range cannot be loaded"
-	if p, ok := a.store.(pinger); ok {
-		err := a.ping(p)
-		if err == nil {
-			return nil
-		}
-		why = "the store does not answer: " + leafd.ErrorMessage(err)
+	err := a.ping()
+	if err == nil {
+		return nil
 	}
-	return leafd.Errorf(leafd.ENotReady, "segment: tag %q has no IDs buffered and %s", dry, why)
-}
-
-// pinger is a store that can tell whether its database answers.
-type pinger interface {
-	Ping(ctx context.Context) error
+	return leafd.Errorf(leafd.ENotReady, "segment: tag %q has no IDs buffered and the store does not answer: %s", dry, leafd.ErrorMessage(err))
 }
 
 // ping returns the outcome of pinging the store, at most a second old: one
 // caller pings, with a timeout of a second, while the others wait for it.
-func (a *Allocator) ping(p pinger) error {
+func (a *Allocator) ping() error {
 	a.pingMu.Lock()
 	defer a.pingMu.Unlock()
 	if !a.pingAt.IsZero() && time.Since(a.pingAt) < time.Second {
 		return a.pingErr
 	}
 	ctx, cancel := context.WithTimeout(a.ctx, time.Second)
-	a.pingErr = p.Ping(ctx)
+	a.pingErr = a.store.Ping(ctx)
 	cancel()
 	a.pingAt = time.Now()
 	return a.pingErr

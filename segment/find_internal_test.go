@@ -34,6 +34,8 @@ func (s *memStore) Allocate(_ context.Context, name string, step int64) (Allocat
 	return Allocation{Start: r.MaxID - step, End: r.MaxID, TableStep: r.Step}, nil
 }
 
+func (s *memStore) Ping(context.Context) error { return nil }
+
 func (s *memStore) ListTags(context.Context) ([]leafd.Tag, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

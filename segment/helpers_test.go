@@ -142,6 +142,17 @@ func (r *recordingStore) Allocate(ctx context.Context, tag string, step int64) (
 	return a, err
 }
 
+// Ping fails during an injected outage, as an unreachable database would.
+func (r *recordingStore) Ping(ctx context.Context) error {
+	r.mu.Lock()
+	down := r.down
+	r.mu.Unlock()
+	if down {
+		return leafd.Errorf(leafd.EStoreUnavailable, "injected outage")
+	}
+	return r.Store.Ping(ctx)
+}
+
 func (r *recordingStore) set(f func(r *recordingStore)) {
 	r.mu.Lock()
 	f(r)

@@ -251,6 +251,8 @@ func (s *rewindableStore) Allocate(_ context.Context, tag string, step int64) (s
 	return a, nil
 }
 
+func (s *rewindableStore) Ping(context.Context) error { return nil }
+
 func (s *rewindableStore) ListTags(context.Context) ([]leafd.Tag, error) {
 	return []leafd.Tag{{Name: "t", MaxID: 1, Step: 10}}, nil
 }

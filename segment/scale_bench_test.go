@@ -69,6 +69,9 @@ func (s *memStore) Allocate(_ context.Context, tag string, step int64) (segment.
 	return segment.Allocation{Start: maxID, End: maxID + step, TableStep: s.step}, nil
 }
 
+// Ping answers: the store is in memory.
+func (s *memStore) Ping(context.Context) error { return nil }
+
 // ListTags returns fresh copies of the names, as a database driver does:
 // the allocator keeps the names of the tags it serves, and that memory is
 // the allocator's.

@@ -6,8 +6,8 @@ import (
 	"github.com/leafd/leafd"
 )
 
-// Store is what segment mode needs from a database. store.MySQL and
-// store.SQLite implement it.
+// Store is what segment mode needs from a database. Every store of package
+// store implements it.
 type Store interface {
 	// Allocate runs, in one transaction, the UPDATE that advances the tag's
 	// max_id by step (a row whose max_id is below 1 is first raised to 1)
@@ -42,6 +42,11 @@ type Store interface {
 	// Errors: unknown_tag when no row has that name; any other error is a
 	// store failure.
 	LookupTag(ctx context.Context, name string) (leafd.Tag, error)
+
+	// Ping reports whether the database answers, so that Allocator.Ready
+	// can tell a store that is down from a tag whose load fails for a
+	// reason of its own.
+	Ping(ctx context.Context) error
 }
 
 // AnyOrderStore is a Store that can also hand out a tag's ranges in any

@@ -64,6 +64,8 @@ func (s *stridedStore) Allocate(ctx context.Context, tag string, step int64) (se
 	return a, nil
 }
 
+func (s *stridedStore) Ping(context.Context) error { return nil }
+
 func (s *stridedStore) ListTags(ctx context.Context) ([]leafd.Tag, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

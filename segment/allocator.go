@@ -286,7 +286,7 @@ func (a *Allocator) NextN(ctx context.Context, name string, n int, dst []Range) 
 	defer w.stop()
 	out, remaining := dst, int64(n)
 	for remaining > 0 {
-		if b := t.cur.Load(); b != nil {
+		if b := t.bufs.cur.Load(); b != nil {
 			if r, off, got := b.take(remaining); got != 0 {
 				out = append(out, r)
 				remaining -= got

@@ -101,10 +101,6 @@ func (t *tag) fitDomain(a Allocation) (Allocation, error) {
 // its buffers) and reserved (in its buffers, not yet issued). The caller
 // holds t.mu.
 func (t *tag) domainLocked() (used, reserved int64) {
-	for _, b := range []*buffer{t.cur.Load(), t.next} {
-		if b != nil {
-			reserved += b.size - b.taken()
-		}
-	}
+	reserved = t.bufs.reserved()
 	return max(min(t.dom.top, t.dom.n)-reserved, 0), reserved
 }

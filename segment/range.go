@@ -55,7 +55,7 @@ func (a *Allocator) Range(ctx context.Context, name string, size int64) (Range, 
 	var w refillWait
 	defer w.stop()
 	for {
-		if b := t.cur.Load(); b != nil {
+		if b := t.bufs.cur.Load(); b != nil {
 			if b.stride > 1 {
 				return Range{}, t.failed(stridedRange(name, b.stride))
 			}
@@ -183,7 +183,7 @@ func (a *Allocator) awaitRefill(ctx context.Context, t *tag, w *refillWait) erro
 	}
 	if !w.waited {
 		w.waited = true
-		t.waits.Add(1)
+		t.count.waits.Add(1)
 	}
 	if w.timer == nil {
 		w.timer = time.NewTimer(a.cfg.WaitTimeout)

@@ -12,86 +12,228 @@ import (
 
 // tag is the double buffer of one business tag.
 //
-// cur is read without a lock on the hot path. Everything else, and every
-// change of cur, is guarded by mu. The tag makes its own state changes, in
-// the methods below; the allocator calls them and never takes mu itself.
-// None of them calls back into the allocator, so mu is never held while
-// the allocator takes a lock (refreshMu is taken before it, never after).
+// bufs.cur is read without a lock on the hot path. Everything else, and
+// every change of bufs.cur, is guarded by mu. The tag makes its own state
+// changes, in the methods below, through those of its parts; the allocator
+// calls them and never takes mu itself. None of them calls back into the
+// allocator, so mu is never held while the allocator takes a lock
+// (refreshMu is taken before it, never after).
 type tag struct {
-	name string
-	cur  atomic.Pointer[buffer]
-	// adopted is when Upsert or a lookup made the tag served (zero for a
-	// tag read with the list); it is set before the tag is published and
-	// never changes.
-	adopted time.Time
-	// spec is what the tag's row says of its format, and opaque, for an
-	// opaque tag, how its counters map to IDs (or why this server refuses
-	// it). Both are set before the tag is published and never change: a
-	// tag whose format changes is replaced.
-	spec   opaqueSpec
+	name   string
+	bufs   buffers
 	opaque *opaque
+	// adopted is when Upsert or a lookup made the tag served (zero for a
+	// tag read with the list). spec is what the tag's row says of its
+	// format, and opaque, for an opaque tag, how its counters map to IDs
+	// (or why this server refuses it). All are set before the tag is
+	// published and never change: a tag whose format changes is replaced.
+	adopted time.Time
+	spec    opaqueSpec
 	// dom is an opaque tag's domain (domain.go), nil for a sequential tag:
 	// set before the tag is published, its fields guarded by mu.
 	dom *domain
-
 	// allocTurn is held (a token in a channel of one) while a range of
 	// the tag is asked of the store and admitted: see Allocator.allocate.
 	allocTurn chan struct{}
 
 	mu      sync.Mutex
-	next    *buffer
-	pos     int // index of cur in the two-slot view of State
+	removed bool
+	load    loadState
+	steps   stepState
+	count   counters
+}
+
+// buffers is the double buffer: cur serves, next waits its turn.
+type buffers struct {
+	cur  atomic.Pointer[buffer]
+	next *buffer
+	pos  int // index of cur in the two-slot view of State
+	// retired counts the IDs of the buffers switched away from.
+	retired int64
+}
+
+// switchNext makes next the current buffer.
+func (b *buffers) switchNext() {
+	if old := b.cur.Load(); old != nil {
+		b.retired += old.size
+		b.pos ^= 1
+	}
+	b.cur.Store(b.next)
+	b.next = nil
+}
+
+// serving reports whether cur has IDs left.
+func (b *buffers) serving() bool {
+	cur := b.cur.Load()
+	return cur != nil && !cur.exhausted()
+}
+
+// taken returns how many IDs the buffers have handed out.
+func (b *buffers) taken() int64 {
+	n := b.retired
+	if cur := b.cur.Load(); cur != nil {
+		n += cur.taken()
+	}
+	return n
+}
+
+// reserved returns how many IDs the buffers hold, not yet handed out.
+func (b *buffers) reserved() (n int64) {
+	for _, buf := range []*buffer{b.cur.Load(), b.next} {
+		if buf != nil {
+			n += buf.size - buf.taken()
+		}
+	}
+	return n
+}
+
+// state returns both slots; loading marks the one the range in flight
+// fills: the current slot before the first range (cur is nil and pos has
+// not moved), the other one for every later range.
+func (b *buffers) state(loading bool) (s [2]BufferState) {
+	cur := b.cur.Load()
+	if cur != nil {
+		s[b.pos] = cur.state()
+	}
+	if b.next != nil {
+		s[1-b.pos] = b.next.state()
+	}
+	if loading && cur == nil {
+		s[b.pos].Loading = true
+	} else if loading {
+		s[1-b.pos].Loading = true
+	}
+	return s
+}
+
+// loadState is the load of the tag's next range: in flight or not, and
+// how the last attempts ended.
+type loadState struct {
 	loading bool
-	// loadSince is when the load in flight began, by the monotonic clock.
-	loadSince time.Time
-	removed   bool
+	since   time.Time // when the load in flight began, by the monotonic clock
 	// changed is closed and replaced whenever a load lands or fails for
 	// good, or the tag is removed: waiters park on it.
 	changed chan struct{}
 	// err is the last load failure, nil after a success. finalErr is the
 	// last failure that ended a load (unknown tag, exhausted), and finalSeq
 	// counts those, so that a waiter knows whether its load failed.
-	err      error
-	finalErr error
-	finalSeq uint64
+	err, finalErr error
+	finalSeq      uint64
+}
 
+func (l *loadState) broadcast() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// failed records a failed attempt; a final one ends the load and wakes
+// the waiters.
+func (l *loadState) failed(err error, final bool) {
+	l.err = err
+	if final {
+		l.loading, l.finalErr = false, err
+		l.finalSeq++
+		l.broadcast()
+	}
+}
+
+// stepState is what the step policy sizes the tag's next range from.
+type stepState struct {
+	// step is the number of IDs of the last range (0 before the first),
+	// tableStep the table step last read.
 	step, tableStep int64
-	lastLoad        time.Time
-	lastPeriod      time.Duration
-	issuedAtLoad    int64 // IDs issued when the last load began
+	// lastLoad is when the last load began, lastPeriod the time between
+	// the last two, and issuedAtLoad the IDs issued when the last began.
+	lastLoad     time.Time
+	lastPeriod   time.Duration
+	issuedAtLoad int64
 	// starvedAt is when requests found both buffers empty, zero while one
 	// has IDs; starved adds up the time spent so, and starvedAtLoad is
 	// what it was when the last load began. While starved the tag cannot
 	// show how fast IDs are wanted, so the step policy leaves that time
 	// out of its measure.
-	starvedAt     time.Time
-	starved       time.Duration
-	starvedAtLoad time.Duration
-	retired       int64 // IDs in buffers the tag has switched away from
-	direct        int64 // IDs of ranges taken from the store directly (Range)
+	starvedAt              time.Time
+	starved, starvedAtLoad time.Duration
 	// nextMin is the smallest step of the next load to begin, room for a
-	// range asked of the tag (see makeRoom); 0 for none. The load that
-	// begins takes it and clears it.
-	nextMin    int64
-	loads      int64
-	loadErrors int64
+	// range asked of the tag (see makeRoom); 0 for none.
+	nextMin int64
+}
+
+// starve marks the tag starved from at, unless it is already.
+func (s *stepState) starve(at time.Time) {
+	if s.starvedAt.IsZero() {
+		s.starvedAt = at
+	}
+}
+
+// fed ends a starvation, at now.
+func (s *stepState) fed(now time.Time) {
+	if !s.starvedAt.IsZero() {
+		s.starved += now.Sub(s.starvedAt)
+		s.starvedAt = time.Time{}
+	}
+}
+
+// starvedUntil returns the time spent with both buffers empty, up to now.
+func (s *stepState) starvedUntil(now time.Time) time.Duration {
+	d := s.starved
+	if !s.starvedAt.IsZero() {
+		d += now.Sub(s.starvedAt)
+	}
+	return d
+}
+
+// begin returns the start of a load at now, issued IDs in, with the step
+// p chooses from the rate since the last load began (at least nextMin,
+// which it clears, and at most limit).
+func (s *stepState) begin(now time.Time, issued int64, p stepPolicy, limit int64) loadStart {
+	starved := s.starvedUntil(now)
+	// The time the tag had nothing to serve is left out: requests that
+	// waited were wanted all the same. Before the first load step is 0 and
+	// the policy answers the table step.
+	period := now.Sub(s.lastLoad)
+	if d := starved - s.starvedAtLoad; d > 0 {
+		// A tag starved all along is wanted faster than anything measured.
+		period = max(period-d, time.Millisecond)
+	}
+	step := min(max(p.next(s.step, s.tableStep, issued-s.issuedAtLoad, period), s.nextMin), limit)
+	s.nextMin = 0
+	return loadStart{step: step, at: now, issued: issued, starved: starved}
+}
+
+// landed records a range of size IDs loaded as ls began, with the table
+// step read with it. The policy measures ranges in IDs, which for a
+// strided range is not its width End-Start.
+func (s *stepState) landed(ls loadStart, size, tableStep int64) {
+	if !s.lastLoad.IsZero() {
+		s.lastPeriod = ls.at.Sub(s.lastLoad)
+	}
+	s.lastLoad, s.issuedAtLoad, s.starvedAtLoad = ls.at, ls.issued, ls.starved
+	s.step, s.tableStep = size, tableStep
+}
+
+// counters are the tag's counts that State reports.
+type counters struct {
+	direct            int64 // IDs of ranges taken from the store directly (Range)
+	loads, loadErrors int64
 	// waits counts requests that had to wait for a load, failedRequests
 	// requests that failed. Both are counted by requests without mu.
-	waits          atomic.Int64
-	failedRequests atomic.Int64
+	waits, failedRequests atomic.Int64
 }
 
 // newTag returns a tag whose table step is tableStep. adopted is when
 // Upsert or a lookup made it served; zero for a tag read with the list.
 func newTag(name string, tableStep int64, adopted time.Time) *tag {
-	return &tag{name: name, tableStep: tableStep, adopted: adopted, changed: make(chan struct{}), allocTurn: make(chan struct{}, 1)}
+	t := &tag{name: name, adopted: adopted, allocTurn: make(chan struct{}, 1)}
+	t.steps.tableStep, t.load.changed = tableStep, make(chan struct{})
+	return t
 }
 
 // setRow takes what the tag's row, read again, says of its table step
 // and of how far its counter went.
 func (t *tag) setRow(row leafd.Tag) {
 	t.mu.Lock()
-	t.tableStep = row.Step
+	t.steps.tableStep = row.Step
 	if t.dom != nil {
 		t.dom.top = max(t.dom.top, row.MaxID-1)
 	}
@@ -110,9 +252,9 @@ func (t *tag) remove() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.removed = true
-	t.cur.Store(nil)
-	t.next = nil
-	t.broadcastLocked()
+	t.bufs.cur.Store(nil)
+	t.bufs.next = nil
+	t.load.broadcast()
 }
 
 // takeOne is the hot path of Allocator.Next and Handle.Next: one ID from
@@ -134,7 +276,7 @@ func (t *tag) takeOne() (id int64, ok bool, preload *buffer) {
 	if t == nil {
 		return 0, false, nil
 	}
-	b := t.cur.Load()
+	b := t.bufs.cur.Load()
 	if b == nil {
 		return 0, false, nil
 	}
@@ -185,20 +327,20 @@ func (t *tag) ranOut(now func() time.Time, p stepPolicy) (refill, error) {
 	if t.removed {
 		return refill{}, unknownTag(t.name)
 	}
-	if b := t.cur.Load(); b != nil && !b.exhausted() {
+	if t.bufs.serving() {
 		return refill{}, nil // another request switched buffers meanwhile
 	}
 	at := now()
-	if t.next != nil {
+	if t.bufs.next != nil {
 		t.switchLocked(at)
 		return refill{}, nil
 	}
-	if t.starvedAt.IsZero() && t.cur.Load() != nil {
+	if t.bufs.cur.Load() != nil {
 		// Starved: the buffers ran out. (Before the first range the tag
 		// was never serving, and the first range's rate is not measured.)
-		t.starvedAt = at
+		t.steps.starve(at)
 	}
-	r := refill{ready: t.changed, finalSeq: t.finalSeq}
+	r := refill{ready: t.load.changed, finalSeq: t.load.finalSeq}
 	r.load, r.begun = t.beginLoadLocked(at, p)
 	return r, nil
 }
@@ -212,7 +354,7 @@ func (t *tag) beginPreload(b *buffer, now func() time.Time, p stepPolicy) (loadS
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.next != nil || t.cur.Load() != b {
+	if t.bufs.next != nil || t.bufs.cur.Load() != b {
 		return loadStart{}, false
 	}
 	return t.beginLoadLocked(now(), p)
@@ -223,30 +365,18 @@ func (t *tag) beginPreload(b *buffer, now func() time.Time, p stepPolicy) (loadS
 // nothing, when a load is in flight already or the tag is removed. The
 // caller holds t.mu.
 func (t *tag) beginLoadLocked(now time.Time, p stepPolicy) (loadStart, bool) {
-	if t.loading || t.removed {
+	if t.load.loading || t.removed {
 		return loadStart{}, false
 	}
-	issued, starved := t.issuedLocked(), t.starvedLocked(now)
-	// The rate since the last load began, leaving out the time the tag
-	// had nothing to serve: requests that waited were wanted all the same.
-	// Before the first load t.step is 0 and the policy answers the table step.
-	period := now.Sub(t.lastLoad)
-	if s := starved - t.starvedAtLoad; s > 0 {
-		// A tag starved all along is wanted faster than anything measured.
-		period = max(period-s, time.Millisecond)
-	}
-	step := max(p.next(t.step, t.tableStep, issued-t.issuedAtLoad, period), t.nextMin)
-	step = min(step, t.domainCapLocked())
-	t.nextMin = 0
-	t.loading, t.loadSince = true, time.Now()
-	return loadStart{step: step, at: now, issued: issued, starved: starved}, true
+	t.load.loading, t.load.since = true, time.Now()
+	return t.steps.begin(now, t.issuedLocked(), p, t.domainCapLocked()), true
 }
 
 // loadNotStarted undoes beginLoadLocked for a load that could not start:
 // the allocator is closed.
 func (t *tag) loadNotStarted() {
 	t.mu.Lock()
-	t.loading = false
+	t.load.loading = false
 	t.mu.Unlock()
 }
 
@@ -258,28 +388,21 @@ func (t *tag) loadNotStarted() {
 func (t *tag) loaded(b *buffer, tableStep int64, ls loadStart, now func() time.Time) (recovered bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.loading = false
+	t.load.loading = false
 	if t.removed {
 		return false
 	}
-	recovered, t.err = t.err != nil, nil
-	if !t.lastLoad.IsZero() {
-		t.lastPeriod = ls.at.Sub(t.lastLoad)
-	}
-	t.lastLoad, t.issuedAtLoad, t.starvedAtLoad = ls.at, ls.issued, ls.starved
-	// The policy measures ranges in IDs: the step of the next load follows
-	// the number of IDs this range holds, which for a strided range is not
-	// its width End-Start.
-	t.step, t.tableStep = b.size, tableStep
+	recovered, t.load.err = t.load.err != nil, nil
+	t.steps.landed(ls, b.size, tableStep)
 	if t.dom != nil {
 		t.dom.top, t.dom.stride = b.id(b.size-1), b.stride
 	}
-	t.loads++
-	t.next = b
-	if cur := t.cur.Load(); cur == nil || cur.exhausted() {
+	t.count.loads++
+	t.bufs.next = b
+	if !t.bufs.serving() {
 		t.switchLocked(now())
 	}
-	t.broadcastLocked()
+	t.load.broadcast()
 	return recovered
 }
 
@@ -290,19 +413,13 @@ func (t *tag) loadFailed(err error, final bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.removed {
-		t.loading = false
+		t.load.loading = false
 		return false
 	}
-	t.err = err
 	if !errors.Is(err, context.Canceled) {
-		t.loadErrors++
+		t.count.loadErrors++
 	}
-	if final {
-		t.loading = false
-		t.finalErr = err
-		t.finalSeq++
-		t.broadcastLocked()
-	}
+	t.load.failed(err, final)
 	return true
 }
 
@@ -311,12 +428,12 @@ func (t *tag) loadFailed(err error, final bool) bool {
 func (t *tag) rewoundFirst(err error) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return leafd.ErrorCode(t.err) != leafd.ETagRewound
+	return leafd.ErrorCode(t.load.err) != leafd.ETagRewound
 }
 
 // failed counts a request for the tag that failed with err, and returns err.
 func (t *tag) failed(err error) error {
-	t.failedRequests.Add(1)
+	t.count.failedRequests.Add(1)
 	return err
 }
 
@@ -325,20 +442,20 @@ func (t *tag) failed(err error) error {
 func (t *tag) finalSince(seq uint64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.finalSeq == seq {
+	if t.load.finalSeq == seq {
 		return nil
 	}
-	if leafd.ErrorCode(t.finalErr) == leafd.EInternal {
-		return leafd.Wrap(leafd.ESegmentUnavailable, t.finalErr, "tag \""+t.name+"\": the server is shutting down")
+	if leafd.ErrorCode(t.load.finalErr) == leafd.EInternal {
+		return leafd.Wrap(leafd.ESegmentUnavailable, t.load.finalErr, "tag \""+t.name+"\": the server is shutting down")
 	}
-	return t.finalErr
+	return t.load.finalErr
 }
 
 // lastErr returns the last load failure, nil after a success.
 func (t *tag) lastErr() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.err
+	return t.load.err
 }
 
 // dry reports whether the tag has no IDs buffered while its load fails for
@@ -346,41 +463,17 @@ func (t *tag) lastErr() error {
 func (t *tag) dry(hung time.Duration) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	cur := t.cur.Load()
-	empty := t.next == nil && (cur == nil || cur.exhausted())
-	failing := t.err != nil && !finalCode(t.err)
-	stuck := t.loading && time.Since(t.loadSince) > hung
+	empty := t.bufs.next == nil && !t.bufs.serving()
+	failing := t.load.err != nil && !finalCode(t.load.err)
+	stuck := t.load.loading && time.Since(t.load.since) > hung
 	return empty && (failing || stuck)
 }
 
 // switchLocked makes next the current buffer, as of now, which ends a
 // starvation.
 func (t *tag) switchLocked(now time.Time) {
-	if old := t.cur.Load(); old != nil {
-		t.retired += old.size
-		t.pos ^= 1
-	}
-	if !t.starvedAt.IsZero() {
-		t.starved += now.Sub(t.starvedAt)
-		t.starvedAt = time.Time{}
-	}
-	t.cur.Store(t.next)
-	t.next = nil
-}
-
-func (t *tag) broadcastLocked() {
-	close(t.changed)
-	t.changed = make(chan struct{})
-}
-
-// starvedLocked returns the time the tag has spent with both buffers
-// empty, up to now.
-func (t *tag) starvedLocked(now time.Time) time.Duration {
-	d := t.starved
-	if !t.starvedAt.IsZero() {
-		d += now.Sub(t.starvedAt)
-	}
-	return d
+	t.bufs.switchNext()
+	t.steps.fed(now)
 }
 
 // makeRoom moves the tag towards a buffer of at least step IDs, for a
@@ -396,15 +489,15 @@ func (t *tag) makeRoom(b *buffer, step int64, now func() time.Time, p stepPolicy
 	if t.removed {
 		return false, loadStart{}, false
 	}
-	if t.cur.Load() != b {
+	if t.bufs.cur.Load() != b {
 		return true, loadStart{}, false // another request switched meanwhile
 	}
-	if t.next != nil {
+	if t.bufs.next != nil {
 		b.drain()
 		t.switchLocked(now())
 		return true, loadStart{}, false
 	}
-	t.nextMin = max(t.nextMin, step)
+	t.steps.nextMin = max(t.steps.nextMin, step)
 	ls, begun = t.beginLoadLocked(now(), p)
 	return false, ls, begun
 }
@@ -413,71 +506,41 @@ func (t *tag) makeRoom(b *buffer, step int64, now func() time.Time, p stepPolicy
 // are issued, and the step policy measures them.
 func (t *tag) addDirect(n int64) {
 	t.mu.Lock()
-	t.direct += n
+	t.count.direct += n
 	t.mu.Unlock()
 }
 
-func (t *tag) issuedLocked() int64 {
-	n := t.retired + t.direct
-	if b := t.cur.Load(); b != nil {
-		n += b.taken()
-	}
-	return n
-}
+func (t *tag) issuedLocked() int64 { return t.bufs.taken() + t.count.direct }
 
 func (t *tag) state(now time.Time) TagState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := TagState{
-		Tag:        t.name,
-		Step:       t.step,
-		MinStep:    t.tableStep,
-		Current:    t.pos,
-		Loading:    t.loading,
-		LastLoad:   t.lastLoad,
-		LastPeriod: t.lastPeriod,
-		Issued:     t.issuedLocked(),
-		Loads:      t.loads,
-		Waits:      t.waits.Load(),
-		Errors:     t.failedRequests.Load(),
-		LoadErrors: t.loadErrors,
-		Err:        t.err,
+		Tag: t.name, Step: t.steps.step, MinStep: t.steps.tableStep, Current: t.bufs.pos,
+		Loading: t.load.loading, Buffers: t.bufs.state(t.load.loading),
+		LastLoad: t.steps.lastLoad, LastPeriod: t.steps.lastPeriod, Issued: t.issuedLocked(),
+		Loads: t.count.loads, Waits: t.count.waits.Load(), Errors: t.count.failedRequests.Load(),
+		LoadErrors: t.count.loadErrors, Err: t.load.err,
 	}
 	if t.dom != nil {
 		s.Domain = t.dom.n
 		s.DomainUsed, s.DomainReserved = t.domainLocked()
 	}
-	if b := t.cur.Load(); b != nil {
-		s.Buffers[t.pos] = b.state()
-	}
-	if b := t.next; b != nil {
-		s.Buffers[1-t.pos] = b.state()
-	}
-	if t.loading {
-		// install fills the current slot only before the first range (cur
-		// is nil and pos has not moved); every later range lands in the
-		// other slot.
-		slot := 1 - t.pos
-		if t.cur.Load() == nil {
-			slot = t.pos
-		}
-		s.Buffers[slot].Loading = true
-	}
-	switch cur := t.cur.Load(); {
-	case t.err != nil:
+	switch cur := t.bufs.cur.Load(); {
+	case t.load.err != nil:
 		s.Status = StatusFailing
-	case !t.starvedAt.IsZero() || (t.loading && cur == nil):
+	case !t.steps.starvedAt.IsZero() || (t.load.loading && cur == nil):
 		// Starved, or asked for before its first range arrived.
 		s.Status = StatusWaiting
-	case t.loading:
+	case t.load.loading:
 		s.Status = StatusLoading
-	case t.next != nil || (cur != nil && !cur.exhausted()):
+	case t.bufs.next != nil || t.bufs.serving():
 		s.Status = StatusServing
 	default:
 		s.Status = StatusIdle
 	}
-	if d := now.Sub(t.lastLoad); !t.lastLoad.IsZero() && d > 0 {
-		s.Rate = float64(s.Issued-t.issuedAtLoad) / d.Seconds()
+	if d := now.Sub(t.steps.lastLoad); !t.steps.lastLoad.IsZero() && d > 0 {
+		s.Rate = float64(s.Issued-t.steps.issuedAtLoad) / d.Seconds()
 	}
 	return s
 }

@@ -3,7 +3,6 @@ package snowflake
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -20,14 +19,13 @@ func (g *Generator) claimFixed() bool {
 	ctx, cancel := g.storeCtx()
 	defer cancel()
 	sent, ms := time.Now(), g.set.Now().UnixMilli()
-	g.claims++
 	l, err := g.set.Leases.ClaimFixedWorker(ctx, FixedClaim{
-		WorkerID: g.set.WorkerID, Owner: FixedOwnerPrefix + g.set.Owner + "#" + strconv.FormatInt(g.claims, 10),
-		TTL: g.set.LeaseTTL, NowMs: ms, WatermarkMs: ms + g.ttlMs, Layout: g.layout,
+		WorkerID: g.set.WorkerID, Owner: g.keeper.owner(FixedOwnerPrefix, g.set.Owner),
+		TTL: g.set.LeaseTTL, NowMs: ms, WatermarkMs: ms + g.set.ttlMs, Layout: g.set.Layout,
 	})
 	if err != nil {
 		g.mu.Lock()
-		first := g.leases == 0
+		first := g.lease.installs == 0
 		g.mu.Unlock()
 		var (
 			held  *HeldError
@@ -41,7 +39,7 @@ func (g *Generator) claimFixed() bool {
 			g.stop(fmt.Errorf("snowflake.worker_id %d cannot be used: %w: another server runs with this worker id; "+
 				"give each server its own, or use auto (a server that crashed holds it until its lease ends)", g.set.WorkerID, err))
 			return false
-		case first && errors.As(err, &ahead) && ahead.WatermarkMs-ahead.NowMs > g.ttlMs:
+		case first && errors.As(err, &ahead) && ahead.WatermarkMs-ahead.NowMs > g.set.ttlMs:
 			g.stop(fmt.Errorf("snowflake.worker_id %d cannot be used: %w: this server's clock is behind; "+
 				"set it right, or use auto", g.set.WorkerID, err))
 			return false
@@ -59,10 +57,10 @@ func (g *Generator) stop(err error) {
 	g.fatal, g.lastErr = err, err
 	g.broadcastLocked()
 	g.mu.Unlock()
-	if g.fixed {
-		g.log.Error("snowflake: "+err.Error(), "worker_id", g.set.WorkerID)
+	if g.set.fixed {
+		g.set.Logger.Error("snowflake: "+err.Error(), "worker_id", g.set.WorkerID)
 	} else {
-		g.log.Error("snowflake: " + err.Error())
+		g.set.Logger.Error("snowflake: " + err.Error())
 	}
 	close(g.stopped)
 }

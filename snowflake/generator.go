@@ -91,62 +91,126 @@ const MaxOwnerLen = 108
 // Generator issues snowflake IDs. It is safe for concurrent use. Create it
 // with New, call Start, and Close it when done.
 type Generator struct {
-	layout   Layout
-	seqMask  int64
-	set      Settings
-	ttlMs    int64
-	backMs   int64
-	borrowMs int64
-	log      *slog.Logger
-	leaseful bool
-	// fixed is set when the generator leases its fixed worker id alone.
-	fixed bool
-	// realClock is set when Now is time.Now, whose readings then serve as
-	// the monotonic clock too.
-	realClock bool
-	// realSleep is set when Sleep is time.Sleep, which a request's context
-	// can then cut short.
-	realSleep bool
+	set settings // never changes after New
 
-	mu      sync.Mutex
+	mu     sync.Mutex
+	clock  clock
+	lease  leaseState
+	stats  counters
+	keeper keeper
+	// changed is closed and replaced whenever the lease or the lifecycle
+	// changes; notify, when set (by a Pool), is called then, with g.mu held.
+	changed chan struct{}
+	notify  func()
+	lastErr error // the last lease failure, nil once a lease is renewed
+	// stopped is closed, and fatal set, when the generator gives up for
+	// good (see Done).
+	stopped         chan struct{}
+	fatal           error
+	started, closed bool
+	ctx             context.Context
+	cancel          context.CancelFunc
+	wg              sync.WaitGroup
+}
+
+// settings is Settings with its defaults filled in, and what New derives
+// from them.
+type settings struct {
+	Settings
+	seqMask, ttlMs, backMs, borrowMs int64
+	// leaseful is set with a LeaseStore, fixed when the generator leases
+	// its fixed worker id alone.
+	leaseful, fixed bool
+	// realClock is set when Now is time.Now, whose readings then serve as
+	// the monotonic clock too; realSleep when Sleep is time.Sleep, which a
+	// request's context can then cut short.
+	realClock, realSleep bool
+}
+
+// clock is the time and sequence of the last ID issued.
+type clock struct {
+	lastMs int64 // the last millisecond issued (or the lease's previous watermark)
+	seq    int64
+	// behind is set while the clock is further behind lastMs than
+	// MaxBackward.
+	behind bool
+}
+
+// lag returns how far ms is behind the last millisecond issued, beyond the
+// lead that borrowing allows.
+func (c *clock) lag(ms, borrowMs int64) int64 { return c.lastMs - borrowMs - ms }
+
+// leaseState is the worker id held and the bounds of its lease.
+type leaseState struct {
 	worker  int64 // -1 while no lease is held
-	lease   *Lease
-	lastMs  int64 // the last millisecond issued (or the lease's previous watermark)
-	seq     int64
+	held    *Lease
 	limitMs int64 // the recorded watermark: no millisecond after it is issued
 	// until is the local end of the lease (zero for a fixed worker id) and
 	// renewAt when to renew it, both on the monotonic clock.
 	until, renewAt time.Time
-	// behind is set while the clock is further behind lastMs than
-	// MaxBackward; wantSwitch asks the keeper for another worker id.
-	behind, wantSwitch, wantRenew bool
-	closed                        bool
-	changed                       chan struct{}
-	backward, issued, renewals    int64
+	// wantSwitch asks the keeper for another worker id, wantRenew for a
+	// renewal.
+	wantSwitch, wantRenew bool
+	// installs counts the leases installed, so that a batch can tell that
+	// the worker id changed while it waited.
+	installs int64
+}
+
+// install makes held the lease, its watermark recorded at limitMs, claimed
+// by a store call that began at sent.
+func (l *leaseState) install(held *Lease, limitMs int64, sent time.Time, ttl time.Duration) {
+	l.held, l.worker, l.limitMs, l.wantSwitch = held, held.WorkerID, limitMs, false
+	l.installs++
+	l.extend(sent, ttl)
+}
+
+// drop forgets a lease that another server took over.
+func (l *leaseState) drop() { l.held, l.worker, l.limitMs, l.until = nil, -1, 0, time.Time{} }
+
+// extend moves the lease's local deadlines on from sent, when the store
+// call that claimed or renewed it began.
+func (l *leaseState) extend(sent time.Time, ttl time.Duration) {
+	l.until, l.renewAt = sent.Add(ttl-ttl/10), sent.Add(ttl/3)
+	l.wantRenew = false
+}
+
+// lapsed reports whether the lease no longer covers now: past the
+// watermark, or run out by the monotonic clock, so that a step of the wall
+// clock cannot stretch it (wall is the reading of Now just taken).
+func (l *leaseState) lapsed(wall time.Time, realClock bool) bool {
+	if wall.UnixMilli() > l.limitMs {
+		return true
+	}
+	if l.until.IsZero() {
+		return false
+	}
+	if !realClock {
+		wall = time.Now()
+	}
+	return !wall.Before(l.until)
+}
+
+// counters are what State reports of the generator's history.
+type counters struct {
+	issued, backward, renewals int64
 	// borrowed counts the milliseconds taken ahead of the clock; maxLead
 	// is the largest lead of the logical time over the clock so far.
 	borrowed, maxLead int64
-	// leases counts the leases installed, so that a batch can tell that
-	// the worker id changed while it waited.
-	leases  int64
-	lastErr error
+}
 
-	wake chan struct{}
-	// notify, when set (by a Pool), is called whenever changed is
-	// broadcast, with g.mu held.
-	notify func()
-	// failures counts the keeper's consecutive failed store calls; only the
-	// keeper touches it.
-	failures int
-	claims   int64 // claims made, for the per-claim owner; keeper only
-	// stopped is closed, and fatal set, when the generator gives up for
-	// good (see Done).
-	stopped chan struct{}
-	fatal   error
-	started bool // Start ran; under mu, as closed is
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+// borrow counts one ID issued in a millisecond borrowed lead ms ahead of
+// the clock.
+func (c *counters) borrow(lead int64) {
+	c.borrowed++
+	c.maxLead = max(c.maxLead, lead)
+	c.issued++
+}
+
+// keeper is what the lease keeper alone touches, besides wake.
+type keeper struct {
+	wake     chan struct{} // requests signal the keeper through it
+	failures int           // consecutive failed store calls
+	claims   int64         // claims made, for the per-claim owner
 }
 
 // Errors of New besides those of Layout.Validate. Each names the setting
@@ -180,12 +244,26 @@ var ErrClosed = errors.New("snowflake: the generator is closed")
 // negative WaitTimeout or MaxBatch; ErrInvalidMaxBorrow for a MaxBorrow
 // outside 0..1s or above LeaseTTL/10.
 func New(s Settings) (*Generator, error) {
-	realClock := s.Now == nil
-	if realClock {
+	set, err := newSettings(s)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &Generator{set: set, lease: leaseState{worker: -1}, changed: make(chan struct{}),
+		keeper: keeper{wake: make(chan struct{}, 1)}, stopped: make(chan struct{}), ctx: ctx, cancel: cancel}
+	if !set.leaseful {
+		g.lease.worker, g.lease.limitMs = s.WorkerID, 1<<63-1
+	}
+	return g, nil
+}
+
+// newSettings fills in the defaults of s and checks it; see New.
+func newSettings(s Settings) (settings, error) {
+	set := settings{realClock: s.Now == nil, realSleep: s.Sleep == nil, leaseful: s.Leases != nil, fixed: s.Leases != nil && s.Fixed}
+	if set.realClock {
 		s.Now = time.Now
 	}
-	realSleep := s.Sleep == nil
-	if realSleep {
+	if set.realSleep {
 		s.Sleep = time.Sleep
 	}
 	if s.Logger == nil {
@@ -208,51 +286,29 @@ func New(s Settings) (*Generator, error) {
 	}
 	s.Layout = s.Layout.orDefault()
 	if err := s.Layout.Validate(s.Now()); err != nil {
-		return nil, err
+		return set, err
 	}
 	switch {
 	case (s.Leases == nil || s.Fixed) && (s.WorkerID < 0 || s.WorkerID >= s.Layout.Workers()):
-		return nil, fmt.Errorf("%w (got %d): use 0 to %d (snowflake.worker_bits %d)",
+		return set, fmt.Errorf("%w (got %d): use 0 to %d (snowflake.worker_bits %d)",
 			ErrInvalidWorkerID, s.WorkerID, s.Layout.Workers()-1, s.Layout.WorkerBits)
 	case s.LeaseTTL < 10*time.Millisecond:
-		return nil, fmt.Errorf("%w (got %v): use at least 10ms (1s in the configuration)", ErrInvalidLeaseTTL, s.LeaseTTL)
+		return set, fmt.Errorf("%w (got %v): use at least 10ms (1s in the configuration)", ErrInvalidLeaseTTL, s.LeaseTTL)
 	case len(s.Owner) > MaxOwnerLen:
-		return nil, fmt.Errorf("%w: %q is longer than %d bytes", ErrInvalidOwner, s.Owner[:32]+"…", MaxOwnerLen)
+		return set, fmt.Errorf("%w: %q is longer than %d bytes", ErrInvalidOwner, s.Owner[:32]+"…", MaxOwnerLen)
 	case s.MaxBackward < time.Millisecond || s.MaxBackward > time.Second:
-		return nil, fmt.Errorf("%w (got %v): use 1ms to 1s", ErrInvalidMaxBackward, s.MaxBackward)
+		return set, fmt.Errorf("%w (got %v): use 1ms to 1s", ErrInvalidMaxBackward, s.MaxBackward)
 	case s.WaitTimeout < 0:
-		return nil, fmt.Errorf("%w (got %v): use a positive duration, or 0 for the default, 2s", ErrInvalidWaitTimeout, s.WaitTimeout)
+		return set, fmt.Errorf("%w (got %v): use a positive duration, or 0 for the default, 2s", ErrInvalidWaitTimeout, s.WaitTimeout)
 	case s.MaxBatch < 0:
-		return nil, fmt.Errorf("%w (got %d): use a positive count, or 0 for the default, 10,000", ErrInvalidMaxBatch, s.MaxBatch)
+		return set, fmt.Errorf("%w (got %d): use a positive count, or 0 for the default, 10,000", ErrInvalidMaxBatch, s.MaxBatch)
 	case s.MaxBorrow < 0 || s.MaxBorrow > time.Second || s.MaxBorrow > s.LeaseTTL/10:
-		return nil, fmt.Errorf("%w (got %v): use 0 (off) to 1s, and at most a tenth of snowflake.lease_ttl (%v)",
+		return set, fmt.Errorf("%w (got %v): use 0 (off) to 1s, and at most a tenth of snowflake.lease_ttl (%v)",
 			ErrInvalidMaxBorrow, s.MaxBorrow, s.LeaseTTL)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	g := &Generator{
-		layout:    s.Layout,
-		seqMask:   s.Layout.Sequences() - 1,
-		set:       s,
-		ttlMs:     s.LeaseTTL.Milliseconds(),
-		backMs:    s.MaxBackward.Milliseconds(),
-		borrowMs:  s.MaxBorrow.Milliseconds(),
-		log:       s.Logger,
-		leaseful:  s.Leases != nil,
-		fixed:     s.Leases != nil && s.Fixed,
-		realClock: realClock,
-		realSleep: realSleep,
-		worker:    -1,
-		changed:   make(chan struct{}),
-		wake:      make(chan struct{}, 1),
-		stopped:   make(chan struct{}),
-		ctx:       ctx,
-		cancel:    cancel,
-	}
-	if !g.leaseful {
-		g.worker = s.WorkerID
-		g.limitMs = 1<<63 - 1
-	}
-	return g, nil
+	set.Settings, set.seqMask = s, s.Layout.Sequences()-1
+	set.ttlMs, set.backMs, set.borrowMs = s.LeaseTTL.Milliseconds(), s.MaxBackward.Milliseconds(), s.MaxBorrow.Milliseconds()
+	return set, nil
 }
 
 // defaultOwner names this process and generator: host, pid and a random
@@ -268,7 +324,7 @@ func defaultOwner() string {
 }
 
 // Layout returns the generator's layout.
-func (g *Generator) Layout() Layout { return g.layout }
+func (g *Generator) Layout() Layout { return g.set.Layout }
 
 // MaxBatch returns the largest count NextN accepts.
 func (g *Generator) MaxBatch() int { return g.set.MaxBatch }
@@ -287,7 +343,7 @@ func (g *Generator) Start() error {
 		// claim a worker id first, and Close no longer waits for it.
 		return ErrClosed
 	}
-	if !g.leaseful || g.started {
+	if !g.set.leaseful || g.started {
 		return nil
 	}
 	g.started = true
@@ -372,13 +428,13 @@ func (g *Generator) NextN(ctx context.Context, n int, dst []ID) ([]ID, error) {
 		}
 	}()
 	g.mu.Lock()
-	leases := g.leases
+	leases := g.lease.installs
 	for len(out)-len(dst) < n {
-		if g.leases != leases {
+		if g.lease.installs != leases {
 			// The worker id changed while this batch waited: what it took
 			// under the old one may lie above what comes next. Drop it (it
 			// was never handed out) so that the batch stays ascending.
-			out, leases = out[:len(dst)], g.leases
+			out, leases = out[:len(dst)], g.lease.installs
 		}
 		id, w, err := g.nextLocked(true)
 		if err != nil {
@@ -392,11 +448,11 @@ func (g *Generator) NextN(ctx context.Context, n int, dst []ID) ([]ID, error) {
 		g.mu.Unlock()
 		switch {
 		case w.spin != 0:
-			if !g.spin(ctx, w.spin) {
+			if !g.set.spin(ctx, w.spin) {
 				return dst, g.ended(ctx, "the IDs of this millisecond are used up")
 			}
 		case w.sleep > 0:
-			if !g.sleep(ctx, w.sleep) {
+			if !g.set.sleep(ctx, w.sleep) {
 				return dst, g.ended(ctx, w.why)
 			}
 		default:
@@ -456,12 +512,12 @@ func (g *Generator) take(n int, borrow bool, dst []ID) ([]ID, error) {
 // once per millisecond rather than once per ID makes a batch several times
 // faster.
 func (g *Generator) runLocked(n int, dst []ID) []ID {
-	k := min(int64(n), g.seqMask-g.seq)
+	k := min(int64(n), g.set.seqMask-g.clock.seq)
 	for range k {
-		g.seq++
-		dst = append(dst, g.layout.ID(g.lastMs, g.worker, g.seq))
+		g.clock.seq++
+		dst = append(dst, g.set.Layout.ID(g.clock.lastMs, g.lease.worker, g.clock.seq))
 	}
-	g.issued += max(k, 0)
+	g.stats.issued += max(k, 0)
 	return dst
 }
 
@@ -481,8 +537,8 @@ func (w wait) zero() bool { return w.spin == 0 && w.sleep == 0 && w.ch == nil }
 // up. It spins rather than sleeps, since a sleep would overshoot by far
 // more than the rest of the millisecond, and reports false if ctx ends
 // first.
-func (g *Generator) spin(ctx context.Context, ms int64) bool {
-	for spins := 1; g.set.Now().UnixMilli() == ms; spins++ {
+func (s *settings) spin(ctx context.Context, ms int64) bool {
+	for spins := 1; s.Now().UnixMilli() == ms; spins++ {
 		if spins%64 == 0 {
 			if ctx.Err() != nil {
 				return false
@@ -496,12 +552,12 @@ func (g *Generator) spin(ctx context.Context, ms int64) bool {
 // sleep waits d, at most MaxBackward, for a clock that went back to catch
 // up, and reports false if ctx ends first. An injected Sleep cannot be cut
 // short: ctx is then checked before and after it.
-func (g *Generator) sleep(ctx context.Context, d time.Duration) bool {
+func (s *settings) sleep(ctx context.Context, d time.Duration) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	if !g.realSleep {
-		g.set.Sleep(d)
+	if !s.realSleep {
+		s.Sleep(d)
 		return ctx.Err() == nil
 	}
 	t := time.NewTimer(d)
@@ -525,7 +581,7 @@ func (g *Generator) nextLocked(borrow bool) (ID, wait, error) {
 		if g.fatal != nil {
 			return 0, wait{}, leafd.Wrap(leafd.ESnowflakeUnavailable, g.fatal, "snowflake IDs cannot be issued: the fixed worker id cannot be used")
 		}
-		if g.worker < 0 {
+		if g.lease.worker < 0 {
 			g.signal()
 			return 0, wait{ch: g.changed, why: "no worker id is leased yet"}, nil
 		}
@@ -533,91 +589,75 @@ func (g *Generator) nextLocked(borrow bool) (ID, wait, error) {
 		ms := now.UnixMilli()
 		// With borrowing, lastMs may lead the clock by up to borrowMs: only
 		// a lead beyond that is a clock behind (with borrowMs 0, any lead).
-		if ms < g.lastMs-g.borrowMs {
-			behind := g.lastMs - g.borrowMs - ms
-			if behind <= g.backMs {
+		if behind := g.clock.lag(ms, g.set.borrowMs); behind > 0 {
+			if behind <= g.set.backMs {
 				return 0, wait{sleep: time.Duration(behind) * time.Millisecond, why: "the clock went back; waiting for it to catch up"}, nil
 			}
-			if !g.behind {
-				g.behind = true
-				g.backward++
-				g.log.Warn("snowflake: the clock went back", "behind_ms", behind, "worker_id", g.worker)
+			if !g.clock.behind {
+				g.clock.behind = true
+				g.stats.backward++
+				g.set.Logger.Warn("snowflake: the clock went back", "behind_ms", behind, "worker_id", g.lease.worker)
 			}
 			why := fmt.Sprintf("the clock is %d ms behind the last ID issued (snowflake.max_backward is %v)", behind, g.set.MaxBackward)
-			if ms <= g.layout.Epoch {
+			if ms <= g.set.Layout.Epoch {
 				why = fmt.Sprintf("the clock, %s, is not after snowflake.epoch", formatMs(ms))
 			}
-			if !g.leaseful || g.fixed {
+			if !g.set.leaseful || g.set.fixed {
 				return 0, wait{}, g.unavailableLocked(why + "; waiting for it to catch up")
 			}
-			g.wantSwitch = true
+			g.lease.wantSwitch = true
 			g.signal()
 			return 0, wait{ch: g.changed, why: why + "; no other worker id could be leased"}, nil
 		}
-		g.behind = false
-		if ms <= g.layout.Epoch || ms > g.layout.Epoch+g.layout.maxTime() {
+		g.clock.behind = false
+		if ms <= g.set.Layout.Epoch || ms > g.set.Layout.Epoch+g.set.Layout.maxTime() {
 			// Outside the layout: an ID would be zero, negative or wrapped
 			// onto an earlier one. The clock is wrong, or the layout has run
 			// out; neither waiting nor another worker id helps.
-			g.log.Error("snowflake: the clock is outside the layout; not issuing", "clock", formatMs(ms),
-				"epoch", formatMs(g.layout.Epoch), "layout_end", g.layout.End().Format(time.RFC3339))
+			g.set.Logger.Error("snowflake: the clock is outside the layout; not issuing", "clock", formatMs(ms),
+				"epoch", formatMs(g.set.Layout.Epoch), "layout_end", g.set.Layout.End().Format(time.RFC3339))
 			return 0, wait{}, g.unavailableLocked(fmt.Sprintf("the clock, %s, is outside the ID layout (snowflake.epoch to %s)",
-				formatMs(ms), g.layout.End().Format(time.RFC3339)))
+				formatMs(ms), g.set.Layout.End().Format(time.RFC3339)))
 		}
-		if ms > g.limitMs || g.expired(now) {
-			g.wantRenew = true
+		if g.lease.lapsed(now, g.set.realClock) {
+			g.lease.wantRenew = true
 			g.signal()
 			return 0, wait{ch: g.changed, why: "the worker id lease could not be renewed"}, nil
 		}
-		if ms <= g.lastMs {
-			if g.seq < g.seqMask {
-				g.seq++
-				g.issued++
-				return g.layout.ID(g.lastMs, g.worker, g.seq), wait{}, nil
+		if ms <= g.clock.lastMs {
+			if g.clock.seq < g.set.seqMask {
+				g.clock.seq++
+				g.stats.issued++
+				return g.set.Layout.ID(g.clock.lastMs, g.lease.worker, g.clock.seq), wait{}, nil
 			}
 			// The millisecond lastMs is used up: borrow the next one if it
 			// is within MaxBorrow of the clock, within the layout and
 			// covered by the recorded watermark; else wait as without
 			// borrowing.
-			next := g.lastMs + 1
-			if !borrow || next > ms+g.borrowMs || next > g.layout.Epoch+g.layout.maxTime() {
+			next := g.clock.lastMs + 1
+			if !borrow || next > ms+g.set.borrowMs || next > g.set.Layout.Epoch+g.set.Layout.maxTime() {
 				return 0, wait{spin: ms}, nil
 			}
-			if next > g.limitMs {
-				g.wantRenew = true
+			if next > g.lease.limitMs {
+				g.lease.wantRenew = true
 				g.signal()
 				return 0, wait{ch: g.changed, why: "the worker id lease could not be renewed"}, nil
 			}
-			g.lastMs, g.seq = next, g.startSeq()
-			g.borrowed++
-			g.maxLead = max(g.maxLead, next-ms)
-			g.issued++
-			return g.layout.ID(next, g.worker, g.seq), wait{}, nil
+			g.clock.lastMs, g.clock.seq = next, g.set.startSeq()
+			g.stats.borrow(next - ms)
+			return g.set.Layout.ID(next, g.lease.worker, g.clock.seq), wait{}, nil
 		}
-		g.lastMs, g.seq = ms, g.startSeq()
-		g.issued++
-		return g.layout.ID(ms, g.worker, g.seq), wait{}, nil
+		g.clock.lastMs, g.clock.seq = ms, g.set.startSeq()
+		g.stats.issued++
+		return g.set.Layout.ID(ms, g.lease.worker, g.clock.seq), wait{}, nil
 	}
 }
 
-// expired reports whether the lease has run out by the monotonic clock, so
-// that a step of the wall clock cannot stretch it. wall is the reading of
-// Now just taken.
-func (g *Generator) expired(wall time.Time) bool {
-	if g.until.IsZero() {
-		return false
-	}
-	if !g.realClock {
-		wall = time.Now()
-	}
-	return !wall.Before(g.until)
-}
-
-func (g *Generator) startSeq() int64 {
-	if !g.set.RandomStart {
+func (s *settings) startSeq() int64 {
+	if !s.RandomStart {
 		return 0
 	}
-	return mrand.Int64N(min(100, g.seqMask+1))
+	return mrand.Int64N(min(100, s.seqMask+1))
 }
 
 func (g *Generator) broadcastLocked() {
@@ -663,20 +703,20 @@ func (g *Generator) Ready() error {
 		return leafd.Errorf(leafd.ENotReady, "snowflake: the generator is closed")
 	case g.fatal != nil:
 		return leafd.Errorf(leafd.ENotReady, "snowflake: the fixed worker id cannot be used")
-	case g.worker < 0:
+	case g.lease.worker < 0:
 		return leafd.Errorf(leafd.ENotReady, "snowflake: no worker id is leased")
-	case now.UnixMilli() > g.limitMs || g.expired(now):
+	case g.lease.lapsed(now, g.set.realClock):
 		return leafd.Errorf(leafd.ENotReady, "snowflake: the worker id lease could not be renewed")
-	case now.UnixMilli() <= g.layout.Epoch || now.UnixMilli() > g.layout.Epoch+g.layout.maxTime():
+	case now.UnixMilli() <= g.set.Layout.Epoch || now.UnixMilli() > g.set.Layout.Epoch+g.set.Layout.maxTime():
 		return leafd.Errorf(leafd.ENotReady, "snowflake: the clock is outside the ID layout")
-	case g.lastMs-g.borrowMs-now.UnixMilli() > g.backMs:
-		if g.leaseful && !g.fixed {
+	case g.clock.lag(now.UnixMilli(), g.set.borrowMs) > g.set.backMs:
+		if g.set.leaseful && !g.set.fixed {
 			// Probes alone must get the keeper to look for another worker
 			// id: a balancer that gates traffic on /readyz sends no request.
-			g.wantSwitch = true
+			g.lease.wantSwitch = true
 			g.signal()
 		}
-		return leafd.Errorf(leafd.ENotReady, "snowflake: the clock is %d ms behind the last ID issued", g.lastMs-g.borrowMs-now.UnixMilli())
+		return leafd.Errorf(leafd.ENotReady, "snowflake: the clock is %d ms behind the last ID issued", g.clock.lag(now.UnixMilli(), g.set.borrowMs))
 	}
 	return nil
 }
@@ -715,18 +755,18 @@ type State struct {
 func (g *Generator) State() State {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	s := State{WorkerID: g.worker, Source: "static", LeaseUntil: g.until, LastMs: g.lastMs,
-		BackwardEvents: g.backward, Issued: g.issued, Renewals: g.renewals, Err: g.lastErr,
-		MaxBorrow: g.set.MaxBorrow, MaxLeadMs: g.maxLead, BorrowedMs: g.borrowed}
-	if g.borrowMs > 0 {
+	s := State{WorkerID: g.lease.worker, Source: "static", LeaseUntil: g.lease.until, LastMs: g.clock.lastMs,
+		BackwardEvents: g.stats.backward, Issued: g.stats.issued, Renewals: g.stats.renewals, Err: g.lastErr,
+		MaxBorrow: g.set.MaxBorrow, MaxLeadMs: g.stats.maxLead, BorrowedMs: g.stats.borrowed}
+	if g.set.borrowMs > 0 {
 		// Only with borrowing on, so that State reads no clock otherwise.
-		s.LeadMs = max(0, g.lastMs-g.set.Now().UnixMilli())
+		s.LeadMs = max(0, g.clock.lastMs-g.set.Now().UnixMilli())
 	}
-	if g.leaseful && !g.fixed {
+	if g.set.leaseful && !g.set.fixed {
 		s.Source = "lease"
 	}
-	if g.worker >= 0 {
-		s.WorkerIDs = []int64{g.worker}
+	if g.lease.worker >= 0 {
+		s.WorkerIDs = []int64{g.lease.worker}
 	}
 	return s
 }

@@ -17,9 +17,24 @@ import (
 // signal wakes the lease keeper, if it is not awake already.
 func (g *Generator) signal() {
 	select {
-	case g.wake <- struct{}{}:
+	case g.keeper.wake <- struct{}{}:
 	default:
 	}
+}
+
+// owner returns the owner of a new claim: each has one of its own, so
+// that releasing an old lease can never end a newer one on the same
+// worker id.
+func (k *keeper) owner(prefix, base string) string {
+	k.claims++
+	return prefix + base + "#" + strconv.FormatInt(k.claims, 10)
+}
+
+// failed counts a failed store call and reports whether to log it: the
+// first of a run of failures and every 20th after it.
+func (k *keeper) failed() bool {
+	k.failures++
+	return k.failures == 1 || k.failures%20 == 0
 }
 
 // keep is the lease keeper: it claims a worker id, renews it, switches it
@@ -40,7 +55,7 @@ func (g *Generator) keep() {
 			g.release()
 			return
 		case <-timer.C:
-		case <-g.wake:
+		case <-g.keeper.wake:
 			if time.Now().Before(notBefore) {
 				continue // the timer still runs until notBefore
 			}
@@ -52,7 +67,7 @@ func (g *Generator) keep() {
 		default:
 		}
 		if ok {
-			backoff, g.failures = 50*time.Millisecond, 0
+			backoff, g.keeper.failures = 50*time.Millisecond, 0
 		} else {
 			next = backoff/2 + mrand.N(backoff/2+1)
 			// At most a tenth of the lease, and a second: once the database
@@ -81,16 +96,16 @@ func (g *Generator) keep() {
 // longer needed because the clock caught up is dropped.
 func (g *Generator) maintain() (next time.Duration, ok bool) {
 	g.mu.Lock()
-	if behind := g.lastMs - g.borrowMs - g.set.Now().UnixMilli(); g.lease != nil && behind > g.backMs && !g.fixed {
-		g.wantSwitch = true // even with no request to notice it
-	} else if behind <= g.backMs {
-		g.wantSwitch = false
+	if behind := g.clock.lag(g.set.Now().UnixMilli(), g.set.borrowMs); g.lease.held != nil && behind > g.set.backMs && !g.set.fixed {
+		g.lease.wantSwitch = true // even with no request to notice it
+	} else if behind <= g.set.backMs {
+		g.lease.wantSwitch = false
 	}
-	lease, switching := g.lease, g.wantSwitch
-	renew := lease != nil && (g.wantRenew || !time.Now().Before(g.renewAt))
-	renewAt := g.renewAt
+	lease, switching := g.lease.held, g.lease.wantSwitch
+	renew := lease != nil && (g.lease.wantRenew || !time.Now().Before(g.lease.renewAt))
+	renewAt := g.lease.renewAt
 	g.mu.Unlock()
-	if lease == nil && g.fixed {
+	if lease == nil && g.set.fixed {
 		return g.set.LeaseTTL / 3, g.claimFixed()
 	}
 	if lease == nil {
@@ -120,12 +135,9 @@ func (g *Generator) claim(old *Lease) bool {
 	ctx, cancel := g.storeCtx()
 	defer cancel()
 	sent, ms := time.Now(), g.set.Now().UnixMilli()
-	g.claims++
 	l, err := g.set.Leases.ClaimWorker(ctx, Claim{
-		// Each claim has an owner of its own, so that releasing an old
-		// lease can never end a newer one on the same worker id.
-		Owner: g.set.Owner + "#" + strconv.FormatInt(g.claims, 10), Workers: g.layout.Workers(), TTL: g.set.LeaseTTL,
-		NowMs: ms, WatermarkMs: ms + g.ttlMs, Layout: g.layout,
+		Owner: g.keeper.owner("", g.set.Owner), Workers: g.set.Layout.Workers(), TTL: g.set.LeaseTTL,
+		NowMs: ms, WatermarkMs: ms + g.set.ttlMs, Layout: g.set.Layout,
 	})
 	if errors.Is(err, ErrLayoutMismatch) {
 		// No retry can help: the record does not change by itself.
@@ -144,25 +156,21 @@ func (g *Generator) claim(old *Lease) bool {
 // current lease; old, if not nil, is released afterwards.
 func (g *Generator) install(l Lease, old *Lease, sent time.Time, ms int64) {
 	g.mu.Lock()
-	oldLast := g.lastMs
-	g.lease, g.worker = &l, l.WorkerID
-	g.leases++
+	oldLast := g.clock.lastMs
+	g.lease.install(&l, ms+g.set.ttlMs, sent, g.set.LeaseTTL)
 	// Nothing at or before the previous watermark may be issued under this
 	// worker id: start past it, as if its sequence were used up. A first
 	// lease, or one after a lost lease, also starts past what this server
 	// issued before, so that its IDs keep rising; a switch away from a
 	// clock that went back cannot.
-	g.lastMs, g.seq = l.PrevWatermarkMs, g.seqMask
+	g.clock.lastMs, g.clock.seq = l.PrevWatermarkMs, g.set.seqMask
 	if old == nil {
-		g.lastMs = max(g.lastMs, oldLast)
+		g.clock.lastMs = max(g.clock.lastMs, oldLast)
 	}
-	g.limitMs = ms + g.ttlMs
-	g.until = sent.Add(g.set.LeaseTTL - g.set.LeaseTTL/10)
-	g.renewAt = sent.Add(g.set.LeaseTTL / 3)
-	g.wantSwitch, g.wantRenew, g.behind, g.lastErr = false, false, false, nil
+	g.clock.behind, g.lastErr = false, nil
 	g.broadcastLocked()
 	g.mu.Unlock()
-	g.log.Info("snowflake: leased worker id", "worker_id", l.WorkerID, "owner", l.Owner, "previous_watermark_ms", l.PrevWatermarkMs)
+	g.set.Logger.Info("snowflake: leased worker id", "worker_id", l.WorkerID, "owner", l.Owner, "previous_watermark_ms", l.PrevWatermarkMs)
 	if old != nil {
 		g.releaseLease(*old, oldLast)
 	}
@@ -172,15 +180,15 @@ func (g *Generator) install(l Lease, old *Lease, sent time.Time, ms int64) {
 func (g *Generator) renew(l Lease) bool {
 	ctx, cancel := g.storeCtx()
 	defer cancel()
-	sent, wm := time.Now(), g.set.Now().UnixMilli()+g.ttlMs
+	sent, wm := time.Now(), g.set.Now().UnixMilli()+g.set.ttlMs
 	err := g.set.Leases.RenewWorker(ctx, l, g.set.LeaseTTL, wm)
 	if errors.Is(err, ErrLeaseLost) {
 		g.mu.Lock()
-		g.lease, g.worker, g.limitMs, g.until = nil, -1, 0, time.Time{}
+		g.lease.drop()
 		g.lastErr = err
 		g.broadcastLocked()
 		g.mu.Unlock()
-		g.log.Error("snowflake: the worker id lease was taken over; stopped issuing under it", "worker_id", l.WorkerID)
+		g.set.Logger.Error("snowflake: the worker id lease was taken over; stopped issuing under it", "worker_id", l.WorkerID)
 		return false
 	}
 	if err != nil {
@@ -188,11 +196,10 @@ func (g *Generator) renew(l Lease) bool {
 		return false
 	}
 	g.mu.Lock()
-	g.limitMs = max(g.limitMs, wm)
-	g.until = sent.Add(g.set.LeaseTTL - g.set.LeaseTTL/10)
-	g.renewAt = sent.Add(g.set.LeaseTTL / 3)
-	g.wantRenew, g.lastErr = false, nil
-	g.renewals++
+	g.lease.limitMs = max(g.lease.limitMs, wm)
+	g.lease.extend(sent, g.set.LeaseTTL)
+	g.lastErr = nil
+	g.stats.renewals++
 	g.broadcastLocked()
 	g.mu.Unlock()
 	return true
@@ -204,17 +211,16 @@ func (g *Generator) fail(err error, msg string, args ...any) {
 	g.mu.Lock()
 	g.lastErr = err
 	g.mu.Unlock()
-	g.failures++
-	if g.ctx.Err() == nil && (g.failures == 1 || g.failures%20 == 0) {
-		g.log.Warn(msg, append(args, "err", err, "failures", g.failures)...)
+	if g.keeper.failed() && g.ctx.Err() == nil {
+		g.set.Logger.Warn(msg, append(args, "err", err, "failures", g.keeper.failures)...)
 	}
 }
 
 // release gives the lease back at Close.
 func (g *Generator) release() {
 	g.mu.Lock()
-	lease, last := g.lease, g.lastMs
-	g.lease, g.worker = nil, -1
+	lease, last := g.lease.held, g.clock.lastMs
+	g.lease.held, g.lease.worker = nil, -1
 	g.mu.Unlock()
 	if lease != nil {
 		g.releaseLease(*lease, last)
@@ -228,8 +234,8 @@ func (g *Generator) releaseLease(l Lease, last int64) {
 	defer cancel()
 	if err := g.set.Leases.ReleaseWorker(ctx, l, last); err != nil {
 		// The lease then simply expires; its watermark stays ahead.
-		g.log.Warn("snowflake: releasing the worker id lease failed; it expires by itself", "worker_id", l.WorkerID, "err", err)
+		g.set.Logger.Warn("snowflake: releasing the worker id lease failed; it expires by itself", "worker_id", l.WorkerID, "err", err)
 		return
 	}
-	g.log.Info("snowflake: released worker id", "worker_id", l.WorkerID, "watermark_ms", last)
+	g.set.Logger.Info("snowflake: released worker id", "worker_id", l.WorkerID, "watermark_ms", last)
 }

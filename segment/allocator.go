@@ -265,12 +265,9 @@ func (a *Allocator) nextSlow(ctx context.Context, name string) (int64, error) {
 }
 
 // NextN reserves n IDs of tag and appends them to dst as ascending,
-// non-overlapping ranges. The ranges may span both buffers, or more when n
-// exceeds the step. A range from a strided store (Allocation.Stride) comes
-// with its stride: its IDs are Start, Start+Stride, … below End. For an
-// opaque tag every ID comes as a range of its own, in no order. On error
-// the IDs already reserved are dropped (never issued) and dst is returned
-// unchanged.
+// non-overlapping ranges, with the stride of a strided store; for an
+// opaque tag each ID is a range of its own, in no order. On error the IDs
+// reserved are dropped (never issued) and dst is returned unchanged.
 //
 // Errors are those of Next, plus invalid_count when n is outside
 // 1..MaxBatch.
@@ -572,16 +569,11 @@ func (a *Allocator) Listed() bool {
 }
 
 // Ready returns nil when the allocator can serve, and a not_ready error
-// saying why otherwise. It is about the server, not one tag: it is not
-// ready before the tag list was first read, nor while the store cannot be
-// reached and some tag that was asked for is dry because of it (empty, its
-// load failing or in flight for longer than WaitTimeout).
-//
-// A tag that cannot load for a reason of its own — its row locked by a
-// long transaction, deleted, exhausted, rewound — does not make the server unready:
-// the other tags serve, and that tag is reported on its own (State, the
-// log). To tell the two apart, Ready pings the store once it finds a dry
-// tag: while the store answers, the trouble is the tag's.
+// saying why otherwise: before the tag list was first read, or while a tag
+// asked for is dry (empty, its load failing or in flight for longer than
+// WaitTimeout) and the store does not answer a ping. A tag dry for a reason
+// of its own (a row lock, deleted, exhausted, rewound) is reported on its
+// own (State, the log): the other tags serve.
 func (a *Allocator) Ready() error {
 	if !a.Listed() {
 		return leafd.Errorf(leafd.ENotReady, "segment: the tag list has not been read from the store yet")

@@ -9,25 +9,16 @@ import (
 	"github.com/leafd/leafd"
 )
 
-// Range leases: a caller takes a whole run of consecutive IDs at once and
-// hands them out itself, as Didi Tinyid's client does with its segments.
+// Range leases: a caller takes a run of consecutive IDs and hands them out
+// itself, as Didi Tinyid's client does with its segments.
 //
 // A range of at most a quarter of the current buffer is carved out of it
-// with one compare-and-swap, so that it costs no more than a batch. When the
-// buffer has fewer IDs left than the range needs, they are given up
-// (skipped, never issued) and the range comes from the next buffer, as a
-// batch would go on to it. So at most a quarter of a buffer is given up per
-// switch, and usually far less.
-//
-// A range larger than a quarter of the current buffer is taken from the
-// store directly, in a transaction of its own, as a load is: it is used only
-// once its COMMIT succeeded, and it passes the same rewind check. When a
-// buffer could hold four such ranges (they are at most a quarter of
-// MaxStep), the tag also moves towards one: it switches to its next buffer
-// when that is ready (giving up what is left of the current one), else it
-// begins a load of at least four times the range.
-// A tag served by ranges alone thus soon carves them from its buffers, and
-// its ranges, counted in its rate, keep its step large.
+// with one compare-and-swap; when too few IDs are left they are skipped and
+// the range comes from the next buffer, so a switch gives up at most a
+// quarter of a buffer. A larger range is taken from the store directly, in
+// a transaction of its own that passes the same rewind check, and the tag
+// moves towards buffers of four such ranges (makeRoom), so that a tag
+// served by ranges alone soon carves them from its buffers.
 
 // rangeShare is how many ranges a buffer must hold for ranges to be carved
 // from it: a larger range is taken from the store directly.
@@ -116,12 +107,10 @@ func (a *Allocator) rangeDirect(ctx context.Context, t *tag, size int64) (Range,
 	return Range{Start: alloc.Start, End: alloc.End, Stride: 1}, nil
 }
 
-// allocate asks the store for a range of step IDs of t and admits it
-// against the IDs this server issued before. It holds the tag's allocation
-// turn throughout, so that the ranges of one tag are admitted in the order
-// the store handed them out: a load and a direct range of the same tag
-// never race to the rewind check. One attempt is bounded by LoadTimeout.
-// took is how long the store took, the wait for the turn left out.
+// allocate asks the store for a range of step IDs of t, within
+// LoadTimeout, and admits it against the IDs this server issued before. It
+// holds the tag's allocation turn, so that a load and a direct range never
+// race to the rewind check. took leaves out the wait for the turn.
 func (a *Allocator) allocate(ctx context.Context, t *tag, step int64) (alloc Allocation, took time.Duration, err error) {
 	select {
 	case t.allocTurn <- struct{}{}:

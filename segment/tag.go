@@ -10,23 +10,17 @@ import (
 	"github.com/leafd/leafd"
 )
 
-// tag is the double buffer of one business tag.
-//
-// bufs.cur is read without a lock on the hot path. Everything else, and
-// every change of bufs.cur, is guarded by mu. The tag makes its own state
-// changes, in the methods below, through those of its parts; the allocator
-// calls them and never takes mu itself. None of them calls back into the
-// allocator, so mu is never held while the allocator takes a lock
-// (refreshMu is taken before it, never after).
+// tag is one business tag. bufs.cur is read without a lock on the hot
+// path; everything else, and every change of it, is guarded by mu, which
+// only the tag's methods take. They never call back into the allocator, so
+// mu is never held while the allocator takes a lock.
 type tag struct {
 	name   string
 	bufs   buffers
 	opaque *opaque
-	// adopted is when Upsert or a lookup made the tag served (zero for a
-	// tag read with the list). spec is what the tag's row says of its
-	// format, and opaque, for an opaque tag, how its counters map to IDs
-	// (or why this server refuses it). All are set before the tag is
-	// published and never change: a tag whose format changes is replaced.
+	// adopted is when Upsert or a lookup made the tag served (zero for one
+	// read with the list); spec is its row's format, and opaque how an
+	// opaque tag's counters map to IDs. None changes once published.
 	adopted time.Time
 	spec    opaqueSpec
 	// dom is an opaque tag's domain (domain.go), nil for a sequential tag:
@@ -98,11 +92,8 @@ func (b *buffers) state(loading bool) (s [2]BufferState) {
 	if b.next != nil {
 		s[1-b.pos] = b.next.state()
 	}
-	if loading && cur == nil {
-		s[b.pos].Loading = true
-	} else if loading {
-		s[1-b.pos].Loading = true
-	}
+	s[b.pos^1].Loading = loading && cur != nil
+	s[b.pos].Loading = loading && cur == nil
 	return s
 }
 
@@ -147,11 +138,9 @@ type stepState struct {
 	lastLoad     time.Time
 	lastPeriod   time.Duration
 	issuedAtLoad int64
-	// starvedAt is when requests found both buffers empty, zero while one
-	// has IDs; starved adds up the time spent so, and starvedAtLoad is
-	// what it was when the last load began. While starved the tag cannot
-	// show how fast IDs are wanted, so the step policy leaves that time
-	// out of its measure.
+	// starvedAt is when both buffers ran empty (zero while one has IDs),
+	// starved the time spent so, which the rate leaves out, and
+	// starvedAtLoad what it was when the last load began.
 	starvedAt              time.Time
 	starved, starvedAtLoad time.Duration
 	// nextMin is the smallest step of the next load to begin, room for a
@@ -258,20 +247,12 @@ func (t *tag) remove() {
 }
 
 // takeOne is the hot path of Allocator.Next and Handle.Next: one ID from
-// the current buffer of t, which may be nil (no such tag). It reports false
-// when there is no tag or buffer, or the buffer is used up: the caller then
-// takes the slow path.
+// the current buffer of t (nil: no such tag), or false for the slow path.
+// preload is set for the one caller that took the buffer's preload point,
+// which starts the next load: no atomic read on every other call.
 //
-// preload is set for the caller that took the buffer's preload point, and
-// that caller starts the load of the next range (Allocator.preload).
-// Exactly one caller takes that offset (or a batch spanning it, in NextN),
-// so the load starts once, without an atomic read on every other call.
-// Should that caller be descheduled before it starts the load, the load
-// starts late, when the buffer runs out: waits, never a duplicate.
-//
-// takeOne must stay small enough to be inlined (go build -gcflags=-m
-// ./segment says "can inline (*tag).takeOne"): a call would be a third of
-// the cost of Next. That is why it leaves the call of preload to its caller.
+// takeOne must stay inlinable (go build -gcflags=-m ./segment): a call
+// would be a third of the cost of Next.
 func (t *tag) takeOne() (id int64, ok bool, preload *buffer) {
 	if t == nil {
 		return 0, false, nil
@@ -293,21 +274,16 @@ func (t *tag) takeOne() (id int64, ok bool, preload *buffer) {
 // refill is what a request that found the tag's current buffer used up is
 // to do next, as ranOut decided it.
 type refill struct {
-	// ready is nil when the tag switched to its next buffer: take again.
-	// Otherwise it is closed once the outcome of the load in flight is
-	// known, and finalSeq is the tag's count of final failures as of then,
-	// for finalSince.
+	// ready is nil when the tag switched buffers: take again. Else it is
+	// closed once the load in flight ends, and finalSeq is for finalSince.
 	ready    <-chan struct{}
 	finalSeq uint64
-	// load is the load this request began, when begun: the caller starts
-	// it (Allocator.startLoad).
-	load  loadStart
-	begun bool
+	load     loadStart // the load this request began, when begun
+	begun    bool
 }
 
-// loadStart is what a load knew when it began: the step it asks for, and
-// the time, the IDs issued and the time starved so far, from which the next
-// load measures the rate.
+// loadStart is a load's step, and what the next load measures the rate
+// from: when it began, and the IDs issued and time starved by then.
 type loadStart struct {
 	step    int64
 	at      time.Time
@@ -315,12 +291,10 @@ type loadStart struct {
 	starved time.Duration
 }
 
-// ranOut is the slow path of a request, taken when the current buffer is
-// exhausted or absent. It switches to the next buffer if that is ready;
-// otherwise it marks the tag starved and begins a load unless one is in
-// flight. now is read under mu, so that times recorded by concurrent
-// switches and loads stay in order. Errors: unknown_tag when the tag was
-// removed.
+// ranOut is the slow path of a request whose buffer is used up or absent:
+// it switches to the next buffer if ready, else marks the tag starved and
+// begins a load unless one is in flight. now is read under mu, so that
+// recorded times stay in order. Errors: unknown_tag when the tag was removed.
 func (t *tag) ranOut(now func() time.Time, p stepPolicy) (refill, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -346,8 +320,7 @@ func (t *tag) ranOut(now func() time.Time, p stepPolicy) (refill, error) {
 }
 
 // beginPreload begins the load of b's successor, once per buffer, unless
-// the tag has moved on from b or has its next range already. When it
-// reports true the caller starts the load (Allocator.startLoad).
+// the tag has moved on from b or has its next range already.
 func (t *tag) beginPreload(b *buffer, now func() time.Time, p stepPolicy) (loadStart, bool) {
 	if !b.preloaded.CompareAndSwap(false, true) {
 		return loadStart{}, false
@@ -360,10 +333,8 @@ func (t *tag) beginPreload(b *buffer, now func() time.Time, p stepPolicy) (loadS
 	return t.beginLoadLocked(now(), p)
 }
 
-// beginLoadLocked marks a load of the next range in flight and returns what
-// it starts from, with the step p chooses; it reports false, and begins
-// nothing, when a load is in flight already or the tag is removed. The
-// caller holds t.mu.
+// beginLoadLocked marks a load in flight, with the step p chooses; false
+// when one is in flight already or the tag is removed. t.mu is held.
 func (t *tag) beginLoadLocked(now time.Time, p stepPolicy) (loadStart, bool) {
 	if t.load.loading || t.removed {
 		return loadStart{}, false
@@ -380,11 +351,9 @@ func (t *tag) loadNotStarted() {
 	t.mu.Unlock()
 }
 
-// loaded ends the load begun as ls: b, the range it brought, becomes the
-// next buffer, or the current one when the current is absent or exhausted,
-// and waiters are woken. A tag removed meanwhile drops b. tableStep is the
-// table step read with the range. It reports whether the tag recovered: its
-// previous attempt had failed.
+// loaded ends the load begun as ls: b, its range (read with tableStep),
+// becomes the next buffer, or the current one when that is used up, and
+// waiters are woken. It reports whether the previous attempt had failed.
 func (t *tag) loaded(b *buffer, tableStep int64, ls loadStart, now func() time.Time) (recovered bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -406,9 +375,8 @@ func (t *tag) loaded(b *buffer, tableStep int64, ls loadStart, now func() time.T
 	return recovered
 }
 
-// loadFailed records a failed load attempt. A final failure ends the load
-// and wakes the waiters, who then fail with err. It reports whether the load
-// should go on retrying (false once the tag is removed).
+// loadFailed records a failed load attempt (a final one wakes the waiters,
+// who fail with err), and reports whether to retry: not once removed.
 func (t *tag) loadFailed(err error, final bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -477,12 +445,9 @@ func (t *tag) switchLocked(now time.Time) {
 }
 
 // makeRoom moves the tag towards a buffer of at least step IDs, for a
-// range that its current buffer b is too small to carve (Range). When the
-// next buffer is ready, b is drained (its IDs skipped) and the tag switches
-// to it: retry reports that the caller should look again. Otherwise a load
-// of at least step IDs begins, unless one is in flight already, and the
-// caller takes its range from the store meanwhile; when begun, the caller
-// starts the load (Allocator.startLoad).
+// range its current buffer b is too small to carve (Range): it drains b
+// and switches to a ready next buffer (retry: look again), or begins a
+// load of at least step IDs, which the caller starts when begun.
 func (t *tag) makeRoom(b *buffer, step int64, now func() time.Time, p stepPolicy) (retry bool, ls loadStart, begun bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

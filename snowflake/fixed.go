@@ -6,15 +6,10 @@ import (
 	"time"
 )
 
-// A fixed worker id (Settings.Fixed) is leased like any other, that one id
-// alone: the keeper calls claimFixed instead of claim, and renews and
-// releases the lease the same way.
-
-// claimFixed leases the fixed worker id. At the first claim, a worker id
-// held by another server, or recorded more than a lease ahead of the
-// clock, stops the generator for good (see Done); later, after the lease
-// was lost, the keeper keeps trying. Another layout recorded in the store
-// stops it at any claim.
+// claimFixed leases the fixed worker id, as claim leases any. At the first
+// claim, a worker id held by another server or recorded more than a lease
+// ahead stops the generator for good (see Done); after a lost lease the
+// keeper keeps trying. Another layout recorded stops it at any claim.
 func (g *Generator) claimFixed() bool {
 	ctx, cancel := g.storeCtx()
 	defer cancel()

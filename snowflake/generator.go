@@ -1,15 +1,10 @@
 // Package snowflake generates time-ordered 64-bit IDs, time | worker |
 // sequence, with worker ids leased from a shared database so that no two
-// running servers share one, and with a time watermark recorded ahead of
-// every timestamp issued so that neither a clock set back nor a kill -9
-// followed by a restart can issue an ID twice.
-//
-// A fixed worker id (Settings.Fixed) is leased the same way, that one id
-// only: a second server configured with it does not start, and the
-// watermark protects it across restarts. Without a store (Settings.Leases
-// nil) a fixed worker id is unprotected: the generator then guards against
-// a clock that goes back while it runs, but neither against another server
-// with the same id nor across restarts.
+// servers share one, and a watermark recorded ahead of every timestamp
+// issued so that neither a clock set back nor a kill -9 and restart can
+// issue an ID twice. A fixed worker id (Settings.Fixed) is leased the same
+// way; without a store (Settings.Leases nil) it is guarded only against a
+// clock that goes back while the generator runs.
 package snowflake
 
 import (
@@ -139,6 +134,9 @@ type clock struct {
 // lag returns how far ms is behind the last millisecond issued, beyond the
 // lead that borrowing allows.
 func (c *clock) lag(ms, borrowMs int64) int64 { return c.lastMs - borrowMs - ms }
+
+// resume goes on past millisecond from, as if its sequence were used up.
+func (c *clock) resume(from, seqMask int64) { c.lastMs, c.seq, c.behind = from, seqMask, false }
 
 // leaseState is the worker id held and the bounds of its lease.
 type leaseState struct {
@@ -329,12 +327,8 @@ func (g *Generator) Layout() Layout { return g.set.Layout }
 // MaxBatch returns the largest count NextN accepts.
 func (g *Generator) MaxBatch() int { return g.set.MaxBatch }
 
-// Start begins leasing a worker id, when the generator uses leases: it
-// claims one (its fixed one, with Settings.Fixed), renews it every third
-// of the TTL, and switches to another when the clock goes back too far
-// (never with a fixed worker id). Calling it again does nothing.
-//
-// Errors: ErrClosed after Close, when it starts nothing.
+// Start begins leasing a worker id, when the generator uses leases (see
+// keep). Calling it again does nothing. Errors: ErrClosed after Close.
 func (g *Generator) Start() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -355,16 +349,11 @@ func (g *Generator) Start() error {
 	return nil
 }
 
-// Done is closed when the generator has stopped issuing for good by
-// itself, and Err then says why. That happens when the store records
-// another layout than the generator's, at any claim (a
-// *LayoutMismatchError), and with a fixed worker id (Settings.Fixed), at
-// its first claim: when another server, fixed or leasing, holds a live
-// lease on it (the error is a *HeldError: its owner and when its lease
-// ends), or when its watermark is more than LeaseTTL ahead of the clock (a
-// *WatermarkAheadError). A server should then not start. A watermark ahead
-// by less is waited out, with retries; a fixed worker id lost while
-// running is claimed again, with retries, like a lost lease.
+// Done is closed when the generator has stopped issuing for good, and Err
+// then says why: the store records another layout (a *LayoutMismatchError),
+// or, at the first claim of a fixed worker id, another server holds a live
+// lease on it (a *HeldError) or its watermark is more than LeaseTTL ahead
+// of the clock (a *WatermarkAheadError). A server should then not start.
 func (g *Generator) Done() <-chan struct{} { return g.stopped }
 
 // Err returns why Done was closed, wrapping a *LayoutMismatchError, a
@@ -375,10 +364,9 @@ func (g *Generator) Err() error {
 	return g.fatal
 }
 
-// Close stops issuing, stops the lease keeper and releases the lease with
-// a watermark at the last timestamp issued, so that another server may
-// claim the worker id once its clock has passed that. Start then returns
-// ErrClosed.
+// Close stops issuing and the lease keeper, and releases the lease with a
+// watermark at the last timestamp issued, so that another server may claim
+// the worker id once its clock has passed that.
 func (g *Generator) Close() error {
 	g.mu.Lock()
 	g.closed = true
@@ -391,14 +379,11 @@ func (g *Generator) Close() error {
 
 // Next returns a new ID.
 //
-// Errors (codes): snowflake_unavailable when no worker id is leased, the
-// lease could not be renewed, the clock is behind the last timestamp issued
-// by more than MaxBackward and no other worker id can be had within
-// WaitTimeout, the generator is closed, or it has stopped for good (Done);
-// snowflake_unavailable too when ctx ends while Next waits (for the next
-// millisecond, for the clock or for the lease), with ctx's error as its
-// cause, so that errors.Is(err, context.Canceled) or
-// context.DeadlineExceeded holds.
+// Errors: snowflake_unavailable when no worker id is leased, the lease
+// could not be renewed, the clock is more than MaxBackward behind and no
+// other worker id can be had within WaitTimeout, the generator is closed
+// or has stopped (Done), or ctx ends while Next waits (ctx's error is then
+// its cause, for errors.Is).
 func (g *Generator) Next(ctx context.Context) (ID, error) {
 	if id, ok := g.tryNext(true); ok {
 		return id, nil
@@ -482,12 +467,9 @@ func (g *Generator) tryNext(borrow bool) (ID, bool) {
 	return id, err == nil && w.zero()
 }
 
-// take appends to dst up to n IDs that it can issue without waiting,
-// borrowing time only if borrow is set: it stops at the first wait (a
-// used-up millisecond, a clock behind, a lease being claimed or renewed),
-// without acting on it, or error, which it returns. The IDs it took are
-// ascending. A Pool uses it to go on under another worker id instead of
-// waiting.
+// take appends to dst, ascending, up to n IDs it can issue without
+// waiting (borrowing only if borrow is set), and stops at the first wait
+// or error: a Pool then goes on under another worker id.
 func (g *Generator) take(n int, borrow bool, dst []ID) ([]ID, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -505,12 +487,9 @@ func (g *Generator) take(n int, borrow bool, dst []ID) ([]ID, error) {
 }
 
 // runLocked appends up to n more IDs of the millisecond of the ID just
-// issued, while its sequence lasts. Whatever let nextLocked issue that ID
-// holds for these too: nothing but the sequence changed since, under g.mu,
-// and the clock only moved on (which can neither make the millisecond
-// borrowed further ahead nor put it past the watermark). Reading the clock
-// once per millisecond rather than once per ID makes a batch several times
-// faster.
+// issued, while its sequence lasts: what let nextLocked issue that ID holds
+// for these too (under g.mu the clock only moved on). Reading the clock once
+// per millisecond, not per ID, makes a batch several times faster.
 func (g *Generator) runLocked(n int, dst []ID) []ID {
 	k := min(int64(n), g.set.seqMask-g.clock.seq)
 	for range k {
@@ -534,9 +513,7 @@ type wait struct {
 func (w wait) zero() bool { return w.spin == 0 && w.sleep == 0 && w.ch == nil }
 
 // spin waits for the clock to leave millisecond ms, whose sequence is used
-// up. It spins rather than sleeps, since a sleep would overshoot by far
-// more than the rest of the millisecond, and reports false if ctx ends
-// first.
+// up (a sleep would overshoot), and reports false if ctx ends first.
 func (s *settings) spin(ctx context.Context, ms int64) bool {
 	for spins := 1; s.Now().UnixMilli() == ms; spins++ {
 		if spins%64 == 0 {

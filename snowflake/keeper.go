@@ -8,12 +8,6 @@ import (
 	"time"
 )
 
-// The lease keeper is the one goroutine that talks to the LeaseStore: it
-// claims a worker id (keep, maintain, claim; claimFixed in fixed.go),
-// renews it and moves the watermark ahead of the clock (renew), and gives
-// it back at Close (release). It installs what it gets under g.mu, where
-// nextLocked reads it; requests ask it for work through signal.
-
 // signal wakes the lease keeper, if it is not awake already.
 func (g *Generator) signal() {
 	select {
@@ -37,13 +31,12 @@ func (k *keeper) failed() bool {
 	return k.failures == 1 || k.failures%20 == 0
 }
 
-// keep is the lease keeper: it claims a worker id, renews it, switches it
-// when the clock went back, and releases it at Close. It is the only
-// goroutine that talks to the LeaseStore.
-//
-// Requests wake it early when they need a lease, a renewal or a switch, but
-// never during the backoff after a failure: a database that is down must
-// not get one claim per request.
+// keep is the lease keeper, the one goroutine that talks to the LeaseStore:
+// it claims a worker id (claim, claimFixed), renews it every third of the
+// TTL, switches it when the clock went back too far (never a fixed one),
+// and releases it at Close. Requests wake it (signal), but never during the
+// backoff after a failure: a database that is down must not get one claim
+// per request.
 func (g *Generator) keep() {
 	backoff := 50 * time.Millisecond
 	var notBefore time.Time
@@ -89,11 +82,8 @@ func (g *Generator) keep() {
 }
 
 // maintain does what the lease needs now and returns when to look again;
-// ok is false after a failure, when the keeper backs off instead.
-//
-// A lease that is due is renewed even while a switch is wanted, so that a
-// generator waiting for a free worker id keeps the one it has; a switch no
-// longer needed because the clock caught up is dropped.
+// ok is false after a failure. A lease due is renewed even while a switch
+// is wanted, so that the generator keeps it while it waits for a free one.
 func (g *Generator) maintain() (next time.Duration, ok bool) {
 	g.mu.Lock()
 	if behind := g.clock.lag(g.set.Now().UnixMilli(), g.set.borrowMs); g.lease.held != nil && behind > g.set.backMs && !g.set.fixed {
@@ -159,15 +149,15 @@ func (g *Generator) install(l Lease, old *Lease, sent time.Time, ms int64) {
 	oldLast := g.clock.lastMs
 	g.lease.install(&l, ms+g.set.ttlMs, sent, g.set.LeaseTTL)
 	// Nothing at or before the previous watermark may be issued under this
-	// worker id: start past it, as if its sequence were used up. A first
-	// lease, or one after a lost lease, also starts past what this server
-	// issued before, so that its IDs keep rising; a switch away from a
-	// clock that went back cannot.
-	g.clock.lastMs, g.clock.seq = l.PrevWatermarkMs, g.set.seqMask
+	// worker id. A first lease, or one after a lost lease, also starts past
+	// what this server issued before, so that its IDs keep rising; a switch
+	// away from a clock that went back cannot.
+	from := l.PrevWatermarkMs
 	if old == nil {
-		g.clock.lastMs = max(g.clock.lastMs, oldLast)
+		from = max(from, oldLast)
 	}
-	g.clock.behind, g.lastErr = false, nil
+	g.clock.resume(from, g.set.seqMask)
+	g.lastErr = nil
 	g.broadcastLocked()
 	g.mu.Unlock()
 	g.set.Logger.Info("snowflake: leased worker id", "worker_id", l.WorkerID, "owner", l.Owner, "previous_watermark_ms", l.PrevWatermarkMs)

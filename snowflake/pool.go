@@ -24,21 +24,15 @@ const MaxPoolWorkers = 16
 var ErrInvalidWorkers = errors.New("snowflake.workers is out of range")
 
 // Pool issues IDs under several worker ids at once, each held by a
-// Generator of its own with its own lease, watermark and clock handling.
-// One worker id issues at most 2^SequenceBits IDs a millisecond, and
-// borrowing only absorbs bursts; a Pool of k worker ids sustains k times
-// that.
+// Generator of its own: one worker id issues at most 2^SequenceBits IDs a
+// millisecond, k of them k times that.
 //
-// A request is served by one of the generators, taken in turn; when that
-// one would have to wait (its millisecond used up, its clock behind, its
-// lease being claimed or renewed) the request goes on under the next one,
-// first without borrowing time and then with it, and waits only when none
-// can issue at once. A batch that took IDs under several worker ids is
-// sorted, so that it is ascending. Consecutive requests are therefore not
-// in order with each other, as they are not across servers: IDs stay
-// time-ordered to the millisecond (within MaxBorrow).
-//
-// A Pool of one worker id behaves exactly as its Generator.
+// A request is served by the generators in turn; one that would have to
+// wait passes the request on to the next, first without borrowing time and
+// then with it, and it waits only when none can issue at once. A batch is
+// sorted, so that it is ascending; consecutive requests are in order only
+// to the millisecond (within MaxBorrow), as across servers. A Pool of one
+// worker id behaves exactly as its Generator.
 type Pool struct {
 	gens []*Generator
 	turn atomic.Uint32

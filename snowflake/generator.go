@@ -93,8 +93,8 @@ type Generator struct {
 	lease  leaseState
 	stats  counters
 	keeper keeper
-	// changed is closed and replaced whenever the lease or the lifecycle
-	// changes; notify, when set (by a Pool), is called then, with g.mu held.
+	// changed is closed and replaced at every change; notify, set by a
+	// Pool, is called then, with g.mu held.
 	changed chan struct{}
 	notify  func()
 	lastErr error // the last lease failure, nil once a lease is renewed
@@ -113,9 +113,7 @@ type Generator struct {
 type settings struct {
 	Settings
 	seqMask, ttlMs, backMs, borrowMs int64
-	// leaseful is set with a LeaseStore, fixed when the generator leases
-	// its fixed worker id alone.
-	leaseful, fixed bool
+	leaseful, fixed                  bool // with a LeaseStore; leasing the fixed worker id alone
 	// realClock is set when Now is time.Now, whose readings then serve as
 	// the monotonic clock too; realSleep when Sleep is time.Sleep, which a
 	// request's context can then cut short.
@@ -126,9 +124,7 @@ type settings struct {
 type clock struct {
 	lastMs int64 // the last millisecond issued (or the lease's previous watermark)
 	seq    int64
-	// behind is set while the clock is further behind lastMs than
-	// MaxBackward.
-	behind bool
+	behind bool // the clock is further behind lastMs than MaxBackward
 }
 
 // lag returns how far ms is behind the last millisecond issued, beyond the
@@ -145,13 +141,9 @@ type leaseState struct {
 	limitMs int64 // the recorded watermark: no millisecond after it is issued
 	// until is the local end of the lease (zero for a fixed worker id) and
 	// renewAt when to renew it, both on the monotonic clock.
-	until, renewAt time.Time
-	// wantSwitch asks the keeper for another worker id, wantRenew for a
-	// renewal.
-	wantSwitch, wantRenew bool
-	// installs counts the leases installed, so that a batch can tell that
-	// the worker id changed while it waited.
-	installs int64
+	until, renewAt        time.Time
+	wantSwitch, wantRenew bool  // asks of the keeper: another worker id, a renewal
+	installs              int64 // leases installed: a batch sees a worker id change while it waits
 }
 
 // install makes held the lease, its watermark recorded at limitMs, claimed
@@ -164,6 +156,19 @@ func (l *leaseState) install(held *Lease, limitMs int64, sent time.Time, ttl tim
 
 // drop forgets a lease that another server took over.
 func (l *leaseState) drop() { l.held, l.worker, l.limitMs, l.until = nil, -1, 0, time.Time{} }
+
+// due returns the lease, and whether the keeper is to renew it (due or
+// asked) and to switch away from it: a switch is wanted while the clock is
+// too far behind, even with no request to notice it (never for a fixed
+// worker id), and no longer once it caught up.
+func (l *leaseState) due(behind, fixed bool) (held *Lease, renew, switching bool) {
+	if behind && l.held != nil && !fixed {
+		l.wantSwitch = true
+	} else if !behind {
+		l.wantSwitch = false
+	}
+	return l.held, l.held != nil && (l.wantRenew || !time.Now().Before(l.renewAt)), l.wantSwitch
+}
 
 // extend moves the lease's local deadlines on from sent, when the store
 // call that claimed or renewed it began.

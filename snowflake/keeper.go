@@ -86,13 +86,7 @@ func (g *Generator) keep() {
 // is wanted, so that the generator keeps it while it waits for a free one.
 func (g *Generator) maintain() (next time.Duration, ok bool) {
 	g.mu.Lock()
-	if behind := g.clock.lag(g.set.Now().UnixMilli(), g.set.borrowMs); g.lease.held != nil && behind > g.set.backMs && !g.set.fixed {
-		g.lease.wantSwitch = true // even with no request to notice it
-	} else if behind <= g.set.backMs {
-		g.lease.wantSwitch = false
-	}
-	lease, switching := g.lease.held, g.lease.wantSwitch
-	renew := lease != nil && (g.lease.wantRenew || !time.Now().Before(g.lease.renewAt))
+	lease, renew, switching := g.lease.due(g.clock.lag(g.set.Now().UnixMilli(), g.set.borrowMs) > g.set.backMs, g.set.fixed)
 	renewAt := g.lease.renewAt
 	g.mu.Unlock()
 	if lease == nil && g.set.fixed {

@@ -15,18 +15,18 @@ import (
 // (http.max_connections) when Config.MaxConnections is 0.
 const DefaultMaxConnections = 1024
 
-// The limits New uses where Config leaves them 0 (the defaults of
+// The limits New uses where Config leaves them 0, and the defaults of
 // http.read_header_timeout, http.read_timeout, http.write_timeout and
-// http.idle_timeout).
+// http.idle_timeout.
 const (
-	// defaultReadHeaderTimeout bounds reading a request's headers: a
+	// DefaultReadHeaderTimeout bounds reading a request's headers: a
 	// slowloris that trickles them is cut.
-	defaultReadHeaderTimeout = 10 * time.Second
-	// defaultReadTimeout bounds reading a whole request, body included:
+	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultReadTimeout bounds reading a whole request, body included:
 	// an admin body sent a byte a second is cut. No legitimate body (64 KiB
 	// at most) takes this long.
-	defaultReadTimeout = 15 * time.Second
-	// defaultWriteTimeout bounds a request from the end of its headers to
+	DefaultReadTimeout = 15 * time.Second
+	// DefaultWriteTimeout bounds a request from the end of its headers to
 	// the last byte of its answer: the handler (which may wait up to
 	// segment.wait_timeout for a range) and the write. Measured on
 	// loopback (TestWriteTimeoutFitsLargestBatch): a count=10000 JSON
@@ -37,9 +37,9 @@ const (
 	// speed. 60 s serves a default batch to a client reading 4 KB/s and the
 	// largest to one reading 400 KB/s, and still frees, within a minute,
 	// what a client that never reads holds.
-	defaultWriteTimeout = 60 * time.Second
-	// defaultIdleTimeout closes a keep-alive connection that sends nothing.
-	defaultIdleTimeout = 2 * time.Minute
+	DefaultWriteTimeout = 60 * time.Second
+	// DefaultIdleTimeout closes a keep-alive connection that sends nothing.
+	DefaultIdleTimeout = 2 * time.Minute
 	// defaultMaxHeaderBytes bounds the request line and headers (net/http
 	// adds 4 KiB of slack); past it net/http answers 431.
 	defaultMaxHeaderBytes = 64 << 10

@@ -235,10 +235,10 @@ func New(cfg Config) *Server {
 	}
 	s.http = &http.Server{
 		Handler:           e,
-		ReadHeaderTimeout: orDefault(cfg.ReadHeaderTimeout, defaultReadHeaderTimeout),
-		ReadTimeout:       orDefault(cfg.ReadTimeout, defaultReadTimeout),
-		WriteTimeout:      orDefault(cfg.WriteTimeout, defaultWriteTimeout),
-		IdleTimeout:       orDefault(cfg.IdleTimeout, defaultIdleTimeout),
+		ReadHeaderTimeout: orDefault(cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout),
+		ReadTimeout:       orDefault(cfg.ReadTimeout, DefaultReadTimeout),
+		WriteTimeout:      orDefault(cfg.WriteTimeout, DefaultWriteTimeout),
+		IdleTimeout:       orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
 		MaxHeaderBytes:    orDefault(cfg.MaxHeaderBytes, defaultMaxHeaderBytes),
 	}
 	return s

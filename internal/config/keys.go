@@ -51,11 +51,11 @@ func fields() []field {
 		duration("http.shutdown_timeout", 10*time.Second, func(c *Config) *time.Duration { return &c.HTTP.ShutdownTimeout }),
 		number("http.max_connections", hintMaxConnections, leafhttp.DefaultMaxConnections, func(c *Config) *int { return &c.HTTP.MaxConnections }, between(1, maxConnectionsLimit)),
 		listField("http.trusted_proxies", hintProxies, func(c *Config) *[]string { return &c.HTTP.TrustedProxies }, checkProxies),
-		duration("http.read_header_timeout", 10*time.Second, func(c *Config) *time.Duration { return &c.HTTP.ReadHeaderTimeout }),
-		duration("http.read_timeout", 15*time.Second, func(c *Config) *time.Duration { return &c.HTTP.ReadTimeout }),
+		duration("http.read_header_timeout", leafhttp.DefaultReadHeaderTimeout, func(c *Config) *time.Duration { return &c.HTTP.ReadHeaderTimeout }),
+		duration("http.read_timeout", leafhttp.DefaultReadTimeout, func(c *Config) *time.Duration { return &c.HTTP.ReadTimeout }),
 		// Longer than segment.wait_timeout, which validate checks.
-		newField("http.write_timeout", hintDuration, 60*time.Second, func(c *Config) *time.Duration { return &c.HTTP.WriteTimeout }, decodeDuration, nil),
-		duration("http.idle_timeout", 2*time.Minute, func(c *Config) *time.Duration { return &c.HTTP.IdleTimeout }),
+		newField("http.write_timeout", hintDuration, leafhttp.DefaultWriteTimeout, func(c *Config) *time.Duration { return &c.HTTP.WriteTimeout }, decodeDuration, nil),
+		duration("http.idle_timeout", leafhttp.DefaultIdleTimeout, func(c *Config) *time.Duration { return &c.HTTP.IdleTimeout }),
 
 		nullable(text("grpc.addr", hintGRPCAddr, "", func(c *Config) *string { return &c.GRPC.Addr }, checkGRPCAddr)),
 		number("grpc.max_connections", hintMaxConnections, 128, func(c *Config) *int { return &c.GRPC.MaxConnections }, between(1, maxConnectionsLimit)),

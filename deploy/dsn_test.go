@@ -30,7 +30,7 @@ func trickyPasswords() []string {
 // URL-decodes it, so no character needs escaping there; Compose
 // interpolates a value from the environment once, so '$' arrives as it is.
 // leafd's configuration loader keeps the DSN byte for byte, and its own
-// check of the DSN (store.CheckMySQLDSN, what start-up runs) accepts them
+// check of the DSN (store.CheckDSN, what start-up runs) accepts them
 // all.
 func TestDSNPasswordCharacters(t *testing.T) {
 	for _, pw := range trickyPasswords() {

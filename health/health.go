@@ -5,7 +5,6 @@ package health
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -88,9 +87,9 @@ func (h *Store) Driver() string { return h.store.Driver() }
 // over the network, not for a file, whose path is no address of a cluster
 // (docs/contract.md section 6 and docs/metrics.md give the address of a
 // MySQL store only) and is not for an open dashboard to show: an engine
-// without other addresses (store.FallbackDrivers) has none to show.
+// without addresses (store.HasAddresses) has none to show.
 func (h *Store) Address() (store.Address, bool) {
-	if !slices.Contains(store.FallbackDrivers(), h.store.Driver()) {
+	if !store.HasAddresses(h.store.Driver()) {
 		return store.Address{}, false
 	}
 	return h.store.Address(), true

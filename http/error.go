@@ -38,7 +38,7 @@ type notReadyBody struct {
 func (s *Server) writeError(c *gin.Context, err error) {
 	status, code, msg := ErrorStatus(err), leafd.ErrorCode(err), leafd.ErrorMessage(err)
 	s.logError(c, err, status)
-	_ = c.Error(err) // counted by code in leafd_errors_total (metrics.go)
+	_ = c.Error(err) // counted by code in leafd_errors_total (package metrics)
 	if code == leafd.ENotReady {
 		c.AbortWithStatusJSON(status, notReadyBody{Reason: msg, Status: code})
 		return
@@ -50,7 +50,7 @@ func (s *Server) writeError(c *gin.Context, err error) {
 // HTTP 500 with a text body.
 func (s *Server) writeLeafError(c *gin.Context, err error) {
 	s.logError(c, err, ErrorStatus(err)) // a client's mistake is not logged here either
-	_ = c.Error(err)                     // counted by code in leafd_errors_total (metrics.go)
+	_ = c.Error(err)                     // counted by code in leafd_errors_total (package metrics)
 	c.Header("Content-Type", "text/plain; charset=utf-8")
 	c.AbortWithStatus(http.StatusInternalServerError)
 	_, _ = c.Writer.WriteString(leafd.ErrorCode(err) + ": " + leafd.ErrorMessage(err))

@@ -168,7 +168,7 @@ func TestMetrics(t *testing.T) {
 	t.Run("BadPerTag", func(t *testing.T) {
 		if _, err := leafmetrics.NewWith(leafmetrics.Options{PerTag: "some"}); err == nil ||
 			!strings.Contains(err.Error(), "use full, basic or off") {
-			t.Fatalf("NewMetricsWith(some) = %v; want an error naming the accepted values", err)
+			t.Fatalf("NewWith(some) = %v; want an error naming the accepted values", err)
 		}
 	})
 }

@@ -120,7 +120,7 @@ func New() *Registry {
 	return m
 }
 
-// NewMetricsWith returns a registry holding leafd's request and load
+// NewWith returns a registry holding leafd's request and load
 // metrics and the Go runtime and process collectors, with as much per-tag
 // detail as o.PerTag says. Pass it to the HTTP server, and its ObserveLoad
 // to segment.Config.OnLoad.

@@ -112,5 +112,13 @@ func errorRows() []errorRule {
 // FallbackDrivers returns the engines, sorted, that store.fallback_dsns
 // applies to: those with other addresses (not a file).
 func FallbackDrivers() []string {
-	return slices.DeleteFunc(Drivers(), func(d string) bool { return engines[d].noFallbacks != "" })
+	return slices.DeleteFunc(Drivers(), func(d string) bool { return !HasAddresses(d) })
+}
+
+// HasAddresses reports whether driver is an engine reached at network
+// addresses, which store.fallback_dsns and the reports of the address in
+// use apply to (not a file).
+func HasAddresses(driver string) bool {
+	d := engines[driver]
+	return d != nil && d.noFallbacks == ""
 }

@@ -268,7 +268,7 @@ func TestCertificationConflictAtCommit(t *testing.T) {
 	}
 }
 
-func TestCheckMySQLDSN(t *testing.T) {
+func TestMySQLDialectCheck(t *testing.T) {
 	for _, dsn := range []string{"", "not a dsn", "root@tcp(127.0.0.1:3306)/"} {
 		if err := mysqlDialect.check(dsn); err == nil {
 			t.Errorf("CheckMySQLDSN(%q) = nil, want an error", dsn)

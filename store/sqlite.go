@@ -83,6 +83,11 @@ func OpenSQLite(dsn string) (*SQLite, error) {
 
 func init() { register(&sqliteDialect) }
 
+// DefaultDriver is the engine of the default store.driver: an embedded
+// file, so that leafd runs on a fresh machine with nothing installed. Its
+// example DSN is the default store.dsn.
+const DefaultDriver = "sqlite"
+
 var _ engineStore = (*SQLite)(nil)
 
 // sqliteDialect is SQLite's.

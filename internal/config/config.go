@@ -312,7 +312,7 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 			bad(key, "is empty: %s, or remove it", hintDSN)
 		case strings.HasPrefix(dsn, "="):
 			bad(key, split).also("store.fallback_dsns")
-		case kind != "" && slices.Contains(store.FallbackDrivers(), c.Store.Driver):
+		case kind != "" && store.HasAddresses(c.Store.Driver):
 			bad(key, "%q is a %s DSN: a fallback is another address of the same %s cluster, such as %s",
 				store.MaskDSN(dsn), store.EngineName(kind), driverName, driverExample).also("store.fallback_dsns")
 		}
@@ -339,9 +339,9 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 		bad("store.shard_slots", "%d is out of range: use a whole number from %d (the number of databases of store.shards, at least 2) to %d",
 			c.Store.ShardSlots, max(2, len(c.Store.Shards)), store.MaxShardSlots)
 	}
-	if fb := store.FallbackDrivers(); slices.Contains(store.Drivers(), c.Store.Driver) && !slices.Contains(fb, c.Store.Driver) && len(c.Store.FallbackDSNs) > 0 {
+	if slices.Contains(store.Drivers(), c.Store.Driver) && !store.HasAddresses(c.Store.Driver) && len(c.Store.FallbackDSNs) > 0 {
 		bad("store.fallback_dsns", "is set but %s: fallback addresses are for a %s cluster; remove them or change store.driver",
-			other("store.driver", c.Store.Driver), strings.Join(fb, " or ")).also("store.driver")
+			other("store.driver", c.Store.Driver), strings.Join(store.FallbackDrivers(), " or ")).also("store.driver")
 	}
 
 	// segment

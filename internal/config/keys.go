@@ -64,13 +64,13 @@ func fields() []field {
 		duration("grpc.keepalive_time", rpc.DefaultKeepaliveTime, func(c *Config) *time.Duration { return &c.GRPC.KeepaliveTime }),
 		duration("grpc.keepalive_timeout", rpc.DefaultKeepaliveTimeout, func(c *Config) *time.Duration { return &c.GRPC.KeepaliveTimeout }),
 
-		lower(text("store.driver", hintDriver, "sqlite", func(c *Config) *string { return &c.Store.Driver }, func(v, hint string) string {
+		lower(text("store.driver", hintDriver, store.DefaultDriver, func(c *Config) *string { return &c.Store.Driver }, func(v, hint string) string {
 			if !slices.Contains(store.Drivers(), v) {
 				return fmt.Sprintf("%q is not supported: %s", v, hint)
 			}
 			return ""
 		})),
-		text("store.dsn", hintDSN, "file:data/leafd.db", func(c *Config) *string { return &c.Store.DSN }, nil),
+		text("store.dsn", hintDSN, store.ExampleDSN(store.DefaultDriver), func(c *Config) *string { return &c.Store.DSN }, nil),
 		listField("store.fallback_dsns", hintDSNs, func(c *Config) *[]string { return &c.Store.FallbackDSNs }, nil),
 		listField("store.shards", hintDSNs, func(c *Config) *[]string { return &c.Store.Shards }, nil),
 		number("store.shard_slots", fmt.Sprintf("use a whole number from 2 to %d", store.MaxShardSlots), store.DefaultShardSlots, func(c *Config) *int { return &c.Store.ShardSlots }, nil),
@@ -164,7 +164,6 @@ const (
 	hintAddr      = "use host:port, such as 127.0.0.1:8080 or :8080"
 	hintGRPCAddr  = "use host:port, such as 127.0.0.1:9090 or :9090, or leave it empty to serve no gRPC"
 	hintDuration  = "use a Go duration greater than 0, such as 10s, 15m or 500ms"
-	hintDriver    = "use mysql, postgres or sqlite"
 	hintBool      = "use true or false"
 	hintProxies   = "use a list of IP addresses or CIDR ranges, such as 10.0.0.0/8 (space-separated in the environment); empty trusts no proxy"
 	hintMaxBorrow = "use a Go duration from 0 (off) to 1s, such as 5ms, and at most a tenth of snowflake.lease_ttl"
@@ -173,12 +172,13 @@ const (
 )
 
 var (
-	hintDSN = func() string { // an example of every engine's
+	hintDriver = "use " + orList(store.Drivers())
+	hintDSN    = func() string { // an example of every engine's
 		var ex []string
 		for _, d := range store.Drivers() {
 			ex = append(ex, store.ExampleDSN(d)+" ("+d+")")
 		}
-		return "use a data source name, such as " + strings.Join(ex[:len(ex)-1], ", ") + " or " + ex[len(ex)-1]
+		return "use a data source name, such as " + orList(ex)
 	}()
 	hintBits = fmt.Sprintf("use whole numbers of at least 1 that add up to 63 (default %d, %d, %d)",
 		snowflake.DefaultTimeBits, snowflake.DefaultWorkerBits, snowflake.DefaultSequenceBits)
@@ -651,4 +651,12 @@ func workerIDField() field {
 			c.Snowflake.WorkerID = w
 			return nil
 		}}
+}
+
+// orList joins items as "a, b or c".
+func orList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
 }

@@ -23,25 +23,19 @@ const MaxShardSlots = 1024
 // does. Every engine's store is one.
 type Node interface {
 	Store
-	// DB is the pool; its Rebind writes '?' in the engine's placeholders.
-	DB() *sqlx.DB
-	// WriteTx runs f in one writing transaction, committed when f returns
-	// nil, and again while the database aborts it for a retry or f
-	// returns an error of Retry.
+	DB() *sqlx.DB // the pool; its Rebind writes '?' in the engine's placeholders
+	// WriteTx runs f in a writing transaction, committed when f returns
+	// nil, again while the database aborts it for a retry or f returns an
+	// error of Retry.
 	WriteTx(ctx context.Context, f func(context.Context, *sqlx.Tx) error) error
-	// Wrap gives err the code its class calls for; op says what failed.
-	Wrap(err error, op string) error
-	// Duplicate reports whether err is an INSERT that hit the primary key.
-	Duplicate(err error) bool
-	// Greatest is the SQL function of the larger of two values;
-	// ShareSuffix makes a SELECT share-lock the rows it reads.
-	Greatest() string
-	ShareSuffix() string
+	Wrap(err error, op string) error // err with the code its class calls for
+	Duplicate(err error) bool        // an INSERT that hit the primary key
+	Greatest() string                // the SQL function of the larger of two values
+	ShareSuffix() string             // what makes a SELECT share-lock its rows
 	// Creatable checks that CreateTag would take t, and returns the name's
 	// high-water mark, which its max_id must not be below.
 	Creatable(ctx context.Context, t leafd.Tag) (mark int64, err error)
-	// Marks returns every name's high-water mark, a deleted tag's too.
-	Marks(ctx context.Context) (map[string]int64, error)
+	Marks(ctx context.Context) (map[string]int64, error) // every name's high-water mark
 	// CopyTags gives the database in tx the tags it lacks, raises the
 	// max_id of those it has to the tag's, and its marks to those given.
 	CopyTags(ctx context.Context, tx *sqlx.Tx, tags []leafd.Tag, marks map[string]int64) error
@@ -71,17 +65,12 @@ func AfterLayoutRead(s Store, f func()) { s.(interface{ sqlDB() *db }).sqlDB().a
 
 func (s *db) sqlDB() *db { return s }
 
-// DB is Node.DB: the pool.
-func (s *db) DB() *sqlx.DB { return s.x }
-
-// Duplicate is Node.Duplicate, of the engine's error classes.
+// DB, Duplicate, Greatest and ShareSuffix are Node's, from the pool, the
+// error classes and the dialect.
+func (s *db) DB() *sqlx.DB             { return s.x }
 func (s *db) Duplicate(err error) bool { return s.class(err) == classDuplicate }
-
-// Greatest is the dialect's greatest.
-func (s *db) Greatest() string { return s.dialect.greatest }
-
-// ShareSuffix is the dialect's shareSuffix.
-func (s *db) ShareSuffix() string { return s.dialect.shareSuffix }
+func (s *db) Greatest() string         { return s.dialect.greatest }
+func (s *db) ShareSuffix() string      { return s.dialect.shareSuffix }
 
 // WriteTx is Node.WriteTx.
 func (s *db) WriteTx(ctx context.Context, f func(context.Context, *sqlx.Tx) error) error {

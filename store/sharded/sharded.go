@@ -96,8 +96,8 @@ const (
 
 // Options configure Open.
 type Options struct {
-	// Slots is S, used when sharding is initialised (store.DefaultShardSlots if
-	// 0); afterwards the databases' record must match it.
+	// Slots is S, used when sharding is initialised
+	// (store.DefaultShardSlots if 0); the databases' record must match it.
 	Slots int
 	// Logger logs databases that fail and come back (slog.Default()).
 	Logger *slog.Logger
@@ -110,10 +110,10 @@ type Options struct {
 	AttemptTimeout time.Duration
 }
 
-// Store is a store over several independent databases of one engine.
-// Open it with Open. Its segment methods spread tags over the
-// databases' slots; snowflake worker id leases live in the first database.
-// It is safe for concurrent use.
+// Store is a store over several independent databases of one engine, made
+// by Open. Its segment methods spread tags over the databases' slots;
+// snowflake worker id leases live in the first database. It is safe for
+// concurrent use.
 type Store struct {
 	firstDB // store.shards[0]
 	driver  string
@@ -154,8 +154,8 @@ type shardDB struct {
 // order, all of engine driver. Like Open, it connects to none of them.
 //
 // Errors: an unknown driver, fewer than two databases (one database is
-// store.dsn), a slot count outside len(dsns)..store.MaxShardSlots, or a DSN that
-// does not parse.
+// store.dsn), a slot count outside len(dsns)..store.MaxShardSlots, or a
+// DSN that does not parse.
 func Open(driver string, dsns []string, o Options) (*Store, error) {
 	if o.Slots == 0 {
 		o.Slots = store.DefaultShardSlots

@@ -26,7 +26,7 @@ import (
 	"github.com/leafd/leafd/internal/testkit/faultproxy"
 	"github.com/leafd/leafd/internal/testkit/pgserver"
 	"github.com/leafd/leafd/internal/testkit/testdb"
-	"github.com/leafd/leafd/store"
+	shardstore "github.com/leafd/leafd/store/sharded"
 )
 
 // Scenario 11: a seeded random sequence of operator actions and faults on
@@ -730,7 +730,7 @@ func (w *world) late(from time.Time) {
 
 // moveSlot moves a random slot to a random database under load.
 func (w *world) moveSlot() string {
-	sh, err := store.OpenSharded("mysql", w.dbs, store.ShardOptions{Slots: rndSlots, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	sh, err := shardstore.Open("mysql", w.dbs, shardstore.Options{Slots: rndSlots, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/leafd/leafd/internal/testkit/galera"
-	"github.com/leafd/leafd/store"
+	shardstore "github.com/leafd/leafd/store/sharded"
 )
 
 // Scenario 9: store.shards over three independent MariaDB servers of the
@@ -75,7 +75,7 @@ func TestShards(t *testing.T) {
 	}
 
 	// A slot of the second database moved to the third, under load.
-	sh, err := store.OpenSharded("mysql", dsns, store.ShardOptions{Slots: slots, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	sh, err := shardstore.Open("mysql", dsns, shardstore.Options{Slots: slots, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
-	"github.com/leafd/leafd/store"
+	"github.com/leafd/leafd/store/sharded"
 )
 
 // The browser tests load the dashboard of a live server in headless
@@ -533,7 +533,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 
 	t.Run("Shards", func(t *testing.T) {
-		sh, err := store.OpenSharded("mysql", []string{testdb.MySQL(t), testdb.MySQL(t)}, store.ShardOptions{Slots: 4, Logger: quiet})
+		sh, err := sharded.Open("mysql", []string{testdb.MySQL(t), testdb.MySQL(t)}, sharded.Options{Slots: 4, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store"
+	"github.com/leafd/leafd/store/sharded"
 )
 
 // Over a sharded store of two SQLite files: POST /api/tags of a tag that
@@ -20,7 +21,7 @@ import (
 // tag_conflict on its ID route, never served in either definition.
 func TestShardedTagOverHTTP(t *testing.T) {
 	dsns := []string{testdb.SQLite(t), testdb.SQLite(t)}
-	s, err := store.OpenSharded("sqlite", dsns, store.ShardOptions{Slots: 4, Logger: quiet})
+	s, err := sharded.Open("sqlite", dsns, sharded.Options{Slots: 4, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

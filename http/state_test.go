@@ -28,6 +28,7 @@ import (
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
+	"github.com/leafd/leafd/store/sharded"
 )
 
 // dashStore is what the dashboard tests need of store.SQLite and
@@ -1042,7 +1043,7 @@ func TestStateHidesPostgresNames(t *testing.T) {
 func TestStateShards(t *testing.T) {
 	t.Parallel()
 	dsns := []string{testdb.MySQL(t), testdb.MySQL(t)}
-	s, err := store.OpenSharded("mysql", dsns, store.ShardOptions{Slots: 4, Logger: quiet})
+	s, err := sharded.Open("mysql", dsns, sharded.Options{Slots: 4, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
-	"github.com/leafd/leafd/store"
+	"github.com/leafd/leafd/store/sharded"
 )
 
 // domainServer is one server of a 6-digit opaque tag in a test: an
@@ -206,8 +206,8 @@ func TestOpaqueDomainLastIDs(t *testing.T) {
 // passed over until every slot has.
 func TestOpaqueDomainSharded(t *testing.T) {
 	dsns := []string{newDatabase(t, "sqlite").dsn, newDatabase(t, "sqlite").dsn}
-	open := func() *store.Sharded {
-		sh, err := store.OpenSharded("sqlite", dsns, store.ShardOptions{Logger: fastConfig().Logger})
+	open := func() *sharded.Store {
+		sh, err := sharded.Open("sqlite", dsns, sharded.Options{Logger: fastConfig().Logger})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,8 +241,8 @@ func TestOpaqueDomainSharded(t *testing.T) {
 // once, each load taking its slot where that slot left off: no ID twice.
 func TestOpaqueDomainShardedServers(t *testing.T) {
 	dsns := []string{newDatabase(t, "sqlite").dsn, newDatabase(t, "sqlite").dsn}
-	open := func() *store.Sharded {
-		sh, err := store.OpenSharded("sqlite", dsns, store.ShardOptions{Slots: 4, Logger: fastConfig().Logger})
+	open := func() *sharded.Store {
+		sh, err := sharded.Open("sqlite", dsns, sharded.Options{Slots: 4, Logger: fastConfig().Logger})
 		if err != nil {
 			t.Fatal(err)
 		}

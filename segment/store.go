@@ -56,7 +56,7 @@ type Store interface {
 // before, passing over the IDs of that slot below them. Over 2^63 that is
 // nothing; over the domain of an opaque tag it would be all but 1/S of it.
 // The allocator asks an AnyOrderStore for the ranges of opaque tags, whose
-// IDs have no order to keep. store.Sharded implements it.
+// IDs have no order to keep. The sharded store (store/sharded) implements it.
 type AnyOrderStore interface {
 	Store
 	// AllocateAnyOrder is Allocate, except that a new range of the tag need

@@ -461,7 +461,7 @@ func TestStridedMalformedRange(t *testing.T) {
 }
 
 // anyOrderStore is a stridedStore whose tags are opaque and which hands
-// their ranges out in any order (segment.AnyOrderStore), as store.Sharded
+// their ranges out in any order (segment.AnyOrderStore), as sharded.Store
 // does.
 type anyOrderStore struct{ *stridedStore }
 

@@ -20,7 +20,7 @@ type dialect struct {
 	// opening anything; open opens a store of it.
 	claims func(dsn string) bool
 	check  func(dsn string) error
-	open   func(d *dialect, dsn string, o options) (engineStore, error)
+	open   func(d *dialect, dsn string, o options) (Node, error)
 	// noFallbacks says why store.fallback_dsns does not apply; "" where it
 	// does.
 	noFallbacks string
@@ -76,15 +76,6 @@ func register(d *dialect) {
 	}
 	engines[d.driver] = d
 }
-
-// engineStore is what every engine's store is: a Store over the shared
-// implementation, which the sharded store drives directly.
-type engineStore interface {
-	Store
-	sqlDB() *db
-}
-
-func (s *db) sqlDB() *db { return s }
 
 // Drivers returns the names store.driver accepts, sorted.
 func Drivers() []string {

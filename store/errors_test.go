@@ -310,13 +310,13 @@ func TestMySQLErrorsWorded(t *testing.T) {
 			if got := s.class(c.err); got != c.class {
 				t.Fatalf("class = %d, want %d", got, c.class)
 			}
-			wantMessage(t, s.wrap(c.err, "allocate \"t\""), c.want...)
+			wantMessage(t, s.Wrap(c.err, "allocate \"t\""), c.want...)
 		})
 	}
 
 	// An error that is none of these is not store_unavailable, and keeps
 	// the operation's name for the log.
-	err := s.wrap(&mysql.MySQLError{Number: 1146, Message: "Table 'leafd.leaf_alloc' doesn't exist"}, "list tags")
+	err := s.Wrap(&mysql.MySQLError{Number: 1146, Message: "Table 'leafd.leaf_alloc' doesn't exist"}, "list tags")
 	if code := leafd.ErrorCode(err); code != leafd.EInternal || !strings.Contains(err.Error(), "list tags") {
 		t.Fatalf("a missing table: %v (code %q), want an internal error naming the operation", err, code)
 	}

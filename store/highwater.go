@@ -155,13 +155,8 @@ func (s *db) RepairTag(ctx context.Context, name string) (Repair, error) {
 		return Repair{}, err
 	}
 	var r Repair
-	err := s.write(ctx, func(ctx context.Context) error {
+	err := s.WriteTx(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		r = Repair{}
-		tx, err := s.x.BeginTxx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
 		before, ok, err := exactRow(ctx, tx, name, s.dialect.lockSuffix)
 		if err != nil {
 			return err
@@ -195,34 +190,11 @@ func (s *db) RepairTag(ctx context.Context, name string) (Repair, error) {
 		if err := s.withFormats(ctx, tx, both, name); err != nil {
 			return err
 		}
-		if err := tx.Commit(); err != nil {
-			return err
-		}
 		r.Before, r.After, r.Mark = both[0], both[1], mark
 		return nil
 	})
 	if err != nil {
-		return Repair{}, s.wrap(err, fmt.Sprintf("repair tag %q", name))
+		return Repair{}, s.Wrap(err, fmt.Sprintf("repair tag %q", name))
 	}
 	return r, nil
-}
-
-// RepairTag of a sharded store: its tags' IDs come from the slots'
-// counters (leafd_slot_alloc), which leafd alone writes and which keep no
-// high-water mark, so a lowered max_id in leaf_alloc (only the base the
-// slots start above, with the tag's mark) rewinds nothing, and there is
-// nothing this action could raise.
-//
-// Errors: invalid_tag for a bad name; unknown_tag when no database has the
-// tag; store_unavailable when none answered; range_unsupported otherwise.
-func (s *Sharded) RepairTag(ctx context.Context, name string) (Repair, error) {
-	if err := leafd.ValidateTag(name); err != nil {
-		return Repair{}, err
-	}
-	if _, err := s.LookupTag(ctx, name); err != nil {
-		return Repair{}, err
-	}
-	return Repair{}, leafd.Errorf(leafd.ERangeUnsupported,
-		"tag %q is in a sharded store (store.shards): its IDs come from the slots' counters, which keep no high-water mark "+
-			"and are not moved back by a change of leaf_alloc: there is nothing to repair", name)
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/pressly/goose/v3"
 )
@@ -31,7 +30,7 @@ const appliedSQL = `SELECT version_id FROM goose_db_version WHERE is_applied`
 // Errors are the store's own (store_unavailable when it cannot be asked).
 func (s *db) PendingMigrations(ctx context.Context) (bool, error) {
 	p, err := s.pendingMigrations(ctx)
-	return p, s.wrap(err, "check migrations")
+	return p, s.Wrap(err, "check migrations")
 }
 
 // pendingMigrations reports whether a migration of the dialect is not
@@ -55,21 +54,6 @@ func (s *db) pendingMigrations(ctx context.Context) (bool, error) {
 	}
 	for _, src := range p.ListSources() {
 		if !done[src.Version] {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// PendingMigrations reports whether any of the databases lacks a migration
-// (see (*db).PendingMigrations).
-func (s *Sharded) PendingMigrations(ctx context.Context) (bool, error) {
-	for i, d := range s.dbs {
-		pending, err := d.PendingMigrations(ctx)
-		if err != nil {
-			return false, fmt.Errorf("store.shards[%d]: %w", i, err)
-		}
-		if pending {
 			return true, nil
 		}
 	}

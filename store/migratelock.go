@@ -83,10 +83,10 @@ func (s *MySQL) migrateWithoutNamedLock(ctx context.Context, refusal error) erro
 // is renewed in the background until then.
 func (s *MySQL) takeLockRow(ctx context.Context) (release func(), err error) {
 	if _, err := s.x.ExecContext(ctx, createLockTableSQL); err != nil {
-		return nil, s.wrap(err, "migrate: create leafd's lock table leafd_lock")
+		return nil, s.Wrap(err, "migrate: create leafd's lock table leafd_lock")
 	}
 	if _, err := s.x.ExecContext(ctx, insertLockRowSQL, migrateLock); err != nil {
-		return nil, s.wrap(err, "migrate: create leafd's lock row")
+		return nil, s.Wrap(err, "migrate: create leafd's lock row")
 	}
 	holder := lockHolder()
 	take := fmt.Sprintf(takeLockRowSQL, s.dialect.nowMs)
@@ -105,12 +105,12 @@ func (s *MySQL) takeLockRow(ctx context.Context) (release func(), err error) {
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return nil, s.wrap(ctx.Err(), "migrate: wait for leafd's lock row")
+				return nil, s.Wrap(ctx.Err(), "migrate: wait for leafd's lock row")
 			case <-t.C:
 			}
 			continue
 		default:
-			return nil, s.wrap(err, "migrate: take leafd's lock row")
+			return nil, s.Wrap(err, "migrate: take leafd's lock row")
 		}
 		break
 	}

@@ -72,7 +72,7 @@ func OpenMySQL(dsn string, opts ...Option) (*MySQL, error) {
 
 func init() { register(&mysqlDialect) }
 
-var _ engineStore = (*MySQL)(nil)
+var _ Node = (*MySQL)(nil)
 
 // mysqlDialect is the MySQL family's.
 var mysqlDialect = dialect{
@@ -81,7 +81,7 @@ var mysqlDialect = dialect{
 	example: "user:password@tcp(host:3306)/leaf?parseTime=true",
 	claims:  mysqlDSN,
 	check:   func(dsn string) error { _, err := mysqlConnector(dsn); return err },
-	open: func(d *dialect, dsn string, o options) (engineStore, error) {
+	open: func(d *dialect, dsn string, o options) (Node, error) {
 		return openMySQL(d, dsn, o)
 	},
 	rows:     mysqlRows,
@@ -237,7 +237,7 @@ func mysqlConnector(dsn string) (clusterAddress, error) {
 func (s *MySQL) Migrate(ctx context.Context) error {
 	conn, err := s.x.Conn(ctx)
 	if err != nil {
-		return s.wrap(err, "migrate")
+		return s.Wrap(err, "migrate")
 	}
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", migrateLock, migrateLockSeconds).Scan(&got); err != nil {
@@ -245,7 +245,7 @@ func (s *MySQL) Migrate(ctx context.Context) error {
 		if s.refusesNamedLock(err) {
 			return s.migrateWithoutNamedLock(ctx, err)
 		}
-		return s.wrap(err, "migrate: take the lock "+migrateLock)
+		return s.Wrap(err, "migrate: take the lock "+migrateLock)
 	}
 	defer releaseMigrateLock(ctx, conn)
 	if !got.Valid || got.Int64 != 1 {
@@ -258,7 +258,7 @@ func (s *MySQL) Migrate(ctx context.Context) error {
 // migrate runs goose, the caller holding a migration lock (or knowing that
 // there is nothing to do).
 func (s *MySQL) migrate(ctx context.Context) error {
-	return s.wrap(s.write(ctx, func(ctx context.Context) error {
+	return s.Wrap(s.write(ctx, func(ctx context.Context) error {
 		err := s.up(ctx)
 		// goose does not export this error; its text is matched.
 		if err != nil && strings.Contains(err.Error(), "missing zero version migration") {

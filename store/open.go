@@ -98,8 +98,8 @@ func Open(driver, dsn string, opts ...Option) (Store, error) {
 	return openEngine(driver, dsn, newOptions(opts))
 }
 
-// openEngine is Open, returning the store with its shared implementation.
-func openEngine(driver, dsn string, o options) (engineStore, error) {
+// openEngine is Open, returning the store as a Node.
+func openEngine(driver, dsn string, o options) (Node, error) {
 	e, ok := engines[driver]
 	if !ok {
 		return nil, unknownDriver(driver)

@@ -57,7 +57,7 @@ const (
 
 func init() { register(&postgresDialect) }
 
-var _ engineStore = (*Postgres)(nil)
+var _ Node = (*Postgres)(nil)
 
 // postgresDialect is PostgreSQL's.
 var postgresDialect = dialect{
@@ -66,7 +66,7 @@ var postgresDialect = dialect{
 	example: "postgres://user:password@host:5432/leaf",
 	claims:  postgresDSN,
 	check:   func(dsn string) error { _, err := parsePostgresDSN(dsn); return err },
-	open: func(d *dialect, dsn string, o options) (engineStore, error) {
+	open: func(d *dialect, dsn string, o options) (Node, error) {
 		return openPostgres(d, dsn, o)
 	},
 	rows:     postgresRows,
@@ -227,13 +227,13 @@ func probePostgres(ctx context.Context, conn driver.QueryerContext) error {
 func (s *Postgres) Migrate(ctx context.Context) error {
 	conn, err := s.x.Conn(ctx)
 	if err != nil {
-		return s.wrap(err, "migrate")
+		return s.Wrap(err, "migrate")
 	}
 	defer releaseAdvisoryLock(ctx, conn)
 	if err := takeAdvisoryLock(ctx, conn); err != nil {
-		return s.wrap(err, "migrate")
+		return s.Wrap(err, "migrate")
 	}
-	return s.wrap(s.write(ctx, func(ctx context.Context) error {
+	return s.Wrap(s.write(ctx, func(ctx context.Context) error {
 		return s.up(ctx)
 	}), "migrate")
 }

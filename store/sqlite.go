@@ -88,7 +88,7 @@ func init() { register(&sqliteDialect) }
 // example DSN is the default store.dsn.
 const DefaultDriver = "sqlite"
 
-var _ engineStore = (*SQLite)(nil)
+var _ Node = (*SQLite)(nil)
 
 // sqliteDialect is SQLite's.
 var sqliteDialect = dialect{
@@ -97,7 +97,7 @@ var sqliteDialect = dialect{
 	example: "file:data/leafd.db",
 	claims:  sqliteDSN,
 	check:   func(dsn string) error { _, _, err := parseSQLiteDSN(dsn); return err },
-	open: func(d *dialect, dsn string, _ options) (engineStore, error) {
+	open: func(d *dialect, dsn string, _ options) (Node, error) {
 		return openSQLite(d, dsn)
 	},
 	noFallbacks: "a file has no other address",
@@ -421,7 +421,7 @@ func (s *SQLite) Migrate(ctx context.Context) error {
 		return fmt.Errorf("store: sqlite: migrate: %w", err)
 	}
 	defer unlock()
-	return s.wrap(s.write(ctx, func(ctx context.Context) error {
+	return s.Wrap(s.write(ctx, func(ctx context.Context) error {
 		return s.up(ctx)
 	}), "migrate")
 }

@@ -142,7 +142,7 @@ func (s *db) Close() error { return s.x.Close() }
 // Ping checks that the database answers. It returns a store_unavailable
 // *leafd.Error if it does not.
 func (s *db) Ping(ctx context.Context) error {
-	return s.wrap(s.x.PingContext(ctx), "ping")
+	return s.Wrap(s.x.PingContext(ctx), "ping")
 }
 
 // Allocate advances tag's max_id by step and returns the range
@@ -172,7 +172,7 @@ func (s *db) Allocate(ctx context.Context, tag string, step int64) (segment.Allo
 		return err
 	})
 	if err != nil {
-		return segment.Allocation{}, s.wrap(err, fmt.Sprintf("allocate %q", tag))
+		return segment.Allocation{}, s.Wrap(err, fmt.Sprintf("allocate %q", tag))
 	}
 	return a, nil
 }
@@ -241,7 +241,7 @@ func (s *db) allocate(ctx context.Context, tag string, step int64) (segment.Allo
 func (s *db) TagNames(ctx context.Context) ([]string, error) {
 	var names []string
 	if err := s.x.SelectContext(ctx, &names, tagNamesSQL); err != nil {
-		return nil, s.wrap(err, "list tag names")
+		return nil, s.Wrap(err, "list tag names")
 	}
 	slices.Sort(names)
 	return names, nil
@@ -255,14 +255,14 @@ func (s *db) TagNames(ctx context.Context) ([]string, error) {
 func (s *db) ListTags(ctx context.Context) ([]leafd.Tag, error) {
 	var rows []tagRow
 	if err := s.x.SelectContext(ctx, &rows, tagColumns); err != nil {
-		return nil, s.wrap(err, "list tags")
+		return nil, s.Wrap(err, "list tags")
 	}
 	tags := make([]leafd.Tag, len(rows))
 	for i, r := range rows {
 		tags[i] = r.tag()
 	}
 	if err := s.withFormats(ctx, s.x, tags, ""); err != nil {
-		return nil, s.wrap(err, "list tag formats")
+		return nil, s.Wrap(err, "list tag formats")
 	}
 	slices.SortFunc(tags, func(a, b leafd.Tag) int { return strings.Compare(a.Name, b.Name) })
 	return tags, nil
@@ -287,14 +287,14 @@ func (s *db) ListTags(ctx context.Context) ([]leafd.Tag, error) {
 func (s *db) LookupTag(ctx context.Context, name string) (leafd.Tag, error) {
 	r, ok, err := exactRow(ctx, s.x, name, "")
 	if err != nil {
-		return leafd.Tag{}, s.wrap(err, fmt.Sprintf("look up tag %q", name))
+		return leafd.Tag{}, s.Wrap(err, fmt.Sprintf("look up tag %q", name))
 	}
 	if !ok {
 		return leafd.Tag{}, unknownTag(name)
 	}
 	t := []leafd.Tag{r.tag()}
 	if err := s.withFormats(ctx, s.x, t, name); err != nil {
-		return leafd.Tag{}, s.wrap(err, fmt.Sprintf("look up the format of tag %q", name))
+		return leafd.Tag{}, s.Wrap(err, fmt.Sprintf("look up the format of tag %q", name))
 	}
 	return t[0], nil
 }
@@ -484,7 +484,7 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 		return nil
 	})
 	if err != nil {
-		return leafd.Tag{}, s.wrap(err, fmt.Sprintf("create tag %q", t.Name))
+		return leafd.Tag{}, s.Wrap(err, fmt.Sprintf("create tag %q", t.Name))
 	}
 	return stored, nil
 }
@@ -538,12 +538,7 @@ func (s *db) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old
 			return old, updated, err
 		}
 	}
-	err = s.write(ctx, func(ctx context.Context) error {
-		tx, err := s.x.BeginTxx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
+	err = s.WriteTx(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		// Read (on MySQL, locked) and compared exactly before the UPDATE:
 		// the UPDATE's own "=" would, under MySQL's default collation,
 		// change "order" for "ORDER". With the row found exactly, the
@@ -577,14 +572,11 @@ func (s *db) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old
 		if err := s.withFormats(ctx, tx, both, name); err != nil {
 			return err
 		}
-		if err := tx.Commit(); err != nil {
-			return err
-		}
 		old, updated = both[0], both[1]
 		return nil
 	})
 	if err != nil {
-		return leafd.Tag{}, leafd.Tag{}, s.wrap(err, fmt.Sprintf("update tag %q", name))
+		return leafd.Tag{}, leafd.Tag{}, s.Wrap(err, fmt.Sprintf("update tag %q", name))
 	}
 	return old, updated, nil
 }
@@ -847,7 +839,7 @@ func judgeNetwork(err error) (verdict, bool) {
 		"check the address in store.dsn and the network between leafd and the database"}, true
 }
 
-// wrap turns err into what the methods return: nil stays nil, a
+// Wrap turns err into what the methods return: nil stays nil, a
 // *leafd.Error passes through, an unreachable database or a transaction
 // that could not be completed becomes store_unavailable with a message that
 // names the cause and what to do, and anything else gets the operation's
@@ -856,7 +848,7 @@ func judgeNetwork(err error) (verdict, bool) {
 // The message says nothing of what the server does meanwhile (serving IDs
 // from its buffers): the store is used by one-shot commands too, and the
 // serving path says that itself.
-func (s *db) wrap(err error, op string) error {
+func (s *db) Wrap(err error, op string) error {
 	if err == nil {
 		return nil
 	}

@@ -180,7 +180,7 @@ func (s *db) CreateToken(ctx context.Context, tags []string, description string)
 		return err
 	})
 	if err != nil {
-		return Token{}, "", s.wrap(err, "create a token")
+		return Token{}, "", s.Wrap(err, "create a token")
 	}
 	return t, text, nil
 }
@@ -193,7 +193,7 @@ func (s *db) CreateToken(ctx context.Context, tags []string, description string)
 func (s *db) ListTokens(ctx context.Context) ([]Token, error) {
 	var rows []tokenRow
 	if err := s.x.SelectContext(ctx, &rows, tokenColumns+` ORDER BY created_ms, id`); err != nil {
-		return nil, s.wrap(err, "list tokens")
+		return nil, s.Wrap(err, "list tokens")
 	}
 	out := make([]Token, len(rows))
 	for i, r := range rows {
@@ -218,7 +218,7 @@ func (s *db) RevokeToken(ctx context.Context, id string) error {
 		return err
 	})
 	if err != nil {
-		return s.wrap(err, "revoke a token")
+		return s.Wrap(err, "revoke a token")
 	}
 	if n == 0 {
 		return UnknownTokenError(id)

@@ -155,7 +155,7 @@ func (s *db) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 		if errors.Is(err, snowflake.ErrNoFreeWorker) || errors.Is(err, snowflake.ErrLayoutMismatch) {
 			return snowflake.Lease{}, err
 		}
-		return snowflake.Lease{}, s.wrap(err, "claim worker id")
+		return snowflake.Lease{}, s.Wrap(err, "claim worker id")
 	}
 	return lease, nil
 }
@@ -279,7 +279,7 @@ func (s *db) ClaimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snow
 		if errors.Is(err, snowflake.ErrWorkerHeld) || errors.Is(err, snowflake.ErrWatermarkAhead) || errors.Is(err, snowflake.ErrLayoutMismatch) {
 			return snowflake.Lease{}, err
 		}
-		return snowflake.Lease{}, s.wrap(err, fmt.Sprintf("claim fixed worker id %d", c.WorkerID))
+		return snowflake.Lease{}, s.Wrap(err, fmt.Sprintf("claim fixed worker id %d", c.WorkerID))
 	}
 	return lease, nil
 }
@@ -367,7 +367,7 @@ func (s *db) updateWorker(ctx context.Context, op, query string, l snowflake.Lea
 		return err
 	})
 	if err != nil {
-		return s.wrap(err, fmt.Sprintf("%s worker id %d", op, l.WorkerID))
+		return s.Wrap(err, fmt.Sprintf("%s worker id %d", op, l.WorkerID))
 	}
 	if n != 1 {
 		return fmt.Errorf("%w: worker id %d is not held by %s", snowflake.ErrLeaseLost, l.WorkerID, l.Owner)

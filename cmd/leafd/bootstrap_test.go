@@ -10,6 +10,7 @@ import (
 	"github.com/leafd/leafd/internal/config"
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/store"
+	"github.com/leafd/leafd/store/sharded"
 )
 
 // A server with store.dsn alone on a database of store.shards stops once
@@ -19,7 +20,7 @@ import (
 func TestBootstrapRefusesShardAlone(t *testing.T) {
 	ctx := context.Background()
 	dsns := []string{testdb.SQLite(t), testdb.SQLite(t)}
-	sh, err := store.OpenSharded("sqlite", dsns, store.ShardOptions{Slots: 4})
+	sh, err := sharded.Open("sqlite", dsns, sharded.Options{Slots: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestBootstrapRefusesShardAlone(t *testing.T) {
 		}
 		defer db.Close()
 		err = bootstrap(ctx, cfg, db, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		if !errors.Is(err, store.ErrShardMismatch) {
+		if !errors.Is(err, sharded.ErrMismatch) {
 			t.Fatalf("store.migrate %v: bootstrap over store.shards[1] alone: %v, want a mismatch", migrate, err)
 		}
 	}

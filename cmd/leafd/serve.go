@@ -23,6 +23,7 @@ import (
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
+	"github.com/leafd/leafd/store/sharded"
 )
 
 // setup loads the configuration and builds the logger. Every error it
@@ -82,7 +83,7 @@ func openStore(cfg *config.Config, log *slog.Logger) (store.Store, error) {
 		// Half of segment.wait_timeout: a load that gives up on a database
 		// that hangs still lands, from another, before a request waiting
 		// for it gives up.
-		s, err := store.OpenSharded(c.Driver, c.Shards, store.ShardOptions{Slots: c.ShardSlots, Logger: log,
+		s, err := sharded.Open(c.Driver, c.Shards, sharded.Options{Slots: c.ShardSlots, Logger: log,
 			AttemptTimeout: cfg.Segment.WaitTimeout / 2})
 		if err != nil {
 			return nil, usageError{err}
@@ -339,7 +340,7 @@ func checkFileLimit(cfg *config.Config) error {
 // then the seed tags, then the allocator reads the tag list. A seed tag
 // that keeps failing does not keep snowflake mode from serving. It returns
 // an error, after which the server must stop, when the databases do not
-// match the deployment's records (store.ErrShardMismatch), whatever
+// match the deployment's records (sharded.ErrMismatch), whatever
 // store.migrate is: retrying would not change them.
 func bootstrap(ctx context.Context, cfg *config.Config, db store.Store, alloc *segment.Allocator, gen *snowflake.Pool, log *slog.Logger) error {
 	schema := func() error { return db.Migrate(ctx) }
@@ -353,7 +354,7 @@ func bootstrap(ctx context.Context, cfg *config.Config, db store.Store, alloc *s
 		// Checked again once the database answers: the check at start-up
 		// passes over one that does not answer in time, and a shard served
 		// alone would hand out its slots' IDs again.
-		return store.CheckNotShard(ctx, db)
+		return sharded.CheckNotShard(ctx, db)
 	}
 	if ok, err := retry(ctx, log, "migrations", prepare); !ok {
 		if err != nil {
@@ -390,8 +391,8 @@ func migrated(ctx context.Context, db store.Store) error {
 	// The deployment's records are checked first: an emptied database
 	// lacks migrations too, and is a mismatch, not a wait.
 	var verr error
-	if sh, ok := db.(*store.Sharded); ok {
-		if verr = sh.Verify(ctx); errors.Is(verr, store.ErrShardMismatch) {
+	if sh, ok := db.(*sharded.Store); ok {
+		if verr = sh.Verify(ctx); errors.Is(verr, sharded.ErrMismatch) {
 			return verr
 		}
 	}
@@ -406,7 +407,7 @@ func migrated(ctx context.Context, db store.Store) error {
 }
 
 // retry runs f until it succeeds, with backoff, and reports whether it did
-// before ctx ended. An error wrapping store.ErrShardMismatch, or a
+// before ctx ended. An error wrapping sharded.ErrMismatch, or a
 // tag_conflict (a seed tag that was another tag before), is not retried: it
 // is returned, since no retry can change it.
 func retry(ctx context.Context, log *slog.Logger, what string, f func() error) (bool, error) {
@@ -416,7 +417,7 @@ func retry(ctx context.Context, log *slog.Logger, what string, f func() error) (
 		if err == nil {
 			return true, nil
 		}
-		if errors.Is(err, store.ErrShardMismatch) || leafd.ErrorCode(err) == leafd.ETagConflict {
+		if errors.Is(err, sharded.ErrMismatch) || leafd.ErrorCode(err) == leafd.ETagConflict {
 			return false, err
 		}
 		if ctx.Err() != nil {
@@ -501,11 +502,11 @@ func seed(ctx context.Context, cfg *config.Config, db store.Store, log *slog.Log
 func verifyShards(ctx context.Context, db store.Store) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	check := func(ctx context.Context) error { return store.CheckNotShard(ctx, db) }
-	if sh, ok := db.(*store.Sharded); ok {
+	check := func(ctx context.Context) error { return sharded.CheckNotShard(ctx, db) }
+	if sh, ok := db.(*sharded.Store); ok {
 		check = sh.Verify
 	}
-	if err := check(ctx); errors.Is(err, store.ErrShardMismatch) {
+	if err := check(ctx); errors.Is(err, sharded.ErrMismatch) {
 		return err
 	}
 	return nil

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/leafd/leafd/store"
+	"github.com/leafd/leafd/store/sharded"
 )
 
 // newShardsCommand returns `leafd shards` and its subcommands, for a
@@ -27,7 +27,7 @@ func newShardsCommand(configPath *string, stdout, stderr io.Writer) *cobra.Comma
 		Short: "Show every database of store.shards: its health, its record and its slots",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withShards(cmd.Context(), *configPath, stderr, func(ctx context.Context, s *store.Sharded) error {
+			return withShards(cmd.Context(), *configPath, stderr, func(ctx context.Context, s *sharded.Store) error {
 				return printShards(stdout, s.Slots(), s.Status(ctx))
 			})
 		},
@@ -42,7 +42,7 @@ func newShardsCommand(configPath *string, stdout, stderr io.Writer) *cobra.Comma
 			if err1 != nil || err2 != nil {
 				return usageError{fmt.Errorf("leafd shards move SLOT DATABASE: both are whole numbers, such as leafd shards move 3 2")}
 			}
-			return withShards(cmd.Context(), *configPath, stderr, func(ctx context.Context, s *store.Sharded) error {
+			return withShards(cmd.Context(), *configPath, stderr, func(ctx context.Context, s *sharded.Store) error {
 				if err := s.MoveSlot(ctx, slot, to, nil); err != nil {
 					return err
 				}
@@ -57,13 +57,13 @@ func newShardsCommand(configPath *string, stdout, stderr io.Writer) *cobra.Comma
 
 // withShards opens the configured sharded store and runs f; a
 // configuration without store.shards is a usage error.
-func withShards(ctx context.Context, configPath string, stderr io.Writer, f func(context.Context, *store.Sharded) error) error {
+func withShards(ctx context.Context, configPath string, stderr io.Writer, f func(context.Context, *sharded.Store) error) error {
 	_, db, err := openConfigured(configPath, stderr)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	s, ok := db.(*store.Sharded)
+	s, ok := db.(*sharded.Store)
 	if !ok {
 		return usageError{errors.New("store.shards is not set: these commands are for a store over several databases")}
 	}
@@ -73,7 +73,7 @@ func withShards(ctx context.Context, configPath string, stderr io.Writer, f func
 }
 
 // printShards writes one line per database.
-func printShards(w io.Writer, slots int64, st []store.ShardStatus) error {
+func printShards(w io.Writer, slots int64, st []sharded.ShardStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "DATABASE\tADDRESS\tHEALTH\tSLOTS ACTIVE\tLEAVING\n")
 	placed := 0

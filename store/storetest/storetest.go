@@ -78,7 +78,7 @@ func Run(t *testing.T, newDatabase func(t *testing.T) *Database) {
 	run(t, newDatabase, false)
 }
 
-// RunSharded runs the suite against a sharded store (store.Sharded).
+// RunSharded runs the suite against a sharded store (store/sharded).
 // newDatabase returns fresh, empty databases for each case, described by
 // Database.Shards. The cases whose assertions are a property of one
 // database that sharding deliberately changes are skipped, saying why.

@@ -1,4 +1,4 @@
-package store_test
+package sharded_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
+	"github.com/leafd/leafd/store/sharded"
 	"github.com/leafd/leafd/store/storetest"
 )
 
@@ -25,7 +26,7 @@ func TestShardedSnowflakeLayout(t *testing.T) {
 		if err := a.Migrate(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		storetest.LayoutRace(t, a, b, store.AfterLayoutRead, false)
+		storetest.LayoutRace(t, a, b, sharded.AfterLayoutRead, false)
 		sqlDriver := driver
 		if driver == "postgres" {
 			sqlDriver = "pgx"
@@ -81,13 +82,13 @@ func TestShardedLeasesNeedTheFirstDatabase(t *testing.T) {
 	a := openSharded(t, "sqlite", dsns, shardSlots)
 	b := openSharded(t, "sqlite", []string{dsns[1], dsns[0]}, shardSlots)
 	now := time.Now().UnixMilli()
-	claim := func(s *store.Sharded, owner string) (snowflake.Lease, error) {
+	claim := func(s *sharded.Store, owner string) (snowflake.Lease, error) {
 		return s.ClaimWorker(ctx, snowflake.Claim{Owner: owner, Workers: 4, TTL: time.Hour, NowMs: now, WatermarkMs: now + 3000})
 	}
-	fixed := func(s *store.Sharded, owner string) (snowflake.Lease, error) {
+	fixed := func(s *sharded.Store, owner string) (snowflake.Lease, error) {
 		return s.ClaimFixedWorker(ctx, snowflake.FixedClaim{WorkerID: 3, Owner: "fixed:" + owner, TTL: time.Hour, NowMs: now, WatermarkMs: now + 3000})
 	}
-	for _, s := range []*store.Sharded{a, b} {
+	for _, s := range []*sharded.Store{a, b} {
 		if l, err := claim(s, "early#1"); err == nil {
 			t.Fatalf("a worker id leased before sharding was initialised: %+v", l)
 		}
@@ -122,7 +123,7 @@ func TestShardedLeasesNeedTheFirstDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if l, err := claim(a, "a#2"); !errors.Is(err, store.ErrShardMismatch) {
+	if l, err := claim(a, "a#2"); !errors.Is(err, sharded.ErrMismatch) {
 		t.Fatalf("a claim in an emptied store.shards[0]: %+v, %v; want a mismatch", l, err)
 	}
 }

@@ -1,27 +1,5 @@
-package store
-
-import (
-	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
-	"errors"
-	"fmt"
-	"log/slog"
-	"maps"
-	"slices"
-	"strings"
-	"sync"
-	"time"
-
-	"github.com/jmoiron/sqlx"
-
-	"github.com/leafd/leafd"
-	"github.com/leafd/leafd/segment"
-	"github.com/leafd/leafd/snowflake"
-)
-
-// Sharding over independent databases (store.shards).
+// Package sharded is a store over several independent databases of one
+// engine (store.shards), each opened as a store.Node.
 //
 // One tag's IDs are split into S slots (store.shard_slots, chosen once when
 // sharding is initialised and recorded in every database): slot k hands out
@@ -46,6 +24,28 @@ import (
 // A slot moves between databases in steps that are safe to interrupt at
 // any point (MoveSlot): the slot is never active in two databases, at worst
 // briefly active in none.
+package sharded
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/snowflake"
+	"github.com/leafd/leafd/store"
+)
 
 // Slot states in leafd_slot.
 const (
@@ -59,12 +59,6 @@ const (
 	shardInitialising = "initialising"
 	shardReady        = "ready"
 )
-
-// DefaultShardSlots is store.shard_slots' default.
-const DefaultShardSlots = 16
-
-// MaxShardSlots bounds store.shard_slots: a range of step IDs spans step*S.
-const MaxShardSlots = 1024
 
 // A database that failed is passed over for shardDownFor before it is
 // tried again; while the attempts after that keep failing, for twice as
@@ -98,19 +92,12 @@ const (
 	slotRaiseSQL     = `UPDATE leafd_slot_alloc SET max_id = %[1]s(max_id, ?), update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND slot = ?`
 	tagBaseSQL       = `SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ?`
 	tagMarkSQL       = `SELECT max_id FROM leafd_tag_highwater WHERE biz_tag = ?`
-	tagMarksSQL      = `SELECT biz_tag, max_id FROM leafd_tag_highwater`
-	// markCopyMySQL (arguments: tag, value, value) and markCopySQL
-	// (arguments: tag, value) raise a tag's high-water mark to at least a
-	// value, creating it if need be.
-	markCopyMySQL = `INSERT INTO leafd_tag_highwater (biz_tag, max_id) VALUES (?, ?) ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, ?)`
-	markCopySQL   = `INSERT INTO leafd_tag_highwater (biz_tag, max_id) VALUES (?, ?)
-ON CONFLICT (biz_tag) DO UPDATE SET max_id = %[1]s(leafd_tag_highwater.max_id, excluded.max_id)`
 )
 
-// ShardOptions configure OpenSharded.
-type ShardOptions struct {
-	// Slots is S, used when sharding is initialised (DefaultShardSlots if
-	// 0); afterwards the databases' record must match it.
+// Options configure Open.
+type Options struct {
+	// Slots is S, used when sharding is initialised
+	// (store.DefaultShardSlots if 0); the databases' record must match it.
 	Slots int
 	// Logger logs databases that fail and come back (slog.Default()).
 	Logger *slog.Logger
@@ -123,16 +110,17 @@ type ShardOptions struct {
 	AttemptTimeout time.Duration
 }
 
-// Sharded is a store over several independent databases of one engine.
-// Open it with OpenSharded. Its segment methods spread tags over the
-// databases' slots; snowflake worker id leases live in the first database.
-// It is safe for concurrent use.
-type Sharded struct {
+// Store is a store over several independent databases of one engine, made
+// by Open. Its segment methods spread tags over the databases' slots;
+// snowflake worker id leases live in the first database. It is safe for
+// concurrent use.
+type Store struct {
+	firstDB // store.shards[0]
 	driver  string
 	slots   int64
 	dbs     []*shardDB
 	log     *slog.Logger
-	attempt time.Duration // ShardOptions.AttemptTimeout
+	attempt time.Duration // Options.AttemptTimeout
 
 	mu         sync.Mutex
 	deployment string           // learnt from the first database read
@@ -147,30 +135,30 @@ type Sharded struct {
 	beforeClaim func(db int)
 }
 
-var _ Store = (*Sharded)(nil)
+var _ store.Store = (*Store)(nil)
 
-// shardDB is one database of a Sharded store.
+// shardDB is one database of a Store.
 type shardDB struct {
-	Store     // the engine's store on it
-	d     *db // its shared implementation, for the sharding SQL
-	idx   int
+	store.Node          // the engine's store on it
+	x          *sqlx.DB // its pool
+	idx        int
 
-	downUntil time.Time     // under Sharded.mu
-	downFor   time.Duration // how long it was last passed over for; 0 once it served (under Sharded.mu)
+	downUntil time.Time     // under Store.mu
+	downFor   time.Duration // how long it was last passed over for; 0 once it served (under Store.mu)
 	// verified is set once the database's record was read and matched the
-	// others' (under Sharded.mu): only then are its slots used.
+	// others' (under Store.mu): only then are its slots used.
 	verified bool
 }
 
-// OpenSharded returns a store over the databases dsns name, in store.shards
+// Open returns a store over the databases dsns name, in store.shards
 // order, all of engine driver. Like Open, it connects to none of them.
 //
 // Errors: an unknown driver, fewer than two databases (one database is
-// store.dsn), a slot count outside len(dsns)..MaxShardSlots, or a DSN that
-// does not parse.
-func OpenSharded(driver string, dsns []string, o ShardOptions) (*Sharded, error) {
+// store.dsn), a slot count outside len(dsns)..store.MaxShardSlots, or a
+// DSN that does not parse.
+func Open(driver string, dsns []string, o Options) (*Store, error) {
 	if o.Slots == 0 {
-		o.Slots = DefaultShardSlots
+		o.Slots = store.DefaultShardSlots
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -178,39 +166,40 @@ func OpenSharded(driver string, dsns []string, o ShardOptions) (*Sharded, error)
 	switch {
 	case len(dsns) < 2:
 		return nil, fmt.Errorf("store.shards lists %d databases: list at least two, or use store.dsn for one", len(dsns))
-	case o.Slots < len(dsns) || o.Slots > MaxShardSlots:
-		return nil, fmt.Errorf("store.shard_slots is %d: use %d (the number of databases) to %d", o.Slots, len(dsns), MaxShardSlots)
+	case o.Slots < len(dsns) || o.Slots > store.MaxShardSlots:
+		return nil, fmt.Errorf("store.shard_slots is %d: use %d (the number of databases) to %d", o.Slots, len(dsns), store.MaxShardSlots)
 	}
-	s := &Sharded{driver: driver, slots: int64(o.Slots), log: o.Logger, attempt: o.AttemptTimeout,
+	s := &Store{driver: driver, slots: int64(o.Slots), log: o.Logger, attempt: o.AttemptTimeout,
 		floors: map[string]int64{}, cursor: map[string]int{}}
 	for i, dsn := range dsns {
-		st, err := openEngine(driver, dsn, newOptions(nil))
+		n, err := store.OpenNode(driver, dsn)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("store.shards[%d]: %w", i, err)
 		}
-		s.dbs = append(s.dbs, &shardDB{Store: st, d: st.sqlDB(), idx: i})
+		s.dbs = append(s.dbs, &shardDB{Node: n, x: n.DB(), idx: i})
 	}
+	s.firstDB = s.dbs[0]
 	return s, nil
 }
 
 // Driver returns the engine of every database.
-func (s *Sharded) Driver() string { return s.driver }
+func (s *Store) Driver() string { return s.driver }
 
 // Slots returns S as configured (the databases' record once verified).
-func (s *Sharded) Slots() int64 { return s.slots }
+func (s *Store) Slots() int64 { return s.slots }
 
 // Address reports the first database's address, with the number of
 // databases as the count, and every database's health and slots as the
 // store last saw them (no query: Status reads the databases).
-func (s *Sharded) Address() Address {
+func (s *Store) Address() store.Address {
 	a := s.dbs[0].Address()
 	a.Count = len(s.dbs)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
 	for _, d := range s.dbs {
-		sa := ShardAddress{Index: d.idx, Name: d.Address().Name, Down: now.Before(d.downUntil), Slots: []int64{}}
+		sa := store.ShardAddress{Index: d.idx, Name: d.Address().Name, Down: now.Before(d.downUntil), Slots: []int64{}}
 		for k, o := range s.owner {
 			if o == d.idx {
 				sa.Slots = append(sa.Slots, int64(k))
@@ -222,7 +211,7 @@ func (s *Sharded) Address() Address {
 }
 
 // Close closes every database's pool.
-func (s *Sharded) Close() error {
+func (s *Store) Close() error {
 	var errs []error
 	for _, d := range s.dbs {
 		errs = append(errs, d.Close())
@@ -233,7 +222,7 @@ func (s *Sharded) Close() error {
 // Ping succeeds when any database answers: IDs can be served. It asks
 // them all at once, so that one that hangs does not hold up the answer of
 // one that answers.
-func (s *Sharded) Ping(ctx context.Context) error {
+func (s *Store) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make([]error, len(s.dbs))
@@ -257,7 +246,7 @@ func (s *Sharded) Ping(ctx context.Context) error {
 // unavailable is the error of an operation that no database could serve:
 // the first database's error, which says what went wrong, with how many
 // failed.
-func (s *Sharded) unavailable(errs []error) error {
+func (s *Store) unavailable(errs []error) error {
 	if len(errs) == 0 {
 		return leafd.Errorf(leafd.EStoreUnavailable, "no database of store.shards could serve the request")
 	}
@@ -295,12 +284,12 @@ func (m *shardMeta) members() []string {
 
 // readMeta reads a database's record; ok is false when it has none.
 func (d *shardDB) readMeta(ctx context.Context) (m shardMeta, ok bool, err error) {
-	err = d.d.x.GetContext(ctx, &m, d.d.q(shardMetaSQL))
+	err = d.x.GetContext(ctx, &m, d.q(shardMetaSQL))
 	if errors.Is(err, sql.ErrNoRows) {
 		return shardMeta{}, false, nil
 	}
 	if err != nil {
-		return shardMeta{}, false, d.d.wrap(err, "read leafd_shard")
+		return shardMeta{}, false, d.Wrap(err, "read leafd_shard")
 	}
 	return m, true, nil
 }
@@ -312,24 +301,19 @@ func (d *shardDB) readMeta(ctx context.Context) (m shardMeta, ok bool, err error
 // replaced database gets a new id.
 func (d *shardDB) identity(ctx context.Context, create bool) (string, error) {
 	var uid string
-	err := d.d.x.GetContext(ctx, &uid, d.d.q(identitySQL))
+	err := d.x.GetContext(ctx, &uid, d.q(identitySQL))
 	switch {
 	case err == nil:
 		return uid, nil
 	case errors.Is(err, sql.ErrNoRows) && create:
-	case errors.Is(err, sql.ErrNoRows), MissingTable(err):
+	case errors.Is(err, sql.ErrNoRows), store.MissingTable(err):
 		return "", nil
 	default:
-		return "", d.d.wrap(err, "read leafd_database")
+		return "", d.Wrap(err, "read leafd_database")
 	}
-	err = d.d.write(ctx, func(ctx context.Context) error {
-		tx, err := d.d.x.BeginTxx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
+	err = d.WriteTx(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		var have []string
-		if err := tx.SelectContext(ctx, &have, d.d.q(identitySQL)); err != nil {
+		if err := tx.SelectContext(ctx, &have, d.q(identitySQL)); err != nil {
 			return err
 		}
 		if len(have) > 0 {
@@ -337,35 +321,35 @@ func (d *shardDB) identity(ctx context.Context, create bool) (string, error) {
 			return nil
 		}
 		uid = randomHex(16)
-		if _, err := tx.ExecContext(ctx, d.d.q(identityInsert), uid); err != nil {
-			return duplicateRetries(d.d, err)
+		if _, err := tx.ExecContext(ctx, d.q(identityInsert), uid); err != nil {
+			return duplicateRetries(d, err)
 		}
-		return tx.Commit()
+		return nil
 	})
 	if err != nil {
-		return "", d.d.wrap(err, "write leafd_database")
+		return "", d.Wrap(err, "write leafd_database")
 	}
 	return uid, nil
 }
 
-// ErrShardMismatch is wrapped by the error of a server whose store.shards
+// ErrMismatch is wrapped by the error of a server whose store.shards
 // does not match what the databases record: starting would risk handing
 // out IDs twice, so the server must not start.
-var ErrShardMismatch = errors.New("store.shards does not match the databases")
+var ErrMismatch = errors.New("store.shards does not match the databases")
 
 func mismatch(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrShardMismatch, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", ErrMismatch, fmt.Sprintf(format, args...))
 }
 
 // Verify checks every database that answers against store.shards: all of
 // one deployment, with this slot count, each at its place in the list and
 // knowing how many there are, each the database the deployment's member
 // list names at that place, none missing its record, and no slot active in
-// two of them. It returns an error wrapping ErrShardMismatch when they do
+// two of them. It returns an error wrapping ErrMismatch when they do
 // not match, and nil when sharding is not initialised yet (Migrate does
 // that). Databases that do not answer are left out: they are checked when
 // they are next used.
-func (s *Sharded) Verify(ctx context.Context) error {
+func (s *Store) Verify(ctx context.Context) error {
 	metas, errs, ids, err := s.metas(ctx)
 	if err != nil {
 		return err
@@ -379,7 +363,7 @@ func (s *Sharded) Verify(ctx context.Context) error {
 
 // metas reads every database's record and id; a database that does not
 // answer has a nil record, an empty id and its error in errs.
-func (s *Sharded) metas(ctx context.Context) ([]*shardMeta, []error, []string, error) {
+func (s *Store) metas(ctx context.Context) ([]*shardMeta, []error, []string, error) {
 	metas := make([]*shardMeta, len(s.dbs))
 	errs := make([]error, len(s.dbs))
 	ids := make([]string, len(s.dbs))
@@ -398,7 +382,7 @@ func (s *Sharded) metas(ctx context.Context) ([]*shardMeta, []error, []string, e
 		i := order[n]
 		d := s.dbs[i]
 		m, ok, err := d.readMeta(ctx)
-		if err != nil && !MissingTable(err) { // a missing table: not migrated yet, no record
+		if err != nil && !store.MissingTable(err) { // a missing table: not migrated yet, no record
 			errs[i] = err
 			continue
 		}
@@ -427,7 +411,7 @@ func (s *Sharded) metas(ctx context.Context) ([]*shardMeta, []error, []string, e
 
 // check judges the records and ids read: it returns the deployment (empty
 // when no database is initialised) or a mismatch.
-func (s *Sharded) check(metas []*shardMeta, errs []error, ids []string) (string, error) {
+func (s *Store) check(metas []*shardMeta, errs []error, ids []string) (string, error) {
 	for i, id := range ids {
 		if j := slices.Index(ids[:i], id); id != "" && j >= 0 {
 			return "", mismatch("store.shards[%d] and store.shards[%d] are the same database: list each database once", j, i)
@@ -502,7 +486,7 @@ func agree(a, b []string) bool {
 
 // readOwners reads where every slot is active and remembers it. A slot
 // active in two databases is a mismatch.
-func (s *Sharded) readOwners(ctx context.Context) ([]int, error) {
+func (s *Store) readOwners(ctx context.Context) ([]int, error) {
 	owner := make([]int, s.slots)
 	for k := range owner {
 		owner[k] = -1
@@ -514,20 +498,17 @@ func (s *Sharded) readOwners(ctx context.Context) ([]int, error) {
 		if s.isDown(d.idx) {
 			continue // keeps the slots it was known to hold
 		}
-		var rows []struct {
-			Slot  int64  `db:"slot"`
-			State string `db:"state"`
-		}
+		var rows []slotState
 		actx, cancel := s.attemptContext(ctx, d.idx, known)
 		ok := s.usable(actx, d)
 		var err error
 		if ok {
-			err = d.d.x.SelectContext(actx, &rows, d.d.q(slotStatesSQL))
+			rows, err = d.slotStates(actx)
 		}
 		cancel()
 		if !ok || err != nil {
 			if err != nil && actx.Err() != nil && ctx.Err() == nil {
-				s.markDown(d.idx, d.d.wrap(err, "read leafd_slot")) // it hangs
+				s.markDown(d.idx, err) // it hangs
 			}
 			continue // not reachable: its slots are unknown
 		}
@@ -554,10 +535,23 @@ func (s *Sharded) readOwners(ctx context.Context) ([]int, error) {
 	return owner, nil
 }
 
+// slotState is a row of leafd_slot.
+type slotState struct {
+	Slot  int64  `db:"slot"`
+	State string `db:"state"`
+}
+
+// slotStates reads every slot's state in d.
+func (d *shardDB) slotStates(ctx context.Context) ([]slotState, error) {
+	var rows []slotState
+	err := d.x.SelectContext(ctx, &rows, d.q(slotStatesSQL))
+	return rows, d.Wrap(err, "read leafd_slot")
+}
+
 // usable reports whether d's record matches the deployment's, reading it
 // the first time d answers; a database whose record does not match is
 // never used, and logged.
-func (s *Sharded) usable(ctx context.Context, d *shardDB) bool {
+func (s *Store) usable(ctx context.Context, d *shardDB) bool {
 	s.mu.Lock()
 	ok, deployment := d.verified, s.deployment
 	s.mu.Unlock()
@@ -607,9 +601,9 @@ func (s *Sharded) usable(ctx context.Context, d *shardDB) bool {
 // over.
 //
 // Errors: store_unavailable when no database answers or initialisation
-// cannot reach them all; an error wrapping ErrShardMismatch when the
+// cannot reach them all; an error wrapping ErrMismatch when the
 // databases do not match store.shards.
-func (s *Sharded) Migrate(ctx context.Context) error {
+func (s *Store) Migrate(ctx context.Context) error {
 	var down []error
 	for i, d := range s.dbs {
 		err := d.Migrate(ctx)
@@ -659,6 +653,21 @@ func (s *Sharded) Migrate(ctx context.Context) error {
 	return err
 }
 
+// PendingMigrations reports whether any of the databases lacks a migration
+// (see the engines' PendingMigrations).
+func (s *Store) PendingMigrations(ctx context.Context) (bool, error) {
+	for i, d := range s.dbs {
+		pending, err := d.PendingMigrations(ctx)
+		if err != nil {
+			return false, fmt.Errorf("store.shards[%d]: %w", i, err)
+		}
+		if pending {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // randomHex returns n random bytes in hex.
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -679,12 +688,12 @@ func randomHex(n int) string {
 // always succeeds rather than each being refused by the other. A fresh
 // initialisation marks the databases ready once all have their record.
 // Each step can run again after a crash.
-func (s *Sharded) claim(ctx context.Context, deployment string, ids []string, fresh bool) error {
+func (s *Store) claim(ctx context.Context, deployment string, ids []string, fresh bool) error {
 	if slices.Contains(ids, "") {
 		return fmt.Errorf("store.shards[%d] has no id: run leafd migrate", slices.Index(ids, ""))
 	}
 	if deployment == "" {
-		deployment = newDeployment()
+		deployment = randomHex(8)
 	}
 	tags, marks, err := s.allTags(ctx)
 	if err != nil {
@@ -702,14 +711,9 @@ func (s *Sharded) claim(ctx context.Context, deployment string, ids []string, fr
 			s.beforeClaim(i)
 		}
 		d := s.dbs[i]
-		err := d.d.write(ctx, func(ctx context.Context) error {
-			tx, err := d.d.x.BeginTxx(ctx, nil)
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback()
+		err := d.WriteTx(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 			var have []shardMeta
-			if err := tx.SelectContext(ctx, &have, d.d.q(shardMetaSQL)); err != nil {
+			if err := tx.SelectContext(ctx, &have, d.q(shardMetaSQL)); err != nil {
 				return err
 			}
 			if len(have) == 0 {
@@ -717,8 +721,8 @@ func (s *Sharded) claim(ctx context.Context, deployment string, ids []string, fr
 				if fresh {
 					state = shardInitialising
 				}
-				if _, err := tx.ExecContext(ctx, d.d.q(shardInsertSQL), deployment, s.slots, i, n, state, members); err != nil {
-					return duplicateRetries(d.d, err)
+				if _, err := tx.ExecContext(ctx, d.q(shardInsertSQL), deployment, s.slots, i, n, state, members); err != nil {
+					return duplicateRetries(d, err)
 				}
 			} else {
 				h := have[0]
@@ -743,42 +747,42 @@ func (s *Sharded) claim(ctx context.Context, deployment string, ids []string, fr
 				case grows:
 					// The record lists fewer databases, or none: this list,
 					// if no other server wrote another since it was read.
-					res, err := tx.ExecContext(ctx, d.d.q(shardMembersSQL), members, n, h.Members)
+					res, err := tx.ExecContext(ctx, d.q(shardMembersSQL), members, n, h.Members)
 					if err != nil {
 						return err
 					}
 					if k, err := res.RowsAffected(); err != nil {
 						return err
 					} else if k == 0 {
-						return errRetry{errors.New("leafd_shard.members changed while it was written")}
+						return store.Retry(errors.New("leafd_shard.members changed while it was written"))
 					}
 				}
 			}
 			if fresh {
 				for k := int64(i); k < s.slots; k += int64(n) {
-					if err := ensureSlot(ctx, d.d, tx, k, slotActive); err != nil {
-						return duplicateRetries(d.d, err)
+					if err := ensureSlot(ctx, d, tx, k, slotActive); err != nil {
+						return duplicateRetries(d, err)
 					}
 				}
 			}
 			if fresh || len(have) == 0 {
-				if err := copyTags(ctx, d.d, tx, tags, marks); err != nil {
-					return duplicateRetries(d.d, err)
+				if err := d.CopyTags(ctx, tx, tags, marks); err != nil {
+					return duplicateRetries(d, err)
 				}
 			}
-			return tx.Commit()
+			return nil
 		})
-		if errors.Is(err, ErrShardMismatch) {
+		if errors.Is(err, ErrMismatch) {
 			return err
 		}
 		if err != nil {
-			return d.d.wrap(err, fmt.Sprintf("initialise sharding in store.shards[%d]", i))
+			return d.Wrap(err, fmt.Sprintf("initialise sharding in store.shards[%d]", i))
 		}
 	}
 	if fresh {
 		for i, d := range s.dbs {
-			if _, err := d.d.x.ExecContext(ctx, d.d.q(shardStateSQL), shardReady, members); err != nil {
-				return d.d.wrap(err, fmt.Sprintf("initialise sharding in store.shards[%d]", i))
+			if _, err := d.x.ExecContext(ctx, d.q(shardStateSQL), shardReady, members); err != nil {
+				return d.Wrap(err, fmt.Sprintf("initialise sharding in store.shards[%d]", i))
 			}
 		}
 		s.log.Info("store: sharding initialised", "deployment", deployment, "databases", n, "slots", s.slots, "tags", len(tags))
@@ -788,19 +792,20 @@ func (s *Sharded) claim(ctx context.Context, deployment string, ids []string, fr
 	return nil
 }
 
-func newDeployment() string { return randomHex(8) }
-
 // duplicateRetries turns a duplicate key, hit when another server wrote
 // the same row at the same moment, into a retry of the transaction.
-func duplicateRetries(d *db, err error) error {
-	if d.class(err) == classDuplicate {
-		return errRetry{err}
+func duplicateRetries(d *shardDB, err error) error {
+	if d.Duplicate(err) {
+		return store.Retry(err)
 	}
 	return err
 }
 
+// q returns query in the database's placeholders.
+func (d *shardDB) q(query string) string { return d.x.Rebind(query) }
+
 // ensureSlot makes slot k's row exist with state, unless it exists.
-func ensureSlot(ctx context.Context, d *db, tx *sqlx.Tx, k int64, state string) error {
+func ensureSlot(ctx context.Context, d *shardDB, tx *sqlx.Tx, k int64, state string) error {
 	var have []string
 	if err := tx.SelectContext(ctx, &have, d.q(slotStateSQL), k); err != nil {
 		return err
@@ -816,24 +821,19 @@ func ensureSlot(ctx context.Context, d *db, tx *sqlx.Tx, k int64, state string) 
 // max_id or high-water mark any of them has, and the largest high-water
 // mark any of them has of every name, a tag deleted before included.
 // Every database must answer.
-func (s *Sharded) allTags(ctx context.Context) ([]leafd.Tag, map[string]int64, error) {
+func (s *Store) allTags(ctx context.Context) ([]leafd.Tag, map[string]int64, error) {
 	byName, marks := map[string]leafd.Tag{}, map[string]int64{}
 	for i, d := range s.dbs {
 		tags, err := d.ListTags(ctx)
 		if err != nil {
 			return nil, nil, fmt.Errorf("store.shards[%d]: %w", i, err)
 		}
-		var rows []struct {
-			Name  string `db:"biz_tag"`
-			MaxID int64  `db:"max_id"`
+		mark, err := d.Marks(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store.shards[%d]: %w", i, err)
 		}
-		if err := d.d.x.SelectContext(ctx, &rows, tagMarksSQL); err != nil {
-			return nil, nil, fmt.Errorf("store.shards[%d]: %w", i, markErr(err))
-		}
-		mark := make(map[string]int64, len(rows))
-		for _, m := range rows {
-			mark[m.Name] = m.MaxID
-			marks[m.Name] = max(marks[m.Name], m.MaxID)
+		for name, m := range mark {
+			marks[name] = max(marks[name], m)
 		}
 		for _, t := range tags {
 			t.MaxID = max(t.MaxID, mark[t.Name])
@@ -849,61 +849,6 @@ func (s *Sharded) allTags(ctx context.Context) ([]leafd.Tag, map[string]int64, e
 	}
 	slices.SortFunc(out, func(a, b leafd.Tag) int { return strings.Compare(a.Name, b.Name) })
 	return out, marks, nil
-}
-
-// copyTags gives the database every tag it lacks, and raises the max_id of
-// those it has to the largest known, in tx. It raises every high-water
-// mark there to the largest known too (that of a tag deleted before
-// included): a slot's first range of a tag starts above it even once
-// max_id is lowered by SQL in this database.
-func copyTags(ctx context.Context, d *db, tx *sqlx.Tx, tags []leafd.Tag, marks map[string]int64) error {
-	// In one order for every server, so that two claiming at once do not
-	// deadlock.
-	for _, name := range slices.Sorted(maps.Keys(marks)) {
-		if mark := marks[name]; mark > 1 {
-			query, args := fmt.Sprintf(markCopySQL, d.dialect.greatest), []any{name, mark}
-			if d.dialect.markByUpdate {
-				query, args = markCopyMySQL, append(args, mark)
-			}
-			if _, err := tx.ExecContext(ctx, d.q(query), args...); err != nil {
-				return markErr(err)
-			}
-		}
-	}
-	for _, t := range tags {
-		r, ok, err := exactRow(ctx, tx, t.Name, "")
-		if err != nil {
-			return err
-		}
-		if !ok {
-			if _, err := tx.ExecContext(ctx, d.q(insertSQL), t.Name, t.MaxID, t.Step, nullString(t.Description)); err != nil {
-				return err
-			}
-			continue
-		}
-		if r.MaxID < t.MaxID {
-			if _, err := tx.ExecContext(ctx, d.q(`UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ?`), t.MaxID, t.Name); err != nil {
-				return err
-			}
-		}
-	}
-	// An opaque tag's format goes with it: served as sequential by a
-	// database that lacked it, its counters would come out unmapped.
-	for _, t := range tags {
-		if t.Format != segment.FormatOpaque {
-			continue
-		}
-		have := []leafd.Tag{{Name: t.Name}}
-		if err := d.withFormats(ctx, tx, have, t.Name); err != nil {
-			return err
-		}
-		if have[0].Format == "" {
-			if err := d.insertFormat(ctx, tx, t); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // ---------------------------------------------------------------------------
@@ -923,22 +868,22 @@ var errSlotNotHere = errors.New("the slot is not active in this database")
 // Errors: unknown_tag when no database that answered has the tag (and all
 // answered); tag_exhausted when no slot can hold another range;
 // store_unavailable when no database could serve it.
-func (s *Sharded) Allocate(ctx context.Context, tag string, step int64) (segment.Allocation, error) {
+func (s *Store) Allocate(ctx context.Context, tag string, step int64) (segment.Allocation, error) {
 	return s.allocate(ctx, tag, step, true)
 }
 
-var _ segment.AnyOrderStore = (*Sharded)(nil)
+var _ segment.AnyOrderStore = (*Store)(nil)
 
 // AllocateAnyOrder is Allocate without raising the slot above the IDs this
 // server was handed before from the other slots: each slot's IDs are used
 // up in turn, none passed over. The allocator asks it for opaque tags,
 // whose IDs have no order to keep and whose domain may be small.
-func (s *Sharded) AllocateAnyOrder(ctx context.Context, tag string, step int64) (segment.Allocation, error) {
+func (s *Store) AllocateAnyOrder(ctx context.Context, tag string, step int64) (segment.Allocation, error) {
 	return s.allocate(ctx, tag, step, false)
 }
 
 // allocate is Allocate; ordered raises the slot above the tag's floor.
-func (s *Sharded) allocate(ctx context.Context, tag string, step int64, ordered bool) (segment.Allocation, error) {
+func (s *Store) allocate(ctx context.Context, tag string, step int64, ordered bool) (segment.Allocation, error) {
 	if step < 1 {
 		return segment.Allocation{}, fmt.Errorf("store: allocate %q: step %d is below 1", tag, step)
 	}
@@ -1008,7 +953,7 @@ func (s *Sharded) allocate(ctx context.Context, tag string, step int64, ordered 
 	}
 	switch {
 	case answered > 0 && unknown == answered:
-		return segment.Allocation{}, unknownTag(tag)
+		return segment.Allocation{}, leafd.UnknownTagError(tag)
 	case answered > 0 && exhausted+unknown == answered:
 		return segment.Allocation{}, leafd.Errorf(leafd.ETagExhausted,
 			"tag %q is exhausted: no slot can hold a range of %d more IDs below the largest ID, %d", tag, step, leafd.MaxID)
@@ -1018,7 +963,7 @@ func (s *Sharded) allocate(ctx context.Context, tag string, step int64, ordered 
 
 // repairTag copies tag's definition to database i from another database
 // that has it, and reports whether it did.
-func (s *Sharded) repairTag(ctx context.Context, i int, tag string) bool {
+func (s *Store) repairTag(ctx context.Context, i int, tag string) bool {
 	for j, d := range s.dbs {
 		if j == i {
 			continue
@@ -1039,7 +984,7 @@ func (s *Sharded) repairTag(ctx context.Context, i int, tag string) bool {
 
 // owners returns the slot placement, read again when it is older than
 // ownersRefresh.
-func (s *Sharded) owners(ctx context.Context) ([]int, error) {
+func (s *Store) owners(ctx context.Context) ([]int, error) {
 	s.mu.Lock()
 	owner, at := s.owner, s.ownersAt
 	s.mu.Unlock()
@@ -1060,7 +1005,7 @@ func (s *Sharded) owners(ctx context.Context) ([]int, error) {
 	return owner, nil
 }
 
-func (s *Sharded) isDown(i int) bool {
+func (s *Store) isDown(i int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return time.Now().Before(s.dbs[i].downUntil)
@@ -1068,7 +1013,7 @@ func (s *Sharded) isDown(i int) bool {
 
 // markDown passes database i over: for shardDownFor, or twice as long as
 // the last time when it failed again after that.
-func (s *Sharded) markDown(i int, err error) {
+func (s *Store) markDown(i int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.dbs[i]
@@ -1082,7 +1027,7 @@ func (s *Sharded) markDown(i int, err error) {
 }
 
 // markUp ends database i's pass-over: it answered.
-func (s *Sharded) markUp(i int) {
+func (s *Store) markUp(i int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dbs[i].downUntil, s.dbs[i].downFor = time.Time{}, 0
@@ -1092,7 +1037,7 @@ func (s *Sharded) markUp(i int) {
 // when another database that is not passed over holds a slot: that one can
 // serve if this one hangs. The last database that can serve gets the
 // caller's whole time.
-func (s *Sharded) attemptContext(ctx context.Context, i int, owner []int) (context.Context, context.CancelFunc) {
+func (s *Store) attemptContext(ctx context.Context, i int, owner []int) (context.Context, context.CancelFunc) {
 	if s.attempt <= 0 {
 		return ctx, func() {}
 	}
@@ -1104,6 +1049,13 @@ func (s *Sharded) attemptContext(ctx context.Context, i int, owner []int) (conte
 		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, s.attempt)
+}
+
+// baseRow is a tag's leaf_alloc row as a slot's load reads it (tagBaseSQL).
+type baseRow struct {
+	Name  string `db:"biz_tag"`
+	MaxID int64  `db:"max_id"`
+	Step  int64  `db:"step"`
 }
 
 // alignUp returns the smallest ID at or above v that is k modulo S.
@@ -1119,7 +1071,7 @@ func alignUp(v, k, S int64) int64 {
 // id is no longer the one the deployment records at its place (emptied
 // and used again, or replaced, since it was checked) serves nothing: the
 // load is errSlotNotHere, and the database is checked again.
-func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string, step, floor int64) (segment.Allocation, error) {
+func (s *Store) allocSlot(ctx context.Context, d *shardDB, k int64, tag string, step, floor int64) (segment.Allocation, error) {
 	S := s.slots
 	span := step * S
 	from := alignUp(max(floor+1, 1), k, S)
@@ -1131,14 +1083,9 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 	s.mu.Unlock()
 	var a segment.Allocation
 	replaced := false
-	err := d.d.write(ctx, func(ctx context.Context) error {
-		tx, err := d.d.x.BeginTxx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
+	err := d.WriteTx(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		var state []string
-		if err := tx.SelectContext(ctx, &state, d.d.q(slotStateSQL+d.d.dialect.shareSuffix), k); err != nil {
+		if err := tx.SelectContext(ctx, &state, d.q(slotStateSQL+d.ShareSuffix()), k); err != nil {
 			return err
 		}
 		if len(state) == 0 || state[0] != slotActive {
@@ -1149,7 +1096,7 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 		// its slots' counters are not this deployment's.
 		if want != "" {
 			var uid []string
-			if err := tx.SelectContext(ctx, &uid, d.d.q(identitySQL)); err != nil {
+			if err := tx.SelectContext(ctx, &uid, d.q(identitySQL)); err != nil {
 				return err
 			}
 			if len(uid) == 0 || uid[0] != want {
@@ -1157,18 +1104,18 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 				return errSlotNotHere
 			}
 		}
-		var base []tagRow
-		if err := tx.SelectContext(ctx, &base, d.d.q(tagBaseSQL), tag); err != nil {
+		var base []baseRow
+		if err := tx.SelectContext(ctx, &base, d.q(tagBaseSQL), tag); err != nil {
 			return err
 		}
-		i := slices.IndexFunc(base, func(r tagRow) bool { return r.Name == tag })
+		i := slices.IndexFunc(base, func(r baseRow) bool { return r.Name == tag })
 		if i < 0 {
-			return unknownTag(tag)
+			return leafd.UnknownTagError(tag)
 		}
 		if step > leafd.MaxID/S { // step*S would overflow
 			return leafd.Errorf(leafd.ETagExhausted, "tag %q: slot %d cannot hold a range of %d more IDs", tag, k, step)
 		}
-		res, err := tx.ExecContext(ctx, d.d.q(fmt.Sprintf(slotAllocSQL, d.d.dialect.greatest)), from, span, tag, k, from, leafd.MaxID-span)
+		res, err := tx.ExecContext(ctx, d.q(fmt.Sprintf(slotAllocSQL, d.Greatest())), from, span, tag, k, from, leafd.MaxID-span)
 		if err != nil {
 			return err
 		}
@@ -1178,7 +1125,7 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 		}
 		if n == 0 {
 			var have []int64
-			if err := tx.SelectContext(ctx, &have, d.d.q(slotReadSQL), tag, k); err != nil {
+			if err := tx.SelectContext(ctx, &have, d.q(slotReadSQL), tag, k); err != nil {
 				return err
 			}
 			if len(have) > 0 {
@@ -1189,17 +1136,17 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 			// IDs the tag issued from one database before it grew into
 			// store.shards, its max_id lowered by SQL since).
 			var marks []int64
-			if err := tx.SelectContext(ctx, &marks, d.d.q(tagMarkSQL), tag); err != nil {
+			if err := tx.SelectContext(ctx, &marks, d.q(tagMarkSQL), tag); err != nil {
 				return err
 			}
 			start := alignUp(max(base[i].MaxID, slices.Max(append(marks, 1))), k, S)
-			if _, err := tx.ExecContext(ctx, d.d.q(slotRowInsertSQL), tag, k, start); err != nil {
-				if d.d.class(err) == classDuplicate {
-					return errRetry{err} // created at the same moment by another server
+			if _, err := tx.ExecContext(ctx, d.q(slotRowInsertSQL), tag, k, start); err != nil {
+				if d.Duplicate(err) {
+					return store.Retry(err) // created at the same moment by another server
 				}
 				return err
 			}
-			if res, err = tx.ExecContext(ctx, d.d.q(fmt.Sprintf(slotAllocSQL, d.d.dialect.greatest)), from, span, tag, k, from, leafd.MaxID-span); err != nil {
+			if res, err = tx.ExecContext(ctx, d.q(fmt.Sprintf(slotAllocSQL, d.Greatest())), from, span, tag, k, from, leafd.MaxID-span); err != nil {
 				return err
 			}
 			if n, err = res.RowsAffected(); err != nil {
@@ -1210,10 +1157,7 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 			}
 		}
 		var end int64
-		if err := tx.GetContext(ctx, &end, d.d.q(slotReadSQL), tag, k); err != nil {
-			return err
-		}
-		if err := tx.Commit(); err != nil {
+		if err := tx.GetContext(ctx, &end, d.q(slotReadSQL), tag, k); err != nil {
 			return err
 		}
 		a = segment.Allocation{Start: end - span, End: end, Stride: S, TableStep: base[i].Step}
@@ -1229,7 +1173,7 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 		return segment.Allocation{}, err
 	}
 	if err != nil {
-		return segment.Allocation{}, d.d.wrap(err, fmt.Sprintf("allocate %q from slot %d", tag, k))
+		return segment.Allocation{}, d.Wrap(err, fmt.Sprintf("allocate %q from slot %d", tag, k))
 	}
 	return a, nil
 }
@@ -1272,7 +1216,7 @@ func (s *Sharded) allocSlot(ctx context.Context, d *shardDB, k int64, tag string
 // holds the answer up by one attempt at most, and one that fails or gives
 // no answer in time is passed over from then on, as a range load passes
 // it over; one that answers is used again at once.
-func (s *Sharded) ask(ctx context.Context, every bool, f func(ctx context.Context, d *shardDB) error) []error {
+func (s *Store) ask(ctx context.Context, every bool, f func(ctx context.Context, d *shardDB) error) []error {
 	errs := make([]error, len(s.dbs))
 	live, nlive := make([]bool, len(s.dbs)), 0
 	for i := range s.dbs {
@@ -1315,7 +1259,7 @@ func (s *Sharded) ask(ctx context.Context, every bool, f func(ctx context.Contex
 }
 
 // bounded bounds one step on one database by the attempt timeout.
-func (s *Sharded) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+func (s *Store) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.attempt <= 0 {
 		return ctx, func() {}
 	}
@@ -1326,18 +1270,9 @@ func (s *Sharded) bounded(ctx context.Context) (context.Context, context.CancelF
 // found in the databases of store.shards where differ in format, domain or
 // key, and nil when they agree.
 func disagreement(tags []leafd.Tag, where []int) error {
-	def := func(t leafd.Tag) formatRow {
-		return formatOf(formatRow{Format: t.Format, Digits: t.Digits, Fingerprint: t.KeyFingerprint})
-	}
-	says := func(i int) string {
-		d := def(tags[i])
-		if d.Fingerprint == "" {
-			return fmt.Sprintf("store.shards[%d]: %s", where[i], describeFormat(d))
-		}
-		return fmt.Sprintf("store.shards[%d]: %s, key fingerprint %s", where[i], describeFormat(d), d.Fingerprint)
-	}
+	says := func(i int) string { return fmt.Sprintf("store.shards[%d]: %s", where[i], store.Definition(tags[i])) }
 	for i := 1; i < len(tags); i++ {
-		if def(tags[i]) != def(tags[0]) {
+		if store.Definition(tags[i]) != store.Definition(tags[0]) {
 			return leafd.Errorf(leafd.ETagConflict, "tag %q is defined differently by the databases of store.shards (%s; %s): "+
 				"no ID of it is handed out. Make every database hold the definition its IDs were issued under (its row in "+
 				"leafd_tag_format, or none for a sequential tag)", tags[0].Name, says(0), says(i))
@@ -1351,7 +1286,7 @@ func disagreement(tags []leafd.Tag, where []int) error {
 // of them holds it. MaxID is the tag's base, not how far its slots have
 // gone. A tag whose definitions disagree is left out (and logged): its
 // requests then look it up, and LookupTag refuses it.
-func (s *Sharded) ListTags(ctx context.Context) ([]leafd.Tag, error) {
+func (s *Store) ListTags(ctx context.Context) ([]leafd.Tag, error) {
 	lists := make([][]leafd.Tag, len(s.dbs))
 	asked := s.ask(ctx, false, func(ctx context.Context, d *shardDB) (err error) {
 		lists[d.idx], err = d.ListTags(ctx)
@@ -1388,7 +1323,7 @@ func (s *Sharded) ListTags(ctx context.Context) ([]leafd.Tag, error) {
 }
 
 // TagNames returns the name of every tag of the databases that answer.
-func (s *Sharded) TagNames(ctx context.Context) ([]string, error) {
+func (s *Store) TagNames(ctx context.Context) ([]string, error) {
 	tags, err := s.ListTags(ctx)
 	if err != nil {
 		return nil, err
@@ -1408,7 +1343,7 @@ func (s *Sharded) TagNames(ctx context.Context) ([]string, error) {
 // Errors: unknown_tag when every database answered and none has it;
 // tag_conflict when databases define it differently; store_unavailable when
 // none that answered has it and some did not answer.
-func (s *Sharded) LookupTag(ctx context.Context, name string) (leafd.Tag, error) {
+func (s *Store) LookupTag(ctx context.Context, name string) (leafd.Tag, error) {
 	tags := make([]leafd.Tag, len(s.dbs))
 	asked := s.ask(ctx, false, func(ctx context.Context, d *shardDB) (err error) {
 		tags[d.idx], err = d.LookupTag(ctx, name)
@@ -1434,7 +1369,7 @@ func (s *Sharded) LookupTag(ctx context.Context, name string) (leafd.Tag, error)
 		}
 		return found[0], nil
 	case len(errs) == 0:
-		return leafd.Tag{}, unknownTag(name)
+		return leafd.Tag{}, leafd.UnknownTagError(name)
 	}
 	return leafd.Tag{}, s.unavailable(errs)
 }
@@ -1453,15 +1388,15 @@ func (s *Sharded) LookupTag(ctx context.Context, name string) (leafd.Tag, error)
 // database's past of the name refuses it (CreateTag of the engines); those
 // of the engine's CreateTag from store.shards[0]; store_unavailable when a
 // database does not answer (and none that answered refused the tag).
-func (s *Sharded) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
+func (s *Store) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 	if err := leafd.ValidateTag(t.Name); err != nil {
 		return leafd.Tag{}, err
 	}
 	marks := make([]int64, len(s.dbs))
 	errs := s.ask(ctx, true, func(ctx context.Context, d *shardDB) error {
-		p, err := creatable(ctx, d.d.x, t)
-		marks[d.idx] = p.mark
-		return d.d.wrap(err, fmt.Sprintf("check tag %q in store.shards[%d]", t.Name, d.idx))
+		mark, err := d.Creatable(ctx, t)
+		marks[d.idx] = mark
+		return d.Wrap(err, fmt.Sprintf("check tag %q in store.shards[%d]", t.Name, d.idx))
 	})
 	// A database's refusal is the answer whether or not another answered.
 	for _, err := range errs {
@@ -1499,7 +1434,7 @@ func (s *Sharded) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error)
 
 // UpdateTag changes the tag in every database that answers within an
 // attempt, and returns the first one's before and after.
-func (s *Sharded) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old, updated leafd.Tag, err error) {
+func (s *Store) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old, updated leafd.Tag, err error) {
 	var errs []error
 	done := false
 	for _, d := range s.dbs {
@@ -1522,6 +1457,26 @@ func (s *Sharded) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate)
 	return old, updated, nil
 }
 
+// RepairTag of a sharded store: its tags' IDs come from the slots'
+// counters (leafd_slot_alloc), which leafd alone writes and which keep no
+// high-water mark, so a lowered max_id in leaf_alloc (only the base the
+// slots start above, with the tag's mark) rewinds nothing, and there is
+// nothing this action could raise.
+//
+// Errors: invalid_tag for a bad name; unknown_tag when no database has the
+// tag; store_unavailable when none answered; range_unsupported otherwise.
+func (s *Store) RepairTag(ctx context.Context, name string) (store.Repair, error) {
+	if err := leafd.ValidateTag(name); err != nil {
+		return store.Repair{}, err
+	}
+	if _, err := s.LookupTag(ctx, name); err != nil {
+		return store.Repair{}, err
+	}
+	return store.Repair{}, leafd.Errorf(leafd.ERangeUnsupported,
+		"tag %q is in a sharded store (store.shards): its IDs come from the slots' counters, which keep no high-water mark "+
+			"and are not moved back by a change of leaf_alloc: there is nothing to repair", name)
+}
+
 // ---------------------------------------------------------------------------
 // Snowflake worker id leases live in the first database.
 
@@ -1535,7 +1490,7 @@ func (s *Sharded) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate)
 // replaced while servers run has lost the leases and their watermarks, and
 // a claim there could take a worker id that a running server still issues
 // under.
-func (s *Sharded) leases(ctx context.Context) (*shardDB, error) {
+func (s *Store) leases(ctx context.Context) (*shardDB, error) {
 	d := s.dbs[0]
 	if !s.usable(ctx, d) {
 		return nil, errors.New("store.shards[0] holds the worker id leases, but it does not answer, has no record of the deployment " +
@@ -1559,7 +1514,7 @@ func (s *Sharded) leases(ctx context.Context) (*shardDB, error) {
 }
 
 // ClaimWorker claims a worker id in the first database.
-func (s *Sharded) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Lease, error) {
+func (s *Store) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Lease, error) {
 	d, err := s.leases(ctx)
 	if err != nil {
 		return snowflake.Lease{}, err
@@ -1568,7 +1523,7 @@ func (s *Sharded) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowflake
 }
 
 // ClaimFixedWorker claims a fixed worker id in the first database.
-func (s *Sharded) ClaimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snowflake.Lease, error) {
+func (s *Store) ClaimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snowflake.Lease, error) {
 	d, err := s.leases(ctx)
 	if err != nil {
 		return snowflake.Lease{}, err
@@ -1576,260 +1531,34 @@ func (s *Sharded) ClaimFixedWorker(ctx context.Context, c snowflake.FixedClaim) 
 	return d.ClaimFixedWorker(ctx, c)
 }
 
-// RenewWorker renews a lease in the first database.
-func (s *Sharded) RenewWorker(ctx context.Context, l snowflake.Lease, ttl time.Duration, watermarkMs int64) error {
-	return s.dbs[0].RenewWorker(ctx, l, ttl, watermarkMs)
+// firstDB is what the first database serves for the whole store as it
+// is: the renewal and release of the worker id leases claimed there, and
+// the access tokens.
+type firstDB interface {
+	RenewWorker(ctx context.Context, l snowflake.Lease, ttl time.Duration, watermarkMs int64) error
+	ReleaseWorker(ctx context.Context, l snowflake.Lease, watermarkMs int64) error
+	CreateToken(ctx context.Context, tags []string, description string) (store.Token, string, error)
+	ListTokens(ctx context.Context) ([]store.Token, error)
+	RevokeToken(ctx context.Context, id string) error
 }
 
-// ReleaseWorker releases a lease in the first database.
-func (s *Sharded) ReleaseWorker(ctx context.Context, l snowflake.Lease, watermarkMs int64) error {
-	return s.dbs[0].ReleaseWorker(ctx, l, watermarkMs)
-}
-
-// ---------------------------------------------------------------------------
-// Access tokens live in the first database, as the worker id leases do.
-
-// CreateToken makes an access token in the first database.
-func (s *Sharded) CreateToken(ctx context.Context, tags []string, description string) (Token, string, error) {
-	return s.dbs[0].CreateToken(ctx, tags, description)
-}
-
-// ListTokens lists the access tokens of the first database.
-func (s *Sharded) ListTokens(ctx context.Context) ([]Token, error) {
-	return s.dbs[0].ListTokens(ctx)
-}
-
-// RevokeToken revokes an access token in the first database.
-func (s *Sharded) RevokeToken(ctx context.Context, id string) error {
-	return s.dbs[0].RevokeToken(ctx, id)
-}
-
-// ---------------------------------------------------------------------------
-// Moving a slot
-
-// MoveStep names the steps of MoveSlot, for tests that stop a move between
-// two of them.
-type MoveStep int
-
-// The steps of a move, in order.
-const (
-	// MoveLeaving: the slot is marked leaving in its database; no range is
-	// loaded from it any more there.
-	MoveLeaving MoveStep = iota + 1
-	// MoveActivated: its counters are in the target database and the slot
-	// is active there.
-	MoveActivated
-	// MoveGone: the source database marks it gone.
-	MoveGone
-)
-
-// MoveSlot moves slot k to store.shards[to]. The steps: mark the slot
-// leaving in every other database where it is active (a shared lock taken
-// by every load of the slot makes this wait for loads in flight); read its
-// counters in every other database where it is active or leaving; in one
-// transaction of the target, raise the target's counters to the highest of
-// them and make the slot active; mark it gone in those databases.
-// Interrupted at any point, the slot is active in at most one database,
-// and running MoveSlot again, to that database or to another, completes
-// the move: a move stopped once the slot was active in its target leaves
-// it active there and leaving in its source, and the next move takes the
-// counters of both. after, when not nil, runs after each step; an error
-// from it stops the move there (tests inject crashes so).
-//
-// Errors: a slot or database out of range; an error wrapping
-// ErrShardMismatch when store.shards does not match the databases' records
-// (see Verify) or the target has no record; store_unavailable when a
-// database it needs does not answer; an error when no database holds the
-// slot.
-func (s *Sharded) MoveSlot(ctx context.Context, k int64, to int, after func(MoveStep) error) error {
-	if k < 0 || k >= s.slots {
-		return fmt.Errorf("slot %d does not exist: slots are 0 to %d", k, s.slots-1)
-	}
-	if to < 0 || to >= len(s.dbs) {
-		return fmt.Errorf("database %d does not exist: store.shards has %d (0 to %d)", to, len(s.dbs), len(s.dbs)-1)
-	}
-	if after == nil {
-		after = func(MoveStep) error { return nil }
-	}
-	// A list that is not the deployment's would move the slot into a
-	// database of another deployment, or one that none of this
-	// deployment's servers reads: the slot would be lost, or served twice.
-	if err := s.Verify(ctx); err != nil {
-		return err
-	}
-	if _, found, err := s.dbs[to].readMeta(ctx); err != nil {
-		return err
-	} else if !found {
-		return mismatch("store.shards[%d] has no record of the deployment: add a database with leafd migrate (with this store.shards) before moving slots to it", to)
-	}
-	// The sources: every database other than to where the slot is active
-	// or leaving. A leaving one may hold the highest counters (a move
-	// stopped before its target was activated), an active one surely does
-	// (one stopped after): each is read, none passed over.
-	var srcs []int
-	here := "" // the slot's state in the target
-	for i, d := range s.dbs {
-		var state []string
-		if err := d.d.x.SelectContext(ctx, &state, d.d.q(slotStateSQL), k); err != nil {
-			return d.d.wrap(err, fmt.Sprintf("read slot %d in store.shards[%d]", k, i))
-		}
-		switch {
-		case len(state) == 0 || state[0] == slotGone:
-		case i == to:
-			here = state[0]
-		default:
-			srcs = append(srcs, i)
-		}
-	}
-	switch {
-	case len(srcs) == 0 && here == slotActive:
-		return nil // already there
-	case len(srcs) == 0 && here == "":
-		return fmt.Errorf("slot %d is in no database of store.shards: see leafd shards status", k)
-	}
-	for _, i := range srcs {
-		from := s.dbs[i]
-		if _, err := from.d.x.ExecContext(ctx, from.d.q(slotSetStateSQL+` AND state = ?`), slotLeaving, k, slotActive); err != nil {
-			return from.d.wrap(err, fmt.Sprintf("mark slot %d leaving in store.shards[%d]", k, i))
-		}
-	}
-	if err := after(MoveLeaving); err != nil {
-		return err
-	}
-	var counters []struct {
-		Tag   string `db:"biz_tag"`
-		MaxID int64  `db:"max_id"`
-	}
-	for _, i := range srcs {
-		from := s.dbs[i]
-		var some []struct {
-			Tag   string `db:"biz_tag"`
-			MaxID int64  `db:"max_id"`
-		}
-		if err := from.d.x.SelectContext(ctx, &some, from.d.q(slotRowsSQL), k); err != nil {
-			return from.d.wrap(err, fmt.Sprintf("read slot %d's counters in store.shards[%d]", k, i))
-		}
-		counters = append(counters, some...)
-	}
-	dst := s.dbs[to]
-	err := dst.d.write(ctx, func(ctx context.Context) error {
-		tx, err := dst.d.x.BeginTxx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		for _, c := range counters {
-			res, err := tx.ExecContext(ctx, dst.d.q(fmt.Sprintf(slotRaiseSQL, dst.d.dialect.greatest)), c.MaxID, c.Tag, k)
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n == 0 {
-				if _, err := tx.ExecContext(ctx, dst.d.q(slotRowInsertSQL), c.Tag, k, c.MaxID); err != nil {
-					return err
-				}
-			}
-		}
-		if err := ensureSlot(ctx, dst.d, tx, k, slotActive); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, dst.d.q(slotSetStateSQL), slotActive, k); err != nil {
-			return err
-		}
-		return tx.Commit()
-	})
-	if err != nil {
-		return dst.d.wrap(err, fmt.Sprintf("activate slot %d in store.shards[%d]", k, to))
-	}
-	if err := after(MoveActivated); err != nil {
-		return err
-	}
-	for _, i := range srcs {
-		from := s.dbs[i]
-		if _, err := from.d.x.ExecContext(ctx, from.d.q(slotSetStateSQL), slotGone, k); err != nil {
-			return from.d.wrap(err, fmt.Sprintf("mark slot %d gone in store.shards[%d]", k, i))
-		}
-	}
-	if err := after(MoveGone); err != nil {
-		return err
-	}
-	s.log.Info("store: slot moved", "slot", k, "from", srcs, "to", to, "tags", len(counters))
-	_, err = s.readOwners(ctx)
-	return err
-}
-
-// ---------------------------------------------------------------------------
-// Status
-
-// ShardStatus is one database of store.shards as Status sees it.
-type ShardStatus struct {
-	Index   int
-	Address string
-	// Err is why the database could not be read; the rest is then empty.
-	Err error
-	// Deployment, Slots and Count are its record (empty before
-	// initialisation).
-	Deployment  string
-	Slots       int64
-	Count       int
-	Active      []int64 // slots served here
-	Leaving     []int64 // slots of an interrupted move: served nowhere until it is run again
-	Initialised bool
-}
-
-// Status reads every database's record and slots.
-func (s *Sharded) Status(ctx context.Context) []ShardStatus {
-	out := make([]ShardStatus, len(s.dbs))
-	for i, d := range s.dbs {
-		st := ShardStatus{Index: i, Address: d.Address().Name}
-		m, ok, err := d.readMeta(ctx)
-		if err != nil {
-			st.Err = err
-			out[i] = st
-			continue
-		}
-		if ok {
-			st.Deployment, st.Slots, st.Count, st.Initialised = m.Deployment, m.Slots, m.Count, m.State == shardReady
-		}
-		var rows []struct {
-			Slot  int64  `db:"slot"`
-			State string `db:"state"`
-		}
-		if err := d.d.x.SelectContext(ctx, &rows, d.d.q(slotStatesSQL)); err != nil {
-			st.Err = d.d.wrap(err, "read leafd_slot")
-		}
-		for _, r := range rows {
-			switch r.State {
-			case slotActive:
-				st.Active = append(st.Active, r.Slot)
-			case slotLeaving:
-				st.Leaving = append(st.Leaving, r.Slot)
-			}
-		}
-		out[i] = st
-	}
-	return out
-}
-
-// CheckNotShard returns an error wrapping ErrShardMismatch when s, a store
+// CheckNotShard returns an error wrapping ErrMismatch when s, a store
 // of one database, is pointed at a database of store.shards: serving from
 // leaf_alloc there would hand out again the IDs its slots hand out. A
 // database without a record, or without the sharding tables, passes; one
 // that does not answer is the error of the read, which says nothing of it.
-func CheckNotShard(ctx context.Context, s Store) error {
-	e, ok := s.(engineStore)
+func CheckNotShard(ctx context.Context, s store.Store) error {
+	d, ok := s.(store.Node)
 	if !ok {
 		return nil // a sharded store: Verify checks its records
 	}
 	var m shardMeta
-	d := e.sqlDB()
-	err := d.x.GetContext(ctx, &m, d.q(shardPlaceSQL))
+	err := d.DB().GetContext(ctx, &m, d.DB().Rebind(shardPlaceSQL))
 	switch {
-	case errors.Is(err, sql.ErrNoRows), MissingTable(err):
+	case errors.Is(err, sql.ErrNoRows), store.MissingTable(err):
 		return nil
 	case err != nil:
-		return d.wrap(err, "read leafd_shard")
+		return d.Wrap(err, "read leafd_shard")
 	}
 	return mismatch("the database is store.shards[%d] of a deployment of %d databases (%s): serving it alone would hand out its slots' IDs again; "+
 		"set store.shards to the deployment's databases", m.Index, m.Count, m.Deployment)

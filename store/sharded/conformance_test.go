@@ -1,4 +1,4 @@
-package store_test
+package sharded_test
 
 import (
 	"path/filepath"
@@ -8,7 +8,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
-	"github.com/leafd/leafd/store"
+	"github.com/leafd/leafd/store/sharded"
 	"github.com/leafd/leafd/store/storetest"
 )
 
@@ -36,14 +36,14 @@ func TestShardedConformance(t *testing.T) {
 				raws[i], gone[i] = e.raw(t, dsn), e.unreachable(dsn)
 			}
 			open := func(dsns []string) (storetest.Store, error) {
-				return store.OpenSharded(driver, dsns, store.ShardOptions{Slots: conformanceSlots, Logger: quiet})
+				return sharded.Open(driver, dsns, sharded.Options{Slots: conformanceSlots, Logger: quiet})
 			}
 			return &storetest.Database{
 				Open:            func() (storetest.Store, error) { return open(dsns) },
 				OpenUnreachable: func() (storetest.Store, error) { return open(gone) },
 				Raw:             raws[0],
 				LeafTable:       e.leafTable,
-				AfterLayoutRead: store.AfterLayoutRead,
+				AfterLayoutRead: sharded.AfterLayoutRead,
 				// Migrate takes the first database's lock first.
 				HoldMigrateLock: e.holdMigrateLock(raws[0], dsns[0]),
 				Shards:          &storetest.Shards{Raw: raws, Slots: conformanceSlots},

@@ -1,4 +1,4 @@
-package store_test
+package sharded_test
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store"
+	"github.com/leafd/leafd/store/sharded"
 )
 
 // shardSlots is S in these tests.
@@ -49,9 +50,9 @@ func shardDSNs(t *testing.T, driver string, n int) []string {
 
 // openSharded opens a sharded store, as one server would, closed at the
 // end of the test.
-func openSharded(t *testing.T, driver string, dsns []string, slots int) *store.Sharded {
+func openSharded(t *testing.T, driver string, dsns []string, slots int) *sharded.Store {
 	t.Helper()
-	s, err := store.OpenSharded(driver, dsns, store.ShardOptions{Slots: slots, Logger: quiet})
+	s, err := sharded.Open(driver, dsns, sharded.Options{Slots: slots, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestShardedNoDuplicates(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		servers := make([]*store.Sharded, 3)
+		servers := make([]*sharded.Store, 3)
 		var wg sync.WaitGroup
 		errs := make([]error, len(servers))
 		for i := range servers {
@@ -128,7 +129,7 @@ func TestShardedNoDuplicates(t *testing.T) {
 				defer wg.Done()
 				// As bootstrap does: again until it passes.
 				for range 20 {
-					if errs[i] = servers[i].Migrate(ctx); errs[i] == nil || errors.Is(errs[i], store.ErrShardMismatch) {
+					if errs[i] = servers[i].Migrate(ctx); errs[i] == nil || errors.Is(errs[i], sharded.ErrMismatch) {
 						return
 					}
 				}
@@ -292,7 +293,7 @@ func TestShardedMoveSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 		var ledger idLedger
-		load := func(s *store.Sharded, who string, n int) {
+		load := func(s *sharded.Store, who string, n int) {
 			for range n {
 				al, err := s.Allocate(ctx, "t", 10)
 				if err != nil {
@@ -306,12 +307,12 @@ func TestShardedMoveSlot(t *testing.T) {
 
 		const slot = 0 // in store.shards[0] after initialisation
 		crash := errors.New("crash injected")
-		for _, step := range []store.MoveStep{store.MoveLeaving, store.MoveActivated, store.MoveGone} {
+		for _, step := range []sharded.MoveStep{sharded.MoveLeaving, sharded.MoveActivated, sharded.MoveGone} {
 			to := 2
-			if step == store.MoveActivated {
+			if step == sharded.MoveActivated {
 				to = 1
 			}
-			err := a.MoveSlot(ctx, slot, to, func(s store.MoveStep) error {
+			err := a.MoveSlot(ctx, slot, to, func(s sharded.MoveStep) error {
 				if s == step {
 					return crash
 				}
@@ -382,7 +383,7 @@ func TestShardedMismatch(t *testing.T) {
 			s := openSharded(t, "sqlite", c.dsns, c.slots)
 			for _, f := range []func(context.Context) error{s.Verify, s.Migrate} {
 				err := f(ctx)
-				if !errors.Is(err, store.ErrShardMismatch) || !strings.Contains(err.Error(), c.want) {
+				if !errors.Is(err, sharded.ErrMismatch) || !strings.Contains(err.Error(), c.want) {
 					t.Fatalf("%v; want a mismatch saying %q", err, c.want)
 				}
 			}
@@ -391,7 +392,7 @@ func TestShardedMismatch(t *testing.T) {
 	t.Run("Emptied", func(t *testing.T) {
 		fresh := shardDSNs(t, "sqlite", 1)
 		s := openSharded(t, "sqlite", []string{dsns[0], fresh[0], dsns[2]}, shardSlots)
-		if err := s.Migrate(ctx); !errors.Is(err, store.ErrShardMismatch) || !strings.Contains(err.Error(), "not the database that was there") {
+		if err := s.Migrate(ctx); !errors.Is(err, sharded.ErrMismatch) || !strings.Contains(err.Error(), "not the database that was there") {
 			t.Fatalf("Migrate with an emptied database: %v", err)
 		}
 	})
@@ -476,7 +477,7 @@ func TestShardedMoveSlotMismatch(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := openSharded(t, "sqlite", c.dsns, shardSlots)
 			err := s.MoveSlot(ctx, 0, len(c.dsns)-1, nil)
-			if !errors.Is(err, store.ErrShardMismatch) || !strings.Contains(err.Error(), c.want) {
+			if !errors.Is(err, sharded.ErrMismatch) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("%v; want a mismatch saying %q", err, c.want)
 			}
 			if st := openSharded(t, "sqlite", dsns, shardSlots).Status(ctx)[0]; !slices.Contains(st.Active, 0) {
@@ -573,13 +574,13 @@ func TestCheckNotShard(t *testing.T) {
 	if err := plain.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.CheckNotShard(ctx, plain); err != nil {
+	if err := sharded.CheckNotShard(ctx, plain); err != nil {
 		t.Fatalf("a database that is no shard: %v", err)
 	}
 	if err := openSharded(t, "sqlite", dsns, shardSlots).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.CheckNotShard(ctx, plain); !errors.Is(err, store.ErrShardMismatch) || !strings.Contains(err.Error(), "store.shards[1]") {
+	if err := sharded.CheckNotShard(ctx, plain); !errors.Is(err, sharded.ErrMismatch) || !strings.Contains(err.Error(), "store.shards[1]") {
 		t.Fatalf("a database of store.shards served alone: %v", err)
 	}
 }
@@ -625,9 +626,9 @@ type initStepper struct {
 	over bool
 }
 
-func startStepped(s *store.Sharded) *initStepper {
+func startStepped(s *sharded.Store) *initStepper {
 	st := &initStepper{at: make(chan int), next: make(chan struct{}), done: make(chan error, 1)}
-	store.SetBeforeClaim(s, func(int) { st.at <- 0; <-st.next })
+	sharded.SetBeforeClaim(s, func(int) { st.at <- 0; <-st.next })
 	go func() { st.done <- s.Migrate(context.Background()) }()
 	return st
 }
@@ -710,7 +711,7 @@ func TestShardedInitialiseDifferentLists(t *testing.T) {
 							t.Fatal(err)
 						}
 					}
-					servers := [2]*store.Sharded{openSharded(t, driver, pick(lists[0]), shardSlots), openSharded(t, driver, pick(lists[1]), shardSlots)}
+					servers := [2]*sharded.Store{openSharded(t, driver, pick(lists[0]), shardSlots), openSharded(t, driver, pick(lists[1]), shardSlots)}
 					// Both past their checks of the databases, before their
 					// first write: at the same time.
 					lead, other := startStepped(servers[o.first]), startStepped(servers[1-o.first])
@@ -734,7 +735,7 @@ func TestShardedInitialiseDifferentLists(t *testing.T) {
 						switch {
 						case err == nil:
 							ok++
-						case !errors.Is(err, store.ErrShardMismatch):
+						case !errors.Is(err, sharded.ErrMismatch):
 							t.Fatalf("server %d: %v; want a mismatch or success", i, err)
 						}
 					}
@@ -802,11 +803,11 @@ func TestShardedRefusedInitialisationCleared(t *testing.T) {
 	if err := winner.finish(t); err != nil {
 		t.Fatal(err)
 	}
-	if err := loser.finish(t); !errors.Is(err, store.ErrShardMismatch) {
+	if err := loser.finish(t); !errors.Is(err, sharded.ErrMismatch) {
 		t.Fatalf("the second initialisation: %v, want a mismatch", err)
 	}
 	grown := []string{dsns[0], dsns[1], dsns[2]}
-	if err := openSharded(t, "sqlite", grown, shardSlots).Migrate(ctx); !errors.Is(err, store.ErrShardMismatch) {
+	if err := openSharded(t, "sqlite", grown, shardSlots).Migrate(ctx); !errors.Is(err, sharded.ErrMismatch) {
 		t.Fatalf("growing the deployment by the database the loser wrote: %v, want a mismatch", err)
 	}
 	// The runbook's checks: its id is not in the deployment's list, and
@@ -869,7 +870,7 @@ func TestShardedDatabaseHung(t *testing.T) {
 			dsns := shardDSNs(t, driver, 3)
 			var proxy *faultproxy.Proxy
 			dsns[0], proxy = proxied(t, driver, dsns[0]) // the first, which every other loop asks first
-			s, err := store.OpenSharded(driver, dsns, store.ShardOptions{Slots: shardSlots, Logger: quiet, AttemptTimeout: waitTimeout / 2})
+			s, err := sharded.Open(driver, dsns, sharded.Options{Slots: shardSlots, Logger: quiet, AttemptTimeout: waitTimeout / 2})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -954,7 +955,7 @@ func TestShardedTagReadsDatabaseHung(t *testing.T) {
 			dsns := shardDSNs(t, driver, 3)
 			var proxy *faultproxy.Proxy
 			dsns[0], proxy = proxied(t, driver, dsns[0])
-			s, err := store.OpenSharded(driver, dsns, store.ShardOptions{Slots: shardSlots, Logger: quiet, AttemptTimeout: attempt})
+			s, err := sharded.Open(driver, dsns, sharded.Options{Slots: shardSlots, Logger: quiet, AttemptTimeout: attempt})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1084,7 +1085,7 @@ func TestShardedMembersFilledIn(t *testing.T) {
 	exec(dsns[1], "DELETE FROM leafd_database")
 	exec(dsns[1], "INSERT INTO leafd_database (id, uid) VALUES (1, 'another')")
 	err := openSharded(t, "sqlite", dsns, shardSlots).Verify(ctx)
-	if !errors.Is(err, store.ErrShardMismatch) || !strings.Contains(err.Error(), "store.shards[1] is not the database the deployment recorded") {
+	if !errors.Is(err, sharded.ErrMismatch) || !strings.Contains(err.Error(), "store.shards[1] is not the database the deployment recorded") {
 		t.Fatalf("Verify with another database at place 1: %v", err)
 	}
 }
@@ -1290,7 +1291,7 @@ func TestShardedMoveSlotElsewhere(t *testing.T) {
 			t.Fatal(err)
 		}
 		var ledger idLedger
-		load := func(s *store.Sharded, who string, n int) {
+		load := func(s *sharded.Store, who string, n int) {
 			t.Helper()
 			for range n {
 				al, err := s.AllocateAnyOrder(ctx, "t", 10)
@@ -1303,8 +1304,8 @@ func TestShardedMoveSlotElsewhere(t *testing.T) {
 		load(a, "a", 3*shardSlots)
 		const slot = 2 // in store.shards[2] after initialisation
 		crash := errors.New("crash injected")
-		err := a.MoveSlot(ctx, slot, 1, func(s store.MoveStep) error {
-			if s == store.MoveActivated {
+		err := a.MoveSlot(ctx, slot, 1, func(s sharded.MoveStep) error {
+			if s == sharded.MoveActivated {
 				return crash
 			}
 			return nil
@@ -1326,8 +1327,8 @@ func TestShardedMoveSlotElsewhere(t *testing.T) {
 
 		// A move stopped before its target was activated, run back to the
 		// database it left: active there again.
-		err = a.MoveSlot(ctx, 1, 2, func(s store.MoveStep) error {
-			if s == store.MoveLeaving {
+		err = a.MoveSlot(ctx, 1, 2, func(s sharded.MoveStep) error {
+			if s == sharded.MoveLeaving {
 				return crash
 			}
 			return nil

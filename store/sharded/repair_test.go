@@ -1,4 +1,4 @@
-package store_test
+package sharded_test
 
 import (
 	"context"

@@ -1,0 +1,16 @@
+package sharded
+
+import "github.com/leafd/leafd/store"
+
+// AfterLayoutRead is store.AfterLayoutRead, on a sharded store the claims
+// of its first database, where its worker ids are leased.
+func AfterLayoutRead(s store.Store, f func()) {
+	if sh, ok := s.(*Store); ok {
+		s = sh.dbs[0].Node
+	}
+	store.AfterLayoutRead(s, f)
+}
+
+// SetBeforeClaim makes s call f before each database's step of an
+// initialisation, for tests that stop two initialisations between steps.
+func SetBeforeClaim(s *Store, f func(db int)) { s.beforeClaim = f }

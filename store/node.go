@@ -20,13 +20,14 @@ const MaxShardSlots = 1024
 
 // A Node is one database as the sharded store (store/sharded) drives it:
 // the engine's Store, and what its own SQL needs to run as the engine's
-// does. Every engine's store is one.
+// does. Every engine's store is one; nothing but store/sharded needs it.
 type Node interface {
 	Store
 	DB() *sqlx.DB // the pool; its Rebind writes '?' in the engine's placeholders
 	// WriteTx runs f in a writing transaction, committed when f returns
 	// nil, again while the database aborts it for a retry or f returns an
-	// error of Retry.
+	// error of Retry: f may run several times and must start afresh each
+	// time. It never moves to a fallback address.
 	WriteTx(ctx context.Context, f func(context.Context, *sqlx.Tx) error) error
 	Wrap(err error, op string) error // err with the code its class calls for
 	Duplicate(err error) bool        // an INSERT that hit the primary key

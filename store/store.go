@@ -97,7 +97,7 @@ type db struct {
 	// beforeCommit, when set (by tests of this package only), runs between
 	// the SELECT and the COMMIT of Allocate.
 	beforeCommit func(context.Context, *sqlx.Tx) error
-	// afterLayoutRead, when set (by tests only, export_test.go), runs in a
+	// afterLayoutRead, when set (by tests only, AfterLayoutRead), runs in a
 	// worker id's claim after it read the recorded layout and before it
 	// writes, so that a test can hold a claim there.
 	afterLayoutRead func()
@@ -618,8 +618,7 @@ func unknownTagNear(ctx context.Context, q queryer, name string) error {
 
 // write runs one writing transaction, retrying it while the database aborts
 // it for a retry, at most maxAttempts times in all (or for the dialect's
-// retryFor), with
-// jittered backoff between attempts. It gives up early when ctx ends and
+// retryFor), with jittered backoff between attempts. It gives up early when ctx ends and
 // then returns the last error.
 func (s *db) write(ctx context.Context, tx func(context.Context) error) error {
 	return s.writeWith(ctx, false, tx)
@@ -722,7 +721,7 @@ func (e *retriedOut) Unwrap() error { return e.err }
 // A verdict is what leafd makes of a database error: its class, and for
 // the classes reported as store_unavailable, the message for the client in
 // two halves: what went wrong, and what to do about it. The two are kept
-// apart so that wrap can say how often a transaction was retried between
+// apart so that Wrap can say how often a transaction was retried between
 // them. Neither ever holds the DSN: only what the driver, the network or
 // the database said (a user name and host, an address, a database name).
 type verdict struct {

@@ -112,8 +112,9 @@ type Options struct {
 
 // Store is a store over several independent databases of one engine, made
 // by Open. Its segment methods spread tags over the databases' slots;
-// snowflake worker id leases live in the first database. It is safe for
-// concurrent use.
+// snowflake worker id leases and the access tokens live in the first
+// database, whose RenewWorker, ReleaseWorker, CreateToken, ListTokens and
+// RevokeToken it serves. It is safe for concurrent use.
 type Store struct {
 	firstDB // store.shards[0]
 	driver  string
@@ -1548,9 +1549,15 @@ type firstDB interface {
 // database without a record, or without the sharding tables, passes; one
 // that does not answer is the error of the read, which says nothing of it.
 func CheckNotShard(ctx context.Context, s store.Store) error {
-	d, ok := s.(store.Node)
-	if !ok {
-		return nil // a sharded store: Verify checks its records
+	var d store.Node
+	switch st := s.(type) {
+	case *Store:
+		return nil // Verify checks its records
+	case store.Node:
+		d = st
+	default:
+		// Fail closed: a store this cannot look into may be a shard.
+		return fmt.Errorf("sharded: cannot tell whether a %T is pointed at a database of store.shards", s)
 	}
 	var m shardMeta
 	err := d.DB().GetContext(ctx, &m, d.DB().Rebind(shardPlaceSQL))

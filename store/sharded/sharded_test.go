@@ -583,6 +583,12 @@ func TestCheckNotShard(t *testing.T) {
 	if err := sharded.CheckNotShard(ctx, plain); !errors.Is(err, sharded.ErrMismatch) || !strings.Contains(err.Error(), "store.shards[1]") {
 		t.Fatalf("a database of store.shards served alone: %v", err)
 	}
+	// A store it cannot look into (here one wrapped, as a decorator would)
+	// fails closed: it may be that shard.
+	wrapped := struct{ store.Store }{plain}
+	if err := sharded.CheckNotShard(ctx, wrapped); err == nil || !strings.Contains(err.Error(), "cannot tell") {
+		t.Fatalf("a wrapped store of a shard passed: %v", err)
+	}
 }
 
 // An opaque tag of the database sharding starts from keeps its format in

@@ -81,11 +81,11 @@ func openScaleStore(b *testing.B, driver string, n int) storetest.Store {
 	case "sqlite":
 		dsn = testdb.SQLite(b)
 		rawDSN = dsn + "?_pragma=busy_timeout(10000)"
-		s, err = store.OpenSQLite(dsn)
+		s, err = store.Open("sqlite", dsn)
 	case "mysql":
 		dsn = testdb.MySQL(b)
 		rawDSN = dsn
-		s, err = store.OpenMySQL(dsn)
+		s, err = store.Open("mysql", dsn)
 	}
 	if err != nil {
 		b.Fatal(err)

@@ -38,6 +38,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
 	_ "modernc.org/sqlite" // the "sqlite" driver of SQL
+
+	_ "github.com/leafd/leafd/store/all" // the engines a test may open
 )
 
 // engines are how a test gets a database of each engine of store.Drivers:

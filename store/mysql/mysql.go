@@ -11,7 +11,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/url"
 	"strconv"
@@ -60,16 +59,16 @@ const nowMs = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-func init() { engine.Register(&Dialect) }
+func init() { engine.Register(&dialect) }
 
-// Dialect is the MySQL family's: MySQL 5.7+/8.x, MariaDB 10.5+, Galera and
+// dialect is the MySQL family's: MySQL 5.7+/8.x, MariaDB 10.5+, Galera and
 // the engines that speak the same SQL, through
 // github.com/go-sql-driver/mysql. Its DSN is the driver's
 // (user:password@tcp(host:3306)/dbname?param=value). Whatever the DSN says,
 // times are read as UTC (parseTime=true, loc=UTC) and the session time
 // zone is UTC, so that update_time means the same on every server; a DSN
 // without timeout= gets a dial timeout of 5 seconds.
-var Dialect = engine.Dialect{
+var dialect = engine.Dialect{
 	Driver:      "mysql",
 	Title:       "MySQL",
 	Example:     "user:password@tcp(host:3306)/leaf?parseTime=true",
@@ -93,7 +92,7 @@ var Dialect = engine.Dialect{
 	},
 	WriteError:  descriptionCharset,
 	Goose:       goose.DialectMySQL,
-	Migrations:  sub(migrationFiles, "migrations"),
+	Migrations:  engine.Sub(migrationFiles, "migrations"),
 	Migrate:     migrate,
 	NowMs:       nowMs,
 	LockSuffix:  " FOR UPDATE",
@@ -107,14 +106,6 @@ var Dialect = engine.Dialect{
 		Raise:  `UPDATE leafd_tag_highwater SET max_id = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?`,
 		Copy:   `INSERT INTO leafd_tag_highwater (biz_tag, max_id) VALUES (?, ?) ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, ?)`,
 	},
-}
-
-func sub(f fs.FS, dir string) fs.FS {
-	s, err := fs.Sub(f, dir)
-	if err != nil {
-		panic(err) // dir is a constant that go:embed has already checked
-	}
-	return s
 }
 
 // claims reports whether dsn is written for MySQL: a mysql:// URL, or

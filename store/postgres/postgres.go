@@ -11,7 +11,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/url"
 	"strconv"
@@ -58,14 +57,14 @@ const (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-func init() { engine.Register(&Dialect) }
+func init() { engine.Register(&dialect) }
 
-// Dialect is PostgreSQL's. Its DSN is a URL
+// dialect is PostgreSQL's. Its DSN is a URL
 // (postgres://user:password@host:5432/dbname?sslmode=disable) or key=value
 // pairs (host=… dbname=…), as pgx reads them. Whatever the DSN says, the
 // session time zone is UTC; it gets a lock_timeout of 5 s and a
 // connect_timeout of 5 s unless it sets them.
-var Dialect = engine.Dialect{
+var dialect = engine.Dialect{
 	Driver:      "postgres",
 	Title:       "PostgreSQL",
 	Example:     "postgres://user:password@host:5432/leaf",
@@ -89,7 +88,7 @@ var Dialect = engine.Dialect{
 		return errors.As(err, &pe) && pe.Code == "42P01" // undefined_table
 	},
 	Goose:      goose.DialectPostgres,
-	Migrations: sub(migrationFiles, "migrations"),
+	Migrations: engine.Sub(migrationFiles, "migrations"),
 	Migrate:    migrate,
 	// clock_timestamp() is the time now; now() would be the time the
 	// transaction began.
@@ -100,14 +99,6 @@ var Dialect = engine.Dialect{
 	// PostgreSQL takes no gap locks, so claims that both find worker id n
 	// free would otherwise both insert it. Released at COMMIT or ROLLBACK.
 	ClaimLock: fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", pgClaimLock),
-}
-
-func sub(f fs.FS, dir string) fs.FS {
-	s, err := fs.Sub(f, dir)
-	if err != nil {
-		panic(err) // dir is a constant that go:embed has already checked
-	}
-	return s
 }
 
 // isURL reports whether dsn is a postgres:// or postgresql:// URL,

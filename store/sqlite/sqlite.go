@@ -10,7 +10,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 	"net/url"
@@ -62,10 +61,10 @@ func init() {
 	// modernc.org/sqlite registers itself as "sqlite", a name sqlx does not
 	// know; it binds with '?' like sqlite3.
 	sqlx.BindDriver("sqlite", sqlx.QUESTION)
-	engine.Register(&Dialect)
+	engine.Register(&dialect)
 }
 
-// Dialect is SQLite's: the default engine, so that leafd runs on a fresh
+// dialect is SQLite's: the default engine, so that leafd runs on a fresh
 // machine with nothing installed. Its DSN is a path (data/leafd.db) or a
 // file: URI (file:data/leafd.db?_pragma=...); opening creates the file's
 // directory but does not open the file yet. The DSN's own parameters are
@@ -79,7 +78,7 @@ func init() {
 // would lose every max_id at exit and hand the same IDs out again), or has
 // parameters that do not parse or that make sharing the file unsafe
 // (checkParams).
-var Dialect = engine.Dialect{
+var dialect = engine.Dialect{
 	Driver:      "sqlite",
 	Title:       "SQLite",
 	Example:     "file:data/leafd.db",
@@ -101,20 +100,12 @@ var Dialect = engine.Dialect{
 		return errors.As(err, &se) && strings.Contains(se.Error(), "no such table")
 	},
 	Goose:      goose.DialectSQLite3,
-	Migrations: sub(migrationFiles, "migrations"),
+	Migrations: engine.Sub(migrationFiles, "migrations"),
 	Migrate:    migrate,
 	OneWriter:  true,
 	RetryFor:   busyBudget,
 	NowMs:      "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
 	Greatest:   "MAX",
-}
-
-func sub(f fs.FS, dir string) fs.FS {
-	s, err := fs.Sub(f, dir)
-	if err != nil {
-		panic(err) // dir is a constant that go:embed has already checked
-	}
-	return s
 }
 
 // connect parses dsn, creates the file's directory, and returns the

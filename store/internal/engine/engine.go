@@ -157,3 +157,13 @@ func Names() []string {
 	slices.Sort(names)
 	return names
 }
+
+// Sub returns the directory dir of files, for an engine's embedded
+// migrations, rooted as goose expects.
+func Sub(files fs.FS, dir string) fs.FS {
+	f, err := fs.Sub(files, dir)
+	if err != nil {
+		panic(err) // dir is a constant that go:embed has already checked
+	}
+	return f
+}

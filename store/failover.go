@@ -54,7 +54,6 @@ func openCluster(d *engine.Dialect, dsn string, o options) (c driver.Connector, 
 		addrs = append(addrs, a)
 	}
 	cluster = newFailover(addrs, d.Probe, o.log)
-	cluster.dialTimeout = d.DialTimeout
 	return cluster, cluster, first.Name, nil
 }
 
@@ -71,12 +70,10 @@ func openCluster(d *engine.Dialect, dsn string, o options) (c driver.Connector, 
 type failover struct {
 	addrs []engine.Address
 	// probe returns nil when the node of a new connection accepts writes:
-	// the engine's own question (its dialect's Probe). dialTimeout is the
-	// engine's default dial timeout.
-	probe       func(context.Context, driver.QueryerContext) error
-	dialTimeout time.Duration
-	log         *slog.Logger
-	retryFirst  time.Duration
+	// the engine's own question (its dialect's Probe).
+	probe      func(context.Context, driver.QueryerContext) error
+	log        *slog.Logger
+	retryFirst time.Duration
 
 	gen atomic.Uint64 // bumped by every move and every refusal
 
@@ -225,7 +222,7 @@ func (f *failover) retryFirstLoop() {
 		if cur == 0 {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(f.ctx, f.dialTimeout+probeTimeout)
+		ctx, cancel := context.WithTimeout(f.ctx, engine.DialTimeout+probeTimeout)
 		conn, err := f.open(ctx, 0)
 		cancel()
 		if err != nil {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/leafd/leafd/store/internal/engine"
 )
 
 // mysqlErr is the error a MySQL-family server answers with.
@@ -41,7 +43,7 @@ func TestRows(t *testing.T) {
 		t.Errorf("1049 worded %+v", v)
 	}
 	v = classify(mysqlErr(1040, "08004", "Too many connections"))
-	if !strings.Contains(v.Hint, fmt.Sprintf("at most %d", maxOpen)) || strings.Contains(v.Hint+v.Cause, "{") {
+	if !strings.Contains(v.Hint, fmt.Sprintf("at most %d", engine.ServerPool.MaxOpen)) || strings.Contains(v.Hint+v.Cause, "{") {
 		t.Errorf("1040 worded %+v", v)
 	}
 }

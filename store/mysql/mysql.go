@@ -25,18 +25,7 @@ import (
 	"github.com/leafd/leafd/store/internal/engine"
 )
 
-// Pool settings: enough connections for the allocator's loads and the
-// admin routes, recycled often enough that a failover or a proxy that
-// drops idle connections is noticed.
 const (
-	maxOpen     = 16
-	maxIdle     = 4
-	maxLifetime = 5 * time.Minute
-	maxIdleTime = time.Minute
-	// dialTimeout applies when the DSN sets no timeout=: a database that
-	// cannot be reached should fail a request in seconds, not after the
-	// operating system's TCP timeout.
-	dialTimeout = 5 * time.Second
 	// lockWaitSeconds is the session's innodb_lock_wait_timeout when the
 	// DSN sets none (the server's default is 50 s).
 	lockWaitParam   = "innodb_lock_wait_timeout"
@@ -69,19 +58,18 @@ func init() { engine.Register(&dialect) }
 // zone is UTC, so that update_time means the same on every server; a DSN
 // without timeout= gets a dial timeout of 5 seconds.
 var dialect = engine.Dialect{
-	Driver:      "mysql",
-	Title:       "MySQL",
-	Example:     "user:password@tcp(host:3306)/leaf?parseTime=true",
-	Claims:      claims,
-	Check:       func(dsn string) error { _, err := connect(dsn); return err },
-	Connect:     connect,
-	Mask:        mask,
-	Probe:       probe,
-	DialTimeout: dialTimeout,
-	Bind:        "mysql",
-	Pool:        engine.Pool{MaxOpen: maxOpen, MaxIdle: maxIdle, MaxLifetime: maxLifetime, MaxIdleTime: maxIdleTime},
-	Rows:        rows,
-	Classify:    classify,
+	Driver:   "mysql",
+	Title:    "MySQL",
+	Example:  "user:password@tcp(host:3306)/leaf?parseTime=true",
+	Claims:   claims,
+	Check:    func(dsn string) error { _, err := connect(dsn); return err },
+	Connect:  connect,
+	Mask:     mask,
+	Probe:    probe,
+	Bind:     "mysql",
+	Pool:     engine.ServerPool,
+	Rows:     rows,
+	Classify: classify,
 	Refused: func(err error) bool {
 		var me *mysql.MySQLError
 		return errors.As(err, &me)
@@ -181,7 +169,7 @@ func connect(dsn string) (engine.Address, error) {
 	// Allocate asks, even if a row were ever rewritten with its own value.
 	cfg.ClientFoundRows = true
 	if cfg.Timeout == 0 {
-		cfg.Timeout = dialTimeout
+		cfg.Timeout = engine.DialTimeout
 	}
 	// Statements go as text with their arguments quoted in by the driver
 	// (numbers, validated tags, and descriptions escaped for the
@@ -546,7 +534,7 @@ func classify(err error) engine.Verdict {
 	if !errors.As(err, &me) {
 		return engine.Verdict{Class: engine.ClassOther}
 	}
-	return rule(me).Verdict(me.Message, quoted(me.Message), quoteIdent(quoted(me.Message)), maxOpen)
+	return rule(me).Verdict(me.Message, quoted(me.Message), quoteIdent(quoted(me.Message)), engine.ServerPool.MaxOpen)
 }
 
 // rule returns the row of the error table for me, or nil.

@@ -25,22 +25,11 @@ import (
 	"github.com/leafd/leafd/store/internal/engine"
 )
 
-// Pool settings: enough connections for the allocator's loads and the
-// admin routes, recycled often enough that a failover or a proxy that
-// drops idle connections is noticed.
-const (
-	maxOpen     = 16
-	maxIdle     = 4
-	maxLifetime = 5 * time.Minute
-	maxIdleTime = time.Minute
-	// dialTimeout applies when the DSN sets no connect_timeout.
-	dialTimeout = 5 * time.Second
-	// lockTimeout is the session's lock_timeout when the DSN sets
-	// none (PostgreSQL's default is to wait for ever): a row lock held by
-	// someone else then fails the statement with an error that names the
-	// lock, well inside the allocator's 10 s load timeout.
-	lockTimeout = "5s"
-)
+// lockTimeout is the session's lock_timeout when the DSN sets none
+// (PostgreSQL's default is to wait for ever): a row lock held by someone
+// else then fails the statement with an error that names the lock, well
+// inside the allocator's 10 s load timeout.
+const lockTimeout = "5s"
 
 // pgMigrateLock is the key of the advisory lock that serialises the
 // migrations of servers starting at once on one database: the bytes of
@@ -65,18 +54,17 @@ func init() { engine.Register(&dialect) }
 // session time zone is UTC; it gets a lock_timeout of 5 s and a
 // connect_timeout of 5 s unless it sets them.
 var dialect = engine.Dialect{
-	Driver:      "postgres",
-	Title:       "PostgreSQL",
-	Example:     "postgres://user:password@host:5432/leaf",
-	Claims:      claims,
-	Check:       func(dsn string) error { _, err := parseDSN(dsn); return err },
-	Connect:     connect,
-	Mask:        mask,
-	Probe:       probe,
-	DialTimeout: dialTimeout,
+	Driver:  "postgres",
+	Title:   "PostgreSQL",
+	Example: "postgres://user:password@host:5432/leaf",
+	Claims:  claims,
+	Check:   func(dsn string) error { _, err := parseDSN(dsn); return err },
+	Connect: connect,
+	Mask:    mask,
+	Probe:   probe,
 	// "pgx" is the name sqlx knows for '$1' placeholders.
 	Bind:     "pgx",
-	Pool:     engine.Pool{MaxOpen: maxOpen, MaxIdle: maxIdle, MaxLifetime: maxLifetime, MaxIdleTime: maxIdleTime},
+	Pool:     engine.ServerPool,
 	Rows:     rows,
 	Classify: classify,
 	Refused: func(err error) bool {
@@ -159,7 +147,7 @@ func parseDSN(dsn string) (*pgx.ConnConfig, error) {
 		cfg.RuntimeParams["lock_timeout"] = lockTimeout
 	}
 	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = dialTimeout
+		cfg.ConnectTimeout = engine.DialTimeout
 	}
 	return cfg, nil
 }
@@ -393,7 +381,7 @@ func classify(err error) engine.Verdict {
 		return engine.Verdict{Class: engine.ClassOther}
 	}
 	name := doubleQuoted(pe.Message)
-	return rule(pe.Code, pe.Message).Verdict(pe.Message, name, pgQuoteIdent(name), maxOpen)
+	return rule(pe.Code, pe.Message).Verdict(pe.Message, name, pgQuoteIdent(name), engine.ServerPool.MaxOpen)
 }
 
 // rule returns the row of the error table for SQLSTATE code, or

@@ -41,10 +41,8 @@ type Dialect struct {
 	// store.fallback_dsns.
 	Probe func(ctx context.Context, conn driver.QueryerContext) error
 	// NoFallbacks says why store.fallback_dsns does not apply; "" where it
-	// does. DialTimeout is the engine's dial timeout when the DSN sets
-	// none.
+	// does.
 	NoFallbacks string
-	DialTimeout time.Duration
 	// Bind is the driver name sqlx knows the engine's placeholders by.
 	Bind string
 	Pool Pool
@@ -106,6 +104,17 @@ type Pool struct {
 	MaxOpen, MaxIdle         int
 	MaxLifetime, MaxIdleTime time.Duration
 }
+
+// ServerPool is the pool of an engine reached over the network: enough
+// connections for the allocator's loads and the admin routes, recycled
+// often enough that a failover or a proxy that drops idle connections is
+// noticed.
+var ServerPool = Pool{MaxOpen: 16, MaxIdle: 4, MaxLifetime: 5 * time.Minute, MaxIdleTime: time.Minute}
+
+// DialTimeout is the dial timeout of an engine reached over the network
+// when the DSN sets none: a database that cannot be reached should fail a
+// request in seconds, not after the operating system's TCP timeout.
+const DialTimeout = 5 * time.Second
 
 // Address is one address of a database: its connector and the name it is
 // logged and shown by (host:port, a socket, a file; never the password).

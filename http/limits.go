@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,45 +46,51 @@ const (
 	defaultMaxHeaderBytes = 64 << 10
 )
 
-// limitListener accepts at most n connections at a time. At the cap, Accept
-// first closes the connection that has waited the longest for a request:
-// one idle between requests (a keep-alive connection, which a client may
-// lose at any time and reopens) or one that has not finished its first
-// request since it was accepted (a slowloris; an honest client sends its
-// request at once). It closes only one that has waited at least
-// evictAfter: a connection between two requests of a busy client is not
-// taken from it, which would only send that client to the back of the
-// accept queue. While none qualifies, Accept waits for a connection to
-// close, and new clients wait in the kernel's accept queue (their connect
-// succeeds, their request is read once a slot frees). So idle and
-// trickling connections cannot lock honest clients out, and a client that
-// hogs a slot inside a request (a slow body, an answer it does not read)
-// is cut by the server's timeouts.
-type limitListener struct {
+// connListener is the listener the server accepts every connection
+// through. It accepts at most n connections at a time, and each is a
+// serverConn, whose net/http error answers are rewritten (rawerrors.go).
+//
+// At the cap, Accept first closes the connection that has waited the
+// longest for a request: one idle between requests (a keep-alive
+// connection, which a client may lose at any time and reopens) or one that
+// has not finished its first request since it was accepted (a slowloris; an
+// honest client sends its request at once). It closes only one that has
+// waited at least evictAfter: a connection between two requests of a busy
+// client is not taken from it, which would only send that client to the
+// back of the accept queue. While none qualifies, Accept waits for a
+// connection to close, and new clients wait in the kernel's accept queue
+// (their connect succeeds, their request is read once a slot frees). So
+// idle and trickling connections cannot lock honest clients out, and a
+// client that hogs a slot inside a request (a slow body, an answer it does
+// not read) is cut by the server's timeouts.
+//
+// A request costs the cap nothing but two atomic stores (connState): the
+// set of connections changes at accept and close only, and Accept reads
+// the connections' waiting times when it is at the cap.
+type connListener struct {
 	net.Listener
-	slots chan struct{}
-	done  chan struct{}
-	once  sync.Once
+	maxHeaderBytes int // what a 431's message says
+	slots          chan struct{}
+	done           chan struct{}
+	once           sync.Once
 
-	mu sync.Mutex
-	// waiting are the connections with no request in flight (accepted and
-	// not yet read a request, or idle between requests), since when.
-	waiting map[*limitConn]time.Time
+	mu    sync.Mutex
+	conns map[*serverConn]struct{} // the open connections
 }
 
 // evictAfter is how long a connection must have waited for a request
 // before Accept closes it to make room.
 const evictAfter = 500 * time.Millisecond
 
-// newLimitListener returns ln accepting at most n connections at a time.
-func newLimitListener(ln net.Listener, n int) *limitListener {
-	return &limitListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}),
-		waiting: make(map[*limitConn]time.Time)}
+// newConnListener returns ln accepting at most n connections at a time.
+func newConnListener(ln net.Listener, n, maxHeaderBytes int) *connListener {
+	return &connListener{Listener: ln, maxHeaderBytes: maxHeaderBytes, slots: make(chan struct{}, n),
+		done: make(chan struct{}), conns: make(map[*serverConn]struct{})}
 }
 
 // Accept waits for a free slot, closing a waiting connection to make one,
 // then for a connection.
-func (l *limitListener) Accept() (net.Conn, error) {
+func (l *connListener) Accept() (net.Conn, error) {
 	for acquired := false; !acquired; {
 		select {
 		case l.slots <- struct{}{}:
@@ -109,65 +116,73 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		<-l.slots
 		return nil, err
 	}
-	return &limitConn{Conn: c, l: l}, nil
+	sc := &serverConn{Conn: c, l: l}
+	sc.waiting.Store(time.Now().UnixNano()) // for its first request
+	l.mu.Lock()
+	l.conns[sc] = struct{}{}
+	l.mu.Unlock()
+	return sc, nil
 }
 
 // closeLongestWaiting closes the connection that has waited for a request
 // the longest, if it has waited evictAfter at least.
-func (l *limitListener) closeLongestWaiting() {
-	l.mu.Lock()
+func (l *connListener) closeLongestWaiting() {
 	var (
-		oldest *limitConn
-		since  = time.Now().Add(-evictAfter)
+		oldest *serverConn
+		since  = time.Now().Add(-evictAfter).UnixNano()
 	)
-	for c, t := range l.waiting {
-		if !t.After(since) {
+	l.mu.Lock()
+	for c := range l.conns {
+		if t := c.waiting.Load(); t != 0 && t <= since {
 			oldest, since = c, t
 		}
 	}
-	delete(l.waiting, oldest)
 	l.mu.Unlock()
-	if oldest != nil {
-		_ = oldest.Conn.Close() // net/http's read fails, and it closes the limitConn
+	// Taken off the waiting (unless a request began meanwhile), so that
+	// the next Accept at the cap looks for another.
+	if oldest != nil && oldest.waiting.CompareAndSwap(since, 0) {
+		_ = oldest.Conn.Close() // net/http's read fails, and it closes the serverConn
 	}
 }
 
-// connState is the http.Server's ConnState hook: it keeps the set of
-// connections waiting for a request. net/http reports a connection New
-// until its first request's headers are read, Active from then to the end
-// of the answer, then Idle until the next request's headers are read.
-func (l *limitListener) connState(c net.Conn, state http.ConnState) {
-	lc, ok := c.(*limitConn)
+// connState is the http.Server's ConnState hook: it records since when a
+// connection waits for a request. net/http reports a connection New until
+// its first request's headers are read, Active from then to the end of the
+// answer, then Idle until the next request's headers are read.
+func (l *connListener) connState(c net.Conn, state http.ConnState) {
+	sc, ok := c.(*serverConn)
 	if !ok {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if state == http.StateNew || state == http.StateIdle {
-		l.waiting[lc] = time.Now()
+		sc.waiting.Store(time.Now().UnixNano())
 	} else {
-		delete(l.waiting, lc)
+		sc.waiting.Store(0)
 	}
 }
 
 // Close closes the listener and wakes an Accept waiting for a slot.
-func (l *limitListener) Close() error {
+func (l *connListener) Close() error {
 	l.once.Do(func() { close(l.done) })
 	return l.Listener.Close()
 }
 
-// limitConn gives its slot back once, on the first Close.
-type limitConn struct {
+// serverConn is one accepted connection: it holds a slot of the cap, given
+// back on the first Close, and rewrites net/http's own error answers.
+type serverConn struct {
 	net.Conn
-	l    *limitListener
-	once sync.Once
+	l *connListener
+	// waiting is since when (Unix nanoseconds) the connection has waited
+	// for a request; 0 while a request is in flight.
+	waiting atomic.Int64
+	once    sync.Once
 }
 
-func (c *limitConn) Close() error {
+func (c *serverConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
 		c.l.mu.Lock()
-		delete(c.l.waiting, c)
+		delete(c.l.conns, c)
 		c.l.mu.Unlock()
 		<-c.l.slots
 	})

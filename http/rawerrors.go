@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 
@@ -22,34 +21,21 @@ import (
 // value" and the like, and body repeats it ("Unsupported transfer encoding"
 // for a 501). A handler's answer never has that shape: net/http writes its
 // headers sorted, with a Date, so that Connection comes before Content-Type.
-// rawErrorConn rewrites exactly such a Write into the contract's JSON error
-// shape, with the same status; every other Write passes untouched.
+// serverConn.Write rewrites exactly such a Write into the contract's JSON
+// error shape, with the same status; every other Write passes untouched.
 
 // rawErrorHeaders are the headers of net/http's own error answers.
 const rawErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
-// rawErrorListener wraps the connections it accepts in rawErrorConn.
-type rawErrorListener struct {
-	net.Listener
-	maxHeaderBytes int // what the 431's message says
-}
-
-func (l rawErrorListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+// Write passes p to the connection, unless p is one of net/http's own
+// error answers, which it rewrites. A handler's answer is told apart by its
+// status code alone, at no cost worth measuring: net/http's errors are all
+// 4xx or 5xx, written whole in one Write.
+func (c *serverConn) Write(p []byte) (int, error) {
+	if len(p) < 13 || p[9] < '4' || p[9] > '5' {
+		return c.Conn.Write(p)
 	}
-	return &rawErrorConn{Conn: c, maxHeaderBytes: l.maxHeaderBytes}, nil
-}
-
-// rawErrorConn is a connection whose net/http error answers are rewritten.
-type rawErrorConn struct {
-	net.Conn
-	maxHeaderBytes int
-}
-
-func (c *rawErrorConn) Write(p []byte) (int, error) {
-	b, ok := rewriteRawError(p, c.maxHeaderBytes)
+	b, ok := rewriteRawError(p, c.l.maxHeaderBytes)
 	if !ok {
 		return c.Conn.Write(p)
 	}

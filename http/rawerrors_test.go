@@ -81,13 +81,13 @@ func TestRewriteRawErrorPassesOthers(t *testing.T) {
 	}
 }
 
-// A rawErrorConn passes a Write it does not rewrite to the connection as it
+// A serverConn passes a Write it does not rewrite to the connection as it
 // is, and reports the caller's length for one it rewrites.
-func TestRawErrorConn(t *testing.T) {
+func TestServerConnRewritesRawErrors(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	c := &rawErrorConn{Conn: a, maxHeaderBytes: 1 << 10}
+	c := &serverConn{Conn: a, l: &connListener{maxHeaderBytes: 1 << 10}}
 	got := make(chan string, 2)
 	go func() {
 		buf := make([]byte, 4096)

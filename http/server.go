@@ -282,12 +282,10 @@ func (s *Server) Routes() []Route {
 }
 
 // Serve answers requests on ln until Shutdown, at most MaxConnections at a
-// time (see limitListener), net/http's own error answers in the JSON error
-// shape (rawErrorListener). It returns nil after a Shutdown. Call it once.
+// time, net/http's own error answers in the JSON error shape (see
+// connListener). It returns nil after a Shutdown. Call it once.
 func (s *Server) Serve(ln net.Listener) error {
-	// net/http's own answers to requests it cannot read get the JSON error
-	// shape (rawerrors.go); the limit counts those connections too.
-	ll := newLimitListener(rawErrorListener{Listener: ln, maxHeaderBytes: s.http.MaxHeaderBytes}, s.maxConns)
+	ll := newConnListener(ln, s.maxConns, s.http.MaxHeaderBytes)
 	s.http.ConnState = ll.connState
 	if err := s.http.Serve(ll); !errors.Is(err, http.ErrServerClosed) {
 		return err

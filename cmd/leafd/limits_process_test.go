@@ -68,7 +68,7 @@ type attack struct {
 // How the well-behaved client gets through while the attackers hold more
 // connections than the cap: its two keep-alive connections, opened before
 // the attack, keep their slots. At the cap, the server's listener
-// (limitListener in http/limits.go) closes the connection that has waited
+// (connListener in http/limits.go) closes the connection that has waited
 // the longest for a request, idle between requests or still sending its
 // first request's headers, but only one that has waited 0.5 s: the good
 // client's connections, idle for 10 ms between requests, are not taken,

@@ -298,7 +298,9 @@ func TestSummarizePairsRounds(t *testing.T) {
 		"| `segment` | 800 | 800 | 60.0 µs | 1.500× | 1.364× |  | 0.800× | 0.900× |  |",
 		"| `segment_batch` | 200 | 200,000 | 150.0 µs |  |  | 1.500× |  |  | 0.500× |",
 		"| `baseline_timeouts` | 1,000 | 1,000 | 44.0 µs | 1.100× | 1.000× |  | 1.000× | 1.000× |  |",
-		"baseline_batch answers 1000 IDs of 10 digits (11,000 bytes), baseline_batch_snowflake 1000 of 19 digits (20,000 bytes)",
+		"vs 1000 pre-formatted IDs: baseline_batch answers /segment/bench?count=1000 with 1000 IDs of 10 digits (11,000 bytes); " +
+			"baseline_batch_snowflake answers /snowflake?count=1000 with 1000 IDs of 19 digits (20,000 bytes), each body formatted once " +
+			"at start-up, behind leafd's timeouts; segment_batch → baseline_batch, snowflake_batch → baseline_batch_snowflake.",
 		"segment_batch → baseline_batch, snowflake_batch → baseline_batch_snowflake; each baseline's are to itself",
 	} {
 		if !strings.Contains(md.String(), want) {

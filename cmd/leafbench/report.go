@@ -647,13 +647,31 @@ func (s ScenarioResult) comparisonRow(labels []string, name string) []string {
 	return row
 }
 
-// writeBatchNote says what the batch baselines answer, when one ran.
+// writeBatchNote says what the batch baselines that ran answer, and which
+// scenarios are divided by which.
 func (r *Report) writeBatchNote(w io.Writer) {
-	if !slices.ContainsFunc(r.Scenarios, func(s ScenarioResult) bool { return s.ratioTo(batchLabel) != nil }) {
+	var parts, pairs []string
+	for _, s := range r.Scenarios {
+		b := s.ratioTo(batchLabel)
+		switch {
+		case b == nil:
+		case s.Name == b.Baseline:
+			first, digits := int64(segmentBatchFirst), 10
+			if s.Name == snowBatchBaseline {
+				first, digits = snowflakeBatchFirst, 19
+			}
+			parts = append(parts, fmt.Sprintf("%s answers %s with %d IDs of %d digits (%s bytes)", s.Name, s.Path, batchIDs, digits,
+				count(float64(len(batchBody(first, batchIDs))))))
+		default:
+			pairs = append(pairs, s.Name+" → "+b.Baseline)
+		}
+	}
+	if len(parts) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nvs %s: %s answers %d IDs of 10 digits (%s bytes), %s %d of 19 digits (%s bytes), "+
-		"each body formatted once at start-up, behind leafd's timeouts; segment_batch is divided by the first, snowflake_batch by the second.\n",
-		batchLabel, batchBaseline, batchIDs, count(float64(len(batchBody(segmentBatchFirst, batchIDs)))), snowBatchBaseline, batchIDs,
-		count(float64(len(batchBody(snowflakeBatchFirst, batchIDs)))))
+	fmt.Fprintf(w, "\nvs %s: %s, each body formatted once at start-up, behind leafd's timeouts", batchLabel, strings.Join(parts, "; "))
+	if len(pairs) > 0 {
+		fmt.Fprintf(w, "; %s", strings.Join(pairs, ", "))
+	}
+	fmt.Fprintln(w, ".")
 }

@@ -55,10 +55,10 @@
 // CPU per request are each divided by the same baseline's in the same
 // round, and a ratio is the median of the rounds' ratios. The main table
 // shows the ratios to the first of those baselines that ran; the
-// comparison table shows requests/s, IDs/s, server CPU per request and
-// the ratios to every baseline, a column for each: "vs bare gin", "vs gin
-// with timeouts", "vs 1000 pre-formatted IDs" (the two batch baselines),
-// "vs bare gRPC".
+// comparison table shows requests/s, IDs/s, server CPU per request, and
+// the ratios of server CPU per request and of requests/s to every
+// baseline, a column for each: "vs bare gin", "vs gin with timeouts", "vs
+// 1000 pre-formatted IDs" (the two batch baselines), "vs bare gRPC".
 //
 // Every answer is checked: a status other than 200 (gRPC: OK), a transport
 // error, or an answer that is not the right number of IDs, each from 1 to

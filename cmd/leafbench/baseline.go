@@ -10,50 +10,175 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	leafdhttp "github.com/leafd/leafd/http"
 )
 
 // baselineCommand is the hidden first argument with which leafbench runs
-// itself as the baseline server. It is not in the usage: leafbench starts
-// it, nobody else needs to.
+// itself as an HTTP baseline server (-kind says which). It is not in the
+// usage: leafbench starts it, nobody else needs to.
 const baselineCommand = "__serve-baseline"
 
-// listeningPrefix starts the line with which the baseline server tells its
+// listeningPrefix starts the line with which a baseline server tells its
 // parent where it listens.
 const listeningPrefix = "leafbench baseline listening on "
 
-// baselineBody is the constant the baseline answers: one ID as leafd writes
-// it, with leafd's content type, so that only the work of issuing an ID
-// differs.
+// baselineKind is one of the HTTP baseline servers, each run in a process
+// of its own.
+type baselineKind string
+
+const (
+	// bareServer is the baseline scenario's server: the gin handler behind
+	// a net/http.Server with two settings only (see newBaselineServer).
+	bareServer baselineKind = "bare"
+	// timeoutsServer is baseline_timeouts': the same handler behind an
+	// http.Server with leafd's default limits.
+	timeoutsServer baselineKind = "timeouts"
+	// batchServer is baseline_batch's and baseline_batch_snowflake's:
+	// pre-formatted answers of batchIDs IDs behind leafd's default limits.
+	batchServer baselineKind = "batch"
+)
+
+// baselineKinds are the kinds, in the order leafbench starts them.
+var baselineKinds = []baselineKind{bareServer, timeoutsServer, batchServer}
+
+// baselineBody is the constant the single-ID baselines answer: one ID as
+// leafd writes it, with leafd's content type, so that only the work of
+// issuing an ID differs.
 var baselineBody = []byte("1\n")
 
 const textPlain = "text/plain; charset=utf-8"
 
-// baselineHandler is the whole baseline: gin in release mode, no logger or
-// recovery middleware, one handler that writes a constant. It answers the
-// paths of the ID routes and /readyz, so that its requests are byte for
-// byte those sent to leafd.
+// The batch scenarios' size, and the first IDs of the batch baseline's
+// answers: a segment answer of 1000 IDs of 10 digits from 1,000,000,000
+// (11,000 bytes), a snowflake one of 1000 IDs of 19 digits from a
+// snowflake of the default layout issued in late 2025 (20,000 bytes), as
+// leafd's snowflakes are from then on. leafd's segment IDs in a run are as
+// wide or narrower: a tag that starts at 1 reaches ten digits only after a
+// billion IDs.
+const (
+	batchIDs            = 1000
+	batchQuery          = "?count=1000"
+	segmentBatchFirst   = 1_000_000_000
+	snowflakeBatchFirst = 1_993_720_349_868_498_944
+)
+
+// leafdMaxHeaderBytes is leafd's http.Server MaxHeaderBytes (64 KiB,
+// defaultMaxHeaderBytes in http/limits.go, which the package does not
+// export and no setting changes). Its timeouts are taken from the package's
+// exported defaults.
+const leafdMaxHeaderBytes = 64 << 10
+
+// batchBody returns n IDs from first, one decimal per line, as leafd's
+// plain-text batch answers are written.
+func batchBody(first int64, n int) []byte {
+	b := make([]byte, 0, n*(len(strconv.FormatInt(first+int64(n), 10))+1))
+	for i := range int64(n) {
+		b = strconv.AppendInt(b, first+i, 10)
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// constantHandler answers every request with body, as gin's c.Data does:
+// the whole baseline handler.
+func constantHandler(body []byte) gin.HandlerFunc {
+	return func(c *gin.Context) { c.Data(http.StatusOK, textPlain, body) }
+}
+
+// baselineHandler is the single-ID baselines' gin engine: release mode, no
+// logger or recovery middleware, one handler that writes a constant. It
+// answers the paths of the ID routes and /readyz, so that its requests are
+// byte for byte those sent to leafd.
 func baselineHandler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
-	constant := func(c *gin.Context) { c.Data(http.StatusOK, textPlain, baselineBody) }
-	e.GET("/segment/:tag", constant)
-	e.GET("/snowflake", constant)
-	e.GET("/readyz", constant)
+	one := constantHandler(baselineBody)
+	e.GET("/segment/:tag", one)
+	e.GET("/snowflake", one)
+	e.GET("/readyz", one)
 	return e
 }
 
-// serveBaseline runs the baseline server until SIGINT, SIGTERM or the end
-// of standard input (leafbench gone). It prints listeningPrefix and the
-// address on stdout once it listens.
+// batchHandler is the batch baseline's gin engine, as baselineHandler but
+// answering GET /segment/{tag} with batchIDs segment-wide IDs and GET
+// /snowflake with batchIDs snowflake-wide ones, each body formatted once
+// here: what delivering leafd's batch answer costs over HTTP, without
+// issuing or formatting a single ID. It does not read the query (leafbench
+// sends it count=1000 only). The body goes out in one Write, as leafd's
+// answer of that size does, so that net/http frames both alike (chunked).
+func batchHandler() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.GET("/segment/:tag", constantHandler(batchBody(segmentBatchFirst, batchIDs)))
+	e.GET("/snowflake", constantHandler(batchBody(snowflakeBatchFirst, batchIDs)))
+	e.GET("/readyz", constantHandler(baselineBody))
+	return e
+}
+
+// newBaselineServer returns the http.Server of a baseline kind.
+//
+// bareServer, the baseline scenario's, has exactly two settings:
+// ReadHeaderTimeout (10 s) and IdleTimeout (2 min), leafd's defaults of
+// the two; no ReadTimeout, no WriteTimeout, net/http's default
+// MaxHeaderBytes (1 MiB). net/http sets a read deadline on the connection
+// for every request (the header timeout) and every wait between requests
+// (the idle timeout), so this server already pays for those two.
+//
+// timeoutsServer and batchServer have all of leafd's default limits:
+// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout from
+// package http's exported defaults, and MaxHeaderBytes 64 KiB. With a
+// ReadTimeout other than the header timeout and a WriteTimeout, net/http
+// sets one more read deadline and a write deadline per request.
+//
+// None has what leafd's server adds around net/http: its cap on
+// connections (a listener that counts them and a ConnState hook) and its
+// JSON answers to requests net/http cannot read.
+func newBaselineServer(kind baselineKind) (*http.Server, error) {
+	switch kind {
+	case bareServer:
+		return &http.Server{Handler: baselineHandler(),
+			ReadHeaderTimeout: leafdhttp.DefaultReadHeaderTimeout, IdleTimeout: leafdhttp.DefaultIdleTimeout}, nil
+	case timeoutsServer:
+		return withLeafdLimits(baselineHandler()), nil
+	case batchServer:
+		return withLeafdLimits(batchHandler()), nil
+	}
+	return nil, fmt.Errorf("unknown baseline kind %q", kind)
+}
+
+// withLeafdLimits returns an http.Server of h with leafd's default
+// timeouts and header limit.
+func withLeafdLimits(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: leafdhttp.DefaultReadHeaderTimeout,
+		ReadTimeout:       leafdhttp.DefaultReadTimeout,
+		WriteTimeout:      leafdhttp.DefaultWriteTimeout,
+		IdleTimeout:       leafdhttp.DefaultIdleTimeout,
+		MaxHeaderBytes:    leafdMaxHeaderBytes,
+	}
+}
+
+// serveBaseline runs a baseline server (-kind, bare by default) until
+// SIGINT, SIGTERM or the end of standard input (leafbench gone). It prints
+// listeningPrefix and the address on stdout once it listens.
 func serveBaseline(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(baselineCommand, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:0", "address to listen on")
+	kind := fs.String("kind", string(bareServer), "bare, timeouts or batch")
 	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	srv, err := newBaselineServer(baselineKind(*kind))
+	if err != nil {
+		fmt.Fprintln(stderr, "leafbench baseline:", err)
 		return exitUsage
 	}
 	ln, err := net.Listen("tcp", *addr)
@@ -61,8 +186,6 @@ func serveBaseline(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "leafbench baseline:", err)
 		return exitFailure
 	}
-	// The same server settings as leafd's (http/server.go).
-	srv := &http.Server{Handler: baselineHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -17,17 +17,20 @@ import (
 // servers are the running servers of a run, and the clients that load
 // them.
 type servers struct {
-	baseline string // URL, "" when not needed
-	leafd    string
+	// baselines are the URLs of the HTTP baseline servers that run, by
+	// kind.
+	baselines map[baselineKind]string
+	leafd     string
 	// grpcBaseline and leafdGRPC are gRPC addresses, host:port, "" when not
 	// needed.
 	grpcBaseline, leafdGRPC string
 	// procs are the servers leafbench started, to check that they still
 	// run and to stop them.
 	procs []*process
-	// baselinePID, grpcBaselinePID and leafdPID are the servers' process
-	// ids, 0 when leafbench did not start the server.
-	baselinePID, grpcBaselinePID, leafdPID int
+	// baselinePIDs, grpcBaselinePID and leafdPID are the servers' process
+	// ids, 0 (absent) when leafbench did not start the server.
+	baselinePIDs              map[baselineKind]int
+	grpcBaselinePID, leafdPID int
 
 	http *http.Client
 	// grpcBase and grpcLeafd are the gRPC scenarios' connections.
@@ -45,7 +48,7 @@ func (s *servers) pid(sc scenario) int {
 	case sc.proto == protoGRPC:
 		return s.grpcBaselinePID
 	}
-	return s.baselinePID
+	return s.baselinePIDs[sc.server]
 }
 
 // target returns what scenario sc loads.
@@ -110,15 +113,18 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	}
 	defer os.RemoveAll(dir)
 
-	srv := servers{http: client}
+	srv := servers{http: client, baselines: map[baselineKind]string{}, baselinePIDs: map[baselineKind]int{}}
 	defer srv.close() // runs before RemoveAll: leafd's database is in dir
-	if o.needs(func(s scenario) bool { return s.baseline && s.proto == protoHTTP }) {
-		p, err := startBaseline(ctx, client)
+	for _, kind := range baselineKinds {
+		if !o.needs(func(s scenario) bool { return s.baseline && s.proto == protoHTTP && s.server == kind }) {
+			continue
+		}
+		p, err := startBaseline(ctx, kind, client)
 		if err != nil {
 			return nil, err
 		}
 		srv.procs = append(srv.procs, p)
-		srv.baseline, srv.baselinePID = p.url, p.Pid()
+		srv.baselines[kind], srv.baselinePIDs[kind] = p.url, p.Pid()
 	}
 	if o.needs(func(s scenario) bool { return s.baseline && s.proto == protoGRPC }) {
 		p, err := startGRPCBaseline(ctx)
@@ -183,7 +189,7 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 			}
 			results[i] = append(results[i], p)
 			st := stats(p, s.ids)
-			fmt.Fprintf(stderr, "leafbench: round %d/%d #%d %-18s %12s req/s %14s IDs/s  p99 %-9s server CPU/req %-9s errors %d\n",
+			fmt.Fprintf(stderr, "leafbench: round %d/%d #%d %-24s %12s req/s %14s IDs/s  p99 %-9s server CPU/req %-9s errors %d\n",
 				r+1, o.rounds, pos+1, s.name, count(st.RequestsPerS), count(st.IDsPerS), latency(st.P99us), cpu(st.ServerCPUus), st.Errors)
 		}
 	}
@@ -245,7 +251,7 @@ func startTarget(ctx context.Context, o *options, dir string, client *http.Clien
 // url returns the URL of scenario s.
 func (s *servers) url(sc scenario, tag string) string {
 	if sc.baseline {
-		return s.baseline + sc.path(tag)
+		return s.baselines[sc.server] + sc.path(tag)
 	}
 	return s.leafd + sc.path(tag)
 }
@@ -288,34 +294,34 @@ func rotated(n, r int) []int {
 }
 
 // summarize turns the phases of every scenario and round into results,
-// with ratios to the baseline of the same round. ok is set to whether no
+// with ratios to the baselines of the same round. ok is set to whether no
 // request failed.
 func summarize(o *options, results [][]*phase, ok *bool) []ScenarioResult {
 	*ok = true
 	out := make([]ScenarioResult, len(o.scenarios))
 	for i, s := range o.scenarios {
 		res := ScenarioResult{Name: s.name, Path: s.path(o.tag), Route: s.route(o), IDsPerRequest: s.ids}
-		base := indexIn(o.scenarios, s.base)
-		if base >= 0 {
-			res.Baseline = s.base
-		}
-		var reqRatios, idRatios, cpuRatios []float64
 		for r, p := range results[i] {
 			st := stats(p, s.ids)
 			res.Rounds = append(res.Rounds, RoundStats{Round: r + 1, Position: position(len(o.scenarios), r, i), Stats: st})
 			res.Requests += st.Requests
 			res.Errors += st.Errors
 			res.Leases += st.Leases
-			if base >= 0 {
-				b := stats(results[base][r], 1)
-				if b.RequestsPerS > 0 {
-					reqRatios = append(reqRatios, st.RequestsPerS/b.RequestsPerS)
-					idRatios = append(idRatios, st.IDsPerS/b.IDsPerS)
-				}
-				if b.ServerCPUus > 0 && st.ServerCPUus > 0 {
-					cpuRatios = append(cpuRatios, st.ServerCPUus/b.ServerCPUus)
-				}
+		}
+		for _, name := range s.bases {
+			if b := indexIn(o.scenarios, name); b >= 0 {
+				res.Ratios = append(res.Ratios, pairedRatio(o.scenarios[b], results[b], s, results[i]))
 			}
+		}
+		main := (*BaselineRatio)(nil)
+		if len(res.Ratios) > 0 {
+			main = &res.Ratios[0]
+		} else if b := indexIn(o.scenarios, s.fallback); s.fallback != "" && b >= 0 {
+			r := pairedRatio(o.scenarios[b], results[b], s, results[i])
+			main = &r
+		}
+		if main != nil {
+			res.Baseline, res.RatioRequests, res.RatioIDs, res.RatioServerCPU = main.Baseline, main.Requests, main.IDs, main.ServerCPU
 		}
 		res.RequestsPerS = medianOf(res.Rounds, func(s Stats) float64 { return s.RequestsPerS })
 		res.IDsPerS = medianOf(res.Rounds, func(s Stats) float64 { return s.IDsPerS })
@@ -326,17 +332,40 @@ func summarize(o *options, results [][]*phase, ok *bool) []ScenarioResult {
 		res.ServerCPUusPerID = medianKnown(res.Rounds, func(s Stats) float64 { return s.ServerCPUusPerID })
 		res.ServerCPUusPerLease = medianKnown(res.Rounds, func(s Stats) float64 { return s.ServerCPUusPerLease })
 		res.ClientCPUus = medianKnown(res.Rounds, func(s Stats) float64 { return s.ClientCPUus })
-		if len(reqRatios) > 0 {
-			rr, ir := median(reqRatios), median(idRatios)
-			res.RatioRequests, res.RatioIDs = &rr, &ir
-		}
-		if len(cpuRatios) > 0 {
-			cr := median(cpuRatios)
-			res.RatioServerCPU = &cr
-		}
 		res.ErrorsByKind, res.FirstErrors = errorDetail(results[i])
 		*ok = *ok && res.Errors == 0
 		out[i] = res
+	}
+	return out
+}
+
+// pairedRatio divides scenario s's figures by baseline base's, round by
+// round (rounds[r] by baseRounds[r], both measured in round r), and
+// returns the median of each kind of ratio. A ratio is absent when the
+// baseline had no throughput, or either had no CPU figure, in every round.
+func pairedRatio(base scenario, baseRounds []*phase, s scenario, rounds []*phase) BaselineRatio {
+	var reqRatios, idRatios, cpuRatios []float64
+	for r, p := range rounds {
+		if r >= len(baseRounds) {
+			break
+		}
+		st, b := stats(p, s.ids), stats(baseRounds[r], base.ids)
+		if b.RequestsPerS > 0 {
+			reqRatios = append(reqRatios, st.RequestsPerS/b.RequestsPerS)
+			idRatios = append(idRatios, st.IDsPerS/b.IDsPerS)
+		}
+		if b.ServerCPUus > 0 && st.ServerCPUus > 0 {
+			cpuRatios = append(cpuRatios, st.ServerCPUus/b.ServerCPUus)
+		}
+	}
+	out := BaselineRatio{Baseline: base.name, Label: base.label}
+	if len(reqRatios) > 0 {
+		rr, ir := median(reqRatios), median(idRatios)
+		out.Requests, out.IDs = &rr, &ir
+	}
+	if len(cpuRatios) > 0 {
+		cr := median(cpuRatios)
+		out.ServerCPU = &cr
 	}
 	return out
 }

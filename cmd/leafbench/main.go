@@ -3,30 +3,62 @@
 //
 // It drives servers with many concurrent clients for a fixed time per
 // scenario and reports, for each, requests/s, IDs/s, p50/p99/p999 latency
-// and errors, and each result as a ratio to its protocol's baseline:
+// and errors, and each result as a ratio to baselines: bare servers on the
+// same machine that answer the same requests without issuing an ID.
 //
-//	baseline            GET /segment/{tag} answered by a bare gin handler
-//	                    that writes the constant "1\n" (no middleware,
-//	                    release mode): what HTTP itself costs here, the most
-//	                    any server can reach
-//	segment             GET /segment/{tag}
-//	segment_batch       GET /segment/{tag}?count=1000
-//	snowflake           GET /snowflake
-//	snowflake_batch     GET /snowflake?count=1000
-//	grpc_baseline       leafd.v1.IDService/NextSegment(tag, count 1) answered
-//	                    by a bare gRPC server whose NextSegment returns an
-//	                    atomic counter: the ceiling of gRPC, as the baseline
-//	                    is HTTP's
-//	grpc_segment        leafd.v1.IDService/NextSegment(tag, count 1)
-//	grpc_segment_batch  leafd.v1.IDService/NextSegment(tag, count 1000)
-//	client_range        the Go client (package client) with range leases
-//	                    (WithRanges): Next called in a loop by -range-callers
-//	                    goroutines, one call counted as one request; its
-//	                    ratios are to the (HTTP) baseline
+//	baseline                  GET /segment/{tag} answered by a bare gin
+//	                          handler that writes the constant "1\n" (release
+//	                          mode, no middleware) behind a net/http.Server
+//	                          with ReadHeaderTimeout 10 s and IdleTimeout
+//	                          2 min only: what HTTP itself costs here
+//	baseline_timeouts         the same handler behind a net/http.Server with
+//	                          leafd's default limits: ReadHeaderTimeout,
+//	                          ReadTimeout, WriteTimeout and IdleTimeout (the
+//	                          Default* constants of package http) and
+//	                          MaxHeaderBytes 64 KiB
+//	baseline_batch            GET /segment/{tag}?count=1000 answered, behind
+//	                          the same limits, with a body of 1000 IDs of 10
+//	                          digits formatted once at start-up: what
+//	                          delivering those bytes over HTTP costs
+//	baseline_batch_snowflake  GET /snowflake?count=1000, the same with 1000
+//	                          IDs of 19 digits, as snowflakes are
+//	segment                   GET /segment/{tag}
+//	segment_batch             GET /segment/{tag}?count=1000
+//	snowflake                 GET /snowflake
+//	snowflake_batch           GET /snowflake?count=1000
+//	grpc_baseline             leafd.v1.IDService/NextSegment(tag, count 1)
+//	                          answered by a bare gRPC server whose
+//	                          NextSegment returns an atomic counter: the
+//	                          ceiling of gRPC, as baseline is HTTP's
+//	grpc_segment              leafd.v1.IDService/NextSegment(tag, count 1)
+//	grpc_segment_batch        leafd.v1.IDService/NextSegment(tag, count 1000)
+//	client_range              the Go client (package client) with range
+//	                          leases (WithRanges): Next called in a loop by
+//	                          -range-callers goroutines, one call counted as
+//	                          one request
 //
-// The first five run by default; -scenarios names others, or all. The gRPC
-// scenarios are ratioed to grpc_baseline, the others to baseline, and the
-// server CPU per request to that of the same baseline.
+// baseline, segment, segment_batch, snowflake and snowflake_batch run by
+// default; -scenarios names others, or all; -compare runs baseline,
+// baseline_timeouts, segment, snowflake, baseline_batch, segment_batch,
+// baseline_batch_snowflake, snowflake_batch, grpc_baseline and
+// grpc_segment, 5 rounds unless -rounds (or -quick) says otherwise, which
+// is the comparison table of docs/performance.md. A run with
+// baseline_timeouts or a batch baseline has 5 rounds by default too, 3
+// otherwise.
+//
+// The baselines each scenario is divided by, when they ran: segment,
+// snowflake and client_range by baseline and by baseline_timeouts;
+// segment_batch by baseline_batch and snowflake_batch by
+// baseline_batch_snowflake (by baseline when that did not run); the gRPC
+// scenarios by grpc_baseline; baseline_timeouts by baseline (what the
+// timeouts cost) and by itself. The requests/s, the IDs/s and the server
+// CPU per request are each divided by the same baseline's in the same
+// round, and a ratio is the median of the rounds' ratios. The main table
+// shows the ratios to the first of those baselines that ran; the
+// comparison table shows requests/s, IDs/s, server CPU per request, and
+// the ratios of server CPU per request and of requests/s to every
+// baseline, a column for each: "vs bare gin", "vs gin with timeouts", "vs
+// 1000 pre-formatted IDs" (the two batch baselines), "vs bare gRPC".
 //
 // Every answer is checked: a status other than 200 (gRPC: OK), a transport
 // error, or an answer that is not the right number of IDs, each from 1 to
@@ -35,9 +67,11 @@
 // the IDs each goroutine gets are strictly ascending.
 //
 // All HTTP scenarios use the same client in the same run, and all gRPC
-// scenarios the same -grpc-connections connections. Each baseline runs in a
-// process of its own, as leafd does (leafbench starts itself again with a
-// hidden argument). Each of -rounds rounds runs every scenario after a
+// scenarios the same -grpc-connections connections. Each baseline server
+// runs in a process of its own, as leafd does (leafbench starts itself
+// again with a hidden argument): the bare gin one, the one with timeouts,
+// the batch one (both batch baselines) and the gRPC one, each only when
+// one of its scenarios runs. Each of -rounds rounds runs every scenario after a
 // warm-up, the order rotated from round to round; the figures shown are the
 // medians of the rounds, and a ratio is the median of the rounds' ratios.
 // Where /proc exists it also reports the CPU time per request of the server
@@ -64,6 +98,7 @@
 //
 //	go run ./cmd/leafbench [flags]
 //	go run ./cmd/leafbench -quick                 # about 10 s, for CI
+//	go run ./cmd/leafbench -compare -markdown bench.md -json bench.json   # every baseline, 5 rounds, about 7 min
 //	go run ./cmd/leafbench -duration 5s -rounds 3 -markdown bench.md -json bench.json
 //	go run ./cmd/leafbench -target http://127.0.0.1:8080 -tag bench
 //	go run ./cmd/leafbench -scenarios grpc_baseline,grpc_segment,grpc_segment_batch,client_range
@@ -132,8 +167,18 @@ const (
 type scenario struct {
 	name     string
 	proto    protocol
-	baseline bool   // sent to the protocol's bare server, not to leafd
-	base     string // the scenario its ratios are to
+	baseline bool // sent to a bare server, not to leafd
+	// server is the HTTP baseline server it is sent to (baseline only).
+	server baselineKind
+	// label names a baseline in the comparison table's columns: "vs
+	// label". Baselines that answer alike share one.
+	label string
+	// bases are the baselines its ratios are to, each a column of the
+	// comparison table when it ran; the first of them that ran is the one
+	// of the main table (baseline, ratio_requests…). fallback is the main
+	// table's when none of bases ran.
+	bases    []string
+	fallback string
 	query    string
 	snow     bool // GET /snowflake rather than /segment/{tag}
 	ids      int  // IDs in each answer
@@ -141,25 +186,57 @@ type scenario struct {
 
 // The baselines' names.
 const (
-	httpBaseline = "baseline"
-	grpcBaseline = "grpc_baseline"
+	httpBaseline      = "baseline"
+	timeoutsBaseline  = "baseline_timeouts"
+	batchBaseline     = "baseline_batch"
+	snowBatchBaseline = "baseline_batch_snowflake"
+	grpcBaseline      = "grpc_baseline"
 )
+
+// The baselines' labels in the comparison table.
+const (
+	bareLabel     = "bare gin"
+	timeoutsLabel = "gin with timeouts"
+	batchLabel    = "1000 pre-formatted IDs"
+	grpcLabel     = "bare gRPC"
+)
+
+// singleBases are the baselines of a single-ID request over HTTP.
+var singleBases = []string{httpBaseline, timeoutsBaseline}
 
 // scenarios are all the scenarios, in their order under -scenarios all.
 var scenarios = []scenario{
-	{name: httpBaseline, baseline: true, base: httpBaseline, ids: 1},
-	{name: "segment", base: httpBaseline, ids: 1},
-	{name: "segment_batch", base: httpBaseline, query: "?count=1000", ids: 1000},
-	{name: "snowflake", base: httpBaseline, snow: true, ids: 1},
-	{name: "snowflake_batch", base: httpBaseline, query: "?count=1000", snow: true, ids: 1000},
-	{name: grpcBaseline, proto: protoGRPC, baseline: true, base: grpcBaseline, ids: 1},
-	{name: "grpc_segment", proto: protoGRPC, base: grpcBaseline, ids: 1},
-	{name: "grpc_segment_batch", proto: protoGRPC, base: grpcBaseline, ids: 1000},
-	{name: "client_range", proto: protoClient, base: httpBaseline, ids: 1},
+	{name: httpBaseline, baseline: true, server: bareServer, label: bareLabel, bases: []string{httpBaseline}, ids: 1},
+	{name: timeoutsBaseline, baseline: true, server: timeoutsServer, label: timeoutsLabel,
+		bases: []string{timeoutsBaseline, httpBaseline}, ids: 1},
+	{name: batchBaseline, baseline: true, server: batchServer, label: batchLabel,
+		bases: []string{batchBaseline}, query: batchQuery, ids: batchIDs},
+	{name: snowBatchBaseline, baseline: true, server: batchServer, label: batchLabel,
+		bases: []string{snowBatchBaseline}, query: batchQuery, snow: true, ids: batchIDs},
+	{name: "segment", bases: singleBases, ids: 1},
+	{name: "segment_batch", bases: []string{batchBaseline}, fallback: httpBaseline, query: batchQuery, ids: batchIDs},
+	{name: "snowflake", bases: singleBases, snow: true, ids: 1},
+	{name: "snowflake_batch", bases: []string{snowBatchBaseline}, fallback: httpBaseline, query: batchQuery, snow: true, ids: batchIDs},
+	{name: grpcBaseline, proto: protoGRPC, baseline: true, label: grpcLabel, bases: []string{grpcBaseline}, ids: 1},
+	{name: "grpc_segment", proto: protoGRPC, bases: []string{grpcBaseline}, ids: 1},
+	{name: "grpc_segment_batch", proto: protoGRPC, bases: []string{grpcBaseline}, ids: batchIDs},
+	{name: "client_range", proto: protoClient, bases: singleBases, ids: 1},
 }
 
 // defaultScenarios are the scenarios run without -scenarios.
 const defaultScenarios = "baseline,segment,segment_batch,snowflake,snowflake_batch"
+
+// compareScenarios are the scenarios of -compare: every baseline that
+// leafd's ID routes over HTTP and gRPC are divided by, and those routes.
+const compareScenarios = "baseline,baseline_timeouts,segment,snowflake,baseline_batch,segment_batch," +
+	"baseline_batch_snowflake,snowflake_batch,grpc_baseline,grpc_segment"
+
+// Rounds: 3 by default, compareRounds with -compare or any of the
+// baselines that only a comparison needs, 1 with -quick.
+const (
+	defaultRounds = 3
+	compareRounds = 5
+)
 
 // path returns the scenario's path and query for tag: the HTTP request's,
 // or the gRPC method's (its HTTP/2 :path); for client_range the route of
@@ -237,15 +314,18 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	o := &options{}
 	var names string
-	var quick bool
+	var quick, compare bool
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per scenario and round")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before each measurement")
-	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each runs every scenario, the order rotated, and the medians are reported")
+	fs.IntVar(&o.rounds, "rounds", defaultRounds, fmt.Sprintf("rounds; each runs every scenario, the order rotated, and the medians are reported "+
+		"(%d with -compare or with baseline_timeouts, baseline_batch or baseline_batch_snowflake)", compareRounds))
 	fs.IntVar(&o.conns, "concurrency", 64, "concurrent workers, each with its own keep-alive connection")
 	fs.StringVar(&names, "scenarios", defaultScenarios, "comma-separated scenarios to run ("+scenarioNames()+"), or all")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&o.mdPath, "markdown", "", "also write the results as Markdown tables to this file")
 	fs.BoolVar(&quick, "quick", false, "a short run for CI: 1s per scenario, 250ms warm-up, 1 round (flags given explicitly win)")
+	fs.BoolVar(&compare, "compare", false, "run every baseline beside leafd's routes ("+compareScenarios+"), "+
+		fmt.Sprint(compareRounds)+" rounds unless -rounds or -quick says otherwise: the comparison table of docs/performance.md")
 	fs.StringVar(&o.leafdPath, "leafd", "", "leafd binary to start (default: built from this repository when run inside it, else leafd from PATH)")
 	fs.StringVar(&o.target, "target", "", "load a leafd already running at this URL, e.g. http://127.0.0.1:8080, instead of starting one")
 	fs.StringVar(&o.tag, "tag", "bench", "segment tag to request (created by leafbench when it starts leafd)")
@@ -259,7 +339,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.snowflake.workers, "snowflake-workers", 3, "snowflake.workers of the leafd leafbench starts (worker ids leased with worker_id auto), 1 to 16")
 	fs.DurationVar(&o.snowflake.borrow, "snowflake-borrow", 5*time.Millisecond, "snowflake.max_borrow of the leafd leafbench starts, 0 (off) to 1s")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: leafbench [flags]\n\nleafbench measures leafd's ID routes against a bare gin handler on the same machine.\nSee the package documentation (go doc ./cmd/leafbench) and the README.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: leafbench [flags]\n\nleafbench measures leafd's ID routes against bare servers on the same machine: bare gin,\n"+
+			"gin with leafd's timeouts, gin answering 1000 pre-formatted IDs, bare gRPC.\n"+
+			"  leafbench -compare    the comparison table (every baseline, 5 rounds)\n"+
+			"  leafbench -quick      a short run for CI\n"+
+			"See the package documentation (go doc ./cmd/leafbench) and docs/performance.md.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -270,6 +354,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if compare {
+		if set["scenarios"] {
+			return nil, errors.New("-compare runs its own scenarios (" + compareScenarios + "): leave -scenarios out")
+		}
+		names = compareScenarios
+	}
 	if quick {
 		if !set["duration"] {
 			o.duration = time.Second
@@ -326,6 +416,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			seen[name] = true
 			o.scenarios = append(o.scenarios, scenarios[i])
 		}
+	}
+	if !set["rounds"] && !quick && o.needs(func(s scenario) bool { return s.baseline && s.server != bareServer && s.proto == protoHTTP }) {
+		o.rounds = compareRounds
 	}
 	if o.target != "" {
 		t, err := checkTarget(o.target, o.allowRemote)

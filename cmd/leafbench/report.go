@@ -101,8 +101,10 @@ type ScenarioResult struct {
 	Stats
 	ErrorsByKind map[string]uint64 `json:"errors_by_kind"`
 	FirstErrors  map[string]string `json:"first_errors,omitempty"`
-	// Baseline names the scenario the ratios are to: baseline (bare gin)
-	// or grpc_baseline (bare gRPC); absent when it was not run.
+	// Baseline names the scenario the ratios below are to, the first of
+	// its baselines that ran (see Ratios), or for segment_batch and
+	// snowflake_batch without their batch baseline, baseline; absent when
+	// none was run.
 	Baseline string `json:"baseline,omitempty"`
 	// RatioRequests and RatioIDs are the median over rounds of this
 	// scenario's requests/s (IDs/s) divided by its baseline's requests/s in
@@ -113,8 +115,27 @@ type ScenarioResult struct {
 	// CPU per request divided by its baseline's in the same round: what
 	// the server spends on a request beyond the protocol's own cost.
 	// Absent without a baseline or without CPU figures.
-	RatioServerCPU *float64     `json:"ratio_server_cpu,omitempty"`
-	Rounds         []RoundStats `json:"rounds"`
+	RatioServerCPU *float64 `json:"ratio_server_cpu,omitempty"`
+	// Ratios are the same ratios to each of the scenario's baselines that
+	// ran (segment: baseline and baseline_timeouts; segment_batch:
+	// baseline_batch; …), in the order of the comparison table's columns.
+	Ratios []BaselineRatio `json:"ratios,omitempty"`
+	Rounds []RoundStats    `json:"rounds"`
+}
+
+// BaselineRatio is a scenario's figures divided by a baseline's of the
+// same round: the median over rounds of each round's ratio. A ratio is
+// absent when a figure was missing in every round (no CPU figures
+// without /proc).
+type BaselineRatio struct {
+	// Baseline is the baseline scenario, Label what the comparison
+	// table's column calls it ("bare gin", "gin with timeouts", "1000
+	// pre-formatted IDs", "bare gRPC").
+	Baseline  string   `json:"baseline"`
+	Label     string   `json:"label"`
+	Requests  *float64 `json:"requests,omitempty"`
+	IDs       *float64 `json:"ids,omitempty"`
+	ServerCPU *float64 `json:"server_cpu,omitempty"`
 }
 
 // HalfLoad is an open-loop phase: a fixed rate, half of the segment (or
@@ -360,6 +381,18 @@ func (r *Report) WriteText(w io.Writer) error {
 		return err
 	}
 	r.writeNotes(w)
+	if labels := r.ratioLabels(); len(labels) > 0 {
+		fmt.Fprintf(w, "\n%s:\n\n", comparisonTitle)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, strings.Join(comparisonHeader(labels), "\t")+"\t")
+		for _, s := range r.Scenarios {
+			fmt.Fprintln(tw, strings.Join(s.comparisonRow(labels, s.Name), "\t")+"\t")
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		r.writeBatchNote(w)
+	}
 	for _, h := range []*HalfLoad{r.HalfLoad, r.HalfLoadGRPC} {
 		if h == nil {
 			continue
@@ -390,6 +423,16 @@ func (r *Report) writeNotes(w io.Writer) {
 	}
 	if grpc {
 		fmt.Fprintf(w, "\nRatios of the gRPC scenarios are to %s (a bare gRPC server), those of the others to %s (bare gin).\n", grpcBaseline, httpBaseline)
+	}
+	var other []string
+	for _, s := range r.Scenarios {
+		if s.Baseline != "" && s.Baseline != httpBaseline && s.Baseline != grpcBaseline && s.Baseline != s.Name {
+			other = append(other, s.Name+" → "+s.Baseline)
+		}
+	}
+	if len(other) > 0 {
+		fmt.Fprintf(w, "\nIn the table above, the ratios of these scenarios are to another baseline: %s; each baseline's are to itself.\n",
+			strings.Join(other, ", "))
 	}
 	for _, s := range r.Scenarios {
 		if s.Leases == 0 {
@@ -443,6 +486,16 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			cpu(s.ServerCPUus), cpu(s.ServerCPUusPerID), ratio(s.RatioServerCPU), cpu(s.ClientCPUus))
 	}
 	r.writeNotes(w)
+	if labels := r.ratioLabels(); len(labels) > 0 {
+		fmt.Fprintf(w, "\n%s.\n\n", strings.ToUpper(comparisonTitle[:1])+comparisonTitle[1:])
+		head := comparisonHeader(labels)
+		fmt.Fprintln(w, "| "+strings.Join(head, " | ")+" |")
+		fmt.Fprintln(w, "|---"+strings.Repeat("|---:", len(head)-1)+"|")
+		for _, s := range r.Scenarios {
+			fmt.Fprintln(w, "| "+strings.Join(s.comparisonRow(labels, "`"+s.Name+"`"), " | ")+" |")
+		}
+		r.writeBatchNote(w)
+	}
 	for _, h := range []*HalfLoad{r.HalfLoad, r.HalfLoadGRPC} {
 		if h == nil {
 			continue
@@ -518,4 +571,107 @@ func ratio(r *float64) string {
 	default:
 		return fmt.Sprintf("%.3f×", *r)
 	}
+}
+
+// comparisonTitle introduces the comparison table.
+const comparisonTitle = "server CPU per request and throughput against each baseline " +
+	"(each the median of the rounds' ratios to that baseline in the same round)"
+
+// comparisonLabels are the comparison table's baseline columns, in order.
+var comparisonLabels = []string{bareLabel, timeoutsLabel, batchLabel, grpcLabel}
+
+// ratioLabels returns the labels of comparisonLabels to which any
+// scenario has a ratio.
+func (r *Report) ratioLabels() []string {
+	var out []string
+	for _, l := range comparisonLabels {
+		if slices.ContainsFunc(r.Scenarios, func(s ScenarioResult) bool { return s.ratioTo(l) != nil }) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// ratioTo returns the scenario's ratios to the baseline labelled label, nil
+// when there are none.
+func (s ScenarioResult) ratioTo(label string) *BaselineRatio {
+	for i := range s.Ratios {
+		if s.Ratios[i].Label == label {
+			return &s.Ratios[i]
+		}
+	}
+	return nil
+}
+
+// comparisonHeader returns the comparison table's column names: the
+// scenario, its figures, then for each baseline label its CPU ratio, then
+// for each its throughput ratio (requests/s; the main table has IDs/s
+// too).
+func comparisonHeader(labels []string) []string {
+	h := []string{"scenario", "requests/s", "IDs/s", "server CPU/req"}
+	for i, l := range labels {
+		if i == 0 {
+			h = append(h, "CPU/req vs "+l)
+		} else {
+			h = append(h, "vs "+l)
+		}
+	}
+	for i, l := range labels {
+		if i == 0 {
+			h = append(h, "req/s vs "+l)
+		} else {
+			h = append(h, "vs "+l)
+		}
+	}
+	return h
+}
+
+// comparisonRow returns the scenario's cells of the comparison table,
+// name first.
+func (s ScenarioResult) comparisonRow(labels []string, name string) []string {
+	row := []string{name, count(s.RequestsPerS), count(s.IDsPerS), cpu(s.ServerCPUus)}
+	for _, l := range labels {
+		var x *float64
+		if b := s.ratioTo(l); b != nil {
+			x = b.ServerCPU
+		}
+		row = append(row, ratio(x))
+	}
+	for _, l := range labels {
+		var x *float64
+		if b := s.ratioTo(l); b != nil {
+			x = b.Requests
+		}
+		row = append(row, ratio(x))
+	}
+	return row
+}
+
+// writeBatchNote says what the batch baselines that ran answer, and which
+// scenarios are divided by which.
+func (r *Report) writeBatchNote(w io.Writer) {
+	var parts, pairs []string
+	for _, s := range r.Scenarios {
+		b := s.ratioTo(batchLabel)
+		switch {
+		case b == nil:
+		case s.Name == b.Baseline:
+			first, digits := int64(segmentBatchFirst), 10
+			if s.Name == snowBatchBaseline {
+				first, digits = snowflakeBatchFirst, 19
+			}
+			parts = append(parts, fmt.Sprintf("%s answers %s with %d IDs of %d digits (%s bytes)", s.Name, s.Path, batchIDs, digits,
+				count(float64(len(batchBody(first, batchIDs))))))
+		default:
+			pairs = append(pairs, s.Name+" → "+b.Baseline)
+		}
+	}
+	if len(parts) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nvs %s: %s, each body formatted once at start-up, behind leafd's timeouts", batchLabel, strings.Join(parts, "; "))
+	if len(pairs) > 0 {
+		fmt.Fprintf(w, "; %s", strings.Join(pairs, ", "))
+	}
+	fmt.Fprintln(w, ".")
 }

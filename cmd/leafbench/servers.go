@@ -186,17 +186,21 @@ func startGRPCBaseline(ctx context.Context) (*process, error) {
 	}, nil) // it listens before it says so: no readiness to wait for
 }
 
-// startBaseline starts leafbench itself again as the baseline server
-// (serveBaseline), a process of its own as leafd is, and waits until it is
-// ready. The child exits when its standard input closes, so that it does
-// not outlive leafbench even when leafbench is killed.
-func startBaseline(ctx context.Context, client *http.Client) (*process, error) {
+// startBaseline starts leafbench itself again as the HTTP baseline server
+// of kind (serveBaseline), a process of its own as leafd is, and waits
+// until it is ready. The child exits when its standard input closes, so
+// that it does not outlive leafbench even when leafbench is killed.
+func startBaseline(ctx context.Context, kind baselineKind, client *http.Client) (*process, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding leafbench's own binary to start the baseline: %w", err)
 	}
-	return start(ctx, "baseline", testenv.Config{
-		Path: exe, Args: []string{baselineCommand, "-addr", "127.0.0.1:0"},
+	name := "baseline"
+	if kind != bareServer {
+		name = string(kind) + " baseline"
+	}
+	return start(ctx, name, testenv.Config{
+		Path: exe, Args: []string{baselineCommand, "-addr", "127.0.0.1:0", "-kind", string(kind)},
 		// The write end stays open in leafbench until the baseline exits,
 		// or until leafbench dies and the kernel closes it.
 		HoldStdin: true,

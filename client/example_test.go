@@ -179,7 +179,7 @@ func startLeafdGRPC(dsn, tag string) (url, addr string, stop func()) {
 
 func start(dsn, tag string, withGRPC bool) (url, addr string, stop func()) {
 	ctx := context.Background()
-	s, err := store.OpenSQLite(dsn)
+	s, err := store.Open("sqlite", dsn)
 	if err != nil {
 		log.Fatal(err)
 	}

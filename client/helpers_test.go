@@ -27,7 +27,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // share one file, as several leafd processes do.
 func openStore(tb testing.TB, dsn string) store.Store {
 	tb.Helper()
-	s, err := store.OpenSQLite(dsn)
+	s, err := store.Open("sqlite", dsn)
 	if err != nil {
 		tb.Fatal(err)
 	}

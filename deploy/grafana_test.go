@@ -39,7 +39,7 @@ const (
 // server to test against, the dashboard's use of them is not checked.
 var mysqlOnly = []string{"leafd_store_address_index", "leafd_store_address_switches_total"}
 
-// metricsStore is what a live leafd needs of store.SQLite and store.MySQL.
+// metricsStore is what a live leafd needs of a store.
 type metricsStore interface {
 	segment.Store
 	snowflake.LeaseStore
@@ -146,7 +146,7 @@ func exportedNames(t *testing.T) (map[string]dto.MetricType, bool) {
 			names[name] = f.GetType()
 		}
 	}
-	sqlite, err := store.OpenSQLite(testdb.SQLite(t))
+	sqlite, err := store.Open("sqlite", testdb.SQLite(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func exportedNames(t *testing.T) (map[string]dto.MetricType, bool) {
 	add(exported(t, sqlite))
 	mysqlToo := false
 	t.Run("MySQL", func(t *testing.T) {
-		mysql, err := store.OpenMySQL(testdb.MySQL(t)) // skips when no server answers
+		mysql, err := store.Open("mysql", testdb.MySQL(t)) // skips when no server answers
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,7 @@ import (
 
 const token = "s3cret-token"
 
-// adminStore is what these tests use of store.MySQL and store.SQLite.
+// adminStore is what these tests use of a store.
 type adminStore interface {
 	segment.Store
 	leafhttp.Tags
@@ -326,7 +326,7 @@ func TestAdminBodyErrorsSpeakJSON(t *testing.T) {
 // With the database unreachable, the admin routes answer 503
 // store_unavailable.
 func TestAdminStoreUnavailable(t *testing.T) {
-	s, err := store.OpenMySQL("root@tcp(127.0.0.1:1)/leaf?timeout=200ms") // nothing listens on port 1
+	s, err := store.Open("mysql", "root@tcp(127.0.0.1:1)/leaf?timeout=200ms") // nothing listens on port 1
 	if err != nil {
 		t.Fatal(err)
 	}

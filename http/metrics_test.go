@@ -109,7 +109,7 @@ type metricsServer struct {
 
 // newMetricsServer serves tags from s with the registry m (see
 // newDashServer), and returns once its snowflake lease is held.
-func newMetricsServer(tb testing.TB, m *leafmetrics.Registry, s *store.SQLite, cfg segment.Config, tags ...leafd.Tag) *metricsServer {
+func newMetricsServer(tb testing.TB, m *leafmetrics.Registry, s store.Store, cfg segment.Config, tags ...leafd.Tag) *metricsServer {
 	tb.Helper()
 	d := newDashServerWith(tb, m, s, cfg, tags...)
 	return &metricsServer{url: d.url, handler: d.handler, alloc: d.alloc}

@@ -26,7 +26,7 @@ import (
 // and "fz".
 func routerFuzzServer(tb testing.TB) http.Handler {
 	tb.Helper()
-	s, err := store.OpenSQLite(testdb.SQLite(tb))
+	s, err := store.Open("sqlite", testdb.SQLite(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -23,15 +23,15 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // newServer serves segment mode over a real SQLite store holding the given
 // tags (name → max_id; step 10). A request waits up to 10 s for a range: on
 // a busy machine a load can take longer than any short timeout.
-func newServer(tb testing.TB, tags map[string]int64) (*httptest.Server, *store.SQLite) {
+func newServer(tb testing.TB, tags map[string]int64) (*httptest.Server, store.Store) {
 	tb.Helper()
 	return newServerWait(tb, tags, 10*time.Second)
 }
 
 // newServerWait is newServer whose requests wait up to wait for a range.
-func newServerWait(tb testing.TB, tags map[string]int64, wait time.Duration) (*httptest.Server, *store.SQLite) {
+func newServerWait(tb testing.TB, tags map[string]int64, wait time.Duration) (*httptest.Server, store.Store) {
 	tb.Helper()
-	s, err := store.OpenSQLite(testdb.SQLite(tb))
+	s, err := store.Open("sqlite", testdb.SQLite(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -31,8 +31,7 @@ import (
 	"github.com/leafd/leafd/store/sharded"
 )
 
-// dashStore is what the dashboard tests need of store.SQLite and
-// store.MySQL.
+// dashStore is what the dashboard tests need of a store.
 type dashStore interface {
 	segment.Store
 	snowflake.LeaseStore
@@ -146,9 +145,9 @@ func newDashServerWith(tb testing.TB, metrics *leafmetrics.Registry, s dashStore
 	return &dashServer{url: srv.URL, handler: h, store: s, held: held, alloc: a, gen: g}
 }
 
-func openSQLite(tb testing.TB) *store.SQLite {
+func openSQLite(tb testing.TB) store.Store {
 	tb.Helper()
-	s, err := store.OpenSQLite(testdb.SQLite(tb))
+	s, err := store.Open("sqlite", testdb.SQLite(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -504,7 +503,7 @@ func TestStateMySQLOutage(t *testing.T) {
 	proxy := faultproxy.New(t, cfg.Addr)
 	cfg.Addr = proxy.Addr()
 	cfg.Timeout = 500 * time.Millisecond
-	s, err := store.OpenMySQL(cfg.FormatDSN())
+	s, err := store.Open("mysql", cfg.FormatDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -549,7 +548,7 @@ func TestStateMySQLFallback(t *testing.T) {
 		c.Addr = p.Addr()
 		proxies, dsns = append(proxies, p), append(dsns, c.FormatDSN())
 	}
-	s, err := store.OpenMySQL(dsns[0], store.WithFallbacks(dsns[1]), store.WithLogger(quiet))
+	s, err := store.Open("mysql", dsns[0], store.WithFallbacks(dsns[1]), store.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -840,7 +839,7 @@ func manyTagStep(i int) int { return 100 + i%7*150 }
 func manyTagsServer(t *testing.T, n int, failing string) *dashServer {
 	t.Helper()
 	dsn := testdb.SQLite(t)
-	s, err := store.OpenSQLite(dsn)
+	s, err := store.Open("sqlite", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -979,7 +978,7 @@ func TestStateHidesDatabaseAccount(t *testing.T) {
 			if c.database != "" {
 				cfg.DBName = c.database
 			}
-			s, err := store.OpenMySQL(cfg.FormatDSN())
+			s, err := store.Open("mysql", cfg.FormatDSN())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,8 +16,8 @@ type Store interface {
 	// to the caller alone. step counts IDs: the range holds step IDs
 	// (Allocation.Count), whatever its stride.
 	//
-	// A store that keeps a high-water mark per tag (store.MySQL and
-	// store.SQLite do) refuses a range that starts below the end of the
+	// A store that keeps a high-water mark per tag (every engine of
+	// package store does) refuses a range that starts below the end of the
 	// highest one it ever handed out for the tag. A strided store must hand
 	// a server each new range of a tag above every ID of the ranges it
 	// handed that server before for the tag: the allocator refuses one that

@@ -8,7 +8,7 @@ import (
 )
 
 // LeaseStore keeps worker id leases in the database that all servers of a
-// deployment share. store.MySQL and store.SQLite implement it.
+// deployment share. Every engine's store (package store) implements it.
 //
 // A lease row holds, besides its owner and expiry, a watermark: a Unix
 // millisecond at or after every timestamp ever issued under that worker id.

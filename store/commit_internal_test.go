@@ -55,9 +55,9 @@ func mustAllocate(t *testing.T, s *db, tag string, step int64, want segment.Allo
 	}
 }
 
-func openMigratedMySQL(t *testing.T, dsn string) *MySQL {
+func openMigratedMySQL(t *testing.T, dsn string) *db {
 	t.Helper()
-	s, err := OpenMySQL(dsn)
+	s, err := openDB("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestMySQLCommitFailsNoRange(t *testing.T) {
 		t.Fatalf("max_id = %d after a failed COMMIT, want 1", got)
 	}
 	s.beforeCommit = nil
-	mustAllocate(t, &s.db, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
+	mustAllocate(t, s, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
 }
 
 // A real InnoDB deadlock aborts Allocate's first attempt: the store retries
@@ -148,7 +148,7 @@ func TestMySQLDeadlockRetried(t *testing.T) {
 		}
 		return err
 	}
-	mustAllocate(t, &s.db, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
+	mustAllocate(t, s, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
 	if err := <-otherDone; err != nil {
 		t.Fatalf("the other transaction: %v", err)
 	}
@@ -188,7 +188,7 @@ func TestMySQLSessionUTC(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Params = map[string]string{"time_zone": "'+05:00'"}
-	s, err := OpenMySQL(cfg.FormatDSN())
+	s, err := openDB("mysql", cfg.FormatDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestMySQLSessionUTC(t *testing.T) {
 // the connection is clean for the next Allocate.
 func TestSQLiteCommitFailsNoRange(t *testing.T) {
 	dsn := testdb.SQLite(t)
-	s, err := OpenSQLite(dsn + "?_pragma=foreign_keys(1)")
+	s, err := openDB("sqlite", dsn+"?_pragma=foreign_keys(1)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,5 +236,5 @@ func TestSQLiteCommitFailsNoRange(t *testing.T) {
 		t.Fatalf("max_id = %d after a failed COMMIT, want 1", got)
 	}
 	s.beforeCommit = nil
-	mustAllocate(t, &s.db, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
+	mustAllocate(t, s, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
 }

@@ -5,8 +5,10 @@
 // names; the server, the command line and the tests all open stores there.
 //
 // Every engine shares one implementation (the type db) of everything but
-// opening the database, migrating it and sorting its errors; what differs
-// is the engine's dialect, a value its file registers (engine.go). Opening
+// reading its DSN, taking its migration lock and sorting its errors; what
+// differs is the engine's dialect (package store/internal/engine), which
+// the engine's own package (store/mysql, store/postgres, store/sqlite)
+// registers from init; import store/all for all of them. Opening
 // never connects: a server whose database is down still starts, and every
 // method reports a database it cannot reach as a store_unavailable
 // *leafd.Error. A transaction that the database aborts so that it can be

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/leafd/leafd/store/internal/engine"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -65,9 +67,9 @@ func mysqlConfig(t *testing.T) *mysql.Config {
 	return cfg
 }
 
-func openMySQLOrFail(t *testing.T, dsn string) *MySQL {
+func openMySQLOrFail(t *testing.T, dsn string) *db {
 	t.Helper()
-	s, err := OpenMySQL(dsn)
+	s, err := openDB("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +138,7 @@ func TestMySQLErrorsProvoked(t *testing.T) {
 
 	t.Run("LockWaitTimeout", func(t *testing.T) {
 		cfg := mysqlConfig(t)
-		cfg.Params = map[string]string{lockWaitParam: "1"}
+		cfg.Params = map[string]string{"innodb_lock_wait_timeout": "1"}
 		s := openMigratedMySQL(t, cfg.FormatDSN())
 		raw := openRaw(t, "mysql", cfg.FormatDSN())
 		mustExec(t, raw, "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('t', 1, 10)")
@@ -202,7 +204,7 @@ func TestSQLiteErrorsProvoked(t *testing.T) {
 
 	t.Run("CannotOpen", func(t *testing.T) {
 		// A directory where the file should be.
-		s, err := OpenSQLite(t.TempDir())
+		s, err := openDB("sqlite", t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +214,7 @@ func TestSQLiteErrorsProvoked(t *testing.T) {
 
 	t.Run("BusyRetriedOut", func(t *testing.T) {
 		dsn := testdb.SQLite(t)
-		s, err := OpenSQLite(dsn + "?_pragma=busy_timeout(20)")
+		s, err := openDB("sqlite", dsn+"?_pragma=busy_timeout(20)")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +226,7 @@ func TestSQLiteErrorsProvoked(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := *s.dialect // this store's alone
-		d.retryFor = 300 * time.Millisecond
+		d.RetryFor = 300 * time.Millisecond
 		s.dialect = &d
 		// Another connection holds the write lock throughout.
 		raw := openRaw(t, "sqlite", dsn)
@@ -246,7 +248,7 @@ func TestSQLiteErrorsProvoked(t *testing.T) {
 // to be a replica, shut down, or out of connections, under every other
 // test) are worded from the errors the driver returns for them.
 func TestMySQLErrorsWorded(t *testing.T) {
-	s := &db{dialect: &mysqlDialect}
+	s := &db{dialect: lookup("mysql")}
 	addr := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 3306}
 	dial := func(errno syscall.Errno) error {
 		return &net.OpError{Op: "dial", Net: "tcp", Addr: addr, Err: os.NewSyscallError("connect", errno)}
@@ -254,57 +256,57 @@ func TestMySQLErrorsWorded(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		err   error
-		class errClass
+		class engine.Class
 		want  []string
 	}{
 		{"ReadOnly1290", &mysql.MySQLError{Number: 1290, Message: "The MariaDB server is running with the --read-only option so it cannot execute this statement"},
-			classUnavailable, []string{"the database refuses writes (read-only, a replica)", "point store.dsn at the primary or add it to store.fallback_dsns"}},
+			engine.ClassUnavailable, []string{"the database refuses writes (read-only, a replica)", "point store.dsn at the primary or add it to store.fallback_dsns"}},
 		{"ReadOnly1836", &mysql.MySQLError{Number: 1836, Message: "Running in read-only mode"},
-			classUnavailable, []string{"refuses writes", "store.fallback_dsns"}},
+			engine.ClassUnavailable, []string{"refuses writes", "store.fallback_dsns"}},
 		{"ReadOnly1792", &mysql.MySQLError{Number: 1792, Message: "Cannot execute statement in a READ ONLY transaction."},
-			classUnavailable, []string{"refuses writes", "store.fallback_dsns"}},
-		{"ReadOnlyProbe", fmt.Errorf("10.0.0.7:3306: %w", errReadOnly),
-			classUnavailable, []string{"refuses writes", "point store.dsn at the primary"}},
+			engine.ClassUnavailable, []string{"refuses writes", "store.fallback_dsns"}},
+		{"ReadOnlyProbe", fmt.Errorf("10.0.0.7:3306: %w", &engine.Refusal{Reason: "the server is read-only", Verdict: engine.ReadOnly}),
+			engine.ClassUnavailable, []string{"refuses writes", "point store.dsn at the primary"}},
 		{"TooManyConnections", &mysql.MySQLError{Number: 1040, Message: "Too many connections"},
-			classUnavailable, []string{"too many connections", "raise max_connections"}},
+			engine.ClassUnavailable, []string{"too many connections", "raise max_connections"}},
 		{"ShuttingDown", &mysql.MySQLError{Number: 1053, Message: "Server shutdown in progress"},
-			classUnavailable, []string{"shutting down", "retry once it is back"}},
+			engine.ClassUnavailable, []string{"shutting down", "retry once it is back"}},
 		{"GaleraNotSynced", &mysql.MySQLError{Number: 1047, Message: "WSREP has not yet prepared node for application use"},
-			classUnavailable, []string{"Galera node is not synced", "store.fallback_dsns"}},
-		{"GaleraProbe", fmt.Errorf("10.0.0.7:3306: %w", errNotReady),
-			classUnavailable, []string{"Galera node is not synced"}},
+			engine.ClassUnavailable, []string{"Galera node is not synced", "store.fallback_dsns"}},
+		{"GaleraProbe", fmt.Errorf("10.0.0.7:3306: %w", &engine.Refusal{Reason: "not synced", Verdict: engine.Verdict{Class: engine.ClassUnavailable, Cause: "the Galera node is not synced"}}),
+			engine.ClassUnavailable, []string{"Galera node is not synced"}},
 		{"GroupReplicationOffline", &mysql.MySQLError{Number: 3100, Message: "Error on observer while running replication hook 'before_commit'."},
-			classUnavailable, []string{"Group Replication member is not online", "store.fallback_dsns"}},
+			engine.ClassUnavailable, []string{"Group Replication member is not online", "store.fallback_dsns"}},
 		{"AccessDenied", &mysql.MySQLError{Number: 1045, Message: "Access denied for user 'leafd'@'10.0.0.9' (using password: YES)"},
-			classUnavailable, []string{"refused the login", "'leafd'@'10.0.0.9'", "check the user and password in store.dsn"}},
+			engine.ClassUnavailable, []string{"refused the login", "'leafd'@'10.0.0.9'", "check the user and password in store.dsn"}},
 		{"UnknownDatabase", &mysql.MySQLError{Number: 1049, Message: "Unknown database 'leafd'"},
-			classUnavailable, []string{"database leafd does not exist", "CREATE DATABASE leafd"}},
+			engine.ClassUnavailable, []string{"database leafd does not exist", "CREATE DATABASE leafd"}},
 		{"UnknownDatabaseOddName", &mysql.MySQLError{Number: 1049, Message: "Unknown database 'leaf-d'"},
-			classUnavailable, []string{"CREATE DATABASE `leaf-d`"}},
+			engine.ClassUnavailable, []string{"CREATE DATABASE `leaf-d`"}},
 		{"Deadlock", &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"},
-			classRetry, []string{"kept aborting the transaction (deadlock or certification conflict)"}},
+			engine.ClassRetry, []string{"kept aborting the transaction (deadlock or certification conflict)"}},
 		{"GroupReplicationConflict", &mysql.MySQLError{Number: 3101, Message: "Plugin instructed the server to rollback the current transaction."},
-			classRetry, []string{"deadlock or certification conflict"}},
+			engine.ClassRetry, []string{"deadlock or certification conflict"}},
 		{"SerializationFailure", &mysql.MySQLError{Number: 1, SQLState: [5]byte{'4', '0', '0', '0', '1'}, Message: "serialization failure"},
-			classRetry, []string{"deadlock or certification conflict"}},
+			engine.ClassRetry, []string{"deadlock or certification conflict"}},
 		{"Killed", &mysql.MySQLError{Number: 1927, Message: "Connection was killed"},
-			classUnavailable, []string{"killed the connection"}},
+			engine.ClassUnavailable, []string{"killed the connection"}},
 		{"ConnectionLost", mysql.ErrInvalidConn,
-			classUnavailable, []string{"closed the connection", "retry"}},
+			engine.ClassUnavailable, []string{"closed the connection", "retry"}},
 		{"Refused", dial(syscall.ECONNREFUSED),
-			classUnavailable, []string{"cannot be reached at 10.0.0.7:3306", "connection refused", "check the address in store.dsn and that the database server runs"}},
+			engine.ClassUnavailable, []string{"cannot be reached at 10.0.0.7:3306", "connection refused", "check the address in store.dsn and that the database server runs"}},
 		{"NoRoute", dial(syscall.EHOSTUNREACH),
-			classUnavailable, []string{"cannot be reached at 10.0.0.7:3306", "no route", "check the address in store.dsn and the network"}},
+			engine.ClassUnavailable, []string{"cannot be reached at 10.0.0.7:3306", "no route", "check the address in store.dsn and the network"}},
 		{"DialTimeout", dial(syscall.ETIMEDOUT),
-			classUnavailable, []string{"cannot be reached at 10.0.0.7:3306", "dial timeout", "timeout= in store.dsn"}},
+			engine.ClassUnavailable, []string{"cannot be reached at 10.0.0.7:3306", "dial timeout", "timeout= in store.dsn"}},
 		{"UnknownHost", &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "leafd-db.example", IsNotFound: true}},
-			classUnavailable, []string{`the host name "leafd-db.example" does not resolve`, "check the host in store.dsn"}},
+			engine.ClassUnavailable, []string{`the host name "leafd-db.example" does not resolve`, "check the host in store.dsn"}},
 		{"Reset", &net.OpError{Op: "read", Net: "tcp", Addr: addr, Err: os.NewSyscallError("read", syscall.ECONNRESET)},
-			classUnavailable, []string{"connection to the database at 10.0.0.7:3306 was reset"}},
+			engine.ClassUnavailable, []string{"connection to the database at 10.0.0.7:3306 was reset"}},
 		{"Deadline", fmt.Errorf("query: %w", context.DeadlineExceeded),
-			classUnavailable, []string{"did not answer in time"}},
+			engine.ClassUnavailable, []string{"did not answer in time"}},
 		{"Canceled", fmt.Errorf("query: %w", context.Canceled),
-			classUnavailable, []string{"cancelled before the database answered"}},
+			engine.ClassUnavailable, []string{"cancelled before the database answered"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := s.class(c.err); got != c.class {
@@ -325,14 +327,21 @@ func TestMySQLErrorsWorded(t *testing.T) {
 // No store message anywhere speaks of buffers: one-shot commands print
 // them too.
 func TestStoreMessagesSayNothingOfBuffers(t *testing.T) {
-	for _, name := range []string{"store.go", "mysql.go", "sqlite.go", "failover.go", "worker.go", "classify.go", "migratelock.go"} {
-		b, err := os.ReadFile(filepath.Join(".", name))
+	err := filepath.WalkDir(".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return err
+		}
+		b, err := os.ReadFile(name)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if strings.Contains(string(b), "from buffers") {
 			t.Errorf("%s speaks of serving from buffers", name)
 		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	var ro *retriedOut
 	if !errors.As(&retriedOut{err: sql.ErrConnDone, tries: 2}, &ro) || !errors.Is(ro, sql.ErrConnDone) {

@@ -5,9 +5,8 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
+	"github.com/leafd/leafd/store/internal/engine"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,37 +22,18 @@ const retryFirstEvery = time.Minute
 // does not hold up the walk to the next address.
 const probeTimeout = 3 * time.Second
 
-// The probe of a new connection. read_only is 1 (or ON) on a replica, a
-// Group Replication secondary or a server set read-only. A Galera node
-// that is out of the primary component or not synced still answers
-// queries that read no table, so its wsrep_ready is asked too: OFF there.
-// MySQL has no wsrep variables, and a MariaDB without Galera has wsrep_on
-// OFF; neither is asked further.
-const (
-	probeReadOnlySQL = "SELECT @@global.read_only"
-	probeWsrepOnSQL  = "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'"
-	probeWsrepSQL    = "SHOW GLOBAL STATUS LIKE 'wsrep_ready'"
-)
-
-// Why a probe refuses a node that answered.
-var (
-	errReadOnly = errors.New("the server is read-only (@@global.read_only is on): it is a replica or was set read-only")
-	errNotReady = errors.New("the Galera node is not ready (wsrep_ready is OFF): it is not synced or not in the primary component")
-)
-
-// openCluster parses the first DSN and the fallbacks of o with parse and
-// returns the connector a store opens its pool with: the first address's
-// own when there are no fallbacks (cluster nil), or a failover over all of
-// them that asks probe of every new connection. addr is the first
-// address's name.
-func openCluster(dsn string, o options, parse func(string) (clusterAddress, error),
-	probe func(context.Context, driver.QueryerContext) error) (c driver.Connector, cluster *failover, addr string, err error) {
+// openCluster parses the first DSN and the fallbacks of o with the
+// dialect's Connect and returns the connector a store opens its pool with:
+// the first address's own when there are no fallbacks (cluster nil), or a
+// failover over all of them that asks the dialect's Probe of every new
+// connection. addr is the first address's name.
+func openCluster(d *engine.Dialect, dsn string, o options) (c driver.Connector, cluster *failover, addr string, err error) {
+	parse := d.Connect
 	if o.connector != nil {
-		inner := parse
-		parse = func(dsn string) (clusterAddress, error) {
-			a, err := inner(dsn)
+		parse = func(dsn string) (engine.Address, error) {
+			a, err := d.Connect(dsn)
 			if err == nil {
-				a.c = o.connector(a.c)
+				a.Connector = o.connector(a.Connector)
 			}
 			return a, err
 		}
@@ -63,9 +43,9 @@ func openCluster(dsn string, o options, parse func(string) (clusterAddress, erro
 		return nil, nil, "", err
 	}
 	if len(o.fallbacks) == 0 {
-		return first.c, nil, first.name, nil
+		return first.Connector, nil, first.Name, nil
 	}
-	addrs := []clusterAddress{first}
+	addrs := []engine.Address{first}
 	for i, dsn := range o.fallbacks {
 		a, err := parse(dsn)
 		if err != nil {
@@ -73,15 +53,8 @@ func openCluster(dsn string, o options, parse func(string) (clusterAddress, erro
 		}
 		addrs = append(addrs, a)
 	}
-	cluster = newFailover(addrs, probe, o.log)
-	return cluster, cluster, first.name, nil
-}
-
-// clusterAddress is one address of a cluster: its connector and the name
-// it is logged and shown by (host:port, never the password).
-type clusterAddress struct {
-	name string
-	c    driver.Connector
+	cluster = newFailover(addrs, d.Probe, o.log)
+	return cluster, cluster, first.Name, nil
 }
 
 // failover is a driver.Connector over the addresses of one cluster
@@ -95,9 +68,9 @@ type clusterAddress struct {
 // they are next returned to the pool or taken from it, so that the pool
 // does not keep talking to a node it has left.
 type failover struct {
-	addrs []clusterAddress
+	addrs []engine.Address
 	// probe returns nil when the node of a new connection accepts writes:
-	// the engine's own question (probeMySQL, probePostgres).
+	// the engine's own question (its dialect's Probe).
 	probe      func(context.Context, driver.QueryerContext) error
 	log        *slog.Logger
 	retryFirst time.Duration
@@ -120,7 +93,7 @@ type failover struct {
 
 var _ driver.Connector = (*failover)(nil)
 
-func newFailover(addrs []clusterAddress, probe func(context.Context, driver.QueryerContext) error, log *slog.Logger) *failover {
+func newFailover(addrs []engine.Address, probe func(context.Context, driver.QueryerContext) error, log *slog.Logger) *failover {
 	f := &failover{
 		addrs:      addrs,
 		probe:      probe,
@@ -136,7 +109,7 @@ func newFailover(addrs []clusterAddress, probe func(context.Context, driver.Quer
 
 // Driver returns the driver of the first address: all of them are of one
 // engine.
-func (f *failover) Driver() driver.Driver { return f.addrs[0].c.Driver() }
+func (f *failover) Driver() driver.Driver { return f.addrs[0].Connector.Driver() }
 
 // Connect opens a connection to the address in use, or, when that fails,
 // to the next address that works, in list order after it.
@@ -151,7 +124,7 @@ func (f *failover) Connect(ctx context.Context) (driver.Conn, error) {
 		if err == nil {
 			return f.adopt(conn, start, i, errors.Join(errs...)), nil
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", f.addrs[i].name, err))
+		errs = append(errs, fmt.Errorf("%s: %w", f.addrs[i].Name, err))
 		if ctx.Err() != nil {
 			break
 		}
@@ -164,7 +137,7 @@ func (f *failover) Connect(ctx context.Context) (driver.Conn, error) {
 
 // open connects to address i and checks that it accepts writes.
 func (f *failover) open(ctx context.Context, i int) (fullConn, error) {
-	c, err := f.addrs[i].c.Connect(ctx)
+	c, err := f.addrs[i].Connector.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -180,61 +153,6 @@ func (f *failover) open(ctx context.Context, i int) (fullConn, error) {
 		return nil, err
 	}
 	return conn, nil
-}
-
-// probeMySQL returns nil when conn's MySQL or MariaDB node accepts writes.
-func probeMySQL(ctx context.Context, conn driver.QueryerContext) error {
-	readOnly, err := queryValue(ctx, conn, probeReadOnlySQL, 0)
-	if err != nil {
-		return err
-	}
-	if !isOff(readOnly) {
-		return errReadOnly
-	}
-	wsrepOn, err := queryValue(ctx, conn, probeWsrepOnSQL, 1)
-	if err != nil || !strings.EqualFold(wsrepOn, "ON") {
-		return nil // no Galera (MySQL answers no row; a failed SHOW is not the node refusing)
-	}
-	ready, err := queryValue(ctx, conn, probeWsrepSQL, 1)
-	if err != nil {
-		return err
-	}
-	if !strings.EqualFold(ready, "ON") {
-		return errNotReady
-	}
-	return nil
-}
-
-// isOff reports whether a boolean server variable reads false: 0, or OFF
-// where the server reports it by name.
-func isOff(v string) bool { return v == "0" || strings.EqualFold(v, "OFF") }
-
-// queryValue returns column col of the first row of query, as text; "" when
-// there is no row.
-func queryValue(ctx context.Context, conn driver.QueryerContext, query string, col int) (string, error) {
-	rows, err := conn.QueryContext(ctx, query, nil)
-	if err != nil {
-		return "", err
-	}
-	defer rows.Close()
-	v := make([]driver.Value, len(rows.Columns()))
-	if col >= len(v) {
-		return "", fmt.Errorf("%s: %d columns", query, len(v))
-	}
-	if err := rows.Next(v); err != nil {
-		if err == io.EOF {
-			return "", nil
-		}
-		return "", err
-	}
-	switch x := v[col].(type) {
-	case []byte:
-		return string(x), nil
-	case string:
-		return x, nil
-	default:
-		return fmt.Sprint(x), nil
-	}
 }
 
 // adopt wraps a connection opened to address at, which the walk reached
@@ -266,10 +184,10 @@ func (f *failover) moveLocked(from, to int, why error) {
 	}
 	f.gen.Add(1)
 	if to == 0 {
-		f.log.Info("store: back on the first database address", "address", f.addrs[to].name, "left", f.addrs[from].name)
+		f.log.Info("store: back on the first database address", "address", f.addrs[to].Name, "left", f.addrs[from].Name)
 		return
 	}
-	f.log.Warn("store: switched database address", "from", f.addrs[from].name, "to", f.addrs[to].name,
+	f.log.Warn("store: switched database address", "from", f.addrs[from].Name, "to", f.addrs[to].Name,
 		"address_index", to, "reason", f.lastErr)
 }
 
@@ -304,11 +222,11 @@ func (f *failover) retryFirstLoop() {
 		if cur == 0 {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(f.ctx, mysqlDialTimeout+probeTimeout)
+		ctx, cancel := context.WithTimeout(f.ctx, engine.DialTimeout+probeTimeout)
 		conn, err := f.open(ctx, 0)
 		cancel()
 		if err != nil {
-			f.log.Debug("store: the first database address still does not serve", "address", f.addrs[0].name, "err", err)
+			f.log.Debug("store: the first database address still does not serve", "address", f.addrs[0].Name, "err", err)
 			continue
 		}
 		conn.Close()
@@ -351,7 +269,7 @@ func (f *failover) state() Address {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return Address{
-		Name: f.addrs[f.cur].name, Index: f.cur, Count: len(f.addrs),
+		Name: f.addrs[f.cur].Name, Index: f.cur, Count: len(f.addrs),
 		Switches: f.switches, LastSwitch: f.lastSwitch, LastSwitchReason: f.lastErr,
 	}
 }

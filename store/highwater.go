@@ -35,15 +35,9 @@ import (
 // takes no gap locks, so a read (locking the mark's row if there is one)
 // and an upsert suffice there too.
 const (
-	// ensureMarkMySQL creates a tag's mark at 0 unless it exists, and locks
-	// it either way (argument: tag).
-	ensureMarkMySQL = `INSERT INTO leafd_tag_highwater (biz_tag, max_id) VALUES (?, 0) ON DUPLICATE KEY UPDATE max_id = max_id`
 	// readMarkSQL reads the mark (argument: tag); the dialect's lock
 	// suffix is appended.
 	readMarkSQL = `SELECT max_id FROM leafd_tag_highwater WHERE biz_tag = ?`
-	// raiseMarkMySQL records a new mark (arguments: max_id, tag). The
-	// caller has checked that it is above the one read.
-	raiseMarkMySQL = `UPDATE leafd_tag_highwater SET max_id = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?`
 	// upsertMarkSQL records a new mark, creating the row if need be
 	// (arguments: tag, max_id), in SQLite's and PostgreSQL's words.
 	upsertMarkSQL = `INSERT INTO leafd_tag_highwater (biz_tag, max_id) VALUES (?, ?)
@@ -63,8 +57,8 @@ func (s *db) raiseMark(ctx context.Context, tx *sqlx.Tx, tag string, start, end 
 	if start < mark {
 		return rewoundError(tag, start, mark)
 	}
-	if s.dialect.markByUpdate {
-		_, err = tx.ExecContext(ctx, s.q(raiseMarkMySQL), end, tag)
+	if m := s.dialect.Marks; m != nil {
+		_, err = tx.ExecContext(ctx, s.q(m.Raise), end, tag)
 	} else {
 		_, err = tx.ExecContext(ctx, s.q(upsertMarkSQL), tag, end)
 	}
@@ -78,15 +72,15 @@ func (s *db) raiseMark(ctx context.Context, tx *sqlx.Tx, tag string, start, end 
 // dialect locks rows (on MySQL it first makes sure the row exists, so that
 // the locking read takes no gap lock); 0 when the tag has no mark yet.
 func (s *db) lockMark(ctx context.Context, tx *sqlx.Tx, tag string) (int64, error) {
-	if s.dialect.markByUpdate {
-		if _, err := tx.ExecContext(ctx, s.q(ensureMarkMySQL), tag); err != nil {
+	if m := s.dialect.Marks; m != nil {
+		if _, err := tx.ExecContext(ctx, s.q(m.Ensure), tag); err != nil {
 			return 0, markErr(err)
 		}
 	}
 	var mark int64
-	err := tx.QueryRowContext(ctx, s.q(readMarkSQL+s.dialect.lockSuffix), tag).Scan(&mark)
+	err := tx.QueryRowContext(ctx, s.q(readMarkSQL+s.dialect.LockSuffix), tag).Scan(&mark)
 	switch {
-	case errors.Is(err, sql.ErrNoRows) && !s.dialect.markByUpdate:
+	case errors.Is(err, sql.ErrNoRows) && s.dialect.Marks == nil:
 		return 0, nil // no mark yet: the tag's first load by leafd
 	case err != nil:
 		return 0, markErr(err)
@@ -157,7 +151,7 @@ func (s *db) RepairTag(ctx context.Context, name string) (Repair, error) {
 	var r Repair
 	err := s.WriteTx(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		r = Repair{}
-		before, ok, err := exactRow(ctx, tx, name, s.dialect.lockSuffix)
+		before, ok, err := exactRow(ctx, tx, name, s.dialect.LockSuffix)
 		if err != nil {
 			return err
 		}

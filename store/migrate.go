@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"github.com/leafd/leafd/store/internal/engine"
+	"log/slog"
 
 	"github.com/pressly/goose/v3"
 )
@@ -13,13 +15,32 @@ import (
 // every migration is written to run again harmlessly (IF NOT EXISTS), so
 // that up can simply run again after the database aborted it.
 func (s *db) up(ctx context.Context) error {
-	p, err := goose.NewProvider(s.dialect.goose, s.x.DB, s.dialect.migrations)
+	p, err := goose.NewProvider(s.dialect.Goose, s.x.DB, s.dialect.Migrations)
 	if err != nil {
 		return err
 	}
 	_, err = p.Up(ctx)
 	return err
 }
+
+// Migrate applies the pending migrations under the engine's migration lock,
+// so that servers starting at once on one database migrate one after the
+// other; the others then find nothing to do. It is idempotent, and it
+// succeeds on a database that already holds Java Leaf's leaf_alloc,
+// leaving its rows as they are.
+//
+// Errors: store_unavailable when the database cannot be reached; an error
+// without a code when the lock is not granted in time or a migration fails.
+func (s *db) Migrate(ctx context.Context) error { return s.dialect.Migrate(ctx, s) }
+
+// What the engines' Migrate asks of the store (engine.Migrator); DB is
+// Node's.
+func (s *db) Addr() string                                                   { return s.addr }
+func (s *db) Up(ctx context.Context) error                                   { return s.up(ctx) }
+func (s *db) Write(ctx context.Context, f func(context.Context) error) error { return s.write(ctx, f) }
+func (s *db) Pending(ctx context.Context) (bool, error)                      { return s.pendingMigrations(ctx) }
+func (s *db) Class(err error) engine.Class                                   { return s.class(err) }
+func (s *db) Log() *slog.Logger                                              { return s.log }
 
 // appliedSQL lists the migrations goose recorded as applied.
 const appliedSQL = `SELECT version_id FROM goose_db_version WHERE is_applied`
@@ -37,7 +58,7 @@ func (s *db) PendingMigrations(ctx context.Context) (bool, error) {
 // recorded as applied in goose's version table, or the table is missing.
 // It only reads: goose itself would create the table.
 func (s *db) pendingMigrations(ctx context.Context) (bool, error) {
-	p, err := goose.NewProvider(s.dialect.goose, s.x.DB, s.dialect.migrations)
+	p, err := goose.NewProvider(s.dialect.Goose, s.x.DB, s.dialect.Migrations)
 	if err != nil {
 		return false, err
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/leafd/leafd/internal/testkit/testdb"
-	"github.com/leafd/leafd/migrations"
 )
 
 // pxcRefusal is Percona XtraDB Cluster's answer to GET_LOCK under
@@ -39,7 +38,7 @@ func (b *syncBuffer) String() string {
 
 // openRefusing opens a store on dsn whose server refuses GET_LOCK as PXC
 // does, logging to log.
-func openRefusing(t *testing.T, dsn string, log *syncBuffer) (*MySQL, *faults) {
+func openRefusing(t *testing.T, dsn string, log *syncBuffer) (*db, *faults) {
 	t.Helper()
 	s, f := openFaulty(t, dsn, WithLogger(slog.New(slog.NewTextHandler(log, nil))))
 	f.inject(stepGetLock, pxcRefusal, -1)
@@ -52,7 +51,7 @@ func openRefusing(t *testing.T, dsn string, log *syncBuffer) (*MySQL, *faults) {
 func wantMigratedOnce(t *testing.T, dsn string) {
 	t.Helper()
 	raw := openRaw(t, "mysql", dsn)
-	p, err := goose.NewProvider(goose.DialectMySQL, raw, migrations.MySQL)
+	p, err := goose.NewProvider(goose.DialectMySQL, raw, lookup("mysql").Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +82,7 @@ func wantMigratedOnce(t *testing.T, dsn string) {
 		}
 	}
 	var holder string
-	if err := raw.QueryRow("SELECT holder FROM leafd_lock WHERE name = ?", migrateLock).Scan(&holder); err != nil || holder != "" {
+	if err := raw.QueryRow("SELECT holder FROM leafd_lock WHERE name = 'leafd_migrate'").Scan(&holder); err != nil || holder != "" {
 		t.Fatalf("leafd's lock row: holder %q, %v; want it free", holder, err)
 	}
 }
@@ -95,7 +94,7 @@ func wantMigratedOnce(t *testing.T, dsn string) {
 func TestMigrateLockRowConcurrent(t *testing.T) {
 	dsn := testdb.MySQL(t)
 	var logs [2]syncBuffer
-	var stores [2]*MySQL
+	var stores [2]*db
 	var fs [2]*faults
 	// Both read goose's version table before either migrates.
 	var read sync.WaitGroup
@@ -177,35 +176,5 @@ func TestMigrateAlreadyAppliedNoLock(t *testing.T) {
 	}
 	if f.saw("leafd_lock") || f.saw("CREATE TABLE") {
 		t.Errorf("statements sent: a lock row or a migration, on a database up to date")
-	}
-}
-
-// A lock row left by a server that died while migrating is taken once it
-// expires; one held by a live server is waited for, and the error names
-// it.
-func TestMigrateLockRowExpiry(t *testing.T) {
-	dsn := testdb.MySQL(t)
-	raw := openRaw(t, "mysql", dsn)
-	mustExec(t, raw, createLockTableSQL)
-
-	mustExec(t, raw, "INSERT INTO leafd_lock (name, holder, expires_ms) VALUES (?, 'crashed-server/1/x', 1)", migrateLock)
-	var log syncBuffer
-	s, _ := openRefusing(t, dsn, &log)
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatalf("Migrate past an expired lock row: %v", err)
-	}
-	wantMigratedOnce(t, dsn)
-
-	// Held by a live server, and one migration missing.
-	mustExec(t, raw, "UPDATE leafd_lock SET holder = 'live-server/2/y', expires_ms = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + 600000")
-	mustExec(t, raw, "DELETE FROM goose_db_version WHERE version_id = (SELECT v FROM (SELECT MAX(version_id) AS v FROM goose_db_version) AS m)")
-	s.lockWait = 300 * time.Millisecond
-	start := time.Now()
-	err := s.Migrate(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "live-server/2/y holds it") || !strings.Contains(err.Error(), "expires on its own") {
-		t.Fatalf("Migrate while another server holds the lock row: %v; want an error naming the holder", err)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("gave up after %v, want about %v", d, s.lockWait)
 	}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"github.com/leafd/leafd/store/internal/engine"
 	"maps"
 	"slices"
 
@@ -69,9 +70,9 @@ func (s *db) sqlDB() *db { return s }
 // DB, Duplicate, Greatest and ShareSuffix are Node's, from the pool, the
 // error classes and the dialect.
 func (s *db) DB() *sqlx.DB             { return s.x }
-func (s *db) Duplicate(err error) bool { return s.class(err) == classDuplicate }
-func (s *db) Greatest() string         { return s.dialect.greatest }
-func (s *db) ShareSuffix() string      { return s.dialect.shareSuffix }
+func (s *db) Duplicate(err error) bool { return s.class(err) == engine.ClassDuplicate }
+func (s *db) Greatest() string         { return s.dialect.Greatest }
+func (s *db) ShareSuffix() string      { return s.dialect.ShareSuffix }
 
 // WriteTx is Node.WriteTx.
 func (s *db) WriteTx(ctx context.Context, f func(context.Context, *sqlx.Tx) error) error {
@@ -110,23 +111,20 @@ func (s *db) Marks(ctx context.Context) (map[string]int64, error) {
 	return marks, nil
 }
 
-// The SQL of CopyTags. markCopyMySQL (arguments: tag, value, value) and
-// markCopySQL (arguments: tag, value) raise a tag's high-water mark to at
-// least a value, creating it if need be; %[1]s is greatest.
-const (
-	markCopyMySQL = `INSERT INTO leafd_tag_highwater (biz_tag, max_id) VALUES (?, ?) ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, ?)`
-	markCopySQL   = `INSERT INTO leafd_tag_highwater (biz_tag, max_id) VALUES (?, ?)
+// markCopySQL raises a tag's high-water mark to at least a value,
+// creating it if need be (arguments: tag, value), where the dialect has no
+// Marks of its own; %[1]s is greatest.
+const markCopySQL = `INSERT INTO leafd_tag_highwater (biz_tag, max_id) VALUES (?, ?)
 ON CONFLICT (biz_tag) DO UPDATE SET max_id = %[1]s(leafd_tag_highwater.max_id, excluded.max_id)`
-)
 
 // CopyTags writes in one order for every server, so that two copying at
 // once do not deadlock.
 func (s *db) CopyTags(ctx context.Context, tx *sqlx.Tx, tags []leafd.Tag, marks map[string]int64) error {
 	for _, name := range slices.Sorted(maps.Keys(marks)) {
 		if mark := marks[name]; mark > 1 {
-			query, args := fmt.Sprintf(markCopySQL, s.dialect.greatest), []any{name, mark}
-			if s.dialect.markByUpdate {
-				query, args = markCopyMySQL, append(args, mark)
+			query, args := fmt.Sprintf(markCopySQL, s.dialect.Greatest), []any{name, mark}
+			if m := s.dialect.Marks; m != nil {
+				query, args = m.Copy, append(args, mark)
 			}
 			if _, err := tx.ExecContext(ctx, s.q(query), args...); err != nil {
 				return markErr(err)

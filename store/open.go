@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"github.com/jmoiron/sqlx"
+	"github.com/leafd/leafd/store/internal/engine"
 	"log/slog"
 	"strings"
 
@@ -41,7 +44,7 @@ type Store interface {
 	Close() error
 }
 
-// Option configures Open (and OpenMySQL).
+// Option configures Open.
 type Option func(*options)
 
 type options struct {
@@ -100,7 +103,7 @@ func Open(driver, dsn string, opts ...Option) (Store, error) {
 
 // openEngine is Open, returning the store as a Node.
 func openEngine(driver, dsn string, o options) (Node, error) {
-	e, ok := engines[driver]
+	d, ok := engine.Lookup(driver)
 	if !ok {
 		return nil, unknownDriver(driver)
 	}
@@ -109,24 +112,33 @@ func openEngine(driver, dsn string, o options) (Node, error) {
 			return nil, err
 		}
 	}
-	if len(o.fallbacks) > 0 && e.noFallbacks != "" {
-		return nil, fmt.Errorf("store.fallback_dsns does not apply to %s: %s; leave it empty", driver, e.noFallbacks)
+	if len(o.fallbacks) > 0 && d.NoFallbacks != "" {
+		return nil, fmt.Errorf("store.fallback_dsns does not apply to %s: %s; leave it empty", driver, d.NoFallbacks)
 	}
-	return e.open(e, dsn, o)
+	connector, cluster, addr, err := openCluster(d, dsn, o)
+	if err != nil {
+		return nil, err
+	}
+	sqlDB := sql.OpenDB(connector)
+	sqlDB.SetMaxOpenConns(d.Pool.MaxOpen)
+	sqlDB.SetMaxIdleConns(d.Pool.MaxIdle)
+	sqlDB.SetConnMaxLifetime(d.Pool.MaxLifetime)
+	sqlDB.SetConnMaxIdleTime(d.Pool.MaxIdleTime)
+	return newDB(d, sqlx.NewDb(sqlDB, d.Bind), cluster, addr, o.log), nil
 }
 
 // CheckDSN returns the error Open would return for dsn, without opening
 // anything: nil when driver is known and dsn is written for it, parses
 // and names a database.
 func CheckDSN(driver, dsn string) error {
-	e, ok := engines[driver]
+	d, ok := engine.Lookup(driver)
 	if !ok {
 		return unknownDriver(driver)
 	}
 	if err := foreignDSN(driver, dsn); err != nil {
 		return err
 	}
-	return e.check(dsn)
+	return d.Check(dsn)
 }
 
 func unknownDriver(driver string) error {
@@ -136,8 +148,8 @@ func unknownDriver(driver string) error {
 // MissingTable reports whether err is the database saying that a table
 // does not exist: a store that was never migrated.
 func MissingTable(err error) bool {
-	for _, e := range engines {
-		if e.missingTable(err) {
+	for _, name := range Drivers() {
+		if lookup(name).MissingTable(err) {
 			return true
 		}
 	}

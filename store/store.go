@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/leafd/leafd/store/internal/engine"
 	"io"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -60,33 +62,13 @@ AND NOT EXISTS (SELECT 1 FROM leafd_shard)`
 	tagNamesSQL  = `SELECT biz_tag FROM leaf_alloc`
 )
 
-// errClass sorts database errors by what leafd does about them.
-type errClass int
-
-const (
-	// classOther is every error that is none of the below: a bug or a
-	// schema problem, reported as an internal error.
-	classOther errClass = iota
-	// classRetry is a transaction the database aborted and rolled back so
-	// that the client retries it.
-	classRetry
-	// classUnavailable is a database that cannot be reached or does not
-	// accept writes now: the connection failed, timed out or was lost.
-	classUnavailable
-	// classDuplicate is an INSERT that hit the primary key.
-	classDuplicate
-	// classLocked is a statement that waited for a row lock held by
-	// another transaction until the database gave up: that row's
-	// business, not the database's, and not retried at once (the lock is
-	// most likely still held).
-	classLocked
-)
-
-// db is the implementation MySQL and SQLite share.
+// db is the store of every engine: the shared SQL over the engine's
+// dialect.
 type db struct {
 	x *sqlx.DB
 	// dialect is the engine's: its SQL, its errors, its migrations.
-	dialect *dialect
+	dialect *engine.Dialect
+	log     *slog.Logger
 	// writers, made when the dialect has one writer at a time, holds the
 	// writing transaction of this store that runs.
 	writers chan struct{}
@@ -104,13 +86,13 @@ type db struct {
 }
 
 // Driver returns the engine's name as store.driver spells it (Drivers).
-func (s *db) Driver() string { return s.dialect.driver }
+func (s *db) Driver() string { return s.dialect.Driver }
 
 // newDB returns the shared implementation over x in dialect d, at the
 // addresses of cluster (nil with one) whose first is addr.
-func newDB(d *dialect, x *sqlx.DB, cluster *failover, addr string) db {
-	s := db{x: x, dialect: d, cluster: cluster, addr: addr}
-	if d.oneWriter {
+func newDB(d *engine.Dialect, x *sqlx.DB, cluster *failover, addr string, log *slog.Logger) *db {
+	s := &db{x: x, dialect: d, cluster: cluster, addr: addr, log: log}
+	if d.OneWriter {
 		s.writers = make(chan struct{}, 1)
 	}
 	return s
@@ -120,7 +102,7 @@ func newDB(d *dialect, x *sqlx.DB, cluster *failover, addr string) db {
 // unavailable, so that a node that answered but refuses writes is left;
 // being told of one error twice does no harm.
 func (s *db) leave(err error) {
-	if s.cluster != nil && s.dialect.refused(err) {
+	if s.cluster != nil && s.dialect.Refused(err) {
 		s.cluster.refused()
 	}
 }
@@ -134,6 +116,15 @@ func (s *db) q(query string) string { return s.x.Rebind(query) }
 type queryer interface {
 	sqlx.QueryerContext
 	Rebind(query string) string
+}
+
+// writeError is err, the failed write of a tag's row, as the engine words
+// it (its column limits).
+func (s *db) writeError(ctx context.Context, err error) error {
+	if s.dialect.WriteError == nil {
+		return err
+	}
+	return s.dialect.WriteError(ctx, s.x, err)
 }
 
 // Close closes the connection pool. Calls in flight may fail afterwards.
@@ -452,8 +443,8 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 			return tagExists(t.Name, same)
 		}
 		if _, err := tx.ExecContext(ctx, s.q(insertSQL), t.Name, max(t.MaxID, p.mark), t.Step, desc); err != nil {
-			if s.class(err) != classDuplicate {
-				return descriptionCharset(ctx, s.x, err)
+			if s.class(err) != engine.ClassDuplicate {
+				return s.writeError(ctx, err)
 			}
 			return exists()
 		}
@@ -473,7 +464,7 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 			return err
 		}
 		if err := tx.Commit(); err != nil {
-			if s.class(err) == classDuplicate {
+			if s.class(err) == engine.ClassDuplicate {
 				// TiDB checks uniqueness at COMMIT in optimistic
 				// transactions: the COMMIT failed, nothing was written.
 				return exists()
@@ -544,7 +535,7 @@ func (s *db) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old
 		// change "order" for "ORDER". With the row found exactly, the
 		// UPDATE cannot reach another: the primary key holds no two rows
 		// that the collation's "=" takes for one.
-		before, ok, err := exactRow(ctx, tx, name, s.dialect.lockSuffix)
+		before, ok, err := exactRow(ctx, tx, name, s.dialect.LockSuffix)
 		if err != nil {
 			return err
 		}
@@ -559,7 +550,7 @@ func (s *db) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old
 			desc = nullString(*u.Description)
 		}
 		if _, err := tx.ExecContext(ctx, s.q(updateTagSQL), step, desc, name); err != nil {
-			return descriptionCharset(ctx, s.x, err)
+			return s.writeError(ctx, err)
 		}
 		after, ok, err := exactRow(ctx, tx, name, "")
 		if err != nil {
@@ -651,8 +642,8 @@ func (s *db) writeWith(ctx context.Context, moveOn bool, tx func(context.Context
 		}
 		tries++
 		switch s.class(err) {
-		case classRetry:
-		case classUnavailable:
+		case engine.ClassRetry:
+		case engine.ClassUnavailable:
 			if moveOn && !movedOn && ctx.Err() == nil {
 				s.leave(err) // so that the next connection is probed afresh
 				movedOn = true
@@ -663,8 +654,8 @@ func (s *db) writeWith(ctx context.Context, moveOn bool, tx func(context.Context
 		default:
 			return err
 		}
-		if s.dialect.retryFor > 0 {
-			if time.Since(start) >= s.dialect.retryFor {
+		if s.dialect.RetryFor > 0 {
+			if time.Since(start) >= s.dialect.RetryFor {
 				return &retriedOut{err, tries, time.Since(start)}
 			}
 		} else if attempt == maxAttempts {
@@ -718,48 +709,24 @@ type retriedOut struct {
 func (e *retriedOut) Error() string { return e.err.Error() }
 func (e *retriedOut) Unwrap() error { return e.err }
 
-// A verdict is what leafd makes of a database error: its class, and for
-// the classes reported as store_unavailable, the message for the client in
-// two halves: what went wrong, and what to do about it. The two are kept
-// apart so that Wrap can say how often a transaction was retried between
-// them. Neither ever holds the DSN: only what the driver, the network or
-// the database said (a user name and host, an address, a database name).
-type verdict struct {
-	class       errClass
-	cause, hint string
-}
-
-// The verdicts that more than one source of errors can reach (the error
-// table's rows word the same with the same constants).
-var (
-	// verdictLost is a connection that ended under a statement.
-	verdictLost = verdict{classUnavailable, lostCause, lostHint}
-	// verdictReadOnly is a node that answers and refuses writes: a
-	// replica, or a server set read-only.
-	verdictReadOnly = verdict{classUnavailable, readOnlyCause, readOnlyHint}
-	// verdictGalera is a Galera node that is not synced or not in the
-	// primary component.
-	verdictGalera = verdict{classUnavailable, galeraCause, galeraHint}
-)
-
 // class sorts err: the errors of the network, the context and
 // database/sql first, then the driver's own.
-func (s *db) class(err error) errClass { return s.judge(err).class }
+func (s *db) class(err error) engine.Class { return s.judge(err).Class }
 
 // judge sorts err and words it: the errors of the network, the context and
 // database/sql first, then the failover's probe, then the driver's own.
-func (s *db) judge(err error) verdict {
+func (s *db) judge(err error) engine.Verdict {
 	var (
 		le    *leafd.Error
 		retry errRetry
 	)
 	switch {
 	case errors.As(err, &le):
-		return verdict{class: classOther} // already decided
+		return engine.Verdict{Class: engine.ClassOther} // already decided
 	case errors.As(err, &retry):
-		return verdict{classRetry,
-			"other servers kept changing the same rows at the same time",
-			"try again: it passes once fewer servers start at once"}
+		return engine.Verdict{Class: engine.ClassRetry,
+			Cause: "other servers kept changing the same rows at the same time",
+			Hint:  "try again: it passes once fewer servers start at once"}
 	}
 	// The network's errors before the context's: a dial timeout is also a
 	// context.DeadlineExceeded, and the network's error names the address.
@@ -768,37 +735,43 @@ func (s *db) judge(err error) verdict {
 	}
 	switch {
 	case errors.Is(err, context.Canceled):
-		return verdict{classUnavailable,
+		return unavailable(
 			"the operation was cancelled before the database answered",
-			"the request ended or the server is shutting down; retry"}
+			"the request ended or the server is shutting down; retry")
 	case errors.Is(err, context.DeadlineExceeded):
-		return verdict{classUnavailable,
+		return unavailable(
 			"the database did not answer in time",
-			"it is overloaded, waits for a lock, or cannot be reached: see its log and check the address in store.dsn"}
+			"it is overloaded, waits for a lock, or cannot be reached: see its log and check the address in store.dsn")
 	case errors.Is(err, sql.ErrConnDone), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return verdictLost
-	case errors.Is(err, errReadOnly), errors.Is(err, errStandby), errors.Is(err, errReadOnlySelect):
-		// The failover's probe found every node it could reach refusing
-		// writes; not one of the driver's errors, so sorted here.
-		return verdictReadOnly
-	case errors.Is(err, errNotReady):
-		return verdictGalera
+		return engine.Lost
 	}
-	return s.dialect.classify(err)
+	// The failover's probe found every node it could reach refusing
+	// writes; not one of the driver's errors, so sorted here.
+	var refusal *engine.Refusal
+	if errors.As(err, &refusal) {
+		return refusal.Verdict
+	}
+	return s.dialect.Classify(err)
+}
+
+// unavailable is the verdict of a database that does not serve: what went
+// wrong, and what to do.
+func unavailable(cause, hint string) engine.Verdict {
+	return engine.Verdict{Class: engine.ClassUnavailable, Cause: cause, Hint: hint}
 }
 
 // judgeNetwork words the errors of the network, naming the address they
 // were about. It reports false for an error that is not the network's.
-func judgeNetwork(err error) (verdict, bool) {
+func judgeNetwork(err error) (engine.Verdict, bool) {
 	var dns *net.DNSError
 	if errors.As(err, &dns) {
-		return verdict{classUnavailable,
+		return unavailable(
 			fmt.Sprintf("the database cannot be reached: the host name %q does not resolve (%s)", dns.Name, dns.Err),
-			"check the host in store.dsn and the DNS of this machine"}, true
+			"check the host in store.dsn and the DNS of this machine"), true
 	}
 	var ne net.Error
 	if !errors.As(err, &ne) {
-		return verdict{}, false
+		return engine.Verdict{}, false
 	}
 	at, dial := "", false
 	var oe *net.OpError
@@ -809,33 +782,33 @@ func judgeNetwork(err error) (verdict, bool) {
 		}
 		dial = oe.Op == "dial"
 	case errors.Is(err, context.DeadlineExceeded):
-		return verdict{}, false // the context's own error is a net.Error too
+		return engine.Verdict{}, false // the context's own error is a net.Error too
 	}
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return verdict{classUnavailable,
-			"the database cannot be reached" + at + ": nothing accepts connections there (connection refused)",
-			"check the address in store.dsn and that the database server runs"}, true
+		return unavailable(
+			"the database cannot be reached"+at+": nothing accepts connections there (connection refused)",
+			"check the address in store.dsn and that the database server runs"), true
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return verdict{classUnavailable,
-			"the database cannot be reached" + at + ": there is no route to it",
-			"check the address in store.dsn and the network (routes, firewalls) between leafd and the database"}, true
+		return unavailable(
+			"the database cannot be reached"+at+": there is no route to it",
+			"check the address in store.dsn and the network (routes, firewalls) between leafd and the database"), true
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return verdict{classUnavailable,
-			"the connection to the database" + at + " was reset",
-			"the database restarted, or a proxy or firewall dropped the connection; retry, and see the database's log if it persists"}, true
+		return unavailable(
+			"the connection to the database"+at+" was reset",
+			"the database restarted, or a proxy or firewall dropped the connection; retry, and see the database's log if it persists"), true
 	case ne.Timeout() && dial:
-		return verdict{classUnavailable,
-			"the database cannot be reached" + at + ": it did not answer within the dial timeout",
-			"check the address in store.dsn, the firewalls between, and that the host is up (the timeout is timeout= in store.dsn, 5s unless set)"}, true
+		return unavailable(
+			"the database cannot be reached"+at+": it did not answer within the dial timeout",
+			"check the address in store.dsn, the firewalls between, and that the host is up (the timeout is timeout= in store.dsn, 5s unless set)"), true
 	case ne.Timeout():
-		return verdict{classUnavailable,
-			"the database" + at + " stopped answering (i/o timeout)",
-			"it is overloaded or the network drops packets: see its log and load"}, true
+		return unavailable(
+			"the database"+at+" stopped answering (i/o timeout)",
+			"it is overloaded or the network drops packets: see its log and load"), true
 	}
-	return verdict{classUnavailable,
-		"the database cannot be reached" + at,
-		"check the address in store.dsn and the network between leafd and the database"}, true
+	return unavailable(
+		"the database cannot be reached"+at,
+		"check the address in store.dsn and the network between leafd and the database"), true
 }
 
 // Wrap turns err into what the methods return: nil stays nil, a
@@ -856,24 +829,24 @@ func (s *db) Wrap(err error, op string) error {
 		return err
 	}
 	v := s.judge(err)
-	switch v.class {
-	case classUnavailable:
+	switch v.Class {
+	case engine.ClassUnavailable:
 		s.leave(err)
-	case classLocked, classRetry:
+	case engine.ClassLocked, engine.ClassRetry:
 	default:
-		return fmt.Errorf("store: %s: %s: %w", s.dialect.driver, op, err)
+		return fmt.Errorf("store: %s: %s: %w", s.dialect.Driver, op, err)
 	}
-	if v.cause == "" { // a classifier that had nothing to say
-		v.cause, v.hint = "the database failed the request", "see the cause in the server log"
+	if v.Cause == "" { // a classifier that had nothing to say
+		v.Cause, v.Hint = "the database failed the request", "see the cause in the server log"
 	}
-	msg := v.cause
+	msg := v.Cause
 	var ro *retriedOut
-	if v.class == classRetry && errors.As(err, &ro) {
+	if v.Class == engine.ClassRetry && errors.As(err, &ro) {
 		if ro.tries > 1 {
 			msg += fmt.Sprintf("; retried %d times in %v", ro.tries-1, ro.elapsed.Round(time.Millisecond))
 		} else {
 			msg += "; the request ended before it could be retried"
 		}
 	}
-	return leafd.Wrap(leafd.EStoreUnavailable, fmt.Errorf("%s: %s: %w", s.dialect.driver, op, err), msg+"; "+v.hint)
+	return leafd.Wrap(leafd.EStoreUnavailable, fmt.Errorf("%s: %s: %w", s.dialect.Driver, op, err), msg+"; "+v.Hint)
 }

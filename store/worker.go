@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/leafd/leafd/store/internal/engine"
 	"strings"
 	"time"
 
@@ -13,10 +14,7 @@ import (
 	"github.com/leafd/leafd/snowflake"
 )
 
-var (
-	_ snowflake.LeaseStore = (*MySQL)(nil)
-	_ snowflake.LeaseStore = (*SQLite)(nil)
-)
+var _ snowflake.LeaseStore = (*db)(nil)
 
 // The SQL of the worker id leases. %[1]s is the dialect's expression of the
 // database's clock in Unix milliseconds, %[2]s its row-lock suffix.
@@ -64,7 +62,7 @@ func (e errRetry) Unwrap() error { return e.error }
 // of the same worker id then fails this COMMIT, which wrote nothing, and
 // the claim starts again, as when the INSERT itself hits the key.
 func commitErr(s *db, err error) error {
-	if s.class(err) == classDuplicate {
+	if s.class(err) == engine.ClassDuplicate {
 		return errRetry{err}
 	}
 	return err
@@ -101,14 +99,14 @@ type layoutRow struct {
 func (s *db) checkLayout(ctx context.Context, tx *sqlx.Tx, l snowflake.Layout, owner string, nowMs int64) error {
 	l = orDefault(l)
 	var r layoutRow
-	err := tx.GetContext(ctx, &r, fmt.Sprintf(layoutSQL, s.dialect.lockSuffix))
+	err := tx.GetContext(ctx, &r, fmt.Sprintf(layoutSQL, s.dialect.LockSuffix))
 	if s.afterLayoutRead != nil {
 		s.afterLayoutRead()
 	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		if _, err := tx.ExecContext(ctx, s.q(insertLayoutSQL), l.Epoch, l.TimeBits, l.WorkerBits, l.SequenceBits, owner, nowMs); err != nil {
-			if s.class(err) == classDuplicate {
+			if s.class(err) == engine.ClassDuplicate {
 				return errRetry{err}
 			}
 			return err
@@ -176,15 +174,15 @@ func (s *db) beginClaim(ctx context.Context, query string, arg int64) (tx *sqlx.
 			t.Rollback()
 		}
 	}()
-	if s.dialect.claimLock != "" {
-		if _, err = t.ExecContext(ctx, s.dialect.claimLock); err != nil {
+	if s.dialect.ClaimLock != "" {
+		if _, err = t.ExecContext(ctx, s.dialect.ClaimLock); err != nil {
 			return nil, 0, nil, err
 		}
 	}
-	if err = t.GetContext(ctx, &nowMs, fmt.Sprintf(dbNowSQL, s.dialect.nowMs)); err != nil {
+	if err = t.GetContext(ctx, &nowMs, fmt.Sprintf(dbNowSQL, s.dialect.NowMs)); err != nil {
 		return nil, 0, nil, err
 	}
-	if err = t.SelectContext(ctx, &rows, s.q(fmt.Sprintf(query, s.dialect.nowMs, s.dialect.lockSuffix)), arg); err != nil {
+	if err = t.SelectContext(ctx, &rows, s.q(fmt.Sprintf(query, s.dialect.NowMs, s.dialect.LockSuffix)), arg); err != nil {
 		return nil, 0, nil, err
 	}
 	return t, nowMs, rows, nil
@@ -238,7 +236,7 @@ func (s *db) claimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 		}
 		chosen = next
 		if _, err := tx.ExecContext(ctx, s.q(claimInsertSQL), chosen, c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs); err != nil {
-			if s.class(err) == classDuplicate {
+			if s.class(err) == engine.ClassDuplicate {
 				return snowflake.Lease{}, errRetry{err}
 			}
 			return snowflake.Lease{}, err
@@ -296,7 +294,7 @@ func (s *db) claimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snow
 	prev := int64(0)
 	if len(rows) == 0 {
 		if _, err := tx.ExecContext(ctx, s.q(claimInsertSQL), c.WorkerID, c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs); err != nil {
-			if s.class(err) == classDuplicate {
+			if s.class(err) == engine.ClassDuplicate {
 				return snowflake.Lease{}, errRetry{err}
 			}
 			return snowflake.Lease{}, err
@@ -335,7 +333,7 @@ func (s *db) claimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snow
 // another layout or none is recorded; store_unavailable when the database
 // cannot be reached; an error without a code otherwise.
 func (s *db) RenewWorker(ctx context.Context, l snowflake.Lease, ttl time.Duration, watermarkMs int64) error {
-	query := fmt.Sprintf(renewSQL, s.dialect.nowMs)
+	query := fmt.Sprintf(renewSQL, s.dialect.NowMs)
 	args := []any{ttl.Milliseconds(), watermarkMs, watermarkMs, l.WorkerID, l.Owner}
 	if y := l.Layout; y != (snowflake.Layout{}) {
 		query += layoutHeldSQL

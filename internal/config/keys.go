@@ -18,6 +18,9 @@ import (
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
+	// The engines store.driver accepts: registered before this package's
+	// defaults are read from the registry.
+	_ "github.com/leafd/leafd/store/all"
 )
 
 // field declares one key, the one place that says what it is: its name
@@ -64,13 +67,13 @@ func fields() []field {
 		duration("grpc.keepalive_time", rpc.DefaultKeepaliveTime, func(c *Config) *time.Duration { return &c.GRPC.KeepaliveTime }),
 		duration("grpc.keepalive_timeout", rpc.DefaultKeepaliveTimeout, func(c *Config) *time.Duration { return &c.GRPC.KeepaliveTimeout }),
 
-		lower(text("store.driver", hintDriver, store.DefaultDriver, func(c *Config) *string { return &c.Store.Driver }, func(v, hint string) string {
+		lower(text("store.driver", hintDriver, store.DefaultDriver(), func(c *Config) *string { return &c.Store.Driver }, func(v, hint string) string {
 			if !slices.Contains(store.Drivers(), v) {
 				return fmt.Sprintf("%q is not supported: %s", v, hint)
 			}
 			return ""
 		})),
-		text("store.dsn", hintDSN, store.ExampleDSN(store.DefaultDriver), func(c *Config) *string { return &c.Store.DSN }, nil),
+		text("store.dsn", hintDSN, store.ExampleDSN(store.DefaultDriver()), func(c *Config) *string { return &c.Store.DSN }, nil),
 		listField("store.fallback_dsns", hintDSNs, func(c *Config) *[]string { return &c.Store.FallbackDSNs }, nil),
 		listField("store.shards", hintDSNs, func(c *Config) *[]string { return &c.Store.Shards }, nil),
 		number("store.shard_slots", fmt.Sprintf("use a whole number from 2 to %d", store.MaxShardSlots), store.DefaultShardSlots, func(c *Config) *int { return &c.Store.ShardSlots }, nil),

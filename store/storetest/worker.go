@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/leafd/leafd/store/internal/engine"
 	"slices"
 	"strings"
 	"sync"
@@ -17,11 +18,14 @@ import (
 // The cases of the snowflake worker id leases (snowflake.LeaseStore) over
 // the table leaf_worker.
 
-// dbNowSQL reads the database's clock in Unix milliseconds, by driver.
-var dbNowSQL = map[string]string{
-	"mysql":    "SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
-	"sqlite":   "SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
-	"postgres": "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+// dbNowSQL reads the database's clock in Unix milliseconds as the engine
+// driver does; "" for an engine that is not registered.
+func dbNowSQL(driver string) string {
+	d, ok := engine.Lookup(driver)
+	if !ok {
+		return ""
+	}
+	return "SELECT " + d.NowMs
 }
 
 // clockSlack is how far apart two readings of time that should agree may
@@ -69,8 +73,8 @@ func (h *harness) expire(id int64) {
 // driver does.
 func (h *harness) dbNowMs(s Store) int64 {
 	h.t.Helper()
-	query, ok := dbNowSQL[s.Driver()]
-	if !ok {
+	query := dbNowSQL(s.Driver())
+	if query == "" {
 		h.t.Fatalf("no SQL to read the clock of driver %q", s.Driver())
 	}
 	var ms int64
@@ -346,7 +350,7 @@ func testDatabaseClock(t *testing.T, h *harness) {
 			t.Fatalf("set time_zone %s: %v", zone, err)
 		}
 		var ms int64
-		if err := conn.QueryRowContext(ctx, dbNowSQL["mysql"]).Scan(&ms); err != nil {
+		if err := conn.QueryRowContext(ctx, dbNowSQL(s.Driver())).Scan(&ms); err != nil {
 			t.Fatal(err)
 		}
 		check("time_zone "+zone, ms)

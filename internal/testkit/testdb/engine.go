@@ -62,7 +62,7 @@ var engines = map[string]engine{
 		// The connect timeout is short enough for a test.
 		unreachable: func(string) string { return "root@tcp(127.0.0.1:1)/leafd?timeout=500ms" },
 		holdMigrateLock: func(tb testing.TB, raw *sql.DB, _ string) func() {
-			const name = "leafd_migrate" // GET_LOCK's name, store/mysql.go
+			const name = "leafd_migrate" // the named lock of MySQL's Migrate
 			return holdOn(tb, raw, func(ctx context.Context, c *sql.Conn) error {
 				var got int
 				if err := c.QueryRowContext(ctx, "SELECT GET_LOCK(?, 5)", name).Scan(&got); err != nil || got != 1 {
@@ -100,7 +100,7 @@ var engines = map[string]engine{
 			return "postgres://root@127.0.0.1:1/leafd?sslmode=disable&connect_timeout=1"
 		},
 		holdMigrateLock: func(tb testing.TB, raw *sql.DB, _ string) func() {
-			const key int64 = 0x6c656166645f6d67 // pg_advisory_lock's key, store/postgres.go
+			const key int64 = 0x6c656166645f6d67 // the advisory lock of PostgreSQL's Migrate
 			return holdOn(tb, raw, func(ctx context.Context, c *sql.Conn) error {
 				_, err := c.ExecContext(ctx, "SELECT pg_advisory_lock($1)", key)
 				return err
@@ -138,7 +138,7 @@ var engines = map[string]engine{
 				return nil
 			}
 			return func(tb testing.TB, _ *sql.DB, dsn string) func() {
-				return lockFile(tb, sqliteFile(dsn)+".migrate.lock") // store/sqlite.go
+				return lockFile(tb, sqliteFile(dsn)+".migrate.lock") // what SQLite's Migrate flocks
 			}
 		}(),
 	},

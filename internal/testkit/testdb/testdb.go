@@ -38,6 +38,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
+
+	_ "github.com/leafd/leafd/store/all" // the engines a test may open
 )
 
 // Each runs f as a subtest named after each engine in drivers, with a

@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"path/filepath"
@@ -37,10 +37,10 @@ func TestSQLite(t *testing.T) {
 		}
 		t.Cleanup(func() { raw.Close() })
 		db := &storetest.Database{
-			Open: func() (storetest.Store, error) { return store.OpenSQLite(dsn) },
+			Open: func() (storetest.Store, error) { return store.Open("sqlite", dsn) },
 			OpenUnreachable: func() (storetest.Store, error) {
 				// A directory where the file should be: SQLite cannot open it.
-				return store.OpenSQLite(filepath.Dir(file))
+				return store.Open("sqlite", filepath.Dir(file))
 			},
 			Raw:             raw,
 			LeafTable:       sqliteLeafTable,

@@ -1,4 +1,4 @@
-package store_test
+package mysql_test
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
@@ -46,8 +45,8 @@ func TestMySQL(t *testing.T) {
 		}
 		t.Cleanup(func() { raw.Close() })
 		return &storetest.Database{
-			Open:            func() (storetest.Store, error) { return store.OpenMySQL(dsn) },
-			OpenUnreachable: func() (storetest.Store, error) { return store.OpenMySQL(unreachableMySQL) },
+			Open:            func() (storetest.Store, error) { return store.Open("mysql", dsn) },
+			OpenUnreachable: func() (storetest.Store, error) { return store.Open("mysql", unreachableMySQL) },
 			Raw:             raw,
 			LeafTable:       leafTable,
 			AfterLayoutRead: store.AfterLayoutRead,
@@ -62,7 +61,7 @@ func TestMySQL(t *testing.T) {
 // unreachable database; the database still answers.
 func TestMySQLRowLockNamed(t *testing.T) {
 	dsn := testdb.MySQL(t)
-	s, err := store.OpenMySQL(dsn)
+	s, err := store.Open("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,48 +71,7 @@ func TestMySQLRowLockNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	testRowLockNamed(t, s, raw)
-}
-
-// testRowLockNamed migrates s, creates a tag, locks its row through raw
-// and checks that Allocate fails after about 5 s with store_unavailable
-// naming the lock, that the database still answers, and that the tag
-// serves once the lock is gone.
-func testRowLockNamed(t *testing.T, s store.Store, raw *sql.DB) {
-	t.Helper()
-	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := raw.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.Exec("SELECT max_id FROM leaf_alloc WHERE biz_tag = 't' FOR UPDATE"); err != nil {
-		t.Fatal(err)
-	}
-	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	start := time.Now()
-	_, err = s.Allocate(actx, "t", 10)
-	took := time.Since(start)
-	if leafd.ErrorCode(err) != leafd.EStoreUnavailable || !strings.Contains(leafd.ErrorMessage(err), "locked by another transaction") {
-		t.Fatalf("Allocate of a locked row: %v; want store_unavailable naming the lock", err)
-	}
-	if took < 4*time.Second || took > 9*time.Second {
-		t.Fatalf("Allocate of a locked row failed after %v, want the 5 s lock wait", took)
-	}
-	if err := s.Ping(ctx); err != nil {
-		t.Fatalf("Ping while a row is locked: %v", err)
-	}
-	tx.Rollback()
-	if _, err := s.Allocate(ctx, "t", 10); err != nil {
-		t.Fatalf("Allocate once the lock is gone: %v", err)
-	}
+	storetest.RowLockNamed(t, s, raw)
 }
 
 func TestOpenMySQLBadDSN(t *testing.T) {
@@ -124,7 +82,7 @@ func TestOpenMySQLBadDSN(t *testing.T) {
 		{"BadParam", "root@tcp(127.0.0.1:3306)/leafd?parseTime=maybe", "does not parse"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := store.OpenMySQL(c.dsn)
+			s, err := store.Open("mysql", c.dsn)
 			if err == nil {
 				s.Close()
 				t.Fatalf("OpenMySQL(%q) succeeded", c.dsn)
@@ -180,7 +138,7 @@ func TestMySQLDescriptionCharset(t *testing.T) {
 	if _, err := raw.Exec(leafTableUTF8); err != nil {
 		t.Fatal(err)
 	}
-	s, err := store.OpenMySQL(dsn)
+	s, err := store.Open("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package store_test
+package postgres_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store"
+	"github.com/leafd/leafd/store/postgres"
 	"github.com/leafd/leafd/store/storetest"
 )
 
@@ -66,13 +67,13 @@ func holdAdvisoryLock(t *testing.T, raw *sqlx.DB) (release func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", store.PostgresMigrateLock); err != nil {
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", postgres.MigrateLock); err != nil {
 		t.Fatalf("pg_advisory_lock: %v", err)
 	}
 	var once sync.Once
 	release = func() {
 		once.Do(func() {
-			if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", store.PostgresMigrateLock); err != nil {
+			if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", postgres.MigrateLock); err != nil {
 				t.Errorf("pg_advisory_unlock: %v", err)
 			}
 			conn.Close()
@@ -107,7 +108,7 @@ func TestPostgresRowLockNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	testRowLockNamed(t, s, openRawPostgres(t, dsn).DB)
+	storetest.RowLockNamed(t, s, openRawPostgres(t, dsn).DB)
 }
 
 // A session that refuses writes (as a standby's do) is left for the next

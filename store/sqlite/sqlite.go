@@ -1,8 +1,13 @@
-package store
+// Package sqlite is the embedded engine of package store, and the default
+// store.driver: one SQLite file (modernc.org/sqlite, pure Go), which
+// several processes may share. It registers itself as store.driver
+// "sqlite"; import it (or store/all) for its side effect.
+package sqlite
 
 import (
 	"context"
-	"database/sql"
+	"database/sql/driver"
+	"embed"
 	"errors"
 	"fmt"
 	"modernc.org/sqlite"
@@ -19,142 +24,131 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
 
-	"github.com/leafd/leafd/migrations"
+	"github.com/leafd/leafd/store/internal/engine"
 )
-
-func init() {
-	// modernc.org/sqlite registers itself as "sqlite", a name sqlx does not
-	// know; it binds with '?' like sqlite3.
-	sqlx.BindDriver("sqlite", sqlx.QUESTION)
-}
-
-// SQLite is a store in one SQLite file (modernc.org/sqlite, pure Go).
-// Several processes may share the file: it runs in WAL mode with a busy
-// timeout, and every transaction takes the write lock when it begins. Open
-// it with OpenSQLite. It is safe for concurrent use. Its methods but Migrate
-// are the same code as MySQL's.
-type SQLite struct {
-	db
-	// path is the database file, where the migration lock file goes next to.
-	path string
-}
 
 // Waiting for the write lock of a file that another process holds. SQLite's
 // busy handler waits up to busy_timeout at a time without looking at the
 // request's context, so its wait is kept short, and Allocate and CreateTag
 // begin again after each SQLITE_BUSY, checking their context in between,
-// until sqliteBusyBudget has passed.
+// until busyBudget has passed.
 const (
-	sqliteBusyTimeout = "busy_timeout(250)"
-	sqliteBusyBudget  = 10 * time.Second
+	busyTimeout = "busy_timeout(250)"
+	busyBudget  = 10 * time.Second
 )
 
-// sqliteMaxOpen bounds the connections to the file. Reads run in parallel in
-// WAL mode; writers queue on db.writers (oneWriter) before they reach SQLite's lock.
-const sqliteMaxOpen = 8
+// maxOpen bounds the connections to the file. Reads run in parallel in WAL
+// mode; writers queue in the store (OneWriter) before they reach SQLite's
+// lock.
+const maxOpen = 8
 
-// sqliteParams are the connection settings OpenSQLite adds to a DSN that
+// params are the connection settings connect adds to a DSN that
 // does not set them itself. synchronous(FULL) is SQLite's default, stated
 // so that nobody lowers it by accident: in WAL mode NORMAL may lose the last
 // transactions at a power failure, and a lost allocation would hand its IDs
 // out again.
-var sqliteParams = []struct{ key, pragma, value string }{
+var params = []struct{ key, pragma, value string }{
 	{"_txlock", "", "immediate"},
-	{"_pragma", "busy_timeout", sqliteBusyTimeout},
+	{"_pragma", "busy_timeout", busyTimeout},
 	{"_pragma", "journal_mode", "journal_mode(WAL)"},
 	{"_pragma", "synchronous", "synchronous(FULL)"},
 }
 
-// OpenSQLite returns a store in the SQLite file dsn names: a path
-// (data/leafd.db) or a file: URI (file:data/leafd.db?_pragma=...). It
-// creates the file's directory but does not open the file yet. The DSN's own
-// parameters are kept; it gets, unless it sets them, immediate transactions
-// (_txlock=immediate), WAL, synchronous FULL and a busy timeout of 250 ms,
-// within which Allocate and CreateTag retry for up to 10 seconds (or until
-// their context ends) while another process holds the write lock.
-//
-// Errors: the DSN is empty, names an in-memory database (which would lose
-// every max_id at exit and hand the same IDs out again), has parameters that
-// do not parse or that make sharing the file unsafe (checkSQLiteParams), or
-// the directory cannot be created.
-func OpenSQLite(dsn string) (*SQLite, error) {
-	return openSQLite(&sqliteDialect, dsn)
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+func init() {
+	// modernc.org/sqlite registers itself as "sqlite", a name sqlx does not
+	// know; it binds with '?' like sqlite3.
+	sqlx.BindDriver("sqlite", sqlx.QUESTION)
+	engine.Register(&dialect)
 }
 
-func init() { register(&sqliteDialect) }
-
-// DefaultDriver is the engine of the default store.driver: an embedded
-// file, so that leafd runs on a fresh machine with nothing installed. Its
-// example DSN is the default store.dsn.
-const DefaultDriver = "sqlite"
-
-var _ Node = (*SQLite)(nil)
-
-// sqliteDialect is SQLite's.
-var sqliteDialect = dialect{
-	driver:  "sqlite",
-	title:   "SQLite",
-	example: "file:data/leafd.db",
-	claims:  sqliteDSN,
-	check:   func(dsn string) error { _, _, err := parseSQLiteDSN(dsn); return err },
-	open: func(d *dialect, dsn string, _ options) (Node, error) {
-		return openSQLite(d, dsn)
-	},
-	noFallbacks: "a file has no other address",
-	rows:        sqliteRows,
-	classify:    classifySQLite,
-	missingTable: func(err error) bool {
+// dialect is SQLite's: the default engine, so that leafd runs on a fresh
+// machine with nothing installed. Its DSN is a path (data/leafd.db) or a
+// file: URI (file:data/leafd.db?_pragma=...); opening creates the file's
+// directory but does not open the file yet. The DSN's own parameters are
+// kept; it gets, unless it sets them, immediate transactions
+// (_txlock=immediate), WAL, synchronous FULL and a busy timeout of 250 ms,
+// within which range loads and tag creations retry for up to 10 seconds
+// (or until their context ends) while another process holds the write
+// lock. Every transaction takes the write lock when it begins.
+//
+// A DSN is refused when it is empty, names an in-memory database (which
+// would lose every max_id at exit and hand the same IDs out again), or has
+// parameters that do not parse or that make sharing the file unsafe
+// (checkParams).
+var dialect = engine.Dialect{
+	Driver:      "sqlite",
+	Title:       "SQLite",
+	Example:     "file:data/leafd.db",
+	Default:     true,
+	Claims:      claims,
+	Check:       func(dsn string) error { _, _, err := parseDSN(dsn); return err },
+	Connect:     connect,
+	Mask:        func(dsn string) string { return dsn }, // a path holds no secret
+	NoFallbacks: "a file has no other address",
+	Bind:        "sqlite",
+	Pool:        engine.Pool{MaxOpen: maxOpen, MaxIdle: maxOpen, MaxIdleTime: 5 * time.Minute},
+	Rows:        rows,
+	Classify:    classify,
+	Refused:     func(error) bool { return false },
+	MissingTable: func(err error) bool {
 		// SQLite has no code of its own for it (SQLITE_ERROR); its text is
 		// matched.
 		var se *sqlite.Error
 		return errors.As(err, &se) && strings.Contains(se.Error(), "no such table")
 	},
-	goose:      goose.DialectSQLite3,
-	migrations: migrations.SQLite,
-	oneWriter:  true,
-	retryFor:   sqliteBusyBudget,
-	nowMs:      "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
-	greatest:   "MAX",
+	Goose:      goose.DialectSQLite3,
+	Migrations: engine.Sub(migrationFiles, "migrations"),
+	Migrate:    migrate,
+	OneWriter:  true,
+	RetryFor:   busyBudget,
+	NowMs:      "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+	Greatest:   "MAX",
 }
 
-func openSQLite(d *dialect, dsn string) (*SQLite, error) {
-	path, query, err := parseSQLiteDSN(dsn)
+// connect parses dsn, creates the file's directory, and returns the
+// file's address: its path, and a connector with the DSN modernc.org/sqlite
+// opens it by.
+func connect(dsn string) (engine.Address, error) {
+	path, query, err := parseDSN(dsn)
 	if err != nil {
-		return nil, err
+		return engine.Address{}, err
 	}
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("create the directory of the SQLite file: %w", err)
+			return engine.Address{}, fmt.Errorf("create the directory of the SQLite file: %w", err)
 		}
 	}
-	sqlDB, err := sql.Open("sqlite", sqliteDriverDSN(path, query))
-	if err != nil {
-		return nil, fmt.Errorf("open the SQLite file: %w", err)
-	}
-	sqlDB.SetMaxOpenConns(sqliteMaxOpen)
-	sqlDB.SetMaxIdleConns(sqliteMaxOpen)
-	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
-	return &SQLite{db: newDB(d, sqlx.NewDb(sqlDB, "sqlite"), nil, path), path: path}, nil
+	return engine.Address{Name: path, Connector: connector{driverDSN(path, query)}}, nil
 }
 
-// sqliteDriverDSN returns the DSN modernc.org/sqlite opens for the file at
+// connector opens connections to one file, as sql.Open("sqlite", dsn)
+// would.
+type connector struct{ dsn string }
+
+func (c connector) Connect(context.Context) (driver.Conn, error) { return c.Driver().Open(c.dsn) }
+func (connector) Driver() driver.Driver                          { return &sqlite.Driver{} }
+
+// driverDSN returns the DSN modernc.org/sqlite opens for the file at
 // path with the parameters query and, where it does not set them,
-// sqliteParams.
-func sqliteDriverDSN(path string, query url.Values) string {
-	for _, p := range sqliteParams {
-		if !hasSQLiteParam(query, p.key, p.pragma) {
+// params.
+func driverDSN(path string, query url.Values) string {
+	for _, p := range params {
+		if !hasParam(query, p.key, p.pragma) {
 			query.Add(p.key, p.value)
 		}
 	}
-	return "file:" + escapeSQLitePath(path) + "?" + query.Encode()
+	return "file:" + escapePath(path) + "?" + query.Encode()
 }
 
-// sqliteDSN reports whether dsn is written for SQLite: a file: URI,
+// claims reports whether dsn is written for SQLite: a file: URI,
 // :memory:, or a path ending in .db, .db3, .sqlite or .sqlite3 (with or
 // without parameters) that holds no '=', '@' or '(', which belong to the
 // other engines' DSNs. Any other string is a path to SQLite too, but not
 // one that says so.
-func sqliteDSN(dsn string) bool {
+func claims(dsn string) bool {
 	lower := strings.ToLower(strings.TrimSpace(dsn))
 	if strings.HasPrefix(lower, "file:") || lower == ":memory:" {
 		return true
@@ -171,9 +165,9 @@ func sqliteDSN(dsn string) bool {
 	return false
 }
 
-// parseSQLiteDSN splits dsn into the file's path (unescaped, as the file
+// parseDSN splits dsn into the file's path (unescaped, as the file
 // system knows it) and the DSN's parameters.
-func parseSQLiteDSN(dsn string) (path string, query url.Values, err error) {
+func parseDSN(dsn string) (path string, query url.Values, err error) {
 	if dsn == "" {
 		return "", nil, errors.New("the SQLite DSN is empty: use a path such as data/leafd.db or file:data/leafd.db")
 	}
@@ -184,7 +178,7 @@ func parseSQLiteDSN(dsn string) (path string, query url.Values, err error) {
 			// file://host/path: only an empty host or localhost is local.
 			host, p, _ := strings.Cut(after, "/")
 			if host != "" && host != "localhost" {
-				return "", nil, fmt.Errorf("the SQLite DSN %q names a host: use a local path", MaskDSN(dsn)) // the host may hold a user and password
+				return "", nil, errors.New("the SQLite DSN names a host (file://host/…): use a local path, such as file:data/leafd.db") // not quoted: the host may hold a user and password
 			}
 			rest = "/" + p
 		}
@@ -207,7 +201,7 @@ func parseSQLiteDSN(dsn string) (path string, query url.Values, err error) {
 	if rest == "" || rest == ":memory:" || slices.Contains(query["mode"], "memory") || slices.Contains(query["vfs"], "memdb") {
 		return "", nil, fmt.Errorf("the SQLite DSN %q names no file: leafd keeps every tag's max_id in the file, use a path such as data/leafd.db", dsn)
 	}
-	if err := checkSQLiteParams(query); err != nil {
+	if err := checkParams(query); err != nil {
 		return "", nil, fmt.Errorf("the SQLite DSN %q sets %w", dsn, err)
 	}
 	return rest, query, nil
@@ -252,7 +246,7 @@ func addressShaped(path string) bool {
 	return false
 }
 
-// checkSQLiteParams refuses the parameters that would let two processes
+// checkParams refuses the parameters that would let two processes
 // sharing the file take the same range, or let a crash lose a committed
 // one and hand its IDs out again. SQLite's lock on the file is what keeps
 // two servers' range loads apart, and only the default VFS takes the POSIX
@@ -266,7 +260,7 @@ func addressShaped(path string) bool {
 // last ones); so is a level SQLite does not know, which it reads as
 // NORMAL. A _pragma that is not of pragmaForm is refused because it could
 // set any of these unseen.
-func checkSQLiteParams(q url.Values) error {
+func checkParams(q url.Values) error {
 	for _, v := range q["vfs"] {
 		if v != "" && v != "unix" {
 			return fmt.Errorf("vfs=%s: processes sharing the file must all take SQLite's default file locks, which keep two servers from taking the same range; remove vfs", v)
@@ -331,18 +325,18 @@ func sqliteTrue(v string) bool {
 	return v == "yes" || v == "on" || v == "true"
 }
 
-// hasSQLiteParam reports whether the DSN's parameters set key, or for
+// hasParam reports whether the DSN's parameters set key, or for
 // _pragma, the pragma named pragma.
-func hasSQLiteParam(q url.Values, key, pragma string) bool {
+func hasParam(q url.Values, key, pragma string) bool {
 	if pragma == "" {
 		return q.Has(key)
 	}
 	return len(pragmaSettings(q, pragma)) > 0
 }
 
-// sqliteShorthands are modernc.org/sqlite's shorthand keys for pragmas:
+// shorthands are modernc.org/sqlite's shorthand keys for pragmas:
 // _sync=FULL sets synchronous as _pragma=synchronous(FULL) does.
-var sqliteShorthands = map[string][]string{
+var shorthands = map[string][]string{
 	"busy_timeout": {"_busy_timeout", "_timeout"},
 	"journal_mode": {"_journal_mode", "_journal"},
 	"synchronous":  {"_synchronous", "_sync"},
@@ -361,7 +355,7 @@ func pragmaSettings(q url.Values, name string) []pragmaSetting {
 			settings = append(settings, pragmaSetting{"_pragma=" + v, value})
 		}
 	}
-	for _, key := range sqliteShorthands[name] {
+	for _, key := range shorthands[name] {
 		for _, v := range q[key] {
 			settings = append(settings, pragmaSetting{key + "=" + v, v})
 		}
@@ -369,9 +363,9 @@ func pragmaSettings(q url.Values, name string) []pragmaSetting {
 	return settings
 }
 
-// escapeSQLitePath escapes the characters that SQLite's URI parser would
+// escapePath escapes the characters that SQLite's URI parser would
 // read as something other than part of the path.
-func escapeSQLitePath(path string) string {
+func escapePath(path string) string {
 	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 }
 
@@ -400,89 +394,88 @@ func migrating(path string) chan struct{} {
 	return sem
 }
 
-// Migrate applies the pending migrations of package migrations with goose.
-// Processes that share the file migrate one after the other: each holds an
-// exclusive lock (flock) on the file's sibling <file>.migrate.lock
-// meanwhile, and the others then find nothing to do. It is idempotent.
+// migrate applies the pending migrations with goose. Processes that share
+// the file migrate one after the other: each holds an exclusive lock
+// (flock) on the file's sibling <file>.migrate.lock meanwhile, and the
+// others then find nothing to do. It is idempotent.
 //
 // Errors: store_unavailable when the file cannot be opened or stays locked;
 // an error without a code when ctx ends while waiting for the lock or a
 // migration fails.
-func (s *SQLite) Migrate(ctx context.Context) error {
-	sem := migrating(s.path)
+func migrate(ctx context.Context, m engine.Migrator) error {
+	path := m.Addr()
+	sem := migrating(path)
 	select {
 	case sem <- struct{}{}:
 		defer func() { <-sem }()
 	case <-ctx.Done():
 		return fmt.Errorf("store: sqlite: migrate: waiting for another migration: %w", ctx.Err())
 	}
-	unlock, err := lockFile(ctx, s.path+".migrate.lock")
+	unlock, err := lockFile(ctx, path+".migrate.lock")
 	if err != nil {
 		return fmt.Errorf("store: sqlite: migrate: %w", err)
 	}
 	defer unlock()
-	return s.Wrap(s.write(ctx, func(ctx context.Context) error {
-		return s.up(ctx)
-	}), "migrate")
+	return m.Wrap(m.Write(ctx, m.Up), "migrate")
 }
 
-// sqliteRows are SQLite's rows of the error table (classify.go), by result
+// rows are SQLite's rows of the error table (classify.go), by result
 // code.
-var sqliteRows = []errorRule{
+var rows = []engine.Rule{
 	// SQLite: result codes, an extended code before its primary code.
-	{code: "SQLITE_BUSY", from: "SQLite",
-		name:  "another connection or process holds the file's write lock past the busy timeout",
-		class: classRetry, cause: "the SQLite file stayed locked by another connection or process (busy)",
-		hint: "see what else writes the file: a long transaction of another program holds every writer up"},
-	{code: "SQLITE_LOCKED", from: "SQLite",
-		name:  "a table is locked by another connection of the process",
-		class: classRetry, cause: "the SQLite file stayed locked by another connection or process (busy)",
-		hint: "see what else writes the file: a long transaction of another program holds every writer up"},
-	{code: "SQLITE_CONSTRAINT_PRIMARYKEY", from: "SQLite",
-		name: "a primary key was hit", class: classDuplicate},
-	{code: "SQLITE_CONSTRAINT_UNIQUE", from: "SQLite",
-		name: "a unique index was hit", class: classDuplicate},
-	{code: "SQLITE_CANTOPEN", from: "SQLite",
-		name: "the file cannot be opened",
+	{Code: "SQLITE_BUSY", From: "SQLite",
+		Name:  "another connection or process holds the file's write lock past the busy timeout",
+		Class: engine.ClassRetry, Cause: "the SQLite file stayed locked by another connection or process (busy)",
+		Hint: "see what else writes the file: a long transaction of another program holds every writer up"},
+	{Code: "SQLITE_LOCKED", From: "SQLite",
+		Name:  "a table is locked by another connection of the process",
+		Class: engine.ClassRetry, Cause: "the SQLite file stayed locked by another connection or process (busy)",
+		Hint: "see what else writes the file: a long transaction of another program holds every writer up"},
+	{Code: "SQLITE_CONSTRAINT_PRIMARYKEY", From: "SQLite",
+		Name: "a primary key was hit", Class: engine.ClassDuplicate},
+	{Code: "SQLITE_CONSTRAINT_UNIQUE", From: "SQLite",
+		Name: "a unique index was hit", Class: engine.ClassDuplicate},
+	{Code: "SQLITE_CANTOPEN", From: "SQLite",
+		Name: "the file cannot be opened",
 		// "cannot be reached" as for a server, so that one phrase finds
 		// every store that cannot be used at all.
-		class: classUnavailable, cause: "the SQLite database cannot be reached: the file store.dsn names cannot be opened",
-		hint: "check that the path names a file, not a directory, that its directory exists, and that leafd may write there"},
-	{code: "SQLITE_READONLY", from: "SQLite",
-		name:  "the file cannot be written",
-		class: classUnavailable, cause: "the SQLite file cannot be written (read-only)",
-		hint: "check the permissions of the file and of its directory, and that the file system is not mounted read-only"},
-	{code: "SQLITE_AUTH", from: "SQLite",
-		name:  "authorization denied",
-		class: classUnavailable, cause: "access to the SQLite file is denied",
-		hint: "check the permissions of the file and of its directory"},
-	{code: "SQLITE_PERM", from: "SQLite",
-		name:  "access permission denied",
-		class: classUnavailable, cause: "access to the SQLite file is denied",
-		hint: "check the permissions of the file and of its directory"},
-	{code: "SQLITE_FULL", from: "SQLite",
-		name:  "the disk is full",
-		class: classUnavailable, cause: "the disk of the SQLite file is full", hint: "free space on it"},
-	{code: "SQLITE_IOERR", from: "SQLite",
-		name:  "an I/O error",
-		class: classUnavailable, cause: "the SQLite file could not be read or written (I/O error)",
-		hint: "check the disk and the file system; see the system log"},
-	{code: "SQLITE_NOLFS", from: "SQLite",
-		name:  "the file is too large for the file system",
-		class: classUnavailable, cause: "the file system of the SQLite file cannot hold a file this large",
-		hint: "move the file to another file system"},
-	{code: "SQLITE_PROTOCOL", from: "SQLite",
-		name:  "the file locking protocol failed",
-		class: classUnavailable, cause: "SQLite's file locking failed (a locking protocol error)",
-		hint: "retry; keep the file off network file systems"},
-	{code: "SQLITE_INTERRUPT", from: "SQLite",
-		name:  "the operation was interrupted",
-		class: classUnavailable, cause: "the SQLite operation was interrupted",
-		hint: "the request ended or the server is shutting down; retry"},
+		Class: engine.ClassUnavailable, Cause: "the SQLite database cannot be reached: the file store.dsn names cannot be opened",
+		Hint: "check that the path names a file, not a directory, that its directory exists, and that leafd may write there"},
+	{Code: "SQLITE_READONLY", From: "SQLite",
+		Name:  "the file cannot be written",
+		Class: engine.ClassUnavailable, Cause: "the SQLite file cannot be written (read-only)",
+		Hint: "check the permissions of the file and of its directory, and that the file system is not mounted read-only"},
+	{Code: "SQLITE_AUTH", From: "SQLite",
+		Name:  "authorization denied",
+		Class: engine.ClassUnavailable, Cause: "access to the SQLite file is denied",
+		Hint: "check the permissions of the file and of its directory"},
+	{Code: "SQLITE_PERM", From: "SQLite",
+		Name:  "access permission denied",
+		Class: engine.ClassUnavailable, Cause: "access to the SQLite file is denied",
+		Hint: "check the permissions of the file and of its directory"},
+	{Code: "SQLITE_FULL", From: "SQLite",
+		Name:  "the disk is full",
+		Class: engine.ClassUnavailable, Cause: "the disk of the SQLite file is full", Hint: "free space on it"},
+	{Code: "SQLITE_IOERR", From: "SQLite",
+		Name:  "an I/O error",
+		Class: engine.ClassUnavailable, Cause: "the SQLite file could not be read or written (I/O error)",
+		Hint: "check the disk and the file system; see the system log"},
+	{Code: "SQLITE_NOLFS", From: "SQLite",
+		Name:  "the file is too large for the file system",
+		Class: engine.ClassUnavailable, Cause: "the file system of the SQLite file cannot hold a file this large",
+		Hint: "move the file to another file system"},
+	{Code: "SQLITE_PROTOCOL", From: "SQLite",
+		Name:  "the file locking protocol failed",
+		Class: engine.ClassUnavailable, Cause: "SQLite's file locking failed (a locking protocol error)",
+		Hint: "retry; keep the file off network file systems"},
+	{Code: "SQLITE_INTERRUPT", From: "SQLite",
+		Name:  "the operation was interrupted",
+		Class: engine.ClassUnavailable, Cause: "the SQLite operation was interrupted",
+		Hint: "the request ended or the server is shutting down; retry"},
 }
 
-// sqliteCodes are the SQLite result codes the table names.
-var sqliteCodes = map[string]int{
+// codes are the SQLite result codes the table names.
+var codes = map[string]int{
 	"SQLITE_BUSY":                  sqlite3.SQLITE_BUSY,
 	"SQLITE_LOCKED":                sqlite3.SQLITE_LOCKED,
 	"SQLITE_CONSTRAINT_PRIMARYKEY": sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY,
@@ -498,32 +491,32 @@ var sqliteCodes = map[string]int{
 	"SQLITE_INTERRUPT":             sqlite3.SQLITE_INTERRUPT,
 }
 
-// sqliteRules indexes sqliteRows by result code.
-var sqliteRules = indexRules(sqliteRows, func(ix *ruleIndex, r *errorRule) error {
-	n, ok := sqliteCodes[r.code]
+// rules indexes rows by result code.
+var rules = engine.IndexRules(rows, func(ix *engine.RuleIndex, r *engine.Rule) error {
+	n, ok := codes[r.Code]
 	if !ok {
-		return fmt.Errorf("unknown SQLite code %q", r.code)
+		return fmt.Errorf("unknown SQLite code %q", r.Code)
 	}
-	ix.byNumber[n] = append(ix.byNumber[n], r)
+	ix.ByNumber[n] = append(ix.ByNumber[n], r)
 	return nil
 })
 
-// classifySQLite sorts the errors of SQLite by the error table (the
+// classify sorts the errors of SQLite by the error table (the
 // extended result code, then the primary one), and words those that make
 // the store unavailable.
-func classifySQLite(err error) verdict {
+func classify(err error) engine.Verdict {
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
-		return verdict{class: classOther}
+		return engine.Verdict{Class: engine.ClassOther}
 	}
-	return sqliteRule(se.Code(), se.Error()).verdict(se.Error(), "", "", 0)
+	return rule(se.Code(), se.Error()).Verdict(se.Error(), "", "", 0)
 }
 
-// sqliteRule returns the row of the error table for result code code, or
+// rule returns the row of the error table for result code code, or
 // nil.
-func sqliteRule(code int, msg string) *errorRule {
-	if r := pick(sqliteRules.byNumber[code], msg); r != nil {
+func rule(code int, msg string) *engine.Rule {
+	if r := engine.Pick(rules.ByNumber[code], msg); r != nil {
 		return r
 	}
-	return pick(sqliteRules.byNumber[code&0xff], msg)
+	return engine.Pick(rules.ByNumber[code&0xff], msg)
 }

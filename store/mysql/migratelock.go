@@ -1,4 +1,4 @@
-package store
+package mysql
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/leafd/leafd/store/internal/engine"
 )
 
 // leafd's lock row: the migration lock of a MySQL-family server that
@@ -53,84 +55,87 @@ const (
 // server's that the error table leaves to the caller (1105, 1235, an
 // unknown function), not a lost connection, a node that does not serve or
 // a conflict.
-func (s *MySQL) refusesNamedLock(err error) bool {
+func refusesNamedLock(m engine.Migrator, err error) bool {
 	var me *mysql.MySQLError
-	return errors.As(err, &me) && s.class(err) == classOther
+	return errors.As(err, &me) && m.Class(err) == engine.ClassOther
 }
 
 // migrateWithoutNamedLock migrates a database whose server refused
 // GET_LOCK (refusal): with no lock at all when every migration is already
 // applied, under leafd's lock row otherwise.
-func (s *MySQL) migrateWithoutNamedLock(ctx context.Context, refusal error) error {
+func migrateWithoutNamedLock(ctx context.Context, m engine.Migrator, refusal error) error {
 	var me *mysql.MySQLError
 	errors.As(refusal, &me)
 	why := fmt.Sprintf("the database refused GET_LOCK (error %d: %s)", me.Number, me.Message)
-	if pending, err := s.pendingMigrations(ctx); err == nil && !pending {
-		s.log.Info("store: mysql: migrations already applied; no migration lock taken", "reason", why)
+	if pending, err := m.Pending(ctx); err == nil && !pending {
+		m.Log().Info("store: mysql: migrations already applied; no migration lock taken", "reason", why)
 		return nil
 	}
-	s.log.Info("store: mysql: migrating under leafd's lock row (table leafd_lock) instead of GET_LOCK", "reason", why)
-	release, err := s.takeLockRow(ctx)
+	m.Log().Info("store: mysql: migrating under leafd's lock row (table leafd_lock) instead of GET_LOCK", "reason", why)
+	release, err := takeLockRow(ctx, m)
 	if err != nil {
 		return err
 	}
 	defer release()
-	return s.migrate(ctx)
+	return up(ctx, m)
 }
 
-// takeLockRow takes leafd's lock row, waiting up to s.lockWait while
+// lockRowWait bounds the wait for leafd's lock row.
+var lockRowWait = migrateLockSeconds * time.Second
+
+// takeLockRow takes leafd's lock row, waiting up to lockRowWait while
 // another server holds it, and returns the function that frees it. The row
 // is renewed in the background until then.
-func (s *MySQL) takeLockRow(ctx context.Context) (release func(), err error) {
-	if _, err := s.x.ExecContext(ctx, createLockTableSQL); err != nil {
-		return nil, s.Wrap(err, "migrate: create leafd's lock table leafd_lock")
+func takeLockRow(ctx context.Context, m engine.Migrator) (release func(), err error) {
+	if _, err := m.DB().ExecContext(ctx, createLockTableSQL); err != nil {
+		return nil, m.Wrap(err, "migrate: create leafd's lock table leafd_lock")
 	}
-	if _, err := s.x.ExecContext(ctx, insertLockRowSQL, migrateLock); err != nil {
-		return nil, s.Wrap(err, "migrate: create leafd's lock row")
+	if _, err := m.DB().ExecContext(ctx, insertLockRowSQL, migrateLock); err != nil {
+		return nil, m.Wrap(err, "migrate: create leafd's lock row")
 	}
 	holder := lockHolder()
-	take := fmt.Sprintf(takeLockRowSQL, s.dialect.nowMs)
-	deadline := time.Now().Add(s.lockWait)
+	take := fmt.Sprintf(takeLockRowSQL, nowMs)
+	deadline := time.Now().Add(lockRowWait)
 	for {
-		got, err := s.execOne(ctx, take, holder, lockRowTTL.Milliseconds(), migrateLock)
+		got, err := execOne(ctx, m, take, holder, lockRowTTL.Milliseconds(), migrateLock)
 		switch {
 		case got:
-		case err == nil, s.class(err) == classRetry, s.class(err) == classLocked:
+		case err == nil, m.Class(err) == engine.ClassRetry, m.Class(err) == engine.ClassLocked:
 			// Held by another server, or another server's attempt
 			// conflicted with this one: try again shortly.
 			if time.Now().After(deadline) {
-				return nil, s.lockRowHeld(ctx)
+				return nil, lockRowHeld(ctx, m)
 			}
 			t := time.NewTimer(lockRowPoll/2 + mathrand.N(lockRowPoll))
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return nil, s.Wrap(ctx.Err(), "migrate: wait for leafd's lock row")
+				return nil, m.Wrap(ctx.Err(), "migrate: wait for leafd's lock row")
 			case <-t.C:
 			}
 			continue
 		default:
-			return nil, s.Wrap(err, "migrate: take leafd's lock row")
+			return nil, m.Wrap(err, "migrate: take leafd's lock row")
 		}
 		break
 	}
 	stop, done := make(chan struct{}), make(chan struct{})
-	go s.renewLockRow(holder, stop, done)
+	go renewLockRow(m, holder, stop, done)
 	return func() {
 		close(stop)
 		<-done
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if _, err := s.x.ExecContext(ctx, releaseLockRowSQL, migrateLock, holder); err != nil {
-			s.log.Warn("store: mysql: could not free leafd's lock row; it expires on its own", "holder", holder,
+		if _, err := m.DB().ExecContext(ctx, releaseLockRowSQL, migrateLock, holder); err != nil {
+			m.Log().Warn("store: mysql: could not free leafd's lock row; it expires on its own", "holder", holder,
 				"expires_in", lockRowTTL, "err", err)
 		}
 	}, nil
 }
 
 // execOne runs an UPDATE and reports whether it matched one row.
-func (s *MySQL) execOne(ctx context.Context, query string, args ...any) (bool, error) {
-	res, err := s.x.ExecContext(ctx, query, args...)
+func execOne(ctx context.Context, m engine.Migrator, query string, args ...any) (bool, error) {
+	res, err := m.DB().ExecContext(ctx, query, args...)
 	if err != nil {
 		return false, err
 	}
@@ -139,11 +144,11 @@ func (s *MySQL) execOne(ctx context.Context, query string, args ...any) (bool, e
 }
 
 // renewLockRow keeps holder's lock row from expiring until stop closes.
-func (s *MySQL) renewLockRow(holder string, stop <-chan struct{}, done chan<- struct{}) {
+func renewLockRow(m engine.Migrator, holder string, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(lockRowTTL / 3)
 	defer t.Stop()
-	extend := fmt.Sprintf(extendLockRowSQL, s.dialect.nowMs)
+	extend := fmt.Sprintf(extendLockRowSQL, nowMs)
 	for {
 		select {
 		case <-stop:
@@ -151,12 +156,12 @@ func (s *MySQL) renewLockRow(holder string, stop <-chan struct{}, done chan<- st
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), lockRowTTL/3)
-		ok, err := s.execOne(ctx, extend, lockRowTTL.Milliseconds(), migrateLock, holder)
+		ok, err := execOne(ctx, m, extend, lockRowTTL.Milliseconds(), migrateLock, holder)
 		cancel()
 		if err == nil && !ok {
 			// Expired and taken by another server: the migrations run
 			// again harmlessly, so this one goes on.
-			s.log.Warn("store: mysql: leafd's lock row was taken over while migrating", "holder", holder)
+			m.Log().Warn("store: mysql: leafd's lock row was taken over while migrating", "holder", holder)
 			return
 		}
 	}
@@ -164,17 +169,17 @@ func (s *MySQL) renewLockRow(holder string, stop <-chan struct{}, done chan<- st
 
 // lockRowHeld is the error of a lock row that stayed held: it names the
 // holder and how long the row still holds.
-func (s *MySQL) lockRowHeld(ctx context.Context) error {
+func lockRowHeld(ctx context.Context, m engine.Migrator) error {
 	var (
 		holder string
 		leftMs int64
 	)
-	if err := s.x.QueryRowContext(ctx, fmt.Sprintf(readLockRowSQL, s.dialect.nowMs), migrateLock).Scan(&holder, &leftMs); err != nil {
+	if err := m.DB().QueryRowContext(ctx, fmt.Sprintf(readLockRowSQL, nowMs), migrateLock).Scan(&holder, &leftMs); err != nil {
 		holder, leftMs = "another server", 0
 	}
 	return fmt.Errorf("store: mysql: migrate: leafd's lock row (table leafd_lock) was not freed within %v: %s holds it for %v more, "+
 		"and may be migrating this database; if it is not running, the row expires on its own",
-		s.lockWait, holder, (time.Duration(max(leftMs, 0)) * time.Millisecond).Round(time.Millisecond))
+		lockRowWait, holder, (time.Duration(max(leftMs, 0)) * time.Millisecond).Round(time.Millisecond))
 }
 
 // lockHolder names this process in the lock row: host, pid and a random

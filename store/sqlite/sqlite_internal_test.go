@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/leafd/leafd/store"
+	"github.com/leafd/leafd/store/internal/engine"
 )
 
 func TestParseSQLiteDSN(t *testing.T) {
@@ -25,12 +28,12 @@ func TestParseSQLiteDSN(t *testing.T) {
 		{"FileURIEscaped", "file:my%20data/a%23b.db", "my data/a#b.db", url.Values{}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			path, query, err := parseSQLiteDSN(c.dsn)
+			path, query, err := parseDSN(c.dsn)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if path != c.path || query.Encode() != c.query.Encode() {
-				t.Fatalf("parseSQLiteDSN(%q) = %q, %v; want %q, %v", c.dsn, path, query, c.path, c.query)
+				t.Fatalf("parseDSN(%q) = %q, %v; want %q, %v", c.dsn, path, query, c.path, c.query)
 			}
 		})
 	}
@@ -41,8 +44,8 @@ func TestParseSQLiteDSN(t *testing.T) {
 		// SQLite ignores what follows a NUL (%00) in a path, key or value:
 		// a temporary database, one in memory, another file.
 		"file:%00x.db", "file:x.db?mode=memory%00", "file:x.db?mode=memory%00x", "x.db?mode%00x=memory", "data/x\x00.db"} {
-		if path, _, err := parseSQLiteDSN(dsn); err == nil {
-			t.Errorf("parseSQLiteDSN(%q) = %q, want an error", dsn, path)
+		if path, _, err := parseDSN(dsn); err == nil {
+			t.Errorf("parseDSN(%q) = %q, want an error", dsn, path)
 		}
 	}
 }
@@ -60,19 +63,19 @@ func TestOpenSQLiteSettings(t *testing.T) {
 		{"OwnBusyTimeout", "file:" + filepath.Join(dir, "d", "leafd.db") + "?_pragma=busy_timeout(1234)", 1234},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := OpenSQLite(c.dsn)
+			s, err := store.Open("sqlite", c.dsn)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if _, err := os.Stat(filepath.Dir(s.path)); err != nil {
+			if _, err := os.Stat(filepath.Dir(s.(engine.Migrator).Addr())); err != nil {
 				t.Fatalf("the directory was not created: %v", err)
 			}
 			ctx := context.Background()
 			if err := s.Migrate(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := os.Stat(s.path); err != nil {
+			if _, err := os.Stat(s.(engine.Migrator).Addr()); err != nil {
 				t.Fatalf("the database file is not where the DSN says: %v", err)
 			}
 			var (
@@ -84,7 +87,7 @@ func TestOpenSQLiteSettings(t *testing.T) {
 				"PRAGMA busy_timeout": &busy,
 				"PRAGMA synchronous":  &synchronous,
 			} {
-				if err := s.x.QueryRowContext(ctx, query).Scan(dest); err != nil {
+				if err := s.(engine.Migrator).DB().QueryRowContext(ctx, query).Scan(dest); err != nil {
 					t.Fatalf("%s: %v", query, err)
 				}
 			}
@@ -149,10 +152,10 @@ func TestSQLiteRefusesUnsafeParams(t *testing.T) {
 			// The message names the parameter after the DSN, and says why.
 			first, _ := url.QueryUnescape(strings.Split(c.param, "&")[0])
 			want := " sets " + first + ": "
-			if _, err := OpenSQLite(dsn); err == nil || !strings.Contains(err.Error(), want) {
-				t.Fatalf("OpenSQLite(%q): %v; want an error with %q", dsn, err, want)
+			if _, err := store.Open("sqlite", dsn); err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Open(%q): %v; want an error with %q", dsn, err, want)
 			}
-			if err := CheckDSN("sqlite", dsn); err == nil {
+			if err := store.CheckDSN("sqlite", dsn); err == nil {
 				t.Fatalf("CheckDSN(%q) accepts it", dsn)
 			}
 		})
@@ -162,8 +165,8 @@ func TestSQLiteRefusesUnsafeParams(t *testing.T) {
 		"_pragma=journal_mode(DELETE)", "_journal=wal", "_pragma=foreign_keys(1)", "_txlock=exclusive",
 		"_pragma=main.synchronous = 'full'", "_pragma=synchronous(2)", "_pragma=cache_size(-2000)", "_pragma=journal_mode"} {
 		dsn := "file:" + filepath.Join(t.TempDir(), "leafd.db") + "?" + param
-		if _, _, err := parseSQLiteDSN(dsn); err != nil {
-			t.Errorf("parseSQLiteDSN(%q): %v", dsn, err)
+		if _, _, err := parseDSN(dsn); err != nil {
+			t.Errorf("parseDSN(%q): %v", dsn, err)
 		}
 	}
 }
@@ -180,7 +183,7 @@ func bothWrite(t *testing.T, path, a, b string) bool {
 		if err != nil {
 			t.Fatal(err)
 		}
-		db, err := sql.Open("sqlite", sqliteDriverDSN(path, q))
+		db, err := sql.Open("sqlite", driverDSN(path, q))
 		if err != nil {
 			t.Fatal(err)
 		}

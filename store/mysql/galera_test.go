@@ -1,4 +1,4 @@
-package store_test
+package mysql_test
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func TestGalera(t *testing.T) {
 		if _, err := raw.Exec("CREATE DATABASE " + name); err != nil {
 			t.Fatal(err)
 		}
-		s, err := store.OpenMySQL(c.Node(0).DSN(name), store.WithLogger(quiet))
+		s, err := store.Open("mysql", c.Node(0).DSN(name), store.WithLogger(quiet))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,13 +64,13 @@ func TestGalera(t *testing.T) {
 		}
 		return name
 	}
-	openStore := func(t *testing.T, db string, nodes ...int) *store.MySQL {
+	openStore := func(t *testing.T, db string, nodes ...int) store.Store {
 		t.Helper()
 		var fallbacks []string
 		for _, n := range nodes[1:] {
 			fallbacks = append(fallbacks, c.Node(n).DSN(db))
 		}
-		s, err := store.OpenMySQL(c.Node(nodes[0]).DSN(db), store.WithFallbacks(fallbacks...), store.WithLogger(quiet))
+		s, err := store.Open("mysql", c.Node(nodes[0]).DSN(db), store.WithFallbacks(fallbacks...), store.WithLogger(quiet))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func TestGalera(t *testing.T) {
 		segment.Allocation
 		store int
 	}
-	hammer := func(t *testing.T, stores []*store.MySQL, step int64, d time.Duration) (ranges []got, failed int) {
+	hammer := func(t *testing.T, stores []store.Store, step int64, d time.Duration) (ranges []got, failed int) {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
 		var (
@@ -155,7 +155,7 @@ func TestGalera(t *testing.T) {
 	t.Run("ConflictsAtCommit", func(t *testing.T) {
 		db := newDatabase(t, 5)
 		before := conflicts(t, c)
-		var stores []*store.MySQL
+		var stores []store.Store
 		for n := range 3 {
 			stores = append(stores, openStore(t, db, n))
 		}
@@ -176,7 +176,7 @@ func TestGalera(t *testing.T) {
 	// node: no conflict at all, and no call fails.
 	t.Run("OneNodeForAll", func(t *testing.T) {
 		db := newDatabase(t, 5)
-		var stores []*store.MySQL
+		var stores []store.Store
 		for range 3 {
 			stores = append(stores, openStore(t, db, 0, 1, 2))
 		}
@@ -203,7 +203,7 @@ func TestGalera(t *testing.T) {
 			}
 		}
 		dsn := func(n int) string { return "leafd:secret@tcp(" + c.Node(n).Addr() + ")/" + db }
-		s, err := store.OpenMySQL(dsn(0), store.WithFallbacks(dsn(1), dsn(2)), store.WithLogger(quiet))
+		s, err := store.Open("mysql", dsn(0), store.WithFallbacks(dsn(1), dsn(2)), store.WithLogger(quiet))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,6 @@
 //go:build darwin || dragonfly || freebsd || linux || netbsd || openbsd
 
-package store_test
+package sqlite_test
 
 import (
 	"os"

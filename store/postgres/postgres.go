@@ -1,0 +1,507 @@
+// Package postgres is the PostgreSQL engine of package store: PostgreSQL 12
+// or later, and engines that speak its dialect and honour its row locks,
+// through github.com/jackc/pgx/v5. It registers itself as store.driver
+// "postgres"; import it (or store/all) for its side effect.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"embed"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/leafd/leafd/store/internal/engine"
+)
+
+// lockTimeout is the session's lock_timeout when the DSN sets none
+// (PostgreSQL's default is to wait for ever): a row lock held by someone
+// else then fails the statement with an error that names the lock, well
+// inside the allocator's 10 s load timeout.
+const lockTimeout = "5s"
+
+// pgMigrateLock is the key of the advisory lock that serialises the
+// migrations of servers starting at once on one database: the bytes of
+// "leafd_mg" read as a big-endian integer. goose takes no lock of its own
+// unless asked.
+const (
+	pgMigrateLock int64 = 0x6c656166645f6d67
+	// pgClaimLock ("leafd_wk") serialises worker id claims (its dialect's claimLock).
+	pgClaimLock          int64 = 0x6c656166645f776b
+	pgMigrateLockTimeout       = 60 * time.Second
+	pgMigrateLockPoll          = 100 * time.Millisecond
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+func init() { engine.Register(&dialect) }
+
+// dialect is PostgreSQL's. Its DSN is a URL
+// (postgres://user:password@host:5432/dbname?sslmode=disable) or key=value
+// pairs (host=… dbname=…), as pgx reads them. Whatever the DSN says, the
+// session time zone is UTC; it gets a lock_timeout of 5 s and a
+// connect_timeout of 5 s unless it sets them.
+var dialect = engine.Dialect{
+	Driver:  "postgres",
+	Title:   "PostgreSQL",
+	Example: "postgres://user:password@host:5432/leaf",
+	Claims:  claims,
+	Check:   func(dsn string) error { _, err := parseDSN(dsn); return err },
+	Connect: connect,
+	Mask:    mask,
+	Probe:   probe,
+	// "pgx" is the name sqlx knows for '$1' placeholders.
+	Bind:     "pgx",
+	Pool:     engine.ServerPool,
+	Rows:     rows,
+	Classify: classify,
+	Refused: func(err error) bool {
+		var pe *pgconn.PgError
+		return errors.As(err, &pe)
+	},
+	MissingTable: func(err error) bool {
+		var pe *pgconn.PgError
+		return errors.As(err, &pe) && pe.Code == "42P01" // undefined_table
+	},
+	Goose:      goose.DialectPostgres,
+	Migrations: engine.Sub(migrationFiles, "migrations"),
+	Migrate:    migrate,
+	// clock_timestamp() is the time now; now() would be the time the
+	// transaction began.
+	NowMs:       "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+	LockSuffix:  " FOR UPDATE",
+	ShareSuffix: " FOR SHARE",
+	Greatest:    "GREATEST",
+	// PostgreSQL takes no gap locks, so claims that both find worker id n
+	// free would otherwise both insert it. Released at COMMIT or ROLLBACK.
+	ClaimLock: fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", pgClaimLock),
+}
+
+// isURL reports whether dsn is a postgres:// or postgresql:// URL,
+// the form pgx reads as a URL (here in any case: the intent is plain).
+func isURL(dsn string) bool {
+	lower := strings.ToLower(strings.TrimSpace(dsn))
+	return strings.HasPrefix(lower, "postgres://") || strings.HasPrefix(lower, "postgresql://")
+}
+
+// claims reports whether dsn is written for PostgreSQL: a URL, or
+// libpq's keyword=value pairs, which begin, as libpq and pgx read them,
+// with a keyword (letters, digits and underscores), optional spaces and
+// '=': host = db dbname = leaf as much as host=db. Whether the rest parses
+// is for parseDSN to say.
+func claims(dsn string) bool {
+	if isURL(dsn) {
+		return true
+	}
+	const space = " \t\n\r\v\f"
+	s := strings.TrimLeft(dsn, space)
+	end := strings.IndexAny(s, space+"=")
+	if end <= 0 || !isWord(s[:end]) {
+		return false
+	}
+	return strings.HasPrefix(strings.TrimLeft(s[end:], space), "=")
+}
+
+// isWord reports whether s is a letter or '_' followed by letters, digits
+// and '_'.
+func isWord(s string) bool {
+	for i, r := range s {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// parseDSN parses dsn with the settings every leafd connection
+// needs.
+func parseDSN(dsn string) (*pgx.ConnConfig, error) {
+	const use = "use postgres://user:password@host:5432/dbname"
+	if dsn == "" {
+		return nil, errors.New("the PostgreSQL DSN is empty: " + use)
+	}
+	cfg, err := pgx.ParseConfig(dsn) // its errors hide the password
+	if err != nil {
+		return nil, fmt.Errorf("the PostgreSQL DSN does not parse (%s): %w", use, err)
+	}
+	if cfg.Database == "" {
+		return nil, errors.New("the PostgreSQL DSN names no database: put its name after the slash, postgres://user:password@host:5432/dbname")
+	}
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["timezone"] = "UTC"
+	if _, ok := cfg.RuntimeParams["lock_timeout"]; !ok {
+		cfg.RuntimeParams["lock_timeout"] = lockTimeout
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = engine.DialTimeout
+	}
+	return cfg, nil
+}
+
+// connect parses dsn and returns its address.
+func connect(dsn string) (engine.Address, error) {
+	cfg, err := parseDSN(dsn)
+	if err != nil {
+		return engine.Address{}, err
+	}
+	name := cfg.Host // a socket directory
+	if !strings.HasPrefix(name, "/") {
+		name = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	}
+	return engine.Address{Name: name, Connector: stdlib.GetConnector(*cfg)}, nil
+}
+
+// Why a probe refuses a PostgreSQL node that answered.
+var (
+	errStandby = &engine.Refusal{Reason: "the server is a standby (pg_is_in_recovery() is true): it replicates a primary and refuses writes",
+		Verdict: engine.ReadOnly}
+	errReadOnlySession = &engine.Refusal{Reason: "the session is read-only (transaction_read_only is on): default_transaction_read_only is set for this server, database or user",
+		Verdict: engine.ReadOnly}
+)
+
+// probe returns nil when conn's PostgreSQL node accepts writes: it
+// is not a standby, and its sessions are not read-only.
+func probe(ctx context.Context, conn driver.QueryerContext) error {
+	standby, err := engine.QueryValue(ctx, conn, "SELECT pg_is_in_recovery()", 0)
+	if err != nil {
+		return err
+	}
+	if standby == "true" {
+		return errStandby
+	}
+	readOnly, err := engine.QueryValue(ctx, conn, "SHOW transaction_read_only", 0)
+	if err != nil {
+		return err
+	}
+	if !engine.IsOff(readOnly) {
+		return errReadOnlySession
+	}
+	return nil
+}
+
+// migrate applies the pending migrations with goose.
+// It holds an advisory lock meanwhile, so that servers starting at once on
+// one database migrate one after the other; the others then find nothing
+// to do. It is idempotent, and it succeeds on a database that already holds
+// a leaf_alloc table of Leaf's columns, leaving its rows as they are.
+//
+// Errors: store_unavailable when the database cannot be reached; an error
+// without a code when the lock is not granted within 60 seconds or a
+// migration fails.
+func migrate(ctx context.Context, m engine.Migrator) error {
+	conn, err := m.DB().Conn(ctx)
+	if err != nil {
+		return m.Wrap(err, "migrate")
+	}
+	defer releaseAdvisoryLock(ctx, conn)
+	if err := takeAdvisoryLock(ctx, conn); err != nil {
+		return m.Wrap(err, "migrate")
+	}
+	return m.Wrap(m.Write(ctx, m.Up), "migrate")
+}
+
+// takeAdvisoryLock takes the migration lock on conn, waiting up to 60
+// seconds (or until ctx ends) while another session holds it.
+func takeAdvisoryLock(ctx context.Context, conn *sql.Conn) error {
+	deadline := time.Now().Add(pgMigrateLockTimeout)
+	for {
+		var got bool
+		if err := conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock($1)", pgMigrateLock).Scan(&got); err != nil {
+			return err
+		}
+		if got {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the advisory lock %d (leafd's migration lock) was not granted within %v: another server may be migrating this database",
+				pgMigrateLock, pgMigrateLockTimeout)
+		}
+		t := time.NewTimer(pgMigrateLockPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// releaseAdvisoryLock releases the migration lock (if this session holds
+// it) and hands the connection back; a connection whose release failed is
+// discarded instead, which ends the session and its locks.
+func releaseAdvisoryLock(ctx context.Context, conn *sql.Conn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var released bool
+	if err := conn.QueryRowContext(ctx, "SELECT pg_advisory_unlock($1)", pgMigrateLock).Scan(&released); err != nil {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	_ = conn.Close()
+}
+
+// doubleQuoted returns what the first pair of double quotes in msg holds,
+// as in the server's `database "leafd" does not exist`; "" when there is
+// none.
+func doubleQuoted(msg string) string {
+	_, rest, ok := strings.Cut(msg, `"`)
+	if !ok {
+		return ""
+	}
+	name, _, ok := strings.Cut(rest, `"`)
+	if !ok {
+		return ""
+	}
+	return name
+}
+
+// pgQuoteIdent returns name as it can be typed into a PostgreSQL
+// statement: unchanged when it is a plain lower-case identifier, in double
+// quotes otherwise.
+func pgQuoteIdent(name string) string {
+	plain := name != "" && !(name[0] >= '0' && name[0] <= '9')
+	for _, r := range name {
+		if !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z') {
+			plain = false
+		}
+	}
+	if plain {
+		return name
+	}
+	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
+}
+
+// rows are PostgreSQL's rows of the error table (classify.go), by
+// SQLSTATE.
+var rows = []engine.Rule{
+	// PostgreSQL: SQLSTATEs.
+	{Code: "40001", From: "PostgreSQL",
+		Name: "serialization_failure", Class: engine.ClassRetry, Cause: engine.AbortedCause, Hint: engine.AbortedHint},
+	{Code: "40P01", From: "PostgreSQL",
+		Name: "deadlock_detected", Class: engine.ClassRetry, Cause: engine.AbortedCause, Hint: engine.AbortedHint},
+	{Code: "55P03", From: "PostgreSQL",
+		Name:  "lock_not_available: lock_timeout (5 s) passed",
+		Class: engine.ClassLocked, Cause: "the row is locked by another transaction (lock_timeout); the database answers",
+		Hint: "retry once the lock is released"},
+	{Code: "23505", From: "PostgreSQL",
+		Name: "unique_violation", Class: engine.ClassDuplicate},
+	{Code: "28P01", From: "PostgreSQL",
+		Name:  "invalid_password",
+		Class: engine.ClassUnavailable, Cause: "the database refused the login ({message})",
+		Hint: "check the user and password in store.dsn, and pg_hba.conf on the server"},
+	{Code: "28000", From: "PostgreSQL",
+		Name:  "invalid_authorization_specification",
+		Class: engine.ClassUnavailable, Cause: "the database refused the login ({message})",
+		Hint: "check the user and password in store.dsn, and pg_hba.conf on the server"},
+	{Code: "3D000", From: "PostgreSQL",
+		Name:  "invalid_catalog_name: the database does not exist",
+		Class: engine.ClassUnavailable, Cause: "database {ident} does not exist",
+		Hint: "create it with CREATE DATABASE {ident}, or fix the database name in store.dsn"},
+	{Code: "42501", From: "PostgreSQL",
+		Name:  "insufficient_privilege",
+		Class: engine.ClassUnavailable, Cause: "the user in store.dsn lacks a privilege ({message})",
+		Hint: "grant it what leafd needs (GRANT ALL ON SCHEMA public and ON ALL TABLES IN SCHEMA public TO <user>) or check the user in store.dsn"},
+	{Code: "25006", From: "PostgreSQL",
+		Name:  "read_only_sql_transaction: a standby, or a read-only session",
+		Class: engine.ClassUnavailable, Cause: engine.ReadOnlyCause, Hint: engine.ReadOnlyHint},
+	{Code: "53300", From: "PostgreSQL",
+		Name:  "too_many_connections",
+		Class: engine.ClassUnavailable, Cause: "the database has too many connections (max_connections)",
+		Hint: "raise max_connections or close other clients' connections; each leafd server opens at most {max_open}"},
+	{Code: "57P01", From: "PostgreSQL",
+		Name:  "admin_shutdown",
+		Class: engine.ClassUnavailable, Cause: "the database server is shutting down or restarting",
+		Hint: "retry once it is back, or list another server of the cluster in store.fallback_dsns"},
+	{Code: "57P02", From: "PostgreSQL",
+		Name:  "crash_shutdown",
+		Class: engine.ClassUnavailable, Cause: "the database server is shutting down or restarting",
+		Hint: "retry once it is back, or list another server of the cluster in store.fallback_dsns"},
+	{Code: "57P03", From: "PostgreSQL",
+		Name:  "cannot_connect_now: starting up, or in recovery",
+		Class: engine.ClassUnavailable, Cause: "the database server is starting up and does not accept connections yet",
+		Hint: "retry in a moment"},
+	{Code: "57014", From: "PostgreSQL",
+		Name:  "query_canceled: statement_timeout, or pg_cancel_backend",
+		Class: engine.ClassUnavailable, Cause: "the database cancelled the statement (statement_timeout, or a cancel by an administrator)",
+		Hint: "retry; if it persists, raise statement_timeout for leafd's user"},
+	{Code: "53100", From: "PostgreSQL",
+		Name:  "disk_full",
+		Class: engine.ClassUnavailable, Cause: "the database's disk is full", Hint: "free space on the database server"},
+	{Code: "40003", From: "PostgreSQL",
+		Name:  "statement_completion_unknown: the outcome of the statement is unknown",
+		Class: engine.ClassUnavailable, Cause: "the database could not tell whether the statement completed",
+		Hint: "retry; whatever the statement did, leafd does not use it"},
+	{Code: "57P05", From: "PostgreSQL 14+",
+		Name: "idle_session_timeout", Class: engine.ClassUnavailable, Cause: engine.LostCause, Hint: engine.LostHint},
+	{Code: "25P03", From: "PostgreSQL",
+		Name: "idle_in_transaction_session_timeout", Class: engine.ClassUnavailable, Cause: engine.LostCause, Hint: engine.LostHint},
+	{Code: "08*", From: "PostgreSQL",
+		Name: "connection_exception and its subclasses", Class: engine.ClassUnavailable, Cause: engine.LostCause, Hint: engine.LostHint},
+	{Code: "42P01", From: "PostgreSQL",
+		Name: "undefined_table: the database was never migrated", Class: engine.ClassOther},
+}
+
+// rules indexes rows by SQLSTATE and class.
+var rules = engine.IndexRules(rows, func(ix *engine.RuleIndex, r *engine.Rule) error {
+	if strings.HasSuffix(r.Code, "*") {
+		ix.Prefixes = append(ix.Prefixes, r)
+		return nil
+	}
+	ix.ByState[r.Code] = append(ix.ByState[r.Code], r)
+	return nil
+})
+
+// classify sorts the errors of PostgreSQL by the error table (by
+// SQLSTATE), and words those that make the store unavailable.
+func classify(err error) engine.Verdict {
+	if errors.Is(err, driver.ErrBadConn) {
+		return engine.Lost
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		var ce *pgconn.ConnectError
+		if errors.As(err, &ce) { // not the network's (judgeNetwork came first): TLS, a refused startup
+			return engine.Verdict{Class: engine.ClassUnavailable,
+				Cause: "the database cannot be reached: " + ce.Error(),
+				Hint:  "check the address and the sslmode in store.dsn, and that the server accepts this client (pg_hba.conf)"}
+		}
+		return engine.Verdict{Class: engine.ClassOther}
+	}
+	name := doubleQuoted(pe.Message)
+	return rule(pe.Code, pe.Message).Verdict(pe.Message, name, pgQuoteIdent(name), engine.ServerPool.MaxOpen)
+}
+
+// rule returns the row of the error table for SQLSTATE code, or
+// nil.
+func rule(code, msg string) *engine.Rule {
+	if r := engine.Pick(rules.ByState[code], msg); r != nil {
+		return r
+	}
+	for _, r := range rules.Prefixes {
+		if strings.HasPrefix(code, strings.TrimSuffix(r.Code, "*")) && engine.Pick([]*engine.Rule{r}, msg) != nil {
+			return r
+		}
+	}
+	return nil
+}
+
+// mask masks the password of a URL and the secrets among its parameters,
+// and the secrets among keyword=value pairs, also those that only have
+// their shape (ssl-mode=disable host=db password=secret), which PostgreSQL
+// would not read but a message may quote.
+func mask(dsn string) string {
+	if isURL(dsn) {
+		return maskURL(dsn)
+	}
+	if claims(dsn) || strings.Contains(dsn, "=") && strings.ContainsAny(dsn, " \t\n\r\v\f") {
+		return maskKeywordValues(dsn)
+	}
+	return dsn
+}
+
+// secretKeys are the keys of a PostgreSQL DSN whose values are secrets.
+var secretKeys = map[string]bool{"password": true, "sslpassword": true}
+
+// maskURL masks the password of a URL's user and the secrets among its
+// query parameters. pgx ends the user and password at the first '@' before
+// any '/', so a '?' or '#' may be in the password; the mask runs to the
+// last such '@', in case the password holds one too.
+func maskURL(dsn string) string {
+	scheme := strings.Index(dsn, "://") + len("://")
+	host := dsn[scheme:]
+	if i := strings.IndexByte(host, '/'); i >= 0 {
+		host = host[:i]
+	}
+	if at := strings.LastIndexByte(host, '@'); at >= 0 {
+		if colon := strings.IndexByte(host[:at], ':'); colon >= 0 && colon+1 < at {
+			dsn = dsn[:scheme+colon+1] + "***" + dsn[scheme+at:]
+		}
+	}
+	base, query, ok := strings.Cut(dsn, "?")
+	if !ok {
+		return dsn
+	}
+	params := strings.Split(query, "&")
+	for i, p := range params {
+		key, _, ok := strings.Cut(p, "=")
+		name, err := url.QueryUnescape(key) // pgx unescapes the key: pass%77ord is password
+		if err != nil {
+			name = key
+		}
+		if ok && secretKeys[strings.ToLower(name)] {
+			params[i] = key + "=***"
+		}
+	}
+	return base + "?" + strings.Join(params, "&")
+}
+
+// maskKeywordValues masks the secrets among libpq's keyword=value pairs,
+// read as libpq reads them: spaces around '=', values quoted with ' and
+// escaped with \. What follows a pair it cannot read is masked whole.
+func maskKeywordValues(dsn string) string {
+	var b strings.Builder
+	s := dsn
+	for {
+		rest := strings.TrimLeft(s, " \t\n\r\v\f")
+		b.WriteString(s[:len(s)-len(rest)])
+		if rest == "" {
+			return b.String()
+		}
+		eq := strings.IndexByte(rest, '=')
+		if eq < 0 {
+			b.WriteString("***")
+			return b.String()
+		}
+		key := strings.TrimSpace(rest[:eq])
+		value := strings.TrimLeft(rest[eq+1:], " \t\n\r\v\f")
+		b.WriteString(rest[:len(rest)-len(value)]) // the key, '=' and the spaces around it
+		n, ok := valueLen(value)
+		if !ok {
+			b.WriteString("***")
+			return b.String()
+		}
+		if secretKeys[key] {
+			b.WriteString("***")
+		} else {
+			b.WriteString(value[:n])
+		}
+		s = value[n:]
+	}
+}
+
+// valueLen returns the length of the value that starts s in libpq's
+// keyword=value format, and false when a quoted value does not end.
+func valueLen(s string) (int, bool) {
+	if strings.HasPrefix(s, "'") {
+		for i := 1; i < len(s); i++ {
+			switch s[i] {
+			case '\\':
+				i++
+			case '\'':
+				return i + 1, true
+			}
+		}
+		return 0, false
+	}
+	i := 0
+	for i < len(s) && !strings.ContainsRune(" \t\n\r\v\f", rune(s[i])) {
+		if s[i] == '\\' {
+			i++
+		}
+		i++
+	}
+	return min(i, len(s)), true
+}

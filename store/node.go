@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/leafd/leafd/store/internal/engine"
+	"github.com/leafd/leafd/store/internal/testhook"
 	"maps"
 	"slices"
 
@@ -60,12 +61,9 @@ func Definition(t leafd.Tag) string {
 	return describeFormat(r) + ", key fingerprint " + r.Fingerprint
 }
 
-// AfterLayoutRead makes s, an engine's store, run f in each worker id
-// claim between reading the snowflake layout and writing: tests hold a
-// claim there.
-func AfterLayoutRead(s Store, f func()) { s.(interface{ sqlDB() *db }).sqlDB().afterLayoutRead = f }
-
-func (s *db) sqlDB() *db { return s }
+func init() {
+	testhook.AfterLayoutRead = func(s any, f func()) { s.(*db).afterLayoutRead = f }
+}
 
 // DB, Duplicate, Greatest and ShareSuffix are Node's, from the pool, the
 // error classes and the dialect.

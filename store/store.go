@@ -79,7 +79,7 @@ type db struct {
 	// beforeCommit, when set (by tests of this package only), runs between
 	// the SELECT and the COMMIT of Allocate.
 	beforeCommit func(context.Context, *sqlx.Tx) error
-	// afterLayoutRead, when set (by tests only, AfterLayoutRead), runs in a
+	// afterLayoutRead, when set (by tests only, testhook.AfterLayoutRead), runs in a
 	// worker id's claim after it read the recorded layout and before it
 	// writes, so that a test can hold a claim there.
 	afterLayoutRead func()

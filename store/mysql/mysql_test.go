@@ -49,7 +49,6 @@ func TestMySQL(t *testing.T) {
 			OpenUnreachable: func() (storetest.Store, error) { return store.Open("mysql", unreachableMySQL) },
 			Raw:             raw,
 			LeafTable:       leafTable,
-			AfterLayoutRead: store.AfterLayoutRead,
 			HoldMigrateLock: func(t *testing.T) func() { return holdNamedLock(t, raw.DB, "leafd_migrate") },
 		}
 	})

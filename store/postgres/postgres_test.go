@@ -41,7 +41,6 @@ func TestPostgres(t *testing.T) {
 			OpenUnreachable: func() (storetest.Store, error) { return store.Open("postgres", unreachablePostgres) },
 			Raw:             raw,
 			LeafTable:       pgLeafTable,
-			AfterLayoutRead: store.AfterLayoutRead,
 			HoldMigrateLock: func(t *testing.T) func() { return holdAdvisoryLock(t, raw) },
 		}
 	})

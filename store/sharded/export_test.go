@@ -1,14 +1,17 @@
 package sharded
 
-import "github.com/leafd/leafd/store"
+import (
+	"github.com/leafd/leafd/store"
+	"github.com/leafd/leafd/store/internal/testhook"
+)
 
-// AfterLayoutRead is store.AfterLayoutRead, on a sharded store the claims
+// AfterLayoutRead is testhook.AfterLayoutRead, on a sharded store the claims
 // of its first database, where its worker ids are leased.
 func AfterLayoutRead(s store.Store, f func()) {
 	if sh, ok := s.(*Store); ok {
 		s = sh.dbs[0].Node
 	}
-	store.AfterLayoutRead(s, f)
+	testhook.AfterLayoutRead(s, f)
 }
 
 // SetBeforeClaim makes s call f before each database's step of an

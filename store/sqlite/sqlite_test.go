@@ -42,9 +42,8 @@ func TestSQLite(t *testing.T) {
 				// A directory where the file should be: SQLite cannot open it.
 				return store.Open("sqlite", filepath.Dir(file))
 			},
-			Raw:             raw,
-			LeafTable:       sqliteLeafTable,
-			AfterLayoutRead: store.AfterLayoutRead,
+			Raw:       raw,
+			LeafTable: sqliteLeafTable,
 		}
 		if holdMigrateLock != nil {
 			db.HoldMigrateLock = func(t *testing.T) func() { return holdMigrateLock(t, file) }

@@ -51,8 +51,9 @@ type Database struct {
 	// AfterLayoutRead makes a store of the database run f in each of its
 	// claims of a worker id after the claim read the recorded snowflake
 	// layout and before it writes (f nil: nothing), for the tests that
-	// force two claims to interleave there. Backends set it to
-	// store.AfterLayoutRead of the store's tests.
+	// force two claims to interleave there. Nil is right for a store of
+	// package store; a store built over those (the sharded store) sets
+	// its own.
 	AfterLayoutRead func(s Store, f func())
 	// LeafTable is the CREATE TABLE of leaf_alloc as a database that Java
 	// Leaf already uses holds it (for SQLite, which Leaf does not run on:

@@ -1,0 +1,8 @@
+// Package testhook holds the hooks by which the tests of package store
+// and of the engines reach into a store, kept out of store's public API.
+package testhook
+
+// AfterLayoutRead makes s, a store of package store, run f in each worker
+// id claim between reading the snowflake layout and writing, so that a
+// test can hold a claim there. Package store sets it.
+var AfterLayoutRead func(s any, f func())

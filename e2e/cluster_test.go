@@ -547,11 +547,7 @@ func (c *cluster) shardMaxIDs() (map[string]int64, error) {
 
 // readMaxIDs runs query, which answers tag and max_id rows, on dsn.
 func readMaxIDs(driver, dsn, query string) (map[string]int64, error) {
-	sqlDriver := driver
-	if sqlDriver == "postgres" {
-		sqlDriver = "pgx"
-	}
-	db, err := sql.Open(sqlDriver, dsn)
+	db, err := sql.Open(testdb.SQLDriver(driver), dsn)
 	if err != nil {
 		return nil, err
 	}

@@ -21,11 +21,13 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/internal/testkit/faultproxy"
 	"github.com/leafd/leafd/internal/testkit/pgserver"
 	"github.com/leafd/leafd/internal/testkit/testdb"
+	"github.com/leafd/leafd/store"
 	shardstore "github.com/leafd/leafd/store/sharded"
 )
 
@@ -50,6 +52,12 @@ func TestRandomOperations(t *testing.T) {
 	actions, err := chosenActions(os.Getenv("LEAFD_E2E_ACTIONS"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Every engine of the registry has a world of its own.
+	for _, driver := range store.Drivers() {
+		if !slices.ContainsFunc(randomWorlds, func(k worldKind) bool { return k.driver == driver }) {
+			t.Errorf("no world of randomWorlds runs on engine %s", driver)
+		}
 	}
 	rp := randomProfiles[prof.name]
 	t.Logf("seed %d: replay with LEAFD_E2E_SEED=%d LEAFD_E2E=%s go test -count=1 -run TestRandomOperations ./e2e/", seed, seed, prof.name)
@@ -107,16 +115,19 @@ var rndTags = []string{"a", "b", "c", "d"}
 // worldKind is one kind of store the sequences run on.
 type worldKind struct {
 	name string
+	// driver is store.driver of the world's servers, the engine of its
+	// databases.
+	driver string
 	// open makes the databases and returns the cluster's options; it sets
 	// w's database fields and faults.
 	open func(w *world) clusterOptions
 }
 
 var randomWorlds = []worldKind{
-	{"sqlite", openSQLiteWorld},
-	{"mariadb", openMariaDBWorld},
-	{"postgres", openPostgresWorld},
-	{"shards", openShardsWorld},
+	{"sqlite", "sqlite", openSQLiteWorld},
+	{"mariadb", "mysql", openMariaDBWorld},
+	{"postgres", "postgres", openPostgresWorld},
+	{"shards", "mysql", openShardsWorld},
 }
 
 // world is one sequence's store, servers and load, and what the sequence
@@ -162,7 +173,7 @@ type world struct {
 }
 
 func newWorld(t *testing.T, kind worldKind, rng *rand.Rand, seed uint64, round int) *world {
-	w := &world{t: t, kind: kind.name, rng: rng, format: map[string]string{"a": "sequential", "b": "sequential"},
+	w := &world{t: t, kind: kind.name, sqlDrv: testdb.SQLDriver(kind.driver), rng: rng, format: map[string]string{"a": "sequential", "b": "sequential"},
 		exists: map[string]bool{"a": true, "b": true},
 		seen:   map[string]map[int64]int{}, checked: map[string]int{}, found: map[string]int{}}
 	o := kind.open(w)
@@ -174,14 +185,14 @@ func newWorld(t *testing.T, kind worldKind, rng *rand.Rand, seed uint64, round i
 
 func openSQLiteWorld(w *world) clusterOptions {
 	w.sqlitePath = filepath.Join(w.t.TempDir(), "leafd.db")
-	w.sqlDrv, w.dbs = "sqlite", []string{"file:" + w.sqlitePath + "?_pragma=busy_timeout(10000)"}
+	w.dbs = []string{"file:" + w.sqlitePath + "?_pragma=busy_timeout(10000)"}
 	return clusterOptions{servers: 2, driver: "sqlite", database: w.sqlitePath,
 		store: func(int) (string, []string) { return "file:" + w.sqlitePath, nil }}
 }
 
 func openMariaDBWorld(w *world) clusterOptions {
 	dsn := testdb.MySQL(w.t)
-	w.sqlDrv, w.dbs = "mysql", []string{dsn}
+	w.dbs = []string{dsn}
 	w.dbKill = func(d time.Duration) { w.c.databaseDown(); time.Sleep(d); w.c.databaseUp() }
 	w.dbStop = func(d time.Duration) { w.c.databaseStall(); time.Sleep(d); w.c.databaseUp() }
 	return clusterOptions{database: dsn}
@@ -193,7 +204,7 @@ func openPostgresWorld(w *world) clusterOptions {
 		w.t.Fatal(err)
 	}
 	dsn := w.pg.DSN("leafd")
-	w.sqlDrv, w.dbs = "pgx", []string{dsn}
+	w.dbs = []string{dsn}
 	// Each server reaches the database through a proxy of its own, to
 	// hang it; a kill is the server's own crash.
 	var proxies []*faultproxy.Proxy
@@ -240,7 +251,7 @@ func openShardsWorld(w *world) clusterOptions {
 		cfg.Addr, cfg.Timeout = p.Addr(), 2*time.Second
 		direct, proxied, proxies = append(direct, dsn), append(proxied, cfg.FormatDSN()), append(proxies, p)
 	}
-	w.sqlDrv, w.dbs = "mysql", direct
+	w.dbs = direct
 	fault := func(down bool) func(time.Duration) {
 		return func(d time.Duration) {
 			p := proxies[w.rng.IntN(len(proxies))]
@@ -587,11 +598,7 @@ func (w *world) exec(i int, q string, args ...any) (int64, error) {
 		return 0, err
 	}
 	defer db.Close()
-	if w.sqlDrv == "pgx" {
-		for n := 1; strings.Contains(q, "?"); n++ {
-			q = strings.Replace(q, "?", "$"+strconv.Itoa(n), 1)
-		}
-	}
+	q = sqlx.Rebind(sqlx.BindType(w.sqlDrv), q)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := db.ExecContext(ctx, q, args...)

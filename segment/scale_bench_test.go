@@ -2,7 +2,6 @@ package segment_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"runtime"
@@ -10,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
@@ -181,7 +182,7 @@ func waitBothBuffers(tb testing.TB, a *segment.Allocator, names []string) {
 func scaleDatabase(b *testing.B, driver string, n int) store.Store {
 	b.Helper()
 	db := newDatabase(b, driver)
-	if err := insertScaleTags(db.raw.DB, 0, n); err != nil {
+	if err := insertScaleTags(db.raw, 0, n); err != nil {
 		b.Fatal(err)
 	}
 	return db.store(b)
@@ -189,7 +190,7 @@ func scaleDatabase(b *testing.B, driver string, n int) store.Store {
 
 // insertScaleTags inserts the tags scaleName(from) up to scaleName(to-1),
 // 1,000 rows a statement, in one transaction.
-func insertScaleTags(raw *sql.DB, from, to int) error {
+func insertScaleTags(raw *sqlx.DB, from, to int) error {
 	tx, err := raw.Begin()
 	if err != nil {
 		return err
@@ -208,7 +209,7 @@ func insertScaleTags(raw *sql.DB, from, to int) error {
 			q.WriteString("(?, 1, ?, ?)")
 			args = append(args, scaleName(i), 1000, "scale benchmark")
 		}
-		if _, err := tx.Exec(q.String(), args...); err != nil {
+		if _, err := tx.Exec(raw.Rebind(q.String()), args...); err != nil {
 			return err
 		}
 	}
@@ -219,12 +220,12 @@ func insertScaleTags(raw *sql.DB, from, to int) error {
 // whole tag list every tag_refresh, when nothing changed since the last
 // one: the steady state. mem is the allocator's own share, plus the copy
 // of the list that the in-memory store builds (a slice and 10,000 names,
-// about 1.1 MB); sqlite and mysql read every row from a real database
-// instead. B/op is what one refresh allocates, all of it garbage
+// about 1.1 MB); each engine of store.Drivers reads every row from a real
+// database instead. B/op is what one refresh allocates, all of it garbage
 // afterwards.
 func BenchmarkScaleRefresh(b *testing.B) {
 	ctx := context.Background()
-	for _, driver := range []string{"mem", "sqlite", "mysql"} {
+	for _, driver := range append([]string{"mem"}, store.Drivers()...) {
 		for _, n := range scaleSizes() {
 			b.Run(fmt.Sprintf("%s/%d", driver, n), func(b *testing.B) {
 				var s segment.Store
@@ -259,7 +260,7 @@ func BenchmarkScaleRefresh(b *testing.B) {
 // for the list, then for its first range).
 func BenchmarkScaleStartup(b *testing.B) {
 	ctx := context.Background()
-	for _, driver := range []string{"sqlite", "mysql"} {
+	for _, driver := range store.Drivers() {
 		b.Run(fmt.Sprintf("%s/%d", driver, scaleTags), func(b *testing.B) {
 			s := scaleDatabase(b, driver, scaleTags)
 			cfg := fastConfig()

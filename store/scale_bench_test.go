@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"strings"
@@ -25,7 +24,7 @@ func BenchmarkScaleListTags(b *testing.B) {
 		sizes = append(sizes, 100_000)
 	}
 	ctx := context.Background()
-	for _, driver := range []string{"sqlite", "mysql"} {
+	for _, driver := range store.Drivers() {
 		for _, n := range sizes {
 			b.Run(fmt.Sprintf("%s/%d", driver, n), func(b *testing.B) {
 				s := openScaleStore(b, driver, n)
@@ -49,7 +48,7 @@ func BenchmarkScaleListTags(b *testing.B) {
 // found and not found: the price of one look-up of a tag not in memory.
 func BenchmarkScaleLookupTag(b *testing.B) {
 	ctx := context.Background()
-	for _, driver := range []string{"sqlite", "mysql"} {
+	for _, driver := range store.Drivers() {
 		b.Run(driver, func(b *testing.B) {
 			s := openScaleStore(b, driver, 10_000)
 			for _, name := range []string{scaleTagName(5_000), "nosuch"} {
@@ -72,21 +71,8 @@ func scaleTagName(i int) string { return fmt.Sprintf("scale%06d", i) }
 // holding n tags, inserted by SQL 1,000 rows a statement.
 func openScaleStore(b *testing.B, driver string, n int) storetest.Store {
 	b.Helper()
-	var (
-		dsn, rawDSN string
-		s           storetest.Store
-		err         error
-	)
-	switch driver {
-	case "sqlite":
-		dsn = testdb.SQLite(b)
-		rawDSN = dsn + "?_pragma=busy_timeout(10000)"
-		s, err = store.Open("sqlite", dsn)
-	case "mysql":
-		dsn = testdb.MySQL(b)
-		rawDSN = dsn
-		s, err = store.Open("mysql", dsn)
-	}
+	dsn := testdb.DSN(b, driver)
+	s, err := store.Open(driver, dsn)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -94,10 +80,7 @@ func openScaleStore(b *testing.B, driver string, n int) storetest.Store {
 	if err := s.Migrate(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	raw, err := sql.Open(driver, rawDSN)
-	if err != nil {
-		b.Fatal(err)
-	}
+	raw := testdb.SQL(b, driver, dsn)
 	defer raw.Close()
 	tx, err := raw.Begin()
 	if err != nil {
@@ -116,7 +99,7 @@ func openScaleStore(b *testing.B, driver string, n int) storetest.Store {
 			q.WriteString("(?, 1, 1000, 'scale benchmark')")
 			args = append(args, scaleTagName(i))
 		}
-		if _, err := tx.Exec(q.String(), args...); err != nil {
+		if _, err := tx.Exec(raw.Rebind(q.String()), args...); err != nil {
 			b.Fatal(err)
 		}
 	}

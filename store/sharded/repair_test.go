@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/store"
 )
 
 // A sharded store keeps no high-water marks: RepairTag refuses with
 // range_unsupported, saying why, and changes nothing; an unknown tag is
 // unknown_tag, as on every store.
 func TestShardedRepairTag(t *testing.T) {
-	forEachShardDriver(t, func(t *testing.T, driver string) {
+	forEachDriver(t, store.Drivers(), func(t *testing.T, driver string) {
 		s := openSharded(t, driver, shardDSNs(t, driver, 2), shardSlots)
 		ctx := context.Background()
 		if err := s.Migrate(ctx); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
 	"github.com/leafd/leafd/store/sharded"
@@ -19,7 +20,7 @@ import (
 // (the race forced as in the suite), and the others' databases hold no
 // record.
 func TestShardedSnowflakeLayout(t *testing.T) {
-	forEachShardDriver(t, func(t *testing.T, driver string) {
+	forEachDriver(t, store.Drivers(), func(t *testing.T, driver string) {
 		dsns := shardDSNs(t, driver, 3)
 		a := openSharded(t, driver, dsns, shardSlots)
 		b := openSharded(t, driver, dsns, shardSlots)
@@ -27,17 +28,10 @@ func TestShardedSnowflakeLayout(t *testing.T) {
 			t.Fatal(err)
 		}
 		storetest.LayoutRace(t, a, b, sharded.AfterLayoutRead, false)
-		sqlDriver := driver
-		if driver == "postgres" {
-			sqlDriver = "pgx"
-		}
 		for i, dsn := range dsns {
-			raw, err := sql.Open(sqlDriver, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
+			raw := testdb.SQL(t, driver, dsn)
 			var n int
-			err = raw.QueryRow("SELECT COUNT(*) FROM leafd_snowflake_layout").Scan(&n)
+			err := raw.QueryRow("SELECT COUNT(*) FROM leafd_snowflake_layout").Scan(&n)
 			raw.Close()
 			if err != nil {
 				t.Fatal(err)

@@ -7,14 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/internal/testkit/faultproxy"
@@ -36,14 +33,7 @@ func shardDSNs(t *testing.T, driver string, n int) []string {
 	t.Helper()
 	var dsns []string
 	for range n {
-		switch driver {
-		case "sqlite":
-			dsns = append(dsns, testdb.SQLite(t))
-		case "mysql":
-			dsns = append(dsns, testdb.MySQL(t))
-		case "postgres":
-			dsns = append(dsns, testdb.Postgres(t))
-		}
+		dsns = append(dsns, testdb.DSN(t, driver))
 	}
 	return dsns
 }
@@ -60,9 +50,12 @@ func openSharded(t *testing.T, driver string, dsns []string, slots int) *sharded
 	return s
 }
 
-// forEachShardDriver runs f for every engine.
-func forEachShardDriver(t *testing.T, f func(t *testing.T, driver string)) {
-	for _, driver := range []string{"sqlite", "mysql", "postgres"} {
+// forEachDriver runs f as a subtest for each engine of drivers:
+// store.Drivers(), every engine, or store.FallbackDrivers(), the engines
+// reached at network addresses, where a fault proxy can come between a
+// store and its database.
+func forEachDriver(t *testing.T, drivers []string, f func(t *testing.T, driver string)) {
+	for _, driver := range drivers {
 		t.Run(driver, func(t *testing.T) { f(t, driver) })
 	}
 }
@@ -104,7 +97,7 @@ func (l *idLedger) add(t *testing.T, who string, a segment.Allocation) {
 // every range strided by S within one slot, each server's IDs of a tag
 // increasing, the old tag continued above its max_id.
 func TestShardedNoDuplicates(t *testing.T) {
-	forEachShardDriver(t, func(t *testing.T, driver string) {
+	forEachDriver(t, store.Drivers(), func(t *testing.T, driver string) {
 		dsns := shardDSNs(t, driver, 3)
 		ctx := context.Background()
 		plain, err := store.Open(driver, dsns[0])
@@ -194,36 +187,14 @@ func TestShardedNoDuplicates(t *testing.T) {
 // proxied returns dsn through a fault proxy of its own.
 func proxied(t *testing.T, driver, dsn string) (string, *faultproxy.Proxy) {
 	t.Helper()
-	switch driver {
-	case "mysql":
-		cfg, err := mysql.ParseDSN(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := faultproxy.New(t, cfg.Addr)
-		cfg.Addr = p.Addr()
-		cfg.Timeout = 500e6
-		return cfg.FormatDSN(), p
-	case "postgres":
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := faultproxy.New(t, u.Host)
-		u.Host = p.Addr()
-		q := u.Query()
-		q.Set("connect_timeout", "1")
-		u.RawQuery = q.Encode()
-		return u.String(), p
-	}
-	t.Fatalf("no proxy for %s", driver)
-	return "", nil
+	p := faultproxy.New(t, testdb.Addr(t, driver, dsn))
+	return testdb.WithAddr(t, driver, dsn, p.Addr()), p
 }
 
 // One database of three unreachable: every load is served by the others
 // at once, and the database is used again once it is back.
 func TestShardedDatabaseDown(t *testing.T) {
-	for _, driver := range []string{"mysql", "postgres"} {
+	for _, driver := range store.FallbackDrivers() { // the engines a fault proxy can come between
 		t.Run(driver, func(t *testing.T) {
 			dsns := shardDSNs(t, driver, 3)
 			var proxy *faultproxy.Proxy
@@ -282,7 +253,7 @@ func TestShardedDatabaseDown(t *testing.T) {
 // of its steps and then run again: the slot is never active in two
 // databases, no ID is handed out twice, and the move completes.
 func TestShardedMoveSlot(t *testing.T) {
-	forEachShardDriver(t, func(t *testing.T, driver string) {
+	forEachDriver(t, store.Drivers(), func(t *testing.T, driver string) {
 		dsns := shardDSNs(t, driver, 3)
 		ctx := context.Background()
 		a, b := openSharded(t, driver, dsns, shardSlots), openSharded(t, driver, dsns, shardSlots)
@@ -677,7 +648,7 @@ func (st *initStepper) finish(t *testing.T) error {
 // all at once. Exactly one succeeds; the other is refused with a mismatch,
 // and stays refused, so that no two databases ever hold the same slots.
 func TestShardedInitialiseDifferentLists(t *testing.T) {
-	forEachShardDriver(t, func(t *testing.T, driver string) {
+	forEachDriver(t, store.Drivers(), func(t *testing.T, driver string) {
 		for _, c := range []struct {
 			pre   []int // initialised before, when not nil
 			lists [2][]int
@@ -870,8 +841,8 @@ func TestShardedRefusedInitialisationCleared(t *testing.T) {
 // for as long as it hangs, the store still answers Ping, and the database
 // is used again once it answers.
 func TestShardedDatabaseHung(t *testing.T) {
-	const waitTimeout = time.Second // segment.wait_timeout of the server
-	for _, driver := range []string{"mysql", "postgres"} {
+	const waitTimeout = time.Second                  // segment.wait_timeout of the server
+	for _, driver := range store.FallbackDrivers() { // the engines a fault proxy can come between
 		t.Run(driver, func(t *testing.T) {
 			dsns := shardDSNs(t, driver, 3)
 			var proxy *faultproxy.Proxy
@@ -956,7 +927,7 @@ func TestShardedTagReadsDatabaseHung(t *testing.T) {
 		attempt     = waitTimeout / 2
 		slack       = 300 * time.Millisecond // scheduling on a busy machine
 	)
-	for _, driver := range []string{"mysql", "postgres"} {
+	for _, driver := range store.FallbackDrivers() { // the engines a fault proxy can come between
 		t.Run(driver, func(t *testing.T) {
 			dsns := shardDSNs(t, driver, 3)
 			var proxy *faultproxy.Proxy
@@ -1104,7 +1075,7 @@ func TestShardedMembersFilledIn(t *testing.T) {
 // SQL or by hand) is looked up as tag_conflict, left out of the list, and
 // never served in either definition.
 func TestShardedTagDefinitionsAgree(t *testing.T) {
-	for _, driver := range []string{"mysql", "postgres"} {
+	for _, driver := range store.FallbackDrivers() { // the engines a fault proxy can come between
 		t.Run(driver, func(t *testing.T) {
 			dsns := shardDSNs(t, driver, 2)
 			var proxy *faultproxy.Proxy
@@ -1199,13 +1170,7 @@ func TestShardedTagDefinitionsAgree(t *testing.T) {
 // rawExec runs queries on one database of driver, past the store.
 func rawExec(t *testing.T, driver, dsn string, queries ...string) {
 	t.Helper()
-	if driver == "postgres" {
-		driver = "pgx"
-	}
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := testdb.SQL(t, driver, dsn)
 	defer db.Close()
 	for _, q := range queries {
 		if _, err := db.Exec(q); err != nil {
@@ -1220,7 +1185,7 @@ func rawExec(t *testing.T, driver, dsn string, queries ...string) {
 // before a slot's first range of it (also one deleted before and created
 // again after), continues above every ID it issued.
 func TestShardedKeepsHighWaterMark(t *testing.T) {
-	forEachShardDriver(t, func(t *testing.T, driver string) {
+	forEachDriver(t, store.Drivers(), func(t *testing.T, driver string) {
 		dsns := shardDSNs(t, driver, 2)
 		ctx := context.Background()
 		plain, err := store.Open(driver, dsns[0])
@@ -1286,7 +1251,7 @@ func TestShardedKeepsHighWaterMark(t *testing.T) {
 // before its target was activated, run back to where the slot was: it
 // serves there again, not lost.
 func TestShardedMoveSlotElsewhere(t *testing.T) {
-	forEachShardDriver(t, func(t *testing.T, driver string) {
+	forEachDriver(t, store.Drivers(), func(t *testing.T, driver string) {
 		dsns := shardDSNs(t, driver, 3)
 		ctx := context.Background()
 		a, b := openSharded(t, driver, dsns, shardSlots), openSharded(t, driver, dsns, shardSlots)

@@ -3,7 +3,9 @@
 // and a fresh SQLite file per test. Nothing is mocked: leafd's guarantees
 // are about what real databases do. Each runs a test on every engine of
 // the store's registry, so that no engine is left out by a hand-written
-// list.
+// list, and what tests need to know of an engine's databases is looked up
+// by its name (LeafTable, Unreachable, MigrateLock, Addr and WithAddr,
+// SQL and SQLDriver) rather than written in a switch on names.
 //
 // Environment:
 //
@@ -28,7 +30,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,25 +38,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
-	_ "modernc.org/sqlite" // the "sqlite" driver of SQL
 
 	_ "github.com/leafd/leafd/store/all" // the engines a test may open
 )
-
-// engines are how a test gets a database of each engine of store.Drivers:
-// a fresh one, and the database/sql driver and DSN parameters with which a
-// test's own SQL opens it. It is the tests' one list of engines; Each and
-// DSN fail for an engine missing here.
-var engines = map[string]struct {
-	fresh     func(testing.TB) string
-	sqlDriver string
-	sqlParams string
-}{
-	"mysql":    {MySQL, "mysql", ""},
-	"postgres": {Postgres, "pgx", ""},
-	// Raw SQL waits for the stores' transactions rather than fail.
-	"sqlite": {SQLite, "sqlite", "_pragma=busy_timeout(10000)"},
-}
 
 // Each runs f as a subtest named after each engine in drivers, with a
 // fresh database of that engine (DSN). Pass store.Drivers(), the registry:
@@ -83,21 +68,20 @@ func DSN(tb testing.TB, driver string) string {
 
 // SQL returns a plain pool on the database dsn of engine driver, outside
 // any store, for a test's own SQL; it is closed when the test ends. Write
-// queries with ? placeholders and pass them through its Rebind.
+// queries with ? placeholders and pass them through its Rebind. Its
+// sessions keep times in UTC, as the stores' do, and on SQLite it waits
+// for the stores' transactions rather than fail.
 func SQL(tb testing.TB, driver, dsn string) *sqlx.DB {
 	tb.Helper()
 	e, ok := engines[driver]
 	if !ok {
 		tb.Fatalf("testdb has no database of engine %q: add it to testdb's engines", driver)
 	}
-	if e.sqlParams != "" {
-		sep := "?"
-		if strings.Contains(dsn, "?") {
-			sep = "&"
-		}
-		dsn += sep + e.sqlParams
+	sqlDSN, err := e.sqlDSN(dsn)
+	if err != nil {
+		tb.Fatalf("%s DSN %q: %v", driver, dsn, err)
 	}
-	db, err := sqlx.Open(e.sqlDriver, dsn)
+	db, err := sqlx.Open(e.sqlDriver, sqlDSN)
 	if err != nil {
 		tb.Fatal(err)
 	}

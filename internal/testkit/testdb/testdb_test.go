@@ -1,17 +1,21 @@
 package testdb_test
 
 import (
+	"context"
 	"database/sql"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
+	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/store"
 )
@@ -163,4 +167,112 @@ func TestEach(t *testing.T) {
 	if want := store.Drivers(); strings.Join(ran, " ") != strings.Join(want, " ") {
 		t.Fatalf("Each ran %v, want every engine of %v", ran, want)
 	}
+}
+
+// What testdb tells of each engine holds on a fresh database of it: Leaf's
+// leaf_alloc creates there and takes Leaf's rows, a store on Unreachable
+// does not reach anything, MigrateLock keeps a store's Migrate waiting
+// until it is released, and WithAddr reaches the database at its own
+// address and not at another.
+func TestEngines(t *testing.T) {
+	testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) {
+		ctx := context.Background()
+		raw := testdb.SQL(t, driver, dsn)
+		if _, err := raw.Exec(testdb.LeafTable(driver)); err != nil {
+			t.Fatalf("Leaf's leaf_alloc: %v", err)
+		}
+		if _, err := raw.Exec(raw.Rebind("INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, 5001, 2000, 'Leaf')"), "leaf"); err != nil {
+			t.Fatalf("a row of Leaf's: %v", err)
+		}
+
+		t.Run("Unreachable", func(t *testing.T) {
+			s, err := store.Open(driver, testdb.Unreachable(driver, dsn))
+			if err != nil {
+				t.Fatalf("open a store on Unreachable: %v", err)
+			}
+			defer s.Close()
+			start := time.Now()
+			if err := s.Ping(ctx); leafd.ErrorCode(err) != leafd.EStoreUnavailable {
+				t.Fatalf("Ping of Unreachable: %v, want store_unavailable", err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("Ping of Unreachable took %v", d)
+			}
+		})
+
+		t.Run("MigrateLock", func(t *testing.T) {
+			hold := testdb.MigrateLock(driver, dsn)
+			if hold == nil {
+				t.Skipf("this platform lets no test take %s's migration lock", driver)
+			}
+			s, err := store.Open(driver, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			release := hold(t)
+			wait, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			if err := s.Migrate(wait); err == nil {
+				t.Fatal("Migrate succeeded while the lock was held")
+			}
+			release()
+			release() // a second release does nothing
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatalf("Migrate once the lock was released: %v", err)
+			}
+			if tag, err := s.LookupTag(ctx, "leaf"); err != nil || tag.MaxID != 5001 {
+				t.Fatalf("Leaf's row after Migrate: %+v, %v", tag, err)
+			}
+		})
+
+		t.Run("Addr", func(t *testing.T) {
+			if !store.HasAddresses(driver) {
+				t.Skipf("%s has no network address", driver)
+			}
+			addr := testdb.Addr(t, driver, dsn)
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				t.Fatalf("Addr = %q: %v", addr, err)
+			}
+			same := testdb.SQL(t, driver, testdb.WithAddr(t, driver, dsn, addr))
+			var n int
+			if err := same.QueryRow("SELECT COUNT(*) FROM leaf_alloc").Scan(&n); err != nil || n != 1 {
+				t.Fatalf("the database through WithAddr of its own address: %d rows, %v", n, err)
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			nothing := ln.Addr().String()
+			ln.Close()
+			if err := testdb.SQL(t, driver, testdb.WithAddr(t, driver, dsn, nothing)).Ping(); err == nil {
+				t.Fatalf("WithAddr of %s, where nothing listens, reached a database", nothing)
+			}
+		})
+	})
+}
+
+// SQL's sessions keep times in UTC, as the stores' do: a timestamp
+// written as the current time reads back within a minute of it in UTC.
+func TestSQLInUTC(t *testing.T) {
+	testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) {
+		raw := testdb.SQL(t, driver, dsn)
+		if _, err := raw.Exec("CREATE TABLE t (at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, n INT)"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := raw.Exec("INSERT INTO t (n) VALUES (1)"); err != nil {
+			t.Fatal(err)
+		}
+		var at string
+		if err := raw.QueryRow("SELECT CAST(at AS CHAR(19)) FROM t").Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		got, err := time.Parse(time.DateTime, at)
+		if err != nil {
+			t.Fatalf("CURRENT_TIMESTAMP as text %q: %v", at, err)
+		}
+		if d := time.Since(got); d < -time.Minute || d > time.Minute {
+			t.Fatalf("CURRENT_TIMESTAMP %q is %v from now in UTC", at, d)
+		}
+	})
 }

@@ -4,74 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"strings"
-	"sync"
 	"testing"
-
-	"github.com/go-sql-driver/mysql"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/store"
-	"github.com/leafd/leafd/store/storetest"
 )
-
-// leafTable is leaf_alloc exactly as Meituan Leaf's README creates it.
-const leafTable = `CREATE TABLE leaf_alloc (
-  biz_tag     VARCHAR(128) NOT NULL DEFAULT '',
-  max_id      BIGINT       NOT NULL DEFAULT 1,
-  step        INT          NOT NULL,
-  description VARCHAR(256) DEFAULT NULL,
-  update_time TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
-  PRIMARY KEY (biz_tag)
-) ENGINE=InnoDB`
-
-// unreachableMySQL is an address where nothing listens, with a dial
-// timeout short enough for a test.
-const unreachableMySQL = "root@tcp(127.0.0.1:1)/leafd?timeout=500ms"
-
-func TestMySQL(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) *storetest.Database {
-		dsn := testdb.MySQL(t)
-		cfg, err := mysql.ParseDSN(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The raw pool writes times in UTC too, as the stores read them.
-		cfg.Params = map[string]string{"time_zone": "'+00:00'"}
-		raw, err := sqlx.Open("mysql", cfg.FormatDSN())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { raw.Close() })
-		return &storetest.Database{
-			Open:            func() (storetest.Store, error) { return store.Open("mysql", dsn) },
-			OpenUnreachable: func() (storetest.Store, error) { return store.Open("mysql", unreachableMySQL) },
-			Raw:             raw,
-			LeafTable:       leafTable,
-			HoldMigrateLock: func(t *testing.T) func() { return holdNamedLock(t, raw.DB, "leafd_migrate") },
-		}
-	})
-}
-
-// A row locked by another transaction fails an allocation of that tag
-// within the session's lock wait timeout that leafd sets (5 s, inside the
-// allocator's 10 s load timeout), with an error that names the lock, not an
-// unreachable database; the database still answers.
-func TestMySQLRowLockNamed(t *testing.T) {
-	dsn := testdb.MySQL(t)
-	s, err := store.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	raw, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	storetest.RowLockNamed(t, s, raw)
-}
 
 func TestOpenMySQLBadDSN(t *testing.T) {
 	for _, c := range []struct{ name, dsn, want string }{
@@ -93,35 +31,9 @@ func TestOpenMySQLBadDSN(t *testing.T) {
 	}
 }
 
-// holdNamedLock takes a MySQL named lock on a connection of its own and
-// returns the function that releases it (once, however often it is called).
-func holdNamedLock(t *testing.T, raw *sql.DB, name string) (release func()) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := raw.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got int
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 5)", name).Scan(&got); err != nil || got != 1 {
-		t.Fatalf("GET_LOCK(%q) = %d, %v", name, got, err)
-	}
-	var once sync.Once
-	release = func() {
-		once.Do(func() {
-			if _, err := conn.ExecContext(ctx, "DO RELEASE_LOCK(?)", name); err != nil {
-				t.Errorf("RELEASE_LOCK(%q): %v", name, err)
-			}
-			conn.Close()
-		})
-	}
-	t.Cleanup(release)
-	return release
-}
-
 // leafTableUTF8 is leaf_alloc as Leaf's scripts/leaf_alloc.sql creates it:
 // CHARSET=utf8, three bytes a character at most.
-const leafTableUTF8 = leafTable + ` DEFAULT CHARSET=utf8`
+var leafTableUTF8 = testdb.LeafTable("mysql") + ` DEFAULT CHARSET=utf8`
 
 // A description with a 4-byte UTF-8 character (an emoji), on a table made
 // by Leaf's own DDL, is refused as invalid_body naming the column's

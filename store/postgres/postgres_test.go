@@ -3,84 +3,16 @@ package postgres_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver of the raw pools
-	"github.com/jmoiron/sqlx"
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store"
-	"github.com/leafd/leafd/store/postgres"
 	"github.com/leafd/leafd/store/storetest"
 )
-
-// pgLeafTable is leaf_alloc as a PostgreSQL port of Leaf creates it: Leaf's
-// columns, without leafd's collation and trigger.
-const pgLeafTable = `CREATE TABLE leaf_alloc (
-  biz_tag     VARCHAR(128) NOT NULL DEFAULT '',
-  max_id      BIGINT       NOT NULL DEFAULT 1,
-  step        INT          NOT NULL,
-  description VARCHAR(256) DEFAULT NULL,
-  update_time TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP,
-  PRIMARY KEY (biz_tag)
-)`
-
-// unreachablePostgres is an address where nothing listens, with a connect
-// timeout short enough for a test.
-const unreachablePostgres = "postgres://root@127.0.0.1:1/leafd?sslmode=disable&connect_timeout=1"
-
-func TestPostgres(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) *storetest.Database {
-		dsn := testdb.Postgres(t)
-		raw := openRawPostgres(t, dsn)
-		return &storetest.Database{
-			Open:            func() (storetest.Store, error) { return store.Open("postgres", dsn) },
-			OpenUnreachable: func() (storetest.Store, error) { return store.Open("postgres", unreachablePostgres) },
-			Raw:             raw,
-			LeafTable:       pgLeafTable,
-			HoldMigrateLock: func(t *testing.T) func() { return holdAdvisoryLock(t, raw) },
-		}
-	})
-}
-
-// openRawPostgres is a plain pool on dsn, in UTC as the stores read times.
-func openRawPostgres(t *testing.T, dsn string) *sqlx.DB {
-	t.Helper()
-	raw, err := sqlx.Open("pgx", dsn+"&timezone=UTC")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { raw.Close() })
-	return raw
-}
-
-// holdAdvisoryLock takes leafd's migration lock on a connection of its own
-// and returns the function that releases it (once, however often called).
-func holdAdvisoryLock(t *testing.T, raw *sqlx.DB) (release func()) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := raw.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", postgres.MigrateLock); err != nil {
-		t.Fatalf("pg_advisory_lock: %v", err)
-	}
-	var once sync.Once
-	release = func() {
-		once.Do(func() {
-			if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", postgres.MigrateLock); err != nil {
-				t.Errorf("pg_advisory_unlock: %v", err)
-			}
-			conn.Close()
-		})
-	}
-	t.Cleanup(release)
-	return release
-}
 
 // migratedPostgres opens a store on a fresh, migrated database.
 func migratedPostgres(t *testing.T) (store.Store, string) {
@@ -107,7 +39,7 @@ func TestPostgresRowLockNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	storetest.RowLockNamed(t, s, openRawPostgres(t, dsn).DB)
+	storetest.RowLockNamed(t, s, testdb.SQL(t, "postgres", dsn).DB)
 }
 
 // A session that refuses writes (as a standby's do) is left for the next

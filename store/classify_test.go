@@ -2,11 +2,12 @@ package store
 
 import (
 	"fmt"
-	"github.com/leafd/leafd/store/internal/engine"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/leafd/leafd/store/internal/engine"
 )
 
 // The error table as docs/compatibility.md prints it, between these

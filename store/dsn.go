@@ -2,8 +2,9 @@ package store
 
 import (
 	"fmt"
-	"github.com/leafd/leafd/store/internal/engine"
 	"slices"
+
+	"github.com/leafd/leafd/store/internal/engine"
 )
 
 // DSNKinds returns the engines, by store.driver name and sorted, that

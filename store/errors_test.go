@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/leafd/leafd/store/internal/engine"
 	"io/fs"
 	"net"
 	"os"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/internal/testkit/testdb"
+	"github.com/leafd/leafd/store/internal/engine"
 )
 
 // These tests provoke every cause of store_unavailable that one database

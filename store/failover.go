@@ -5,11 +5,12 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"github.com/leafd/leafd/store/internal/engine"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leafd/leafd/store/internal/engine"
 )
 
 // retryFirstEvery is how often a store that has moved off the first address

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/leafd/leafd/store/internal/engine"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
+	"github.com/leafd/leafd/store/internal/engine"
 )
 
 // These tests put the errors of engines that cannot run here (TiDB, Percona

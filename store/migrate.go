@@ -2,10 +2,11 @@ package store
 
 import (
 	"context"
-	"github.com/leafd/leafd/store/internal/engine"
 	"log/slog"
 
 	"github.com/pressly/goose/v3"
+
+	"github.com/leafd/leafd/store/internal/engine"
 )
 
 // up applies the pending migrations of the dialect with goose's Provider,

@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"github.com/leafd/leafd/store/internal/engine"
-	"github.com/leafd/leafd/store/internal/testhook"
 	"maps"
 	"slices"
 
@@ -12,6 +10,8 @@ import (
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/store/internal/engine"
+	"github.com/leafd/leafd/store/internal/testhook"
 )
 
 // DefaultShardSlots is store.shard_slots' default.

@@ -5,14 +5,15 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
-	"github.com/jmoiron/sqlx"
-	"github.com/leafd/leafd/store/internal/engine"
 	"log/slog"
 	"strings"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
+	"github.com/leafd/leafd/store/internal/engine"
 )
 
 // Store is everything leafd asks of a database: the segment allocator's

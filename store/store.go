@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/leafd/leafd/store/internal/engine"
 	"io"
 	"log/slog"
 	"math"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/store/internal/engine"
 )
 
 // MaxTableStep is the largest table step a tag can have: the step column is a

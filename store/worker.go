@@ -5,13 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/leafd/leafd/store/internal/engine"
 	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/leafd/leafd/snowflake"
+	"github.com/leafd/leafd/store/internal/engine"
 )
 
 var _ snowflake.LeaseStore = (*db)(nil)

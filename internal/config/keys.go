@@ -18,9 +18,7 @@ import (
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
 	"github.com/leafd/leafd/store"
-	// The engines store.driver accepts: registered before this package's
-	// defaults are read from the registry.
-	_ "github.com/leafd/leafd/store/all"
+	_ "github.com/leafd/leafd/store/all" // the engines store.driver accepts, registered before the defaults are read
 )
 
 // field declares one key, the one place that says what it is: its name

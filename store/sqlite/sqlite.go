@@ -10,8 +10,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -23,6 +21,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/leafd/leafd/store/internal/engine"
 )

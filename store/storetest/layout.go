@@ -3,8 +3,6 @@ package storetest
 import (
 	"context"
 	"errors"
-	"github.com/leafd/leafd/store/internal/engine"
-	"github.com/leafd/leafd/store/internal/testhook"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +10,8 @@ import (
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/snowflake"
+	"github.com/leafd/leafd/store/internal/engine"
+	"github.com/leafd/leafd/store/internal/testhook"
 )
 
 // The cases of the snowflake layout recorded with the worker id leases

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/leafd/leafd/store/internal/engine"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/snowflake"
+	"github.com/leafd/leafd/store/internal/engine"
 )
 
 // The cases of the snowflake worker id leases (snowflake.LeaseStore) over

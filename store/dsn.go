@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/leafd/leafd/store/internal/engine"
 )
@@ -75,8 +77,25 @@ func foreignDSN(driver, dsn string) error {
 // has the shape of keyword=value pairs although PostgreSQL would not read
 // it (ssl-mode=disable host=db password=secret): a message may quote it.
 func MaskDSN(dsn string) string {
+	var spans [][2]int
 	for _, name := range Drivers() {
-		dsn = lookup(name).Mask(dsn)
+		spans = append(spans, lookup(name).Secrets(dsn)...)
 	}
-	return dsn
+	slices.SortFunc(spans, func(a, b [2]int) int { return cmp.Compare(a[0], b[0]) })
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(spans); {
+		from, to := spans[i][0], spans[i][1]
+		for i++; i < len(spans) && spans[i][0] <= to; i++ {
+			to = max(to, spans[i][1])
+		}
+		if from < last { // within the range just hidden
+			from = last
+		}
+		b.WriteString(dsn[last:from])
+		b.WriteString("***")
+		last = max(last, to)
+	}
+	b.WriteString(dsn[last:])
+	return b.String()
 }

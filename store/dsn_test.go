@@ -175,3 +175,26 @@ func TestSQLiteRefusesAnAddress(t *testing.T) {
 		}
 	}
 }
+
+// MaskDSN hides every secret that any engine's driver could read in a DSN,
+// whichever engine it is written for, also where the engines read it
+// differently: no part of the secret is left.
+func TestMaskDSNHidesEverySecret(t *testing.T) {
+	for _, c := range []struct{ dsn, secret string }{
+		{"postgres://leafd@db:5432/leaf?password=hunter2@SuperSecretTail&sslrootcert=/etc/ssl/ca.pem", "hunter2@SuperSecretTail"},
+		{"hostaddr=fe80::1 dbname=leaf password=ab@SuperSecretTail sslrootcert=/etc/ssl/ca.pem", "ab@SuperSecretTail"},
+		{"postgresql://u:sec/ret@db/leaf", "sec/ret"},
+		{"root:p=w x@tcp(db)/leaf", "p=w x"},
+		{"mysql://root:s3cr3t@db:3306/leaf", "s3cr3t"},
+		{`host=db password='it\'s @ secret' dbname=leaf`, `it\'s @ secret`},
+		{"postgres://u:pa?ss@db/leaf?sslpassword=k3y", "pa?ss"},
+		{"postgres://u:pa?ss@db/leaf?sslpassword=k3y", "k3y"},
+	} {
+		got := store.MaskDSN(c.dsn)
+		for _, part := range strings.FieldsFunc(c.secret, func(r rune) bool { return strings.ContainsRune("@/' =?", r) }) {
+			if len(part) > 2 && strings.Contains(got, part) {
+				t.Errorf("MaskDSN(%q) = %q: %q of the secret is left", c.dsn, got, part)
+			}
+		}
+	}
+}

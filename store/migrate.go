@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
 
 	"github.com/leafd/leafd/store/internal/engine"
@@ -32,16 +33,23 @@ func (s *db) up(ctx context.Context) error {
 //
 // Errors: store_unavailable when the database cannot be reached; an error
 // without a code when the lock is not granted in time or a migration fails.
-func (s *db) Migrate(ctx context.Context) error { return s.dialect.Migrate(ctx, s) }
+func (s *db) Migrate(ctx context.Context) error { return s.dialect.Migrate(ctx, migrator{s}) }
 
-// What the engines' Migrate asks of the store (engine.Migrator); DB is
-// Node's.
-func (s *db) Addr() string                                                   { return s.addr }
-func (s *db) Up(ctx context.Context) error                                   { return s.up(ctx) }
-func (s *db) Write(ctx context.Context, f func(context.Context) error) error { return s.write(ctx, f) }
-func (s *db) Pending(ctx context.Context) (bool, error)                      { return s.pendingMigrations(ctx) }
-func (s *db) Class(err error) engine.Class                                   { return s.class(err) }
-func (s *db) Log() *slog.Logger                                              { return s.log }
+// migrator is what the engines' Migrate asks of the store
+// (engine.Migrator), kept off the store's own methods: only a migration
+// lock's holder may run the migrations.
+type migrator struct{ s *db }
+
+func (m migrator) DB() *sqlx.DB                 { return m.s.x }
+func (m migrator) Addr() string                 { return m.s.addr }
+func (m migrator) Up(ctx context.Context) error { return m.s.up(ctx) }
+func (m migrator) Write(ctx context.Context, f func(context.Context) error) error {
+	return m.s.write(ctx, f)
+}
+func (m migrator) Pending(ctx context.Context) (bool, error) { return m.s.pendingMigrations(ctx) }
+func (m migrator) Class(err error) engine.Class              { return m.s.class(err) }
+func (m migrator) Wrap(err error, op string) error           { return m.s.Wrap(err, op) }
+func (m migrator) Log() *slog.Logger                         { return m.s.log }
 
 // appliedSQL lists the migrations goose recorded as applied.
 const appliedSQL = `SELECT version_id FROM goose_db_version WHERE is_applied`

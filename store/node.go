@@ -63,6 +63,7 @@ func Definition(t leafd.Tag) string {
 
 func init() {
 	testhook.AfterLayoutRead = func(s any, f func()) { s.(*db).afterLayoutRead = f }
+	testhook.Migrator = func(s any) any { return migrator{s.(*db)} }
 }
 
 // DB, Duplicate, Greatest and ShareSuffix are Node's, from the pool, the

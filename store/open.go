@@ -143,6 +143,9 @@ func CheckDSN(driver, dsn string) error {
 }
 
 func unknownDriver(driver string) error {
+	if len(Drivers()) == 0 {
+		return fmt.Errorf("store.driver %q is not supported: no engine is registered; import github.com/leafd/leafd/store/all (or an engine's package) for its side effect", driver)
+	}
 	return fmt.Errorf("store.driver %q is not supported: use %s", driver, strings.Join(Drivers(), ", "))
 }
 

@@ -16,7 +16,7 @@ import (
 
 // Access tokens of the ID routes (segment.require_token,
 // snowflake.require_token) live in leafd's own table, leafd_token
-// (migrations/*/00006_tokens.sql): one row per live token, deleted when it
+// (store/*/migrations/00006_tokens.sql): one row per live token, deleted when it
 // is revoked. A token is shown once, when it is made; the table keeps only
 // its SHA-256.
 

@@ -39,7 +39,7 @@ WHERE worker_id = ? AND owner = ?`
 WHERE worker_id = ? AND owner = ?`
 	fixedRowSQL = `SELECT worker_id, owner, lease_until_ms, watermark_ms FROM leaf_worker WHERE worker_id = ?%[2]s`
 	// The layout the worker ids are leased under: one row, id 1
-	// (migrations/*/00007_snowflake_layout.sql).
+	// (store/*/migrations/00007_snowflake_layout.sql).
 	layoutSQL       = `SELECT epoch_ms, time_bits, worker_bits, sequence_bits, recorded_by, recorded_ms FROM leafd_snowflake_layout WHERE id = 1%s`
 	insertLayoutSQL = `INSERT INTO leafd_snowflake_layout (id, epoch_ms, time_bits, worker_bits, sequence_bits, recorded_by, recorded_ms)
 VALUES (1, ?, ?, ?, ?, ?, ?)`

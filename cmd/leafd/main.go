@@ -63,7 +63,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "leafd",
 		Short: "leafd hands out unique 64-bit IDs over HTTP (Leaf segment and snowflake modes)",
 		Long: "leafd hands out unique 64-bit IDs over HTTP: Meituan Leaf's segment mode and\n" +
-			"snowflake mode over MySQL or an embedded SQLite file. With no command it serves.",
+			"snowflake mode over MySQL, PostgreSQL or an embedded SQLite file. With no command it serves.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,

@@ -10,6 +10,7 @@ import (
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/store"
 	"github.com/leafd/leafd/store/internal/engine"
+	"github.com/leafd/leafd/store/internal/testhook"
 	"github.com/leafd/leafd/store/mysql"
 )
 
@@ -24,7 +25,7 @@ func migrator(t *testing.T, dsn string) engine.Migrator {
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return s.(engine.Migrator)
+	return testhook.Migrator(s).(engine.Migrator)
 }
 
 func exec(t *testing.T, db *sql.DB, query string, args ...any) {

@@ -64,7 +64,7 @@ var dialect = engine.Dialect{
 	Claims:   claims,
 	Check:    func(dsn string) error { _, err := connect(dsn); return err },
 	Connect:  connect,
-	Mask:     mask,
+	Secrets:  secrets,
 	Probe:    probe,
 	Bind:     "mysql",
 	Pool:     engine.ServerPool,
@@ -337,7 +337,7 @@ func descriptionCharset(ctx context.Context, q sqlx.QueryerContext, err error) e
 		"ALTER TABLE leaf_alloc CONVERT TO CHARACTER SET utf8mb4", charset))
 }
 
-// rows are the MySQL family's rows of the error table (classify.go):
+// rows are the MySQL family's rows of the error table (store/internal/engine/classify.go):
 // MySQL, MariaDB, Galera, Percona XtraDB Cluster, Group Replication, TiDB
 // and Vitess, by error number.
 var rows = []engine.Rule{
@@ -599,18 +599,18 @@ func probe(ctx context.Context, conn driver.QueryerContext) error {
 	return nil
 }
 
-// mask masks a go-sql-driver/mysql DSN's password as the driver reads
-// it: the last '@' before the database name ends the credentials, the
-// first ':' in them starts the password. A mysql:// URL is read the same
-// way.
-func mask(dsn string) string {
+// secrets returns where a go-sql-driver/mysql DSN holds its password, as
+// the driver reads it: the last '@' before the database name ends the
+// credentials, the first ':' in them starts the password. A mysql:// URL
+// is read the same way.
+func secrets(dsn string) [][2]int {
 	head := dsn
 	if i := strings.LastIndexByte(dsn, '/'); i >= 0 { // a password may hold a '/' before its '@'
 		head = dsn[:i+1]
 	}
 	at := strings.LastIndexByte(head, '@')
 	if at < 0 {
-		return dsn
+		return nil
 	}
 	start := 0
 	if i := strings.Index(head[:at], "://"); i >= 0 { // mysql://user:pw@host/db
@@ -618,7 +618,7 @@ func mask(dsn string) string {
 	}
 	colon := strings.IndexByte(head[start:at], ':')
 	if colon < 0 || start+colon+1 == at {
-		return dsn // no password, or an empty one
+		return nil // no password, or an empty one
 	}
-	return dsn[:start+colon+1] + "***" + dsn[at:]
+	return [][2]int{{start + colon + 1, at}}
 }

@@ -60,7 +60,7 @@ var dialect = engine.Dialect{
 	Claims:  claims,
 	Check:   func(dsn string) error { _, err := parseDSN(dsn); return err },
 	Connect: connect,
-	Mask:    mask,
+	Secrets: secrets,
 	Probe:   probe,
 	// "pgx" is the name sqlx knows for '$1' placeholders.
 	Bind:     "pgx",
@@ -284,7 +284,7 @@ func pgQuoteIdent(name string) string {
 	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
 }
 
-// rows are PostgreSQL's rows of the error table (classify.go), by
+// rows are PostgreSQL's rows of the error table (store/internal/engine/classify.go), by
 // SQLSTATE.
 var rows = []engine.Rule{
 	// PostgreSQL: SQLSTATEs.
@@ -398,87 +398,90 @@ func rule(code, msg string) *engine.Rule {
 	return nil
 }
 
-// mask masks the password of a URL and the secrets among its parameters,
-// and the secrets among keyword=value pairs, also those that only have
-// their shape (ssl-mode=disable host=db password=secret), which PostgreSQL
-// would not read but a message may quote.
-func mask(dsn string) string {
+// secrets returns where dsn holds secrets as pgx would read it: the
+// password of a URL and the secret parameters, or the secret values among
+// keyword=value pairs, also where they only have that shape
+// (ssl-mode=disable host=db password=secret), which PostgreSQL would not
+// read but a message may quote.
+func secrets(dsn string) [][2]int {
 	if isURL(dsn) {
-		return maskURL(dsn)
+		return urlSecrets(dsn)
 	}
 	if claims(dsn) || strings.Contains(dsn, "=") && strings.ContainsAny(dsn, " \t\n\r\v\f") {
-		return maskKeywordValues(dsn)
+		return keywordSecrets(dsn)
 	}
-	return dsn
+	return nil
 }
 
 // secretKeys are the keys of a PostgreSQL DSN whose values are secrets.
 var secretKeys = map[string]bool{"password": true, "sslpassword": true}
 
-// maskURL masks the password of a URL's user and the secrets among its
+// urlSecrets finds the password of a URL's user and the secrets among its
 // query parameters. pgx ends the user and password at the first '@' before
-// any '/', so a '?' or '#' may be in the password; the mask runs to the
-// last such '@', in case the password holds one too.
-func maskURL(dsn string) string {
+// any '/', so a '?' or '#' may be in the password; the password runs to
+// the last such '@', in case it holds one too. The parameters are read
+// from the first '?' after the password, and from the first '?' of all.
+func urlSecrets(dsn string) (spans [][2]int) {
 	scheme := strings.Index(dsn, "://") + len("://")
 	host := dsn[scheme:]
 	if i := strings.IndexByte(host, '/'); i >= 0 {
 		host = host[:i]
 	}
+	after := 0
 	if at := strings.LastIndexByte(host, '@'); at >= 0 {
 		if colon := strings.IndexByte(host[:at], ':'); colon >= 0 && colon+1 < at {
-			dsn = dsn[:scheme+colon+1] + "***" + dsn[scheme+at:]
+			spans = append(spans, [2]int{scheme + colon + 1, scheme + at})
+		}
+		after = scheme + at
+	}
+	for _, from := range []int{0, after} {
+		q := strings.IndexByte(dsn[from:], '?')
+		if q < 0 {
+			continue
+		}
+		pos := from + q + 1
+		for _, p := range strings.Split(dsn[pos:], "&") {
+			key, _, ok := strings.Cut(p, "=")
+			name, err := url.QueryUnescape(key) // pgx unescapes the key: pass%77ord is password
+			if err != nil {
+				name = key
+			}
+			if ok && secretKeys[strings.ToLower(name)] {
+				spans = append(spans, [2]int{pos + len(key) + 1, pos + len(p)})
+			}
+			pos += len(p) + 1
 		}
 	}
-	base, query, ok := strings.Cut(dsn, "?")
-	if !ok {
-		return dsn
-	}
-	params := strings.Split(query, "&")
-	for i, p := range params {
-		key, _, ok := strings.Cut(p, "=")
-		name, err := url.QueryUnescape(key) // pgx unescapes the key: pass%77ord is password
-		if err != nil {
-			name = key
-		}
-		if ok && secretKeys[strings.ToLower(name)] {
-			params[i] = key + "=***"
-		}
-	}
-	return base + "?" + strings.Join(params, "&")
+	return spans
 }
 
-// maskKeywordValues masks the secrets among libpq's keyword=value pairs,
-// read as libpq reads them: spaces around '=', values quoted with ' and
-// escaped with \. What follows a pair it cannot read is masked whole.
-func maskKeywordValues(dsn string) string {
-	var b strings.Builder
-	s := dsn
+// keywordSecrets finds the secrets among libpq's keyword=value pairs, read
+// as libpq reads them: spaces around '=', values quoted with ' and escaped
+// with \. What follows a pair it cannot read is a secret whole.
+func keywordSecrets(dsn string) (spans [][2]int) {
+	const space = " \t\n\r\v\f"
+	pos := 0
 	for {
-		rest := strings.TrimLeft(s, " \t\n\r\v\f")
-		b.WriteString(s[:len(s)-len(rest)])
+		rest := strings.TrimLeft(dsn[pos:], space)
+		pos = len(dsn) - len(rest)
 		if rest == "" {
-			return b.String()
+			return spans
 		}
 		eq := strings.IndexByte(rest, '=')
 		if eq < 0 {
-			b.WriteString("***")
-			return b.String()
+			return append(spans, [2]int{pos, len(dsn)})
 		}
 		key := strings.TrimSpace(rest[:eq])
-		value := strings.TrimLeft(rest[eq+1:], " \t\n\r\v\f")
-		b.WriteString(rest[:len(rest)-len(value)]) // the key, '=' and the spaces around it
+		value := strings.TrimLeft(rest[eq+1:], space)
+		at := len(dsn) - len(value)
 		n, ok := valueLen(value)
 		if !ok {
-			b.WriteString("***")
-			return b.String()
+			return append(spans, [2]int{at, len(dsn)})
 		}
 		if secretKeys[key] {
-			b.WriteString("***")
-		} else {
-			b.WriteString(value[:n])
+			spans = append(spans, [2]int{at, at + n})
 		}
-		s = value[n:]
+		pos = at + n
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store"
-	"github.com/leafd/leafd/store/storetest"
 )
 
 // migratedPostgres opens a store on a fresh, migrated database.
@@ -27,19 +26,6 @@ func migratedPostgres(t *testing.T) (store.Store, string) {
 		t.Fatal(err)
 	}
 	return s, dsn
-}
-
-// A row locked by another transaction fails an allocation of that tag
-// within the lock_timeout leafd sets (5 s), with an error that names the
-// lock; the database still answers.
-func TestPostgresRowLockNamed(t *testing.T) {
-	dsn := testdb.Postgres(t)
-	s, err := store.Open("postgres", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	storetest.RowLockNamed(t, s, testdb.SQL(t, "postgres", dsn).DB)
 }
 
 // A session that refuses writes (as a standby's do) is left for the next

@@ -6,7 +6,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -86,7 +85,7 @@ var dialect = engine.Dialect{
 	Claims:      claims,
 	Check:       func(dsn string) error { _, _, err := parseDSN(dsn); return err },
 	Connect:     connect,
-	Mask:        func(dsn string) string { return dsn }, // a path holds no secret
+	Secrets:     func(string) [][2]int { return nil }, // a path holds no secret
 	NoFallbacks: "a file has no other address",
 	Bind:        "sqlite",
 	Pool:        engine.Pool{MaxOpen: maxOpen, MaxIdle: maxOpen, MaxIdleTime: 5 * time.Minute},
@@ -109,8 +108,8 @@ var dialect = engine.Dialect{
 }
 
 // connect parses dsn, creates the file's directory, and returns the
-// file's address: its path, and a connector with the DSN modernc.org/sqlite
-// opens it by.
+// file's address: its path, and the driver's connector for the DSN it
+// opens the file by (as sql.Open("sqlite", …) would use).
 func connect(dsn string) (engine.Address, error) {
 	path, query, err := parseDSN(dsn)
 	if err != nil {
@@ -121,15 +120,12 @@ func connect(dsn string) (engine.Address, error) {
 			return engine.Address{}, fmt.Errorf("create the directory of the SQLite file: %w", err)
 		}
 	}
-	return engine.Address{Name: path, Connector: connector{driverDSN(path, query)}}, nil
+	c, err := sqlite.NewConnector(driverDSN(path, query))
+	if err != nil {
+		return engine.Address{}, fmt.Errorf("the parameters of the SQLite DSN do not parse: %w", err)
+	}
+	return engine.Address{Name: path, Connector: c}, nil
 }
-
-// connector opens connections to one file, as sql.Open("sqlite", dsn)
-// would.
-type connector struct{ dsn string }
-
-func (c connector) Connect(context.Context) (driver.Conn, error) { return c.Driver().Open(c.dsn) }
-func (connector) Driver() driver.Driver                          { return &sqlite.Driver{} }
 
 // driverDSN returns the DSN modernc.org/sqlite opens for the file at
 // path with the parameters query and, where it does not set them,
@@ -419,7 +415,7 @@ func migrate(ctx context.Context, m engine.Migrator) error {
 	return m.Wrap(m.Write(ctx, m.Up), "migrate")
 }
 
-// rows are SQLite's rows of the error table (classify.go), by result
+// rows are SQLite's rows of the error table (store/internal/engine/classify.go), by result
 // code.
 var rows = []engine.Rule{
 	// SQLite: result codes, an extended code before its primary code.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leafd/leafd/store"
 	"github.com/leafd/leafd/store/internal/engine"
+	"github.com/leafd/leafd/store/internal/testhook"
 )
 
 func TestParseSQLiteDSN(t *testing.T) {
@@ -68,14 +69,14 @@ func TestOpenSQLiteSettings(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if _, err := os.Stat(filepath.Dir(s.(engine.Migrator).Addr())); err != nil {
+			if _, err := os.Stat(filepath.Dir(testhook.Migrator(s).(engine.Migrator).Addr())); err != nil {
 				t.Fatalf("the directory was not created: %v", err)
 			}
 			ctx := context.Background()
 			if err := s.Migrate(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := os.Stat(s.(engine.Migrator).Addr()); err != nil {
+			if _, err := os.Stat(testhook.Migrator(s).(engine.Migrator).Addr()); err != nil {
 				t.Fatalf("the database file is not where the DSN says: %v", err)
 			}
 			var (
@@ -87,7 +88,7 @@ func TestOpenSQLiteSettings(t *testing.T) {
 				"PRAGMA busy_timeout": &busy,
 				"PRAGMA synchronous":  &synchronous,
 			} {
-				if err := s.(engine.Migrator).DB().QueryRowContext(ctx, query).Scan(dest); err != nil {
+				if err := testhook.Migrator(s).(engine.Migrator).DB().QueryRowContext(ctx, query).Scan(dest); err != nil {
 					t.Fatalf("%s: %v", query, err)
 				}
 			}

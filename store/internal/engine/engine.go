@@ -33,9 +33,13 @@ type Dialect struct {
 	// connection of the pool is opened with, and the name the address is
 	// shown by. It does not connect.
 	Connect func(dsn string) (Address, error)
-	// Mask returns dsn with the secrets the engine's driver would read in
-	// it replaced by "***" (store.MaskDSN runs every engine's).
-	Mask func(dsn string) string
+	// Secrets returns the byte ranges of dsn that hold secrets (a
+	// password), as the engine's driver would read dsn; an empty range
+	// stands for an empty secret, shown as "***" all the same.
+	// store.MaskDSN hides the union of every engine's ranges: each engine
+	// reads every DSN, its own or not, and none can unmask what another
+	// found.
+	Secrets func(dsn string) [][2]int
 	// Probe returns nil when the node of a new connection accepts writes;
 	// a Refusal when it answered and refuses them. Used only with
 	// store.fallback_dsns.
@@ -143,10 +147,30 @@ type Migrator interface {
 // registered are the engines by store.driver name.
 var registered = map[string]*Dialect{}
 
-// Register adds an engine; each engine's package calls it from init.
+// Register adds an engine; each engine's package calls it from init. It
+// panics on an engine registered twice, a second default engine, or a
+// dialect that lacks what the shared code calls, so that a new engine's
+// mistake stops its first test rather than a server later.
 func Register(d *Dialect) {
 	if registered[d.Driver] != nil {
 		panic("store: engine " + d.Driver + " registered twice")
+	}
+	for name, other := range registered {
+		if d.Default && other.Default {
+			panic("store: engines " + name + " and " + d.Driver + " are both the default")
+		}
+	}
+	missing := map[string]bool{
+		"Driver": d.Driver == "", "Title": d.Title == "", "Example": d.Example == "", "Bind": d.Bind == "",
+		"Claims": d.Claims == nil, "Check": d.Check == nil, "Connect": d.Connect == nil, "Secrets": d.Secrets == nil,
+		"Probe (or NoFallbacks)": d.Probe == nil && d.NoFallbacks == "",
+		"Classify":               d.Classify == nil, "Refused": d.Refused == nil, "MissingTable": d.MissingTable == nil,
+		"Migrations": d.Migrations == nil, "Migrate": d.Migrate == nil, "NowMs": d.NowMs == "", "Greatest": d.Greatest == "",
+	}
+	for field, lacks := range missing {
+		if lacks {
+			panic("store: engine " + d.Driver + ": its dialect has no " + field)
+		}
 	}
 	registered[d.Driver] = d
 }

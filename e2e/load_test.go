@@ -108,6 +108,7 @@ type load struct {
 	c    *cluster
 	spec loadSpec
 	stop chan struct{}
+	once sync.Once
 	wg   sync.WaitGroup
 }
 
@@ -125,6 +126,10 @@ func (c *cluster) startLoad(spec loadSpec) *load {
 		spec.servers = c.servers
 	}
 	l := &load{c: c, spec: spec, stop: make(chan struct{})}
+	// A scenario that ends early (t.Fatal) still stops its clients before
+	// its servers, and before the test is over: a client that reported a
+	// violation after that would panic the whole suite.
+	c.t.Cleanup(l.Stop)
 	for _, s := range spec.servers {
 		for i := range spec.clients {
 			l.wg.Add(1)
@@ -137,9 +142,10 @@ func (c *cluster) startLoad(spec loadSpec) *load {
 	return l
 }
 
-// Stop stops the clients and waits for their last requests.
+// Stop stops the clients and waits for their last requests. Calling it
+// again does nothing more.
 func (l *load) Stop() {
-	close(l.stop)
+	l.once.Do(func() { close(l.stop) })
 	l.wg.Wait()
 }
 

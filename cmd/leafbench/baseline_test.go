@@ -3,11 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"math"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -349,24 +346,8 @@ func TestQuickRunBaselines(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three servers and loads them for a few seconds")
 	}
-	jsonPath := filepath.Join(t.TempDir(), "report.json")
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	code := run(ctx, []string{"-quick", "-duration", "300ms", "-warmup", "100ms", "-concurrency", "4", "-json", jsonPath,
-		"-scenarios", "baseline,baseline_timeouts,baseline_batch,baseline_batch_snowflake"}, &stdout, &stderr)
-	if code != exitOK {
-		t.Fatalf("leafbench exited %d\nstdout:\n%s\nstderr:\n%s", code, &stdout, &stderr)
-	}
-	t.Logf("stdout:\n%s", &stdout)
-	data, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep Report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatalf("the JSON report does not decode: %v", err)
-	}
+	rep, stdout, _ := runReport(t, time.Minute, "-quick", "-duration", "300ms", "-warmup", "100ms", "-concurrency", "4",
+		"-scenarios", "baseline,baseline_timeouts,baseline_batch,baseline_batch_snowflake")
 	wantRatios := map[string]string{"baseline": "baseline", "baseline_timeouts": "baseline_timeouts,baseline",
 		"baseline_batch": "baseline_batch", "baseline_batch_snowflake": "baseline_batch_snowflake"}
 	for _, s := range rep.Scenarios {
@@ -387,7 +368,7 @@ func TestQuickRunBaselines(t *testing.T) {
 	if len(rep.Scenarios) != 4 || !rep.OK {
 		t.Errorf("%d scenarios, ok %v", len(rep.Scenarios), rep.OK)
 	}
-	if !strings.Contains(stdout.String(), "vs 1000 pre-formatted IDs") {
-		t.Errorf("no comparison table in:\n%s", &stdout)
+	if !strings.Contains(stdout, "vs 1000 pre-formatted IDs") {
+		t.Errorf("no comparison table in:\n%s", stdout)
 	}
 }

@@ -44,26 +44,7 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	jsonPath, mdPath := filepath.Join(dir, "report.json"), filepath.Join(dir, "report.md")
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	code := run(ctx, []string{"-quick", "-concurrency", "16", "-leafd", bin, "-json", jsonPath, "-markdown", mdPath}, &stdout, &stderr)
-	if code != exitOK {
-		t.Fatalf("leafbench exited %d\nstdout:\n%s\nstderr:\n%s", code, &stdout, &stderr)
-	}
-	t.Logf("stdout:\n%s", &stdout)
-
-	data, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep Report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatalf("the JSON report does not decode: %v\n%s", err, data)
-	}
+	rep, _, md := runReport(t, 2*time.Minute, "-quick", "-concurrency", "16", "-leafd", bin)
 	if !rep.OK {
 		t.Errorf("report says ok: false")
 	}
@@ -106,13 +87,9 @@ func TestQuickRun(t *testing.T) {
 		}
 	}
 
-	md, err := os.ReadFile(mdPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, want := range []string{"| `segment_batch` | `GET /segment/bench?count=1000` |",
 		"| `snowflake_batch` | `GET /snowflake?count=1000` |", "snowflake.workers 3, snowflake.max_borrow 5ms", "| scenario | offered/s |", "Machine: "} {
-		if !bytes.Contains(md, []byte(want)) {
+		if !strings.Contains(md, want) {
 			t.Errorf("the Markdown report lacks %q:\n%s", want, md)
 		}
 	}
@@ -195,4 +172,32 @@ func TestFlags(t *testing.T) {
 			t.Errorf("leafd's settings %s lack %s", env, want)
 		}
 	}
+}
+
+// runReport runs leafbench with args and its JSON and Markdown reports
+// written to a temporary directory, fails t unless it exits 0, and returns
+// the decoded JSON report, what it printed and the Markdown report.
+func runReport(t *testing.T, timeout time.Duration, args ...string) (rep Report, stdout, md string) {
+	t.Helper()
+	dir := t.TempDir()
+	jsonPath, mdPath := filepath.Join(dir, "report.json"), filepath.Join(dir, "report.md")
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var out, stderr bytes.Buffer
+	if code := run(ctx, append(args, "-json", jsonPath, "-markdown", mdPath), &out, &stderr); code != exitOK {
+		t.Fatalf("leafbench exited %d\nstdout:\n%s\nstderr:\n%s", code, &out, &stderr)
+	}
+	t.Logf("stdout:\n%s", &out)
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("the JSON report does not decode: %v\n%s", err, data)
+	}
+	mdData, err := os.ReadFile(mdPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep, out.String(), string(mdData)
 }

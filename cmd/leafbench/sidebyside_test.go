@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,29 +25,10 @@ func TestQuickRunGRPCAndRanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	jsonPath, mdPath := filepath.Join(dir, "report.json"), filepath.Join(dir, "report.md")
 	const rangeSize = 10_000
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	code := run(ctx, []string{"-quick", "-concurrency", "8", "-leafd", bin, "-json", jsonPath, "-markdown", mdPath,
+	rep, _, md := runReport(t, 2*time.Minute, "-quick", "-concurrency", "8", "-leafd", bin,
 		"-scenarios", "baseline,grpc_baseline,grpc_segment,grpc_segment_batch,client_range",
-		"-range-size", "10000", "-range-callers", "2"}, &stdout, &stderr)
-	if code != exitOK {
-		t.Fatalf("leafbench exited %d\nstdout:\n%s\nstderr:\n%s", code, &stdout, &stderr)
-	}
-	t.Logf("stdout:\n%s", &stdout)
-
-	data, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep Report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatalf("the JSON report does not decode: %v\n%s", err, data)
-	}
+		"-range-size", "10000", "-range-callers", "2")
 	if !rep.OK {
 		t.Errorf("report says ok: false")
 	}
@@ -123,10 +102,6 @@ func TestQuickRunGRPCAndRanges(t *testing.T) {
 		t.Errorf("scenarios %s, want %s", got, want)
 	}
 
-	md, err := os.ReadFile(mdPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, want := range []string{
 		"| `grpc_segment` | `gRPC NextSegment(bench, count 1)` |",
 		"| `grpc_segment_batch` | `gRPC NextSegment(bench, count 1000)` |",
@@ -136,7 +111,7 @@ func TestQuickRunGRPCAndRanges(t *testing.T) {
 		"client_range: a request is one call of Next; the client fetched",
 		"Latency at 50% of `grpc_segment`'s maximum",
 	} {
-		if !bytes.Contains(md, []byte(want)) {
+		if !strings.Contains(md, want) {
 			t.Errorf("the Markdown report lacks %q:\n%s", want, md)
 		}
 	}

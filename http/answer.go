@@ -1,6 +1,7 @@
 package http
 
 import (
+	"encoding/binary"
 	"net/http"
 	"strconv"
 	"strings"
@@ -155,6 +156,21 @@ func (a *chunkedAnswer) appendRange(r segment.Range, before, after string) {
 	}
 }
 
+// appendRun appends the IDs first to last as appendRun does, at most
+// room() at a time, so that a run of any length is formatted a chunk at a
+// time.
+func (a *chunkedAnswer) appendRun(first, last int64, before, after string) {
+	for !a.failed {
+		n := int64(a.room())
+		if last-first < n {
+			a.b = appendRun(a.b, first, last, before, after)
+			return
+		}
+		a.b = appendRun(a.b, first, first+n-1, before, after)
+		first += n
+	}
+}
+
 // finish writes what is left of the answer: all of it in one Write when it
 // fit in one chunk. It returns the buffer, to put back in its pool.
 func (a *chunkedAnswer) finish() []byte {
@@ -209,8 +225,11 @@ func wantJSON(c *gin.Context, q query) bool {
 // store) by formatting every ID afresh, since consecutive IDs then differ in
 // more than their last digit.
 func appendRange(b []byte, r segment.Range, before, after string) []byte {
+	if r.Start >= r.End {
+		return b
+	}
 	if r.Stride <= 1 {
-		return appendRun(b, r.Start, r.End, before, after)
+		return appendRun(b, r.Start, r.End-1, before, after)
 	}
 	for id := r.Start; id < r.End; id += r.Stride {
 		b = append(b, before...)
@@ -223,43 +242,68 @@ func appendRange(b []byte, r segment.Range, before, after string) []byte {
 	return b
 }
 
-// appendRun appends the decimal IDs start, start+1, ..., end-1, each
+// appendRun appends the decimal IDs first, first+1, ..., last, each
 // written as before, the digits, after: "1\n2\n" for a text batch, "\"1\","
-// for JSON. Consecutive IDs differ in their last digits only, so the digits
-// are counted up in place instead of formatted afresh for every ID: a batch
-// of a thousand costs a few microseconds. start must be at least 0 and end
-// at most 2^63-1.
-func appendRun(b []byte, start, end int64, before, after string) []byte {
-	if start >= end {
-		return b
-	}
-	var d [20]byte // 2^63-1 has 19 digits
-	i := len(d)
-	for v := start; ; v /= 10 {
-		i--
-		d[i] = byte('0' + v%10)
-		if v < 10 {
-			break
+// for JSON. Consecutive IDs differ in their last digits only, so one line is
+// kept written out, in three 8-byte words, and counted up in place; each ID
+// then costs three 8-byte stores where the buffer has room for them (the
+// bytes past the line are overwritten by the next one, or lie beyond
+// len(b)), and a batch of a thousand a microsecond or two. The digits are
+// counted up in the words rather than in a byte array, because a byte
+// written just before a word is read from it stalls the processor. first
+// must be at least 0 and at most last, and before and after together at
+// most 5 bytes.
+func appendRun(b []byte, first, last int64, before, after string) []byte {
+	// The line is the first n bytes of w, in little-endian order: byte k
+	// is bits 8*(k%8) of w[k/8]. Its last digit is byte digit.
+	var w [3]uint64
+	n, digit := writeLine(&w, first, before, after)
+	for id := first; ; id++ {
+		if l := len(b); cap(b)-l >= 24 {
+			o := b[l : l+24]
+			binary.LittleEndian.PutUint64(o[0:], w[0])
+			binary.LittleEndian.PutUint64(o[8:], w[1])
+			binary.LittleEndian.PutUint64(o[16:], w[2])
+			b = b[:l+n]
+		} else {
+			b = binary.LittleEndian.AppendUint64(b, w[0])
+			b = binary.LittleEndian.AppendUint64(b, w[1])
+			b = binary.LittleEndian.AppendUint64(b, w[2])
+			b = b[:len(b)-24+n]
 		}
-	}
-	for id := start; ; id++ {
-		b = append(b, before...)
-		b = append(b, d[i:]...)
-		b = append(b, after...)
-		if id == end-1 {
+		if id == last {
 			return b
 		}
-		// Count up by one: 9s roll over to 0s and carry left.
-		j := len(d) - 1
-		for d[j] == '9' {
-			d[j] = '0'
-			j--
-		}
-		if j < i { // a new leading digit, 999 -> 1000
-			i--
-			d[i] = '1'
-		} else {
-			d[j]++
+		// Count up by one: 9s roll over to 0s and carry left; past the
+		// first digit (999 -> 1000), the line is written afresh.
+		for j := digit; ; j-- {
+			if j < len(before) {
+				n, digit = writeLine(&w, id+1, before, after)
+				break
+			}
+			shift := uint(j%8) * 8
+			if byte(w[j/8]>>shift) != '9' {
+				w[j/8] += 1 << shift
+				break
+			}
+			w[j/8] -= 9 << shift // '9' -> '0'
 		}
 	}
+}
+
+// writeLine writes id into w as appendRun keeps it, and returns the line's
+// length and the index of its last digit.
+func writeLine(w *[3]uint64, id int64, before, after string) (n, digit int) {
+	var line [24]byte // before, up to 19 digits (2^63-1), after
+	if len(before)+len(after) > len(line)-19 {
+		panic("http: appendRun's separators are longer than its line holds")
+	}
+	n = copy(line[:], before)
+	n = len(strconv.AppendInt(line[:n], id, 10))
+	digit = n - 1
+	n += copy(line[n:], after)
+	for k := range w {
+		w[k] = binary.LittleEndian.Uint64(line[8*k:])
+	}
+	return n, digit
 }

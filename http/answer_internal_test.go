@@ -11,22 +11,29 @@ import (
 
 // appendRunReference is what appendRun must write: every ID formatted
 // afresh.
-func appendRunReference(b []byte, start, end int64, before, after string) []byte {
-	for id := start; id < end; id++ {
+func appendRunReference(b []byte, first, last int64, before, after string) []byte {
+	for id := first; ; id++ {
 		b = append(b, before...)
 		b = strconv.AppendInt(b, id, 10)
 		b = append(b, after...)
+		if id == last {
+			return b
+		}
 	}
-	return b
 }
 
-func checkRun(t *testing.T, start, end int64) {
+// checkRun checks appendRun from first to last, into a buffer with room to
+// spare and into one with none, so that both of its ways of writing a line
+// are taken.
+func checkRun(t *testing.T, first, last int64) {
 	t.Helper()
 	for _, sep := range [][2]string{{"", "\n"}, {`"`, `",`}} {
-		got := string(appendRun([]byte("x"), start, end, sep[0], sep[1]))
-		want := string(appendRunReference([]byte("x"), start, end, sep[0], sep[1]))
-		if got != want {
-			t.Fatalf("appendRun(%d, %d, %q, %q):\ngot  %q\nwant %q", start, end, sep[0], sep[1], got, want)
+		want := string(appendRunReference([]byte("x"), first, last, sep[0], sep[1]))
+		for _, b := range [][]byte{[]byte("x"), append(make([]byte, 0, len(want)+24), 'x')} {
+			if got := string(appendRun(b, first, last, sep[0], sep[1])); got != want {
+				t.Fatalf("appendRun(%d, %d, %q, %q) into a buffer of capacity %d:\ngot  %q\nwant %q",
+					first, last, sep[0], sep[1], cap(b), got, want)
+			}
 		}
 	}
 }
@@ -36,17 +43,18 @@ func TestAppendRun(t *testing.T) {
 	for _, r := range [][2]int64{
 		{0, 0}, {5, 5}, {0, 1}, {0, 25}, {1, 1001}, {95, 105}, {9990, 10_010},
 		{999_999_990, 1_000_000_010}, {math.MaxInt64 - 30, math.MaxInt64},
+		{math.MaxInt64, math.MaxInt64},
 		{999_999_999_999_999_990, 1_000_000_000_000_000_010},
 	} {
 		checkRun(t, r[0], r[1])
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 2000 {
-		start := rng.Int64N(math.MaxInt64 - 3000)
+		first := rng.Int64N(math.MaxInt64 - 3000)
 		if rng.IntN(2) == 0 {
-			start = rng.Int64N(1_000_000)
+			first = rng.Int64N(1_000_000)
 		}
-		checkRun(t, start, start+rng.Int64N(3000))
+		checkRun(t, first, first+rng.Int64N(3000))
 	}
 }
 
@@ -54,11 +62,11 @@ func FuzzAppendRun(f *testing.F) {
 	f.Add(int64(0), uint16(10))
 	f.Add(int64(99), uint16(3))
 	f.Add(int64(math.MaxInt64-5), uint16(5))
-	f.Fuzz(func(t *testing.T, start int64, n uint16) {
-		if start < 0 || start > math.MaxInt64-int64(n) {
+	f.Fuzz(func(t *testing.T, first int64, n uint16) {
+		if first < 0 || first > math.MaxInt64-int64(n) {
 			t.Skip()
 		}
-		checkRun(t, start, start+int64(n))
+		checkRun(t, first, first+int64(n))
 	})
 }
 
@@ -86,5 +94,18 @@ func TestAppendRange(t *testing.T) {
 				t.Fatalf("appendRange(%+v, %q, %q):\ngot  %q\nwant %q", r, sep[0], sep[1], got, "x"+string(want))
 			}
 		}
+	}
+}
+
+// BenchmarkAppendRun formats the IDs of a 1000-ID batch of 10 digits, as
+// text and as JSON, into a buffer that holds them.
+func BenchmarkAppendRun(b *testing.B) {
+	for _, f := range []struct{ name, before, after string }{{"text", "", "\n"}, {"json", `"`, `",`}} {
+		b.Run(f.name, func(b *testing.B) {
+			buf := make([]byte, 0, 1000*maxIDBytes)
+			for b.Loop() {
+				buf = appendRun(buf[:0], 1_000_000_000, 1_000_000_999, f.before, f.after)
+			}
+		})
 	}
 }

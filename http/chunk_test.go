@@ -280,11 +280,21 @@ func TestSnowflakeAnswerChunked(t *testing.T) {
 	for i := range mixed {
 		mixed[i] = snowflake.ID(rng.Int64N(math.MaxInt64) >> rng.IntN(63))
 	}
+	// Runs of consecutive IDs (one millisecond's) of any length, a gap
+	// between them, across changes in the number of digits.
+	var runs []snowflake.ID
+	for id := int64(9_999_000); len(runs) < 10_000; id += 1 + rng.Int64N(3) {
+		for range rng.IntN(60) {
+			runs = append(runs, snowflake.ID(id))
+			id++
+		}
+	}
 	const chunkIDs = (answerChunk - answerTail) / maxIDBytes
 	for _, tc := range []struct {
 		name string
 		ids  []snowflake.ID
 	}{
+		{"runs of consecutive IDs", runs},
 		{"single ID", seq(7, 1)},
 		{"batch of 2", seq(1_800_000_000_000_000_000, 2)},
 		{"batch of 1000", seq(1_800_000_000_000_000_000, 1000)},

@@ -54,34 +54,34 @@ func (s *Server) getSnowflake(c *gin.Context) {
 
 // writeSnowflakeAnswer writes the answer of GET /snowflake: ids, one a
 // line in text or as {"ids":[…]} in JSON, formatted in b a chunk at a time
-// (chunkedAnswer). It returns the buffer, to pool.
+// (chunkedAnswer). IDs of one millisecond follow each other, so they are
+// written in runs of consecutive IDs, as a segment's range is. It returns
+// the buffer, to pool.
 func writeSnowflakeAnswer(c *gin.Context, b []byte, ids []snowflake.ID, json bool) []byte {
-	if !json {
-		a := newAnswer(c, contentTextPlain, b, 0, len(ids))
-		for _, id := range ids {
-			if !a.fits() {
-				break
-			}
-			a.b = strconv.AppendInt(a.b, int64(id), 10)
-			a.b = append(a.b, '\n')
-		}
-		return a.finish()
-	}
 	const open = `{"ids":[`
-	a := newAnswer(c, contentJSON, b, len(open), len(ids))
-	a.b = append(a.b, open...)
-	for i, id := range ids {
-		if !a.fits() {
-			break
-		}
-		if i > 0 {
-			a.b = append(a.b, ',')
-		}
-		a.b = append(a.b, '"')
-		a.b = strconv.AppendInt(a.b, int64(id), 10)
-		a.b = append(a.b, '"')
+	ct, head, before, after := contentTextPlain, 0, "", "\n"
+	if json {
+		ct, head, before, after = contentJSON, len(open), `"`, `",`
 	}
-	a.b = append(a.b, "]}\n"...)
+	a := newAnswer(c, ct, b, head, len(ids))
+	if json {
+		a.b = append(a.b, open...)
+	}
+	for i := 0; i < len(ids) && !a.failed; {
+		j := i + 1
+		for j < len(ids) && ids[j] == ids[j-1]+1 {
+			j++
+		}
+		a.appendRun(int64(ids[i]), int64(ids[j-1]), before, after)
+		i = j
+	}
+	if json {
+		// The last ID is still in a.b, as in writeSegmentAnswer.
+		if l := len(a.b); l > 0 && a.b[l-1] == ',' {
+			a.b = a.b[:l-1]
+		}
+		a.b = append(a.b, "]}\n"...)
+	}
 	return a.finish()
 }
 

@@ -172,7 +172,7 @@ func newCluster(t *testing.T, scenario string, o clusterOptions) *cluster {
 		sfWithin: 2*time.Second + margin,
 		allowed:  func(*outcome) bool { return false },
 	}
-	c.ledger.seg = map[string][]stamp{}
+	c.ledger.seg = map[string]*stamps{}
 	c.ended = map[string]int64{}
 	for i := range o.servers {
 		if o.store != nil {

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,32 +45,6 @@ type outcome struct {
 	// leafd.
 	refused bool
 	ids     int
-}
-
-// stamp is an ID and the process that issued it.
-type stamp struct {
-	id   int64
-	proc int32
-}
-
-// ledger holds every ID the scenario received.
-type ledger struct {
-	mu  sync.Mutex
-	seg map[string][]stamp
-	sf  []stamp
-}
-
-func (l *ledger) add(mode, tag string, proc int, ids []int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, id := range ids {
-		s := stamp{id, int32(proc)}
-		if mode == modeSegment {
-			l.seg[tag] = append(l.seg[tag], s)
-		} else {
-			l.sf = append(l.sf, s)
-		}
-	}
 }
 
 // loadSpec shapes the load of a phase.
@@ -388,8 +361,7 @@ func (c *cluster) checkIDs(maxIDs map[string]int64) {
 		return fmt.Sprintf("server %d (process %d)", p.srv.idx, p.seq)
 	}
 	for _, tag := range sortedKeys(c.ledger.seg) {
-		ids := c.ledger.seg[tag]
-		sortStamps(ids)
+		ids := c.ledger.seg[tag].byID()
 		max, ok := maxIDs[tag]
 		if !ok {
 			c.violate("tag %s: IDs issued but no row in leaf_alloc", tag)
@@ -409,8 +381,7 @@ func (c *cluster) checkIDs(maxIDs map[string]int64) {
 			c.violate("tag %s: %d duplicate IDs", tag, dups)
 		}
 	}
-	ids := c.ledger.sf
-	sortStamps(ids)
+	ids := c.ledger.sf.byID()
 	dups := 0
 	for i, s := range ids {
 		if i > 0 && ids[i-1].id == s.id {
@@ -435,10 +406,6 @@ func (c *cluster) checkIDs(maxIDs map[string]int64) {
 	if dups > 0 {
 		c.violate("snowflake: %d duplicate IDs", dups)
 	}
-}
-
-func sortStamps(s []stamp) {
-	sort.Slice(s, func(i, j int) bool { return s[i].id < s[j].id })
 }
 
 func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format("15:04:05.000") }

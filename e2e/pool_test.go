@@ -95,7 +95,7 @@ func TestSnowflakePool(t *testing.T) {
 	c.finish()
 	// finish checked every ID (sorted in the ledger): say so in figures.
 	c.ledger.mu.Lock()
-	ids, dups := c.ledger.sf, 0
+	ids, dups := c.ledger.sf.byID(), 0
 	for i := 1; i < len(ids); i++ {
 		if ids[i].id == ids[i-1].id {
 			dups++

@@ -405,26 +405,26 @@ func (w *world) check() {
 		first int
 	}
 	var dups []dup
-	scan := func(tag string, stamps []stamp) {
+	scan := func(tag string, got *stamps) {
 		set := w.seen[tag]
 		if set == nil {
 			set = map[int64]int{}
 			w.seen[tag] = set
 		}
-		for _, s := range stamps[w.checked[tag]:] {
+		for s := range got.from(w.checked[tag]) {
 			if first, ok := set[s.id]; ok {
 				dups = append(dups, dup{tag, s.id, first})
 				continue
 			}
 			set[s.id] = w.step
 		}
-		w.ids += int64(len(stamps) - w.checked[tag])
-		w.checked[tag] = len(stamps)
+		w.ids += int64(got.len() - w.checked[tag])
+		w.checked[tag] = got.len()
 	}
-	for tag, stamps := range c.ledger.seg {
-		scan(tag, stamps)
+	for tag, got := range c.ledger.seg {
+		scan(tag, got)
 	}
-	scan("", c.ledger.sf)
+	scan("", &c.ledger.sf)
 	c.ledger.mu.Unlock()
 	if len(dups) > 0 {
 		w.found[w.action] += len(dups)

@@ -24,7 +24,7 @@ func (c *cluster) workers() map[int][]int64 {
 	c.ledger.mu.Lock()
 	defer c.ledger.mu.Unlock()
 	seen := map[int]map[int64]bool{}
-	for _, s := range c.ledger.sf {
+	for s := range c.ledger.sf.from(0) {
 		p := int(s.proc)
 		if seen[p] == nil {
 			seen[p] = map[int64]bool{}
@@ -46,7 +46,7 @@ func (c *cluster) sfIDsOf(proc int) []int64 {
 	c.ledger.mu.Lock()
 	defer c.ledger.mu.Unlock()
 	var ids []int64
-	for _, s := range c.ledger.sf {
+	for s := range c.ledger.sf.from(0) {
 		if int(s.proc) == proc {
 			ids = append(ids, s.id)
 		}
@@ -76,7 +76,7 @@ func (c *cluster) checkDistinctWorkers() {
 	}
 	c.ledger.mu.Lock()
 	spans := map[int64]map[int]*span{}
-	for _, s := range c.ledger.sf {
+	for s := range c.ledger.sf.from(0) {
 		w, ms := sfWorker(s.id), sfUnixMs(s.id)
 		if spans[w] == nil {
 			spans[w] = map[int]*span{}

@@ -387,6 +387,10 @@ func TestChunkedAnswerOnTheWire(t *testing.T) {
 	}{
 		{"/segment/wide", 1, false},
 		{"/segment/wide?count=50&format=json", 50, false},
+		// One chunk, larger than what net/http buffers before it sends
+		// the headers: its Content-Length is set by the answer.
+		{"/segment/wide?count=1000", 1000, false},
+		{"/snowflake?count=1000&format=json", 1000, false},
 		{"/segment/wide?count=10000", 10_000, true},
 		{"/segment/wide?count=10000&format=json", 10_000, true},
 		{"/snowflake?count=2", 2, false},

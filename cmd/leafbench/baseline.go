@@ -110,8 +110,9 @@ func baselineHandler() http.Handler {
 // /snowflake with batchIDs snowflake-wide ones, each body formatted once
 // here: what delivering leafd's batch answer costs over HTTP, without
 // issuing or formatting a single ID. It does not read the query (leafbench
-// sends it count=1000 only). The body goes out in one Write, as leafd's
-// answer of that size does, so that net/http frames both alike (chunked).
+// sends it count=1000 only). The body goes out in one Write with its
+// Content-Length (gin's c.Data sets it), as leafd's answer of that size
+// does, so that net/http frames both alike.
 func batchHandler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()

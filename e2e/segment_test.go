@@ -270,17 +270,23 @@ func (c *cluster) bufferLives(span time.Duration) ([]tagLife, error) {
 // request may fail, and the loads that failed meanwhile recover.
 func TestShortDatabaseOutage(t *testing.T) {
 	enabled(t)
+	// Every buffer must outlive the outage with room for the loads' retry
+	// backoff. A tag's buffers last from one range (just after a switch,
+	// before the next range is loaded at preload_at) to nearly two, and the
+	// step is sized so that a range lasts between refill_min and
+	// refill_max: with refill_min at what is needed, the shortest of the
+	// cluster's buffers outlives the outage at any moment once the steps
+	// have grown. Ranges that last a few outages make it likely that some
+	// loads fall in it (the failed range loads are counted in the notes).
+	need := 2*prof.shortOutage + time.Second
 	c := newCluster(t, "2a database down < buffer life", clusterOptions{env: []string{
-		"LEAFD_SEGMENT_SEED_TAGS=a:100 b:100 c:100", "LEAFD_SEGMENT_REFILL_MIN=2s", "LEAFD_SEGMENT_REFILL_MAX=4s",
+		"LEAFD_SEGMENT_SEED_TAGS=a:100 b:100 c:100",
+		"LEAFD_SEGMENT_REFILL_MIN=" + need.String(), "LEAFD_SEGMENT_REFILL_MAX=" + (2 * need).String(),
 		"LEAFD_SNOWFLAKE_LEASE_TTL=10s"}})
 	c.startAll()
 	l := c.startLoad(loadSpec{tags: segTags, snowflake: true})
 	time.Sleep(prof.phase)
-	// The step grows until a range lasts refill_min; wait until every
-	// buffer outlives the outage with room for the loads' retry backoff.
-	// Ranges that last a few outages make it likely that some loads fall
-	// in it (the failed range loads are counted in the notes).
-	need := 2*prof.shortOutage + time.Second
+	// The step grows until a range lasts refill_min: wait for it.
 	deadline := time.Now().Add(30 * time.Second)
 	var shortest tagLife
 	for {

@@ -243,15 +243,6 @@ func untilNextMultiple(now time.Time, d time.Duration) time.Duration {
 	return now.Truncate(d).Add(d).Sub(now)
 }
 
-// setRetryFirst changes how often the first address is checked (tests).
-func (f *failover) setRetryFirst(d time.Duration) {
-	close(f.stop)
-	<-f.done
-	f.retryFirst = d
-	f.stop, f.done = make(chan struct{}), make(chan struct{})
-	go f.retryFirstLoop()
-}
-
 // Close stops the goroutine that checks the first address. database/sql
 // calls it from DB.Close.
 func (f *failover) Close() error {

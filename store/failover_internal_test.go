@@ -323,3 +323,12 @@ func TestMigrateHealsEmptyVersionTable(t *testing.T) {
 		t.Fatalf("Migrate once more: %v", err)
 	}
 }
+
+// setRetryFirst changes how often the first address is checked (tests).
+func (f *failover) setRetryFirst(d time.Duration) {
+	close(f.stop)
+	<-f.done
+	f.retryFirst = d
+	f.stop, f.done = make(chan struct{}), make(chan struct{})
+	go f.retryFirstLoop()
+}

@@ -83,12 +83,6 @@ func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.log = l }
 }
 
-// withConnector wraps the connector of every address of the store in wrap:
-// for tests that inject faults between the store and the real driver.
-func withConnector(wrap func(driver.Connector) driver.Connector) Option {
-	return func(o *options) { o.connector = wrap }
-}
-
 // Open returns a store of the engine driver names (one of Drivers) for
 // the database dsn names, in that engine's DSN format. It
 // does not connect: a server whose database is down still starts, and the

@@ -11,7 +11,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -22,8 +21,8 @@ import (
 	"github.com/leafd/leafd/store"
 )
 
-// Config is the whole configuration of a leafd process. Build one with Load,
-// or start from Default and check it with Validate. Each field is the key
+// Config is the whole configuration of a leafd process. Build one with Load
+// (Default holds the built-in defaults). Each field is the key
 // named beside it; fields() in keys.go declares its default and the values
 // it accepts, and docs/configuration.md says what it means.
 type Config struct {
@@ -136,7 +135,7 @@ func (w WorkerID) MarshalText() ([]byte, error) { return []byte(w.String()), nil
 
 // UnmarshalText accepts "auto" (any case) or a non-negative decimal number.
 // The upper bound depends on snowflake.worker_bits and is checked by
-// Validate.
+// Load.
 func (w *WorkerID) UnmarshalText(text []byte) error {
 	v, err := ParseWorkerID(string(text))
 	if err != nil {
@@ -186,13 +185,6 @@ func Default() *Config {
 		f.set(c, f.def)
 	}
 	return c
-}
-
-// Validate checks every value of c and returns all problems at once, joined
-// with errors.Join: each is a *KeyError, printed as one line. It returns nil
-// when c can be used.
-func (c *Config) Validate() error {
-	return errors.Join(toErrors(c.validate(time.Now(), nil))...)
 }
 
 // Warnings returns what c accepts but probably does not mean, one line

@@ -23,8 +23,8 @@ import (
 
 // field declares one key, the one place that says what it is: its name
 // (and so its environment variable, EnvName), its default, how a value is
-// decoded, the values it accepts and what it refuses on its own. Default,
-// Load and Validate read the declarations; tests hold docs/configuration.md,
+// decoded, the values it accepts and what it refuses on its own. Default
+// and Load read the declarations; tests hold docs/configuration.md,
 // the defaults of docs/contract.md and config.yaml to them.
 type field struct {
 	key string
@@ -538,7 +538,7 @@ func seedTagsField() field {
 				return problem("%s is not a list: %s", show(raw), hintSeedTags)
 			}
 			// Entries that decoded are kept even when others did not, so
-			// that Validate reports their problems too; the problems of an
+			// that validate reports their problems too; the problems of an
 			// entry that did not decode are about that entry only.
 			if tags == nil {
 				tags = []SeedTag{}

@@ -46,7 +46,7 @@ func EnvName(key string) string {
 // Load returns an error when the file cannot be read or is not YAML, and
 // otherwise every problem it finds at once, joined with errors.Join: each is
 // a *KeyError (an unknown key in the file or variable in the environment, a
-// value of the wrong kind, a value Validate refuses, or a problem one of
+// value of the wrong kind, a value validate refuses, or a problem one of
 // checks finds) and prints as one line that ends with where the value came
 // from.
 func Load(path string, checks ...Check) (*Config, error) {
@@ -131,7 +131,7 @@ func load(path string, now time.Time, checks []Check) (*Config, error) {
 	ps = append(ps, checkEnv(os.Environ())...)
 
 	// failed holds the keys, list entries and sections already reported:
-	// what Validate says about them would only repeat it.
+	// what validate says about them would only repeat it.
 	failed := make(map[string]bool)
 	fail := func(key string) {
 		failed[key] = true
@@ -315,10 +315,7 @@ func checkEnv(environ []string) []*KeyError {
 // suggest returns " (did you mean X?)" for the name closest to typo, or ""
 // when none is close.
 func suggest(typo string, names []string, prefix string) string {
-	best, bestDist := "", len(typo)/2+1
-	if bestDist > 3 {
-		bestDist = 3
-	}
+	best, bestDist := "", min(len(typo)/2+1, 3)
 	for _, n := range names {
 		if d := distance(typo, n); d <= bestDist && (best == "" || d < distance(typo, best)) {
 			best = n

@@ -164,11 +164,7 @@ func (s *db) RepairTag(ctx context.Context, name string) (Repair, error) {
 		}
 		after := before
 		if before.MaxID < mark {
-			res, err := tx.ExecContext(ctx, s.q(raiseToMarkSQL), mark, name, mark)
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil {
+			if n, err := affected(tx.ExecContext(ctx, s.q(raiseToMarkSQL), mark, name, mark)); err != nil {
 				return err
 			} else if n != 1 {
 				return fmt.Errorf("raising max_id of %q from %d to %d changed %d rows, want 1", name, before.MaxID, mark, n)

@@ -157,8 +157,7 @@ func (s *db) Allocate(ctx context.Context, tag string, step int64) (segment.Allo
 		return segment.Allocation{}, fmt.Errorf("store: allocate %q: step %d is below 1", tag, step)
 	}
 	var a segment.Allocation
-	err := s.writeOrNextAddress(ctx, func(ctx context.Context) error {
-		var err error
+	err := s.writeOrNextAddress(ctx, func(ctx context.Context) (err error) {
 		a, err = s.allocate(ctx, tag, step)
 		return err
 	})
@@ -174,11 +173,7 @@ func (s *db) allocate(ctx context.Context, tag string, step int64) (segment.Allo
 		return segment.Allocation{}, err
 	}
 	defer tx.Rollback() // a no-op once committed
-	res, err := tx.ExecContext(ctx, s.q(allocateSQL), step, tag, leafd.MaxID-step)
-	if err != nil {
-		return segment.Allocation{}, err
-	}
-	n, err := res.RowsAffected()
+	n, err := affected(tx.ExecContext(ctx, s.q(allocateSQL), step, tag, leafd.MaxID-step))
 	if err != nil {
 		return segment.Allocation{}, err
 	}
@@ -497,6 +492,15 @@ func creatable(ctx context.Context, q queryer, t leafd.Tag) (past, error) {
 		return past{}, err
 	}
 	return p, p.check(t)
+}
+
+// affected returns the rows a statement changed, from ExecContext's
+// results.
+func affected(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }

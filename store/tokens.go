@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -100,16 +99,11 @@ func ValidateTokenTags(tags []string) ([]string, error) {
 
 func validateTokenPattern(p string) error {
 	prefix, wild := strings.CutSuffix(p, "*")
-	if !wild {
-		if err := leafd.ValidateTag(p); err != nil {
-			return leafd.Errorf(leafd.EInvalidBody, "the tag pattern %q is not valid: use %s", truncate(p), tokenPatternHint)
-		}
+	if !wild && leafd.ValidateTag(p) == nil ||
+		wild && len(prefix) <= leafd.MaxTagLen-1 && !strings.ContainsFunc(prefix, func(r rune) bool { return !tagChar(r) }) {
 		return nil
 	}
-	if len(prefix) > leafd.MaxTagLen-1 || strings.ContainsFunc(prefix, func(r rune) bool { return !tagChar(r) }) {
-		return leafd.Errorf(leafd.EInvalidBody, "the tag pattern %q is not valid: use %s", truncate(p), tokenPatternHint)
-	}
-	return nil
+	return leafd.Errorf(leafd.EInvalidBody, "the tag pattern %q is not valid: use %s", truncate(p), tokenPatternHint)
 }
 
 // tagChar reports whether r may appear in a tag name.
@@ -209,12 +203,8 @@ func (s *db) ListTokens(ctx context.Context) ([]Token, error) {
 // the database cannot be reached; an error without a code otherwise.
 func (s *db) RevokeToken(ctx context.Context, id string) error {
 	var n int64
-	err := s.write(ctx, func(ctx context.Context) error {
-		res, err := s.x.ExecContext(ctx, s.q(deleteTokenSQL), id)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
+	err := s.write(ctx, func(ctx context.Context) (err error) {
+		n, err = affected(s.x.ExecContext(ctx, s.q(deleteTokenSQL), id))
 		return err
 	})
 	if err != nil {
@@ -228,5 +218,5 @@ func (s *db) RevokeToken(ctx context.Context, id string) error {
 
 // UnknownTokenError is the unknown_token error for an id no token has.
 func UnknownTokenError(id string) error {
-	return leafd.Errorf(leafd.EUnknownToken, "no token has the id %q: list the tokens with GET /api/tokens or leafd token list", truncate(fmt.Sprint(id)))
+	return leafd.Errorf(leafd.EUnknownToken, "no token has the id %q: list the tokens with GET /api/tokens or leafd token list", truncate(id))
 }

@@ -748,11 +748,7 @@ func (s *Store) claim(ctx context.Context, deployment string, ids []string, fres
 				case grows:
 					// The record lists fewer databases, or none: this list,
 					// if no other server wrote another since it was read.
-					res, err := tx.ExecContext(ctx, d.q(shardMembersSQL), members, n, h.Members)
-					if err != nil {
-						return err
-					}
-					if k, err := res.RowsAffected(); err != nil {
+					if k, err := affected(tx.ExecContext(ctx, d.q(shardMembersSQL), members, n, h.Members)); err != nil {
 						return err
 					} else if k == 0 {
 						return store.Retry(errors.New("leafd_shard.members changed while it was written"))
@@ -800,6 +796,15 @@ func duplicateRetries(d *shardDB, err error) error {
 		return store.Retry(err)
 	}
 	return err
+}
+
+// affected returns the rows a statement changed, from ExecContext's
+// results.
+func affected(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // q returns query in the database's placeholders.
@@ -1113,14 +1118,16 @@ func (s *Store) allocSlot(ctx context.Context, d *shardDB, k int64, tag string, 
 		if i < 0 {
 			return leafd.UnknownTagError(tag)
 		}
-		if step > leafd.MaxID/S { // step*S would overflow
+		exhausted := func() error {
 			return leafd.Errorf(leafd.ETagExhausted, "tag %q: slot %d cannot hold a range of %d more IDs", tag, k, step)
 		}
-		res, err := tx.ExecContext(ctx, d.q(fmt.Sprintf(slotAllocSQL, d.Greatest())), from, span, tag, k, from, leafd.MaxID-span)
-		if err != nil {
-			return err
+		if step > leafd.MaxID/S { // step*S would overflow
+			return exhausted()
 		}
-		n, err := res.RowsAffected()
+		advance := func() (int64, error) {
+			return affected(tx.ExecContext(ctx, d.q(fmt.Sprintf(slotAllocSQL, d.Greatest())), from, span, tag, k, from, leafd.MaxID-span))
+		}
+		n, err := advance()
 		if err != nil {
 			return err
 		}
@@ -1130,7 +1137,7 @@ func (s *Store) allocSlot(ctx context.Context, d *shardDB, k int64, tag string, 
 				return err
 			}
 			if len(have) > 0 {
-				return leafd.Errorf(leafd.ETagExhausted, "tag %q: slot %d cannot hold a range of %d more IDs", tag, k, step)
+				return exhausted()
 			}
 			// The slot's first range of the tag: its counter starts at the
 			// tag's base, or at its high-water mark if that is higher (the
@@ -1147,14 +1154,11 @@ func (s *Store) allocSlot(ctx context.Context, d *shardDB, k int64, tag string, 
 				}
 				return err
 			}
-			if res, err = tx.ExecContext(ctx, d.q(fmt.Sprintf(slotAllocSQL, d.Greatest())), from, span, tag, k, from, leafd.MaxID-span); err != nil {
-				return err
-			}
-			if n, err = res.RowsAffected(); err != nil {
+			if n, err = advance(); err != nil {
 				return err
 			}
 			if n == 0 {
-				return leafd.Errorf(leafd.ETagExhausted, "tag %q: slot %d cannot hold a range of %d more IDs", tag, k, step)
+				return exhausted()
 			}
 		}
 		var end int64

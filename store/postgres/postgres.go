@@ -207,7 +207,7 @@ func migrate(ctx context.Context, m engine.Migrator) error {
 	if err != nil {
 		return m.Wrap(err, "migrate")
 	}
-	defer releaseAdvisoryLock(ctx, conn)
+	defer engine.ReleaseLock(ctx, conn, "SELECT pg_advisory_unlock($1)", pgMigrateLock)
 	if err := takeAdvisoryLock(ctx, conn); err != nil {
 		return m.Wrap(err, "migrate")
 	}
@@ -238,34 +238,6 @@ func takeAdvisoryLock(ctx context.Context, conn *sql.Conn) error {
 		case <-t.C:
 		}
 	}
-}
-
-// releaseAdvisoryLock releases the migration lock (if this session holds
-// it) and hands the connection back; a connection whose release failed is
-// discarded instead, which ends the session and its locks.
-func releaseAdvisoryLock(ctx context.Context, conn *sql.Conn) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	var released bool
-	if err := conn.QueryRowContext(ctx, "SELECT pg_advisory_unlock($1)", pgMigrateLock).Scan(&released); err != nil {
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-	}
-	_ = conn.Close()
-}
-
-// doubleQuoted returns what the first pair of double quotes in msg holds,
-// as in the server's `database "leafd" does not exist`; "" when there is
-// none.
-func doubleQuoted(msg string) string {
-	_, rest, ok := strings.Cut(msg, `"`)
-	if !ok {
-		return ""
-	}
-	name, _, ok := strings.Cut(rest, `"`)
-	if !ok {
-		return ""
-	}
-	return name
 }
 
 // pgQuoteIdent returns name as it can be typed into a PostgreSQL
@@ -380,7 +352,7 @@ func classify(err error) engine.Verdict {
 		}
 		return engine.Verdict{Class: engine.ClassOther}
 	}
-	name := doubleQuoted(pe.Message)
+	name := engine.Quoted(pe.Message, `"`) // database "leafd" does not exist
 	return rule(pe.Code, pe.Message).Verdict(pe.Message, name, pgQuoteIdent(name), engine.ServerPool.MaxOpen)
 }
 

@@ -47,20 +47,19 @@ func checkDSNs(c *config.Config) []*config.KeyError {
 		return nil
 	}
 	var ps []*config.KeyError
-	if len(c.Store.Shards) == 0 { // with them, store.dsn is not used
-		if err := store.CheckDSN(c.Store.Driver, c.Store.DSN); err != nil {
-			ps = append(ps, &config.KeyError{Key: "store.dsn", Message: err.Error()})
+	check := func(key, dsn string) {
+		if err := store.CheckDSN(c.Store.Driver, dsn); err != nil {
+			ps = append(ps, &config.KeyError{Key: key, Message: err.Error()})
 		}
+	}
+	if len(c.Store.Shards) == 0 { // with them, store.dsn is not used
+		check("store.dsn", c.Store.DSN)
 	}
 	for i, dsn := range c.Store.FallbackDSNs {
-		if err := store.CheckDSN(c.Store.Driver, dsn); err != nil {
-			ps = append(ps, &config.KeyError{Key: fmt.Sprintf("store.fallback_dsns[%d]", i), Message: err.Error()})
-		}
+		check(fmt.Sprintf("store.fallback_dsns[%d]", i), dsn)
 	}
 	for i, dsn := range c.Store.Shards {
-		if err := store.CheckDSN(c.Store.Driver, dsn); err != nil {
-			ps = append(ps, &config.KeyError{Key: fmt.Sprintf("store.shards[%d]", i), Message: err.Error()})
-		}
+		check(fmt.Sprintf("store.shards[%d]", i), dsn)
 	}
 	return ps
 }
@@ -95,11 +94,7 @@ func openStore(cfg *config.Config, log *slog.Logger) (store.Store, error) {
 			return nil, usageError{fmt.Errorf("store.fallback_dsns[%d]: %w", i, err)}
 		}
 	}
-	var opts []store.Option
-	if len(c.FallbackDSNs) > 0 {
-		opts = append(opts, store.WithFallbacks(c.FallbackDSNs...))
-	}
-	s, err := store.Open(c.Driver, c.DSN, append(opts, store.WithLogger(log))...)
+	s, err := store.Open(c.Driver, c.DSN, store.WithFallbacks(c.FallbackDSNs...), store.WithLogger(log))
 	if err != nil {
 		return nil, usageError{fmt.Errorf("store.dsn: %w", err)}
 	}
@@ -491,8 +486,6 @@ func seed(ctx context.Context, cfg *config.Config, db store.Store, log *slog.Log
 	return nil
 }
 
-// openConfigured loads the configuration and opens its store, for the
-// commands that work on the store without serving. The caller closes it.
 // verifyShards refuses to serve from databases that do not match
 // store.shards (another deployment, another order or slot count, a slot
 // active twice), or from one database of store.shards alone: serving could
@@ -512,6 +505,8 @@ func verifyShards(ctx context.Context, db store.Store) error {
 	return nil
 }
 
+// openConfigured loads the configuration and opens its store, for the
+// commands that work on the store without serving. The caller closes it.
 func openConfigured(configPath string, stderr io.Writer) (*config.Config, store.Store, error) {
 	cfg, log, err := setup(configPath, stderr)
 	if err != nil {

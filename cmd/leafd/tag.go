@@ -79,25 +79,13 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 			// yet has no tags.
 			return withStore(cmd.Context(), *configPath, stderr, false, func(ctx context.Context, db store.Store, _ *config.Config) error {
 				tags, err := db.ListTags(ctx)
-				if store.MissingTable(err) {
-					fmt.Fprintln(stdout, "(no tags: the store has no leaf_alloc table yet; leafd migrate creates it, and leafd tag add NAME too when store.migrate is on)")
-					return nil
+				rows := make([]string, len(tags))
+				for i, t := range tags {
+					rows[i] = fmt.Sprintf("%s\t%d\t%d\t%s\t%s", t.Name, t.MaxID, t.Step, t.UpdateTime.UTC().Format(time.DateTime), t.Description)
 				}
-				if err != nil {
-					return err
-				}
-				w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "TAG\tMAX_ID\tSTEP\tUPDATED (UTC)\tDESCRIPTION")
-				for _, t := range tags {
-					fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\n", t.Name, t.MaxID, t.Step, t.UpdateTime.UTC().Format(time.DateTime), t.Description)
-				}
-				if err := w.Flush(); err != nil {
-					return err
-				}
-				if len(tags) == 0 {
-					fmt.Fprintln(stdout, "(no tags: create one with leafd tag add NAME)")
-				}
-				return nil
+				return printTable(stdout, err, "TAG\tMAX_ID\tSTEP\tUPDATED (UTC)\tDESCRIPTION", rows,
+					"(no tags: the store has no leaf_alloc table yet; leafd migrate creates it, and leafd tag add NAME too when store.migrate is on)",
+					"(no tags: create one with leafd tag add NAME)")
 			})
 		},
 	}
@@ -161,6 +149,31 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 	return tag
 }
 
+// printTable writes rows, tab-separated, as a table under header; or
+// missing, when err says the store has no table yet; or empty, after the
+// header, when there are no rows.
+func printTable(w io.Writer, err error, header string, rows []string, missing, empty string) error {
+	if store.MissingTable(err) {
+		fmt.Fprintln(w, missing)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, r)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(w, empty)
+	}
+	return nil
+}
+
 // checkNewTag validates a tag to create as POST /api/tags does.
 func checkNewTag(t leafd.Tag, maxStep int64) error {
 	if err := leafd.ValidateTag(t.Name); err != nil {
@@ -177,8 +190,9 @@ func checkNewTag(t leafd.Tag, maxStep int64) error {
 
 // withStore opens the configured store, migrates it when migrate is asked
 // for and store.migrate is on, refuses databases that do not match
-// store.shards (verifyShards), and runs f with the configuration. A store error keeps its message: "tag exists", "not
-// defined", "nothing accepts connections there".
+// store.shards (verifyShards), and runs f with the configuration. A store
+// error keeps its message: "tag exists", "not defined", "nothing accepts
+// connections there".
 func withStore(ctx context.Context, configPath string, stderr io.Writer, migrate bool, f func(context.Context, store.Store, *config.Config) error) error {
 	cfg, db, err := openConfigured(configPath, stderr)
 	if err != nil {

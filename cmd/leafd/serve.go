@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -547,12 +546,7 @@ func decode(configPath, raw string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{errors.New(leafd.ErrorMessage(err))}
 	}
-	b, err := json.Marshal(snowflake.DecodeJSON(layoutOf(cfg.Snowflake), id))
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(stdout, "%s\n", b)
-	return err
+	return printJSON(stdout, snowflake.DecodeJSON(layoutOf(cfg.Snowflake), id))
 }
 
 // opaqueKey is segment.opaque_key decoded (validated by config); nil when

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -398,16 +399,9 @@ func tagExists(name string, same []string) error {
 // before whose name differs only in letter case; store_unavailable when the
 // database cannot be reached; an error without a code otherwise.
 func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
-	if err := leafd.ValidateTag(t.Name); err != nil {
-		return leafd.Tag{}, err
-	}
-	if err := leafd.ValidateStep(t.Step, MaxTableStep); err != nil {
-		return leafd.Tag{}, err
-	}
-	if err := leafd.ValidateDescription(t.Description); err != nil {
-		return leafd.Tag{}, err
-	}
-	if err := validateFormat(t); err != nil {
+	// The first problem, in this order, is the answer.
+	if err := cmp.Or(leafd.ValidateTag(t.Name), leafd.ValidateStep(t.Step, MaxTableStep),
+		leafd.ValidateDescription(t.Description), validateFormat(t)); err != nil {
 		return leafd.Tag{}, err
 	}
 	t.MaxID = max(t.MaxID, 1)

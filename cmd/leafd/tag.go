@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -176,10 +177,7 @@ func printTable(w io.Writer, err error, header string, rows []string, missing, e
 
 // checkNewTag validates a tag to create as POST /api/tags does.
 func checkNewTag(t leafd.Tag, maxStep int64) error {
-	if err := leafd.ValidateTag(t.Name); err != nil {
-		return err
-	}
-	if err := leafd.ValidateStep(t.Step, maxStep); err != nil {
+	if err := cmp.Or(leafd.ValidateTag(t.Name), leafd.ValidateStep(t.Step, maxStep)); err != nil {
 		return err
 	}
 	if t.MaxID < 1 || t.MaxID > leafd.MaxID-t.Step {

@@ -260,22 +260,10 @@ func nullable(f field) field {
 // lower makes a string key whose values are words: any case is accepted
 // and kept in lower case.
 func lower(f field) field {
-	return f.wrap(func(raw any) any {
-		if s, ok := raw.(string); ok {
-			return strings.ToLower(strings.TrimSpace(s))
-		}
-		return raw
-	})
+	return f.wrapString(func(s string) string { return strings.ToLower(strings.TrimSpace(s)) })
 }
 
-func trimmed(f field) field {
-	return f.wrap(func(raw any) any {
-		if s, ok := raw.(string); ok {
-			return strings.TrimSpace(s)
-		}
-		return raw
-	})
-}
+func trimmed(f field) field { return f.wrapString(strings.TrimSpace) }
 
 // wrap makes f's set take the raw value through pre first.
 func (f field) wrap(pre func(raw any) any) field {
@@ -284,9 +272,19 @@ func (f field) wrap(pre func(raw any) any) field {
 	return f
 }
 
+// wrapString makes f's set take a raw string through pre first.
+func (f field) wrapString(pre func(string) string) field {
+	return f.wrap(func(raw any) any {
+		if s, ok := raw.(string); ok {
+			return pre(s)
+		}
+		return raw
+	})
+}
+
 // oneOf declares a word out of values, what the message calls "a level".
 func oneOf(key, what, def string, p func(*Config) *string, values ...string) field {
-	hint := "use " + strings.Join(values[:len(values)-1], ", ") + " or " + values[len(values)-1]
+	hint := "use " + orList(values)
 	return lower(text(key, hint, def, p, func(v, hint string) string {
 		if !slices.Contains(values, v) {
 			return fmt.Sprintf("%q is not %s: %s", v, what, hint)

@@ -659,12 +659,8 @@ func (s *db) writeWith(ctx context.Context, moveOn bool, tx func(context.Context
 		} else if attempt == maxAttempts {
 			return &retriedOut{err, tries, time.Since(start)}
 		}
-		t := time.NewTimer(backoff(min(attempt, 8)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if engine.Sleep(ctx, backoff(min(attempt, 8))) != nil {
 			return &retriedOut{err, tries, time.Since(start)}
-		case <-t.C:
 		}
 	}
 }

@@ -106,12 +106,8 @@ func takeLockRow(ctx context.Context, m engine.Migrator) (release func(), err er
 			if time.Now().After(deadline) {
 				return nil, lockRowHeld(ctx, m)
 			}
-			t := time.NewTimer(lockRowPoll/2 + mathrand.N(lockRowPoll))
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, m.Wrap(ctx.Err(), "migrate: wait for leafd's lock row")
-			case <-t.C:
+			if err := engine.Sleep(ctx, lockRowPoll/2+mathrand.N(lockRowPoll)); err != nil {
+				return nil, m.Wrap(err, "migrate: wait for leafd's lock row")
 			}
 			continue
 		default:

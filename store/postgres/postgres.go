@@ -230,12 +230,8 @@ func takeAdvisoryLock(ctx context.Context, conn *sql.Conn) error {
 			return fmt.Errorf("the advisory lock %d (leafd's migration lock) was not granted within %v: another server may be migrating this database",
 				pgMigrateLock, pgMigrateLockTimeout)
 		}
-		t := time.NewTimer(pgMigrateLockPoll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := engine.Sleep(ctx, pgMigrateLockPoll); err != nil {
+			return err
 		}
 	}
 }

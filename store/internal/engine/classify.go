@@ -211,6 +211,18 @@ func Quoted(msg, q string) string {
 	return name
 }
 
+// Sleep waits for d, or until ctx ends: ctx.Err() then.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // ReleaseLock runs query (with arg) on conn to release a session lock (if
 // the session holds it) and hands conn back. A connection whose release
 // failed may still hold the lock, so it is discarded instead: closing the

@@ -89,12 +89,11 @@ type set map[string]*entry
 func newSet(tokens []store.Token) set {
 	s := make(set, len(tokens))
 	for _, t := range tokens {
-		e := &entry{exact: map[string]struct{}{}}
-		if b, err := hex.DecodeString(t.Hash); err != nil || len(b) != sha256.Size {
+		b, err := hex.DecodeString(t.Hash)
+		if err != nil || len(b) != sha256.Size {
 			continue // not a hash this server wrote: no text matches it
-		} else {
-			copy(e.hash[:], b)
 		}
+		e := &entry{hash: [sha256.Size]byte(b), exact: map[string]struct{}{}}
 		for _, p := range t.Tags {
 			if prefix, ok := strings.CutSuffix(p, "*"); ok {
 				e.prefixes = append(e.prefixes, prefix)

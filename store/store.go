@@ -193,7 +193,7 @@ func (s *db) allocate(ctx context.Context, tag string, step int64) (segment.Allo
 			return segment.Allocation{}, err
 		}
 		if rows == 0 {
-			return segment.Allocation{}, unknownTag(tag)
+			return segment.Allocation{}, leafd.UnknownTagError(tag)
 		}
 		return segment.Allocation{}, leafd.Errorf(leafd.ETagExhausted,
 			"tag %q is exhausted: a range of %d more IDs would pass the largest ID, %d", tag, step, leafd.MaxID)
@@ -277,7 +277,7 @@ func (s *db) LookupTag(ctx context.Context, name string) (leafd.Tag, error) {
 		return leafd.Tag{}, s.Wrap(err, fmt.Sprintf("look up tag %q", name))
 	}
 	if !ok {
-		return leafd.Tag{}, unknownTag(name)
+		return leafd.Tag{}, leafd.UnknownTagError(name)
 	}
 	t := []leafd.Tag{r.tag()}
 	if err := s.withFormats(ctx, s.x, t, name); err != nil {
@@ -589,8 +589,6 @@ func (r tagRow) tag() leafd.Tag {
 	}
 }
 
-func unknownTag(tag string) error { return leafd.UnknownTagError(tag) }
-
 // unknownTagNear is unknown_tag for name, naming the tag that differs from
 // it only in letter case if the table has one: PATCH /api/tags/ORDER where
 // "order" exists is a slip worth pointing out, on every engine.
@@ -600,7 +598,7 @@ func unknownTagNear(ctx context.Context, q queryer, name string) error {
 		return err
 	}
 	if len(same) == 0 {
-		return unknownTag(name)
+		return leafd.UnknownTagError(name)
 	}
 	return leafd.Errorf(leafd.EUnknownTag, "tag %q is not defined in the store; a tag that differs only in letter case, %q, exists: tag names are exact", name, same[0])
 }

@@ -190,7 +190,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, ReadTimeout: cfg.HTTP.ReadTimeout,
 		WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
 	})
-	grpcSrv, err := newGRPCServer(grpcLn, cfg.GRPC, acc, health.Ready(segHandler, sfHandler), metrics, alloc, gen, log)
+	grpcSrv, err := newGRPCServer(grpcLn, cfg.GRPC, acc, metrics, segHandler, sfHandler, log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -284,23 +284,17 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 }
 
 // newGRPCServer builds the gRPC API's server for ln (nil: none, grpc.addr
-// is empty), served by the same allocators as the HTTP server, with the
-// same token check, readiness and metrics registry.
-func newGRPCServer(ln net.Listener, cfg config.GRPC, acc *access.Checker, ready func() error, metrics *leafmetrics.Registry,
-	alloc *segment.Allocator, gen *snowflake.Pool, log *slog.Logger) (*rpc.Server, error) {
+// is empty), served by the same modes as the HTTP server (nil: off), with
+// the same token check, readiness and metrics registry.
+func newGRPCServer(ln net.Listener, cfg config.GRPC, acc *access.Checker, metrics *leafmetrics.Registry,
+	seg leafhttp.Segment, sf leafhttp.Snowflake, log *slog.Logger) (*rpc.Server, error) {
 	if ln == nil {
 		return nil, nil
 	}
-	c := rpc.Config{Access: acc, Ready: ready, Registerer: metrics.Registerer(), Logger: log,
+	return rpc.New(rpc.Config{Segment: seg, Snowflake: sf, Access: acc, Ready: health.Ready(seg, sf),
+		Registerer: metrics.Registerer(), Logger: log,
 		Limits: rpc.Limits{MaxConnections: cfg.MaxConnections, MaxConcurrentStreams: cfg.MaxConcurrentStreams,
-			IdleTimeout: cfg.IdleTimeout, KeepaliveTime: cfg.KeepaliveTime, KeepaliveTimeout: cfg.KeepaliveTimeout}}
-	if alloc != nil {
-		c.Segment = alloc
-	}
-	if gen != nil {
-		c.Snowflake = gen
-	}
-	return rpc.New(c)
+			IdleTimeout: cfg.IdleTimeout, KeepaliveTime: cfg.KeepaliveTime, KeepaliveTimeout: cfg.KeepaliveTimeout}})
 }
 
 // fileReserve is the open files kept apart from the listeners' connection

@@ -313,8 +313,6 @@ func descriptionCharset(ctx context.Context, q sqlx.QueryerContext, err error) e
 // MySQL, MariaDB, Galera, Percona XtraDB Cluster, Group Replication, TiDB
 // and Vitess, by error number.
 var rows = []engine.Rule{
-	// MySQL, MariaDB, Galera, Percona XtraDB Cluster, Group Replication,
-	// TiDB and Vitess: error numbers.
 	{Code: "1213", From: "MySQL, MariaDB, Galera, PXC, TiDB",
 		Name:  "ER_LOCK_DEADLOCK: a deadlock, or a Galera certification conflict (also at COMMIT)",
 		Class: engine.ClassRetry, Cause: engine.AbortedCause, Hint: engine.AbortedHint},
@@ -519,10 +517,8 @@ func rule(me *mysql.MySQLError) *engine.Rule {
 	return engine.Pick(rules.ByState[string(me.SQLState[:])], me.Message)
 }
 
-// Words of the rows and the probe.
-const (
-	tidbHint = "try again; if it persists, see the TiDB cluster's dashboard and logs"
-)
+// tidbHint is the hint of a TiDB commit that keeps failing.
+const tidbHint = "try again; if it persists, see the TiDB cluster's dashboard and logs"
 
 // galera is a Galera node that is not synced or not in the primary
 // component.

@@ -255,7 +255,6 @@ func pgQuoteIdent(name string) string {
 // rows are PostgreSQL's rows of the error table (store/internal/engine/classify.go), by
 // SQLSTATE.
 var rows = []engine.Rule{
-	// PostgreSQL: SQLSTATEs.
 	{Code: "40001", From: "PostgreSQL",
 		Name: "serialization_failure", Class: engine.ClassRetry, Cause: engine.AbortedCause, Hint: engine.AbortedHint},
 	{Code: "40P01", From: "PostgreSQL",

@@ -416,9 +416,8 @@ func migrate(ctx context.Context, m engine.Migrator) error {
 }
 
 // rows are SQLite's rows of the error table (store/internal/engine/classify.go), by result
-// code.
+// code, an extended code before its primary code.
 var rows = []engine.Rule{
-	// SQLite: result codes, an extended code before its primary code.
 	{Code: "SQLITE_BUSY", From: "SQLite",
 		Name:  "another connection or process holds the file's write lock past the busy timeout",
 		Class: engine.ClassRetry, Cause: "the SQLite file stayed locked by another connection or process (busy)",

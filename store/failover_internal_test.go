@@ -326,9 +326,10 @@ func TestMigrateHealsEmptyVersionTable(t *testing.T) {
 
 // setRetryFirst changes how often the first address is checked (tests).
 func (f *failover) setRetryFirst(d time.Duration) {
-	close(f.stop)
+	f.cancel()
 	<-f.done
 	f.retryFirst = d
-	f.stop, f.done = make(chan struct{}), make(chan struct{})
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	f.done = make(chan struct{})
 	go f.retryFirstLoop()
 }

@@ -650,14 +650,11 @@ func (s *db) writeWith(ctx context.Context, moveOn bool, tx func(context.Context
 		default:
 			return err
 		}
+		spent := attempt == maxAttempts
 		if s.dialect.RetryFor > 0 {
-			if time.Since(start) >= s.dialect.RetryFor {
-				return &retriedOut{err, tries, time.Since(start)}
-			}
-		} else if attempt == maxAttempts {
-			return &retriedOut{err, tries, time.Since(start)}
+			spent = time.Since(start) >= s.dialect.RetryFor
 		}
-		if engine.Sleep(ctx, backoff(min(attempt, 8))) != nil {
+		if spent || engine.Sleep(ctx, backoff(min(attempt, 8))) != nil {
 			return &retriedOut{err, tries, time.Since(start)}
 		}
 	}

@@ -121,13 +121,12 @@ type Checker struct {
 	once               sync.Once
 
 	// refusals counts the refused ID requests by mode, tag and reason. The
-	// tag label is "" unless TagLabels; then at most maxRefusalTags names,
-	// a request for any other counted under "(other)", so that a flood of
-	// made-up tags makes no flood of series.
+	// tag label is "" unless TagLabels; then it is one of the names of
+	// byTag, a request for any other counted under "(other)", so that a
+	// flood of made-up tags makes no flood of series.
 	refusals  *prometheus.CounterVec
 	tagLabels bool
 	tagsMu    sync.Mutex
-	tags      map[string]struct{}
 	// byTag counts the refusals of each segment tag for /api/state and the
 	// dashboard, whatever the labels: at most maxRefusalTags names (under
 	// tagsMu), so that made-up tags cannot grow it.
@@ -146,7 +145,7 @@ func New(cfg Config) *Checker {
 	}
 	k := &Checker{store: cfg.Store, segment: cfg.Segment, snowflake: cfg.Snowflake, log: cmp.Or(cfg.Logger, slog.Default()),
 		refresh: cmp.Or(max(cfg.Refresh, 0), DefaultRefresh), done: make(chan struct{}),
-		tagLabels: cfg.TagLabels, tags: map[string]struct{}{}, byTag: map[string]*atomic.Int64{},
+		tagLabels: cfg.TagLabels, byTag: map[string]*atomic.Int64{},
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leafd_token_refusals_total",
 			Help: "ID requests refused for their access token, by mode (segment or snowflake), tag (with metrics.per_tag full; empty for snowflake, or with basic or off) and reason (missing or refused).",
@@ -205,6 +204,9 @@ func (k *Checker) Check(token, tag string, snowflake bool) error {
 
 // refused counts one refusal. The token is never a label.
 func (k *Checker) refused(mode, tag, reason string) {
+	// basic keeps to the few series per tag an alert needs; the refusals
+	// of each tag are in /api/state either way.
+	label := ""
 	if mode == "segment" && tag != "" {
 		k.tagsMu.Lock()
 		c := k.byTag[tag]
@@ -216,24 +218,14 @@ func (k *Checker) refused(mode, tag, reason string) {
 		if c != nil {
 			c.Add(1)
 		}
-	}
-	if !k.tagLabels {
-		// basic keeps to the few series per tag an alert needs; the
-		// refusals of each tag are in /api/state either way.
-		tag = ""
-	}
-	if tag != "" {
-		k.tagsMu.Lock()
-		if _, ok := k.tags[tag]; !ok {
-			if len(k.tags) < maxRefusalTags {
-				k.tags[tag] = struct{}{}
-			} else {
-				tag = "(other)"
-			}
+		switch {
+		case k.tagLabels && c != nil:
+			label = tag
+		case k.tagLabels:
+			label = "(other)"
 		}
-		k.tagsMu.Unlock()
 	}
-	k.refusals.WithLabelValues(mode, tag, reason).Inc()
+	k.refusals.WithLabelValues(mode, label, reason).Inc()
 }
 
 // RefusalsOf returns how many requests for segment tag were refused for

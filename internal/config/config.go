@@ -130,22 +130,8 @@ func (w WorkerID) String() string {
 	return strconv.FormatInt(w.ID, 10)
 }
 
-// MarshalText returns the same text as String.
-func (w WorkerID) MarshalText() ([]byte, error) { return []byte(w.String()), nil }
-
-// UnmarshalText accepts "auto" (any case) or a non-negative decimal number.
-// The upper bound depends on snowflake.worker_bits and is checked by
-// Load.
-func (w *WorkerID) UnmarshalText(text []byte) error {
-	v, err := ParseWorkerID(string(text))
-	if err != nil {
-		return err
-	}
-	*w = v
-	return nil
-}
-
 // ParseWorkerID parses "auto" (any case) or a non-negative decimal number.
+// The upper bound depends on snowflake.worker_bits and is checked by Load.
 func ParseWorkerID(s string) (WorkerID, error) {
 	if strings.EqualFold(strings.TrimSpace(s), "auto") {
 		return WorkerID{Auto: true}, nil

@@ -396,8 +396,7 @@ func (c *stateCollector) totals(tags []segment.TagState) tagCounts {
 // started. In PerTagBasic a tag that was not exports nothing: most tags of
 // a large installation sit unused on any one server.
 func used(t segment.TagState) bool {
-	return t.Status != segment.StatusIdle || t.Issued != 0 || t.Loads != 0 || t.LoadErrors != 0 ||
-		t.Waits != 0 || t.Errors != 0
+	return t.Status != segment.StatusIdle || countsOf(t) != (tagCounts{})
 }
 
 // remaining returns how many IDs b has left: fewer than End-Next when its

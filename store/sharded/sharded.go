@@ -1300,19 +1300,17 @@ func (s *Store) ListTags(ctx context.Context) ([]leafd.Tag, error) {
 	var errs []error
 	byName := map[string][]leafd.Tag{}
 	where := map[string][]int{}
-	answered := false
 	for i, tags := range lists {
 		if err := asked[i]; err != nil {
 			errs = append(errs, fmt.Errorf("store.shards[%d]: %w", i, err))
 			continue
 		}
-		answered = true
 		for _, t := range tags {
 			byName[t.Name] = append(byName[t.Name], t)
 			where[t.Name] = append(where[t.Name], i)
 		}
 	}
-	if !answered {
+	if len(errs) == len(s.dbs) { // none answered
 		return nil, s.unavailable(errs)
 	}
 	out := make([]leafd.Tag, 0, len(byName))

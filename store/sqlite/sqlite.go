@@ -365,29 +365,18 @@ func escapePath(path string) string {
 	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 }
 
-// sqliteMigrating serialises the migrations of this process, per file
-// (keyed by absolute path); the lock file serialises processes.
-var sqliteMigrating struct {
-	sync.Mutex
-	files map[string]chan struct{}
-}
+// sqliteMigrating serialises the migrations of this process, per file: a
+// semaphore (chan struct{}) by absolute path. The lock file serialises
+// processes.
+var sqliteMigrating sync.Map
 
 // migrating returns the semaphore of the migrations of the file at path.
 func migrating(path string) chan struct{} {
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
-	sqliteMigrating.Lock()
-	defer sqliteMigrating.Unlock()
-	if sqliteMigrating.files == nil {
-		sqliteMigrating.files = map[string]chan struct{}{}
-	}
-	sem := sqliteMigrating.files[path]
-	if sem == nil {
-		sem = make(chan struct{}, 1)
-		sqliteMigrating.files[path] = sem
-	}
-	return sem
+	sem, _ := sqliteMigrating.LoadOrStore(path, make(chan struct{}, 1))
+	return sem.(chan struct{})
 }
 
 // migrate applies the pending migrations with goose. Processes that share

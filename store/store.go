@@ -705,14 +705,10 @@ func (s *db) class(err error) engine.Class { return s.judge(err).Class }
 // judge sorts err and words it: the errors of the network, the context and
 // database/sql first, then the failover's probe, then the driver's own.
 func (s *db) judge(err error) engine.Verdict {
-	var (
-		le    *leafd.Error
-		retry errRetry
-	)
-	switch {
-	case errors.As(err, &le):
+	if _, ok := errors.AsType[*leafd.Error](err); ok {
 		return engine.Verdict{Class: engine.ClassOther} // already decided
-	case errors.As(err, &retry):
+	}
+	if _, ok := errors.AsType[errRetry](err); ok {
 		return engine.Verdict{Class: engine.ClassRetry,
 			Cause: "other servers kept changing the same rows at the same time",
 			Hint:  "try again: it passes once fewer servers start at once"}
@@ -736,8 +732,7 @@ func (s *db) judge(err error) engine.Verdict {
 	}
 	// The failover's probe found every node it could reach refusing
 	// writes; not one of the driver's errors, so sorted here.
-	var refusal *engine.Refusal
-	if errors.As(err, &refusal) {
+	if refusal, ok := errors.AsType[*engine.Refusal](err); ok {
 		return refusal.Verdict
 	}
 	return s.dialect.Classify(err)
@@ -752,8 +747,7 @@ func unavailable(cause, hint string) engine.Verdict {
 // judgeNetwork words the errors of the network, naming the address they
 // were about. It reports false for an error that is not the network's.
 func judgeNetwork(err error) (engine.Verdict, bool) {
-	var dns *net.DNSError
-	if errors.As(err, &dns) {
+	if dns, ok := errors.AsType[*net.DNSError](err); ok {
 		return unavailable(
 			fmt.Sprintf("the database cannot be reached: the host name %q does not resolve (%s)", dns.Name, dns.Err),
 			"check the host in store.dsn and the DNS of this machine"), true
@@ -813,8 +807,7 @@ func (s *db) Wrap(err error, op string) error {
 	if err == nil {
 		return nil
 	}
-	var le *leafd.Error
-	if errors.As(err, &le) {
+	if _, ok := errors.AsType[*leafd.Error](err); ok {
 		return err
 	}
 	v := s.judge(err)

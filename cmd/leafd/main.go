@@ -50,8 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	fmt.Fprintln(stderr, "leafd:", err)
-	var ue usageError
-	if errors.As(err, &ue) {
+	if _, ok := errors.AsType[usageError](err); ok {
 		return exitUsage
 	}
 	return exitRuntime

@@ -339,8 +339,7 @@ func classify(err error) engine.Verdict {
 	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
-		var ce *pgconn.ConnectError
-		if errors.As(err, &ce) { // not the network's (judgeNetwork came first): TLS, a refused startup
+		if ce, ok := errors.AsType[*pgconn.ConnectError](err); ok { // not the network's (judgeNetwork came first): TLS, a refused startup
 			return engine.Verdict{Class: engine.ClassUnavailable,
 				Cause: "the database cannot be reached: " + ce.Error(),
 				Hint:  "check the address and the sslmode in store.dsn, and that the server accepts this client (pg_hba.conf)"}

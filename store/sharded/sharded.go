@@ -251,8 +251,7 @@ func (s *Store) unavailable(errs []error) error {
 	if len(errs) == 0 {
 		return leafd.Errorf(leafd.EStoreUnavailable, "no database of store.shards could serve the request")
 	}
-	var le *leafd.Error
-	if errors.As(errs[0], &le) && le.Code == leafd.EStoreUnavailable {
+	if le, ok := errors.AsType[*leafd.Error](errs[0]); ok && le.Code == leafd.EStoreUnavailable {
 		return leafd.Wrap(leafd.EStoreUnavailable, errors.Join(errs...),
 			fmt.Sprintf("none of the %d databases of store.shards could serve the request; the first: %s", len(s.dbs), le.Message))
 	}

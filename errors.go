@@ -12,8 +12,8 @@ import (
 	"slices"
 )
 
-// Error codes. Each one is part of the external contract: the http package
-// maps it to a status, clients match on it.
+// Error codes. Each one is part of the external contract: HTTPStatus maps
+// it to a status, clients match on it.
 const (
 	EInvalidTag           = "invalid_tag"
 	EInvalidCount         = "invalid_count"

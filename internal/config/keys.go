@@ -501,19 +501,17 @@ func seedTagsField() field {
 			bad := func(i int, format string, args ...any) {
 				ps = append(ps, &KeyError{Key: fmt.Sprintf("%s[%d]", key, i), Message: fmt.Sprintf(format, args...)})
 			}
+			if s, ok := raw.(string); ok { // tag:step words, as a list of the file's would be
+				var words []any
+				for _, w := range strings.Fields(s) {
+					words = append(words, w)
+				}
+				raw = words
+			}
 			switch v := raw.(type) {
 			case nil:
-				tags = []SeedTag{}
 			case []SeedTag:
 				tags = slices.Clone(v)
-			case string:
-				for i, word := range strings.Fields(v) {
-					t, err := parseSeedTag(word)
-					if err != nil {
-						bad(i, "%v: %s", err, hintSeedTags)
-					}
-					tags = append(tags, t)
-				}
 			case []any:
 				for i, e := range v {
 					switch e := e.(type) {

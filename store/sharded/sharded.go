@@ -1043,9 +1043,6 @@ func (s *Store) markUp(i int) {
 // serve if this one hangs. The last database that can serve gets the
 // caller's whole time.
 func (s *Store) attemptContext(ctx context.Context, i int, owner []int) (context.Context, context.CancelFunc) {
-	if s.attempt <= 0 {
-		return ctx, func() {}
-	}
 	s.mu.Lock()
 	now := time.Now()
 	others := slices.ContainsFunc(owner, func(o int) bool { return o >= 0 && o != i && !now.Before(s.dbs[o].downUntil) })
@@ -1053,7 +1050,7 @@ func (s *Store) attemptContext(ctx context.Context, i int, owner []int) (context
 	if !others {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, s.attempt)
+	return s.bounded(ctx)
 }
 
 // baseRow is a tag's leaf_alloc row as a slot's load reads it (tagBaseSQL).
@@ -1242,19 +1239,16 @@ func (s *Store) ask(ctx context.Context, every bool, f func(ctx context.Context,
 		go func() {
 			defer wg.Done()
 			actx, cancel := ctx, context.CancelFunc(func() {})
-			if s.attempt > 0 && (others > 0 || every) {
-				actx, cancel = context.WithTimeout(ctx, s.attempt)
+			if others > 0 || every {
+				actx, cancel = s.bounded(ctx)
 			}
 			errs[i] = f(actx, d)
 			hung := actx.Err() != nil
 			cancel()
-			switch {
-			case errs[i] != nil && (hung || leafd.ErrorCode(errs[i]) == leafd.EStoreUnavailable):
-				if ctx.Err() == nil {
-					s.markDown(i, errs[i])
-				}
-			default:
+			if errs[i] == nil || !hung && leafd.ErrorCode(errs[i]) != leafd.EStoreUnavailable {
 				s.markUp(i) // it answered
+			} else if ctx.Err() == nil {
+				s.markDown(i, errs[i])
 			}
 		}()
 	}

@@ -229,13 +229,11 @@ func (s *Store) Ping(ctx context.Context) error {
 	errs := make([]error, len(s.dbs))
 	var wg sync.WaitGroup
 	for i, d := range s.dbs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if errs[i] = d.Ping(ctx); errs[i] == nil {
 				cancel() // the others need not answer
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if slices.Contains(errs, nil) {
@@ -1235,9 +1233,7 @@ func (s *Store) ask(ctx context.Context, every bool, f func(ctx context.Context,
 		if live[i] {
 			others--
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			actx, cancel := ctx, context.CancelFunc(func() {})
 			if others > 0 || every {
 				actx, cancel = s.bounded(ctx)
@@ -1250,7 +1246,7 @@ func (s *Store) ask(ctx context.Context, every bool, f func(ctx context.Context,
 			} else if ctx.Err() == nil {
 				s.markDown(i, errs[i])
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return errs

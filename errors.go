@@ -8,6 +8,7 @@ package leafd
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 )
@@ -170,10 +171,5 @@ func HTTPStatus(code string) (int, bool) {
 
 // Codes returns every error code of the list above, sorted.
 func Codes() []string {
-	codes := make([]string, 0, len(statuses))
-	for code := range statuses {
-		codes = append(codes, code)
-	}
-	slices.Sort(codes)
-	return codes
+	return slices.Sorted(maps.Keys(statuses))
 }

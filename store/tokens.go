@@ -86,15 +86,12 @@ func ValidateTokenTags(tags []string) ([]string, error) {
 	if len(tags) > MaxTokenTags {
 		return nil, leafd.Errorf(leafd.EInvalidBody, "a token lists %d tag patterns: at most %d are allowed", len(tags), MaxTokenTags)
 	}
-	out := make([]string, 0, len(tags))
 	for _, p := range tags {
 		if err := validateTokenPattern(p); err != nil {
 			return nil, err
 		}
-		out = append(out, p)
 	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	return slices.Compact(slices.Sorted(slices.Values(tags))), nil
 }
 
 func validateTokenPattern(p string) error {

@@ -2,10 +2,10 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -588,12 +588,7 @@ func seedTagEntry(key string, m map[string]any) (SeedTag, []*KeyError) {
 	bad := func(k, format string, args ...any) {
 		ps = append(ps, &KeyError{Key: k, Message: fmt.Sprintf(format, args...)})
 	}
-	names := make([]string, 0, len(m))
-	for name := range m {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
 		switch name {
 		case "tag", "step":
 		default:

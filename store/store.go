@@ -605,8 +605,8 @@ func unknownTagNear(ctx context.Context, q queryer, name string) error {
 
 // write runs one writing transaction, retrying it while the database aborts
 // it for a retry, at most maxAttempts times in all (or for the dialect's
-// retryFor), with jittered backoff between attempts. It gives up early when ctx ends and
-// then returns the last error.
+// RetryFor), with jittered backoff between attempts. It gives up early when
+// ctx ends and then returns the last error.
 func (s *db) write(ctx context.Context, tx func(context.Context) error) error {
 	return s.writeWith(ctx, false, tx)
 }

@@ -172,7 +172,7 @@ func (s *db) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 }
 
 // beginClaim begins a claim's transaction: it takes the claim lock where
-// the dialect has one (its claimLock), reads the database's clock, and reads
+// the dialect has one (its ClaimLock), reads the database's clock, and reads
 // and locks the worker rows of query (workerRowsSQL or fixedRowSQL, with
 // its argument). The caller rolls tx back unless it commits.
 func (s *db) beginClaim(ctx context.Context, query string, arg int64) (tx *sqlx.Tx, nowMs int64, rows []workerRow, err error) {

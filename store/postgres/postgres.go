@@ -37,7 +37,7 @@ const lockTimeout = "5s"
 // unless asked.
 const (
 	pgMigrateLock int64 = 0x6c656166645f6d67
-	// pgClaimLock ("leafd_wk") serialises worker id claims (its dialect's claimLock).
+	// pgClaimLock ("leafd_wk") serialises worker id claims (its dialect's ClaimLock).
 	pgClaimLock          int64 = 0x6c656166645f776b
 	pgMigrateLockTimeout       = 60 * time.Second
 	pgMigrateLockPoll          = 100 * time.Millisecond

@@ -620,10 +620,7 @@ func workerIDField() field {
 			if sf := c.Snowflake; sf.TimeBits+sf.WorkerBits+sf.SequenceBits == layoutBits {
 				hint = hintWorkerID(sf.WorkerBits) // the bits are decoded before
 			}
-			var (
-				w  WorkerID
-				ok = true
-			)
+			w, ok := WorkerID{}, true
 			switch v := raw.(type) {
 			case WorkerID:
 				w = v
@@ -632,10 +629,8 @@ func workerIDField() field {
 				w, err = ParseWorkerID(v)
 				ok = err == nil
 			default:
-				var n int64
-				n, ok = toInt64(raw)
-				w = WorkerID{ID: n}
-				ok = ok && n >= 0
+				w.ID, ok = toInt64(raw)
+				ok = ok && w.ID >= 0
 			}
 			if !ok {
 				return problem("%s: %s", show(raw), hint)

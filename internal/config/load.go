@@ -285,16 +285,14 @@ func checkKeys(v *viper.Viper, keys []string, file string) []*KeyError {
 // empty string counts as unset, here as for the keys.
 func checkEnv(environ []string) []*KeyError {
 	var names []string
-	known := make(map[string]bool)
 	for _, f := range fields() {
 		names = append(names, EnvName(f.key))
-		known[EnvName(f.key)] = true
 	}
 	var unknown []string
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
 		upper := strings.ToUpper(name)
-		if value == "" || known[name] || !strings.HasPrefix(upper, envPrefix) ||
+		if value == "" || slices.Contains(names, name) || !strings.HasPrefix(upper, envPrefix) ||
 			slices.ContainsFunc(reservedEnvPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
 			continue
 		}

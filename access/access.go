@@ -118,7 +118,6 @@ type Checker struct {
 	failing            bool                // under mu: the last reading failed (logged once)
 	stop               context.CancelFunc
 	done               chan struct{}
-	once               sync.Once
 
 	// refusals counts the refused ID requests by mode, tag and reason. The
 	// tag label is "" unless TagLabels; then it is one of the names of
@@ -288,15 +287,14 @@ func (k *Checker) Reload(parent context.Context) {
 	k.set.Store(&s)
 }
 
-// Close stops the refresh and waits for it.
+// Close stops the refresh and waits for it. It may be called more than
+// once.
 func (k *Checker) Close() {
 	if k == nil {
 		return
 	}
-	k.once.Do(func() {
-		k.stop()
-		<-k.done
-	})
+	k.stop()
+	<-k.done
 }
 
 // dummyHash is compared against when a token's id is unknown, so that an

@@ -88,11 +88,7 @@ func openStore(cfg *config.Config, log *slog.Logger) (store.Store, error) {
 		}
 		return s, nil
 	}
-	for i, dsn := range c.FallbackDSNs {
-		if err := store.CheckDSN(c.Driver, dsn); err != nil {
-			return nil, usageError{fmt.Errorf("store.fallback_dsns[%d]: %w", i, err)}
-		}
-	}
+	// Load has checked every DSN (checkDSNs).
 	s, err := store.Open(c.Driver, c.DSN, store.WithFallbacks(c.FallbackDSNs...), store.WithLogger(log))
 	if err != nil {
 		return nil, usageError{fmt.Errorf("store.dsn: %w", err)}

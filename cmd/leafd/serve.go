@@ -124,7 +124,14 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err}
 	}
-	var alloc *segment.Allocator
+	// The modes as the servers take them: nil interfaces when off.
+	var (
+		alloc      *segment.Allocator
+		segHandler leafhttp.Segment
+		gen        *snowflake.Pool
+		sfHandler  leafhttp.Snowflake
+		genDone    <-chan struct{}
+	)
 	if cfg.Segment.Enabled {
 		alloc, err = segment.New(db, segment.Config{
 			RefillMin:   cfg.Segment.RefillMin,
@@ -143,13 +150,14 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 			return usageError{err}
 		}
 		defer alloc.Close()
+		segHandler = alloc
 	}
-	var gen *snowflake.Pool
 	if cfg.Snowflake.Enabled {
 		if gen, err = newGenerator(cfg.Snowflake, cfg.Segment.MaxBatch, db, log); err != nil {
 			return usageError{err}
 		}
 		defer gen.Close() // after the HTTP server drained: releases the lease
+		sfHandler, genDone = gen, gen.Done()
 	}
 
 	// Bind synchronously so that a taken port fails start-up at once.
@@ -165,14 +173,6 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 			ln.Close()
 			return fmt.Errorf("grpc.addr: %w", err)
 		}
-	}
-	var segHandler leafhttp.Segment
-	if alloc != nil {
-		segHandler = alloc
-	}
-	var sfHandler leafhttp.Snowflake
-	if gen != nil {
-		sfHandler = gen
 	}
 	acc := access.New(access.Config{Store: db, Segment: cfg.Segment.RequireToken, Snowflake: cfg.Snowflake.RequireToken,
 		Registerer: metrics.Registerer(), TagLabels: metrics.PerTag() == leafmetrics.PerTagFull, Logger: log})
@@ -217,10 +217,6 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
-	var genDone <-chan struct{}
-	if gen != nil {
-		genDone = gen.Done()
-	}
 	var refused error
 	select {
 	case err := <-served:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -249,17 +250,13 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	}
 	err = srv.Shutdown(shutCtx)
 	if grpcSrv != nil {
-		if grpcErr := <-grpcStopped; grpcErr != nil && err == nil {
+		// Both are waited for; the first error is kept.
+		if grpcErr := cmp.Or(<-grpcStopped, <-grpcServed); grpcErr != nil && err == nil {
 			err = fmt.Errorf("gRPC: %w", grpcErr)
-		}
-		if serveErr := <-grpcServed; serveErr != nil && err == nil {
-			err = fmt.Errorf("gRPC: %w", serveErr)
 		}
 	}
 	<-bootDone
-	if serveErr := <-served; serveErr != nil && err == nil {
-		err = serveErr
-	}
+	err = cmp.Or(err, <-served)
 	if refused != nil {
 		return refused
 	}

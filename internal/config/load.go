@@ -143,12 +143,11 @@ func load(path string, now time.Time, checks []Check) (*Config, error) {
 	for _, f := range fields {
 		// viper reads a variable named after a section (LEAFD_SEGMENT,
 		// refused above) for each of the section's keys.
-		if section, _, _ := strings.Cut(f.key, "."); failed[EnvName(section)] {
+		section, _, _ := strings.Cut(f.key, ".")
+		if failed[EnvName(section)] {
 			fail(section)
 		}
-	}
-	for _, f := range fields {
-		if section, _, _ := strings.Cut(f.key, "."); failed[f.key] || failed[section] {
+		if failed[f.key] || failed[section] {
 			fail(f.key)
 			continue // already reported by checkKeys, e.g. a null value
 		}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -62,9 +63,7 @@ func newOptions(opts []Option) options {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.log == nil {
-		o.log = slog.Default()
-	}
+	o.log = cmp.Or(o.log, slog.Default())
 	return o
 }
 

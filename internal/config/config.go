@@ -11,6 +11,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"slices"
@@ -221,9 +222,7 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 			continue
 		}
 		for _, p := range f.check(c) {
-			if p.Key == "" {
-				p.Key = f.key
-			}
+			p.Key = cmp.Or(p.Key, f.key)
 			refused[p.Key] = true
 			ps = append(ps, p)
 		}

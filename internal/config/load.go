@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -161,9 +162,7 @@ func load(path string, now time.Time, checks []Check) (*Config, error) {
 			raw = v.Get(f.key)
 		}
 		for _, p := range f.set(c, raw) {
-			if p.Key == "" {
-				p.Key = f.key
-			}
+			p.Key = cmp.Or(p.Key, f.key)
 			locate(p)
 			fail(p.Key)
 			ps = append(ps, p)

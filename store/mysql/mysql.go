@@ -5,6 +5,7 @@
 package mysql
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -168,9 +169,7 @@ func connect(dsn string) (engine.Address, error) {
 	// RowsAffected then counts the rows the UPDATE matched, which is what
 	// Allocate asks, even if a row were ever rewritten with its own value.
 	cfg.ClientFoundRows = true
-	if cfg.Timeout == 0 {
-		cfg.Timeout = engine.DialTimeout
-	}
+	cfg.Timeout = cmp.Or(cfg.Timeout, engine.DialTimeout)
 	// Statements go as text with their arguments quoted in by the driver
 	// (numbers, validated tags, and descriptions escaped for the
 	// connection's character set), not as server-side prepared statements:

@@ -5,6 +5,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -146,9 +147,7 @@ func parseDSN(dsn string) (*pgx.ConnConfig, error) {
 	if _, ok := cfg.RuntimeParams["lock_timeout"]; !ok {
 		cfg.RuntimeParams["lock_timeout"] = lockTimeout
 	}
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = engine.DialTimeout
-	}
+	cfg.ConnectTimeout = cmp.Or(cfg.ConnectTimeout, engine.DialTimeout)
 	return cfg, nil
 }
 

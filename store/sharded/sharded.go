@@ -27,6 +27,7 @@
 package sharded
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -158,12 +159,8 @@ type shardDB struct {
 // store.dsn), a slot count outside len(dsns)..store.MaxShardSlots, or a
 // DSN that does not parse.
 func Open(driver string, dsns []string, o Options) (*Store, error) {
-	if o.Slots == 0 {
-		o.Slots = store.DefaultShardSlots
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Slots = cmp.Or(o.Slots, store.DefaultShardSlots)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	switch {
 	case len(dsns) < 2:
 		return nil, fmt.Errorf("store.shards lists %d databases: list at least two, or use store.dsn for one", len(dsns))
@@ -425,9 +422,7 @@ func (s *Store) check(metas []*shardMeta, errs []error, ids []string) (string, e
 		if m == nil {
 			continue
 		}
-		if first == nil {
-			first = m
-		}
+		first = cmp.Or(first, m)
 		switch {
 		case m.Deployment != first.Deployment:
 			return "", mismatch("store.shards[%d] belongs to another deployment (%s) than the databases before it (%s): "+
@@ -577,9 +572,7 @@ func (s *Store) usable(ctx context.Context, d *shardDB) bool {
 		return false
 	}
 	s.mu.Lock()
-	if s.deployment == "" {
-		s.deployment = m.Deployment
-	}
+	s.deployment = cmp.Or(s.deployment, m.Deployment)
 	if len(m.members()) > len(s.members) {
 		s.members = m.members()
 	}
@@ -690,9 +683,7 @@ func (s *Store) claim(ctx context.Context, deployment string, ids []string, fres
 	if slices.Contains(ids, "") {
 		return fmt.Errorf("store.shards[%d] has no id: run leafd migrate", slices.Index(ids, ""))
 	}
-	if deployment == "" {
-		deployment = randomHex(8)
-	}
+	deployment = cmp.Or(deployment, randomHex(8))
 	tags, marks, err := s.allTags(ctx)
 	if err != nil {
 		return err

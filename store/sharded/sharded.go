@@ -1484,12 +1484,9 @@ func (s *Store) leases(ctx context.Context) (*shardDB, error) {
 		return nil, err
 	}
 	s.mu.Lock()
-	want := ""
-	if len(s.members) > 0 {
-		want = s.members[0]
-	}
+	replaced := len(s.members) > 0 && s.members[0] != "" && id != s.members[0]
 	s.mu.Unlock()
-	if want != "" && id != want {
+	if replaced {
 		return nil, mismatch("store.shards[0], which holds the worker id leases, is not the database the deployment recorded at that place " +
 			"(emptied and used again, or replaced, while servers ran): restore it from a backup; see \"When a database is lost for good\" in docs/shards.md")
 	}

@@ -527,47 +527,58 @@ func (s *db) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old
 			return old, updated, err
 		}
 	}
-	err = s.WriteTx(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
-		// Read (on MySQL, locked) and compared exactly before the UPDATE:
-		// the UPDATE's own "=" would, under MySQL's default collation,
-		// change "order" for "ORDER". With the row found exactly, the
-		// UPDATE cannot reach another: the primary key holds no two rows
-		// that the collation's "=" takes for one.
-		before, ok, err := exactRow(ctx, tx, name, s.dialect.LockSuffix)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return unknownTagNear(ctx, tx, name)
-		}
-		step, desc := before.Step, before.Description
-		if u.Step != nil {
-			step = *u.Step
-		}
-		if u.Description != nil {
-			desc = nullString(*u.Description)
-		}
-		if _, err := tx.ExecContext(ctx, s.q(updateTagSQL), step, desc, name); err != nil {
-			return s.writeError(ctx, err)
-		}
-		after, ok, err := exactRow(ctx, tx, name, "")
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("the row of %q is gone after its UPDATE", name)
-		}
-		both := []leafd.Tag{before.tag(), after.tag()}
-		if err := s.withFormats(ctx, tx, both, name); err != nil {
-			return err
-		}
-		old, updated = both[0], both[1]
-		return nil
+	err = s.WriteTx(ctx, func(ctx context.Context, tx *sqlx.Tx) (err error) {
+		old, updated, err = s.changeTag(ctx, tx, name, func(before tagRow) (bool, error) {
+			step, desc := before.Step, before.Description
+			if u.Step != nil {
+				step = *u.Step
+			}
+			if u.Description != nil {
+				desc = nullString(*u.Description)
+			}
+			if _, err := tx.ExecContext(ctx, s.q(updateTagSQL), step, desc, name); err != nil {
+				return false, s.writeError(ctx, err)
+			}
+			return true, nil
+		})
+		return err
 	})
 	if err != nil {
 		return leafd.Tag{}, leafd.Tag{}, s.Wrap(err, fmt.Sprintf("update tag %q", name))
 	}
 	return old, updated, nil
+}
+
+// changeTag runs change in tx on the row named exactly name, read locked,
+// and returns the tag before and after (formats included); change reports
+// whether it wrote the row. Found exactly, the row is the only one its
+// UPDATE can reach, although the UPDATE's own "=" would, under MySQL's
+// default collation, find "order" for "ORDER": the primary key holds no
+// two rows that the collation's "=" takes for one. unknown_tag when no
+// row has that name.
+func (s *db) changeTag(ctx context.Context, tx *sqlx.Tx, name string, change func(before tagRow) (bool, error)) (before, after leafd.Tag, err error) {
+	b, ok, err := exactRow(ctx, tx, name, s.dialect.LockSuffix)
+	if err != nil {
+		return before, after, err
+	}
+	if !ok {
+		return before, after, unknownTagNear(ctx, tx, name)
+	}
+	a := b
+	if changed, err := change(b); err != nil {
+		return before, after, err
+	} else if changed {
+		if a, ok, err = exactRow(ctx, tx, name, ""); err != nil {
+			return before, after, err
+		} else if !ok {
+			return before, after, fmt.Errorf("the row of %q is gone after its UPDATE", name)
+		}
+	}
+	both := []leafd.Tag{b.tag(), a.tag()}
+	if err := s.withFormats(ctx, tx, both, name); err != nil {
+		return before, after, err
+	}
+	return both[0], both[1], nil
 }
 
 // tagRow is one row of leaf_alloc as the drivers scan it.

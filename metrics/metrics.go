@@ -4,10 +4,12 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -128,11 +130,8 @@ func New() *Registry {
 // It returns an error when o.PerTag is not one of the PerTag constants or
 // empty.
 func NewWith(o Options) (*Registry, error) {
-	switch o.PerTag {
-	case "":
-		o.PerTag = PerTagBasic
-	case PerTagBasic, PerTagFull, PerTagOff:
-	default:
+	o.PerTag = cmp.Or(o.PerTag, PerTagBasic)
+	if !slices.Contains([]PerTag{PerTagBasic, PerTagFull, PerTagOff}, o.PerTag) {
 		return nil, fmt.Errorf("metrics per-tag detail %q: use full, basic or off", string(o.PerTag))
 	}
 	m := &Registry{

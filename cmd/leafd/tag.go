@@ -97,7 +97,6 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withStore(cmd.Context(), *configPath, stderr, true, func(ctx context.Context, db store.Store, cfg *config.Config) error {
-				maxStep := cfg.Segment.MaxStep
 				if err := leafd.ValidateTag(args[0]); err != nil {
 					return usageError{errors.New(leafd.ErrorMessage(err))}
 				}
@@ -105,7 +104,7 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 				if err != nil {
 					return usageError{fmt.Errorf("step %q is not a whole number", args[1])}
 				}
-				if err := leafd.ValidateStep(n, maxStep); err != nil {
+				if err := leafd.ValidateStep(n, cfg.Segment.MaxStep); err != nil {
 					return usageError{errors.New(leafd.ErrorMessage(err))}
 				}
 				old, updated, err := db.UpdateTag(ctx, args[0], leafd.TagUpdate{Step: &n})

@@ -162,13 +162,10 @@ func (s *db) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 		lease, err = s.claimWorker(ctx, c)
 		return err
 	})
-	if err != nil {
-		if errors.Is(err, snowflake.ErrNoFreeWorker) || errors.Is(err, snowflake.ErrLayoutMismatch) {
-			return snowflake.Lease{}, err
-		}
-		return snowflake.Lease{}, s.Wrap(err, "claim worker id")
+	if errors.Is(err, snowflake.ErrNoFreeWorker) || errors.Is(err, snowflake.ErrLayoutMismatch) {
+		return snowflake.Lease{}, err
 	}
-	return lease, nil
+	return lease, s.Wrap(err, "claim worker id") // lease is zero unless the claim committed
 }
 
 // beginClaim begins a claim's transaction: it takes the claim lock where
@@ -275,13 +272,10 @@ func (s *db) ClaimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snow
 		lease, err = s.claimFixedWorker(ctx, c)
 		return err
 	})
-	if err != nil {
-		if errors.Is(err, snowflake.ErrWorkerHeld) || errors.Is(err, snowflake.ErrWatermarkAhead) || errors.Is(err, snowflake.ErrLayoutMismatch) {
-			return snowflake.Lease{}, err
-		}
-		return snowflake.Lease{}, s.Wrap(err, fmt.Sprintf("claim fixed worker id %d", c.WorkerID))
+	if errors.Is(err, snowflake.ErrWorkerHeld) || errors.Is(err, snowflake.ErrWatermarkAhead) || errors.Is(err, snowflake.ErrLayoutMismatch) {
+		return snowflake.Lease{}, err
 	}
-	return lease, nil
+	return lease, s.Wrap(err, fmt.Sprintf("claim fixed worker id %d", c.WorkerID)) // lease is zero unless the claim committed
 }
 
 func (s *db) claimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snowflake.Lease, error) {

@@ -1134,10 +1134,7 @@ func (s *Store) allocSlot(ctx context.Context, d *shardDB, k int64, tag string, 
 			}
 			start := alignUp(max(base[i].MaxID, slices.Max(append(marks, 1))), k, S)
 			if _, err := tx.ExecContext(ctx, d.q(slotRowInsertSQL), tag, k, start); err != nil {
-				if d.Duplicate(err) {
-					return store.Retry(err) // created at the same moment by another server
-				}
-				return err
+				return duplicateRetries(d, err) // created at the same moment by another server
 			}
 			if n, err = advance(); err != nil {
 				return err

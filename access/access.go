@@ -192,16 +192,14 @@ func (k *Checker) Check(token, tag string, snowflake bool) error {
 	if err == nil {
 		return nil
 	}
-	if snowflake {
-		tag = ""
-	}
 	if code := leafd.ErrorCode(err); code == leafd.ETokenRequired || code == leafd.ETokenRefused {
 		k.refused(mode, tag, reason)
 	}
 	return err
 }
 
-// refused counts one refusal. The token is never a label.
+// refused counts one refusal; only a segment tag is counted by tag. The
+// token is never a label.
 func (k *Checker) refused(mode, tag, reason string) {
 	// basic keeps to the few series per tag an alert needs; the refusals
 	// of each tag are in /api/state either way.

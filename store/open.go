@@ -7,6 +7,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -145,10 +146,5 @@ func unknownDriver(driver string) error {
 // MissingTable reports whether err is the database saying that a table
 // does not exist: a store that was never migrated.
 func MissingTable(err error) bool {
-	for _, name := range Drivers() {
-		if lookup(name).MissingTable(err) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(Drivers(), func(name string) bool { return lookup(name).MissingTable(err) })
 }

@@ -153,12 +153,7 @@ func claims(dsn string) bool {
 	if strings.ContainsAny(path, "=@(") {
 		return false
 	}
-	for _, ext := range []string{".db", ".db3", ".sqlite", ".sqlite3"} {
-		if strings.HasSuffix(path, ext) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]string{".db", ".db3", ".sqlite", ".sqlite3"}, func(ext string) bool { return strings.HasSuffix(path, ext) })
 }
 
 // parseDSN splits dsn into the file's path (unescaped, as the file

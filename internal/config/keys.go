@@ -420,11 +420,9 @@ func checkToken(t, hint string) string {
 func checkProxies(c *Config) []*KeyError {
 	var ps []*KeyError
 	for i, p := range c.HTTP.TrustedProxies {
-		if net.ParseIP(p) == nil {
-			if _, _, err := net.ParseCIDR(p); err != nil {
-				ps = append(ps, (&KeyError{Key: fmt.Sprintf("http.trusted_proxies[%d]", i),
-					Message: fmt.Sprintf("%q is neither an IP address nor a CIDR range: %s", p, hintProxies)}).also("http.trusted_proxies"))
-			}
+		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
+			ps = append(ps, (&KeyError{Key: fmt.Sprintf("http.trusted_proxies[%d]", i),
+				Message: fmt.Sprintf("%q is neither an IP address nor a CIDR range: %s", p, hintProxies)}).also("http.trusted_proxies"))
 		}
 	}
 	return ps

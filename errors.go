@@ -8,12 +8,13 @@ package leafd
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 )
 
-// Error codes. Each one is part of the external contract: the http package
-// maps it to a status, clients match on it.
+// Error codes. Each one is part of the external contract: HTTPStatus maps
+// it to a status, clients match on it.
 const (
 	EInvalidTag           = "invalid_tag"
 	EInvalidCount         = "invalid_count"
@@ -101,8 +102,7 @@ func ErrorCode(err error) string {
 	if err == nil {
 		return ""
 	}
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Code
 	}
 	return EInternal
@@ -114,8 +114,7 @@ func ErrorMessage(err error) string {
 	if err == nil {
 		return ""
 	}
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Message
 	}
 	return "internal error; see the server log"
@@ -172,10 +171,5 @@ func HTTPStatus(code string) (int, bool) {
 
 // Codes returns every error code of the list above, sorted.
 func Codes() []string {
-	codes := make([]string, 0, len(statuses))
-	for code := range statuses {
-		codes = append(codes, code)
-	}
-	slices.Sort(codes)
-	return codes
+	return slices.Sorted(maps.Keys(statuses))
 }

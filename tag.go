@@ -62,13 +62,7 @@ func ValidateTag(name string) error {
 }
 
 func tagByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	case c == '_' || c == '.' || c == ':' || c == '-':
-		return true
-	}
-	return false
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-'
 }
 
 func tagError(name string) error {

@@ -89,12 +89,11 @@ type set map[string]*entry
 func newSet(tokens []store.Token) set {
 	s := make(set, len(tokens))
 	for _, t := range tokens {
-		e := &entry{exact: map[string]struct{}{}}
-		if b, err := hex.DecodeString(t.Hash); err != nil || len(b) != sha256.Size {
+		b, err := hex.DecodeString(t.Hash)
+		if err != nil || len(b) != sha256.Size {
 			continue // not a hash this server wrote: no text matches it
-		} else {
-			copy(e.hash[:], b)
 		}
+		e := &entry{hash: [sha256.Size]byte(b), exact: map[string]struct{}{}}
 		for _, p := range t.Tags {
 			if prefix, ok := strings.CutSuffix(p, "*"); ok {
 				e.prefixes = append(e.prefixes, prefix)
@@ -119,16 +118,14 @@ type Checker struct {
 	failing            bool                // under mu: the last reading failed (logged once)
 	stop               context.CancelFunc
 	done               chan struct{}
-	once               sync.Once
 
 	// refusals counts the refused ID requests by mode, tag and reason. The
-	// tag label is "" unless TagLabels; then at most maxRefusalTags names,
-	// a request for any other counted under "(other)", so that a flood of
-	// made-up tags makes no flood of series.
+	// tag label is "" unless TagLabels; then it is one of the names of
+	// byTag, a request for any other counted under "(other)", so that a
+	// flood of made-up tags makes no flood of series.
 	refusals  *prometheus.CounterVec
 	tagLabels bool
 	tagsMu    sync.Mutex
-	tags      map[string]struct{}
 	// byTag counts the refusals of each segment tag for /api/state and the
 	// dashboard, whatever the labels: at most maxRefusalTags names (under
 	// tagsMu), so that made-up tags cannot grow it.
@@ -147,7 +144,7 @@ func New(cfg Config) *Checker {
 	}
 	k := &Checker{store: cfg.Store, segment: cfg.Segment, snowflake: cfg.Snowflake, log: cmp.Or(cfg.Logger, slog.Default()),
 		refresh: cmp.Or(max(cfg.Refresh, 0), DefaultRefresh), done: make(chan struct{}),
-		tagLabels: cfg.TagLabels, tags: map[string]struct{}{}, byTag: map[string]*atomic.Int64{},
+		tagLabels: cfg.TagLabels, byTag: map[string]*atomic.Int64{},
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leafd_token_refusals_total",
 			Help: "ID requests refused for their access token, by mode (segment or snowflake), tag (with metrics.per_tag full; empty for snowflake, or with basic or off) and reason (missing or refused).",
@@ -195,17 +192,18 @@ func (k *Checker) Check(token, tag string, snowflake bool) error {
 	if err == nil {
 		return nil
 	}
-	if snowflake {
-		tag = ""
-	}
 	if code := leafd.ErrorCode(err); code == leafd.ETokenRequired || code == leafd.ETokenRefused {
 		k.refused(mode, tag, reason)
 	}
 	return err
 }
 
-// refused counts one refusal. The token is never a label.
+// refused counts one refusal; only a segment tag is counted by tag. The
+// token is never a label.
 func (k *Checker) refused(mode, tag, reason string) {
+	// basic keeps to the few series per tag an alert needs; the refusals
+	// of each tag are in /api/state either way.
+	label := ""
 	if mode == "segment" && tag != "" {
 		k.tagsMu.Lock()
 		c := k.byTag[tag]
@@ -217,24 +215,14 @@ func (k *Checker) refused(mode, tag, reason string) {
 		if c != nil {
 			c.Add(1)
 		}
-	}
-	if !k.tagLabels {
-		// basic keeps to the few series per tag an alert needs; the
-		// refusals of each tag are in /api/state either way.
-		tag = ""
-	}
-	if tag != "" {
-		k.tagsMu.Lock()
-		if _, ok := k.tags[tag]; !ok {
-			if len(k.tags) < maxRefusalTags {
-				k.tags[tag] = struct{}{}
-			} else {
-				tag = "(other)"
-			}
+		switch {
+		case k.tagLabels && c != nil:
+			label = tag
+		case k.tagLabels:
+			label = "(other)"
 		}
-		k.tagsMu.Unlock()
 	}
-	k.refusals.WithLabelValues(mode, tag, reason).Inc()
+	k.refusals.WithLabelValues(mode, label, reason).Inc()
 }
 
 // RefusalsOf returns how many requests for segment tag were refused for
@@ -297,15 +285,14 @@ func (k *Checker) Reload(parent context.Context) {
 	k.set.Store(&s)
 }
 
-// Close stops the refresh and waits for it.
+// Close stops the refresh and waits for it. It may be called more than
+// once.
 func (k *Checker) Close() {
 	if k == nil {
 		return
 	}
-	k.once.Do(func() {
-		k.stop()
-		<-k.done
-	})
+	k.stop()
+	<-k.done
 }
 
 // dummyHash is compared against when a token's id is unknown, so that an

@@ -4,10 +4,12 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -128,11 +130,8 @@ func New() *Registry {
 // It returns an error when o.PerTag is not one of the PerTag constants or
 // empty.
 func NewWith(o Options) (*Registry, error) {
-	switch o.PerTag {
-	case "":
-		o.PerTag = PerTagBasic
-	case PerTagBasic, PerTagFull, PerTagOff:
-	default:
+	o.PerTag = cmp.Or(o.PerTag, PerTagBasic)
+	if !slices.Contains([]PerTag{PerTagBasic, PerTagFull, PerTagOff}, o.PerTag) {
 		return nil, fmt.Errorf("metrics per-tag detail %q: use full, basic or off", string(o.PerTag))
 	}
 	m := &Registry{
@@ -396,8 +395,7 @@ func (c *stateCollector) totals(tags []segment.TagState) tagCounts {
 // started. In PerTagBasic a tag that was not exports nothing: most tags of
 // a large installation sit unused on any one server.
 func used(t segment.TagState) bool {
-	return t.Status != segment.StatusIdle || t.Issued != 0 || t.Loads != 0 || t.LoadErrors != 0 ||
-		t.Waits != 0 || t.Errors != 0
+	return t.Status != segment.StatusIdle || countsOf(t) != (tagCounts{})
 }
 
 // remaining returns how many IDs b has left: fewer than End-Next when its

@@ -20,6 +20,25 @@ const (
 	docEngineTitle = "| engine | code | sent by | what it is | what leafd does | what the error says |"
 )
 
+// errorRow is one row of the error table: the engine it is of, and its
+// columns.
+type errorRow struct {
+	engine string
+	engine.Rule
+}
+
+// errorRows is the error table (docs/compatibility.md prints it): every
+// engine's rows, engines in Drivers order.
+func errorRows() []errorRow {
+	var rows []errorRow
+	for _, name := range Drivers() {
+		for _, r := range lookup(name).Rows {
+			rows = append(rows, errorRow{name, r})
+		}
+	}
+	return rows
+}
+
 // doesWords says in the documentation what leafd does with a row's class.
 var doesWords = map[engine.Class]string{
 	engine.ClassRetry:       "**retry**: the whole transaction again, from BEGIN",

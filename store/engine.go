@@ -27,25 +27,6 @@ func DefaultDriver() string {
 	return ""
 }
 
-// errorRow is one row of the error table: the engine it is of, and its
-// columns.
-type errorRow struct {
-	engine string
-	engine.Rule
-}
-
-// errorRows is the error table (docs/compatibility.md prints it): every
-// engine's rows, engines in Drivers order.
-func errorRows() []errorRow {
-	var rows []errorRow
-	for _, name := range Drivers() {
-		for _, r := range lookup(name).Rows {
-			rows = append(rows, errorRow{name, r})
-		}
-	}
-	return rows
-}
-
 // FallbackDrivers returns the engines, sorted, that store.fallback_dsns
 // applies to: those with other addresses (not a file).
 func FallbackDrivers() []string {

@@ -84,12 +84,11 @@ type failover struct {
 	lastSwitch time.Time
 	lastErr    string // why the last move happened
 
-	stop chan struct{}
-	done chan struct{}
-	// ctx ends at Close, so that a check of the first address in flight
-	// does not hold up shutdown.
+	// ctx ends at Close: it stops retryFirstLoop, which closes done, and
+	// a check of the first address in flight does not hold up shutdown.
 	ctx    context.Context
 	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 var _ driver.Connector = (*failover)(nil)
@@ -100,7 +99,6 @@ func newFailover(addrs []engine.Address, probe func(context.Context, driver.Quer
 		probe:      probe,
 		log:        log,
 		retryFirst: retryFirstEvery,
-		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
@@ -212,7 +210,7 @@ func (f *failover) retryFirstLoop() {
 	defer t.Stop()
 	for {
 		select {
-		case <-f.stop:
+		case <-f.ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -243,24 +241,10 @@ func untilNextMultiple(now time.Time, d time.Duration) time.Duration {
 	return now.Truncate(d).Add(d).Sub(now)
 }
 
-// setRetryFirst changes how often the first address is checked (tests).
-func (f *failover) setRetryFirst(d time.Duration) {
-	close(f.stop)
-	<-f.done
-	f.retryFirst = d
-	f.stop, f.done = make(chan struct{}), make(chan struct{})
-	go f.retryFirstLoop()
-}
-
 // Close stops the goroutine that checks the first address. database/sql
 // calls it from DB.Close.
 func (f *failover) Close() error {
 	f.cancel()
-	select {
-	case <-f.stop:
-	default:
-		close(f.stop)
-	}
 	<-f.done
 	return nil
 }

@@ -323,3 +323,13 @@ func TestMigrateHealsEmptyVersionTable(t *testing.T) {
 		t.Fatalf("Migrate once more: %v", err)
 	}
 }
+
+// setRetryFirst changes how often the first address is checked (tests).
+func (f *failover) setRetryFirst(d time.Duration) {
+	f.cancel()
+	<-f.done
+	f.retryFirst = d
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	f.done = make(chan struct{})
+	go f.retryFirstLoop()
+}

@@ -378,3 +378,9 @@ func mysqlErr(number uint16, state, message string) *mysql.MySQLError {
 	copy(e.SQLState[:], state)
 	return e
 }
+
+// withConnector wraps the connector of every address of the store in wrap:
+// for tests that inject faults between the store and the real driver.
+func withConnector(wrap func(driver.Connector) driver.Connector) Option {
+	return func(o *options) { o.connector = wrap }
+}

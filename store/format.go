@@ -52,14 +52,8 @@ func (s *db) withFormats(ctx context.Context, q queryer, tags []leafd.Tag, one s
 		query, args = formatsSQL+` WHERE biz_tag = ?`, []any{one}
 	}
 	var rows []formatRow
-	if err := sqlx.SelectContext(ctx, q, &rows, q.Rebind(query), args...); err != nil {
-		if MissingTable(err) {
-			return nil
-		}
+	if err := sqlx.SelectContext(ctx, q, &rows, q.Rebind(query), args...); err != nil && !MissingTable(err) {
 		return err
-	}
-	if len(rows) == 0 {
-		return nil
 	}
 	byName := make(map[string]formatRow, len(rows))
 	for _, r := range rows {

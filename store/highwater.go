@@ -149,43 +149,23 @@ func (s *db) RepairTag(ctx context.Context, name string) (Repair, error) {
 		return Repair{}, err
 	}
 	var r Repair
-	err := s.WriteTx(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
+	err := s.WriteTx(ctx, func(ctx context.Context, tx *sqlx.Tx) (err error) {
 		r = Repair{}
-		before, ok, err := exactRow(ctx, tx, name, s.dialect.LockSuffix)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return unknownTagNear(ctx, tx, name)
-		}
-		mark, err := s.lockMark(ctx, tx, name) // 0: never loaded by leafd
-		if err != nil {
-			return err
-		}
-		after := before
-		if before.MaxID < mark {
-			res, err := tx.ExecContext(ctx, s.q(raiseToMarkSQL), mark, name, mark)
-			if err != nil {
-				return err
+		r.Before, r.After, err = s.changeTag(ctx, tx, name, func(before tagRow) (bool, error) {
+			mark, err := s.lockMark(ctx, tx, name) // 0: never loaded by leafd
+			r.Mark = mark
+			if err != nil || before.MaxID >= mark {
+				return false, err // at or above its mark: left as it is
 			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
+			if n, err := affected(tx.ExecContext(ctx, s.q(raiseToMarkSQL), mark, name, mark)); err != nil {
+				return false, err
 			} else if n != 1 {
-				return fmt.Errorf("raising max_id of %q from %d to %d changed %d rows, want 1", name, before.MaxID, mark, n)
-			}
-			if after, ok, err = exactRow(ctx, tx, name, ""); err != nil {
-				return err
-			} else if !ok {
-				return fmt.Errorf("the row of %q is gone after its UPDATE", name)
+				return false, fmt.Errorf("raising max_id of %q from %d to %d changed %d rows, want 1", name, before.MaxID, mark, n)
 			}
 			r.Raised = true
-		}
-		both := []leafd.Tag{before.tag(), after.tag()}
-		if err := s.withFormats(ctx, tx, both, name); err != nil {
-			return err
-		}
-		r.Before, r.After, r.Mark = both[0], both[1], mark
-		return nil
+			return true, nil
+		})
+		return err
 	})
 	if err != nil {
 		return Repair{}, s.Wrap(err, fmt.Sprintf("repair tag %q", name))

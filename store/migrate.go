@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"log/slog"
+	"slices"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
@@ -78,12 +79,8 @@ func (s *db) pendingMigrations(ctx context.Context) (bool, error) {
 		}
 		return false, err
 	}
-	done := map[int64]bool{}
-	for _, v := range applied {
-		done[v] = true
-	}
 	for _, src := range p.ListSources() {
-		if !done[src.Version] {
+		if !slices.Contains(applied, src.Version) {
 			return true, nil
 		}
 	}

@@ -1,11 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -62,9 +64,7 @@ func newOptions(opts []Option) options {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.log == nil {
-		o.log = slog.Default()
-	}
+	o.log = cmp.Or(o.log, slog.Default())
 	return o
 }
 
@@ -81,12 +81,6 @@ func WithFallbacks(dsns ...string) Option {
 // WithLogger sets the logger of address switches (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.log = l }
-}
-
-// withConnector wraps the connector of every address of the store in wrap:
-// for tests that inject faults between the store and the real driver.
-func withConnector(wrap func(driver.Connector) driver.Connector) Option {
-	return func(o *options) { o.connector = wrap }
 }
 
 // Open returns a store of the engine driver names (one of Drivers) for
@@ -152,10 +146,5 @@ func unknownDriver(driver string) error {
 // MissingTable reports whether err is the database saying that a table
 // does not exist: a store that was never migrated.
 func MissingTable(err error) bool {
-	for _, name := range Drivers() {
-		if lookup(name).MissingTable(err) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(Drivers(), func(name string) bool { return lookup(name).MissingTable(err) })
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -157,8 +158,7 @@ func (s *db) Allocate(ctx context.Context, tag string, step int64) (segment.Allo
 		return segment.Allocation{}, fmt.Errorf("store: allocate %q: step %d is below 1", tag, step)
 	}
 	var a segment.Allocation
-	err := s.writeOrNextAddress(ctx, func(ctx context.Context) error {
-		var err error
+	err := s.writeOrNextAddress(ctx, func(ctx context.Context) (err error) {
 		a, err = s.allocate(ctx, tag, step)
 		return err
 	})
@@ -174,11 +174,7 @@ func (s *db) allocate(ctx context.Context, tag string, step int64) (segment.Allo
 		return segment.Allocation{}, err
 	}
 	defer tx.Rollback() // a no-op once committed
-	res, err := tx.ExecContext(ctx, s.q(allocateSQL), step, tag, leafd.MaxID-step)
-	if err != nil {
-		return segment.Allocation{}, err
-	}
-	n, err := res.RowsAffected()
+	n, err := affected(tx.ExecContext(ctx, s.q(allocateSQL), step, tag, leafd.MaxID-step))
 	if err != nil {
 		return segment.Allocation{}, err
 	}
@@ -197,7 +193,7 @@ func (s *db) allocate(ctx context.Context, tag string, step int64) (segment.Allo
 			return segment.Allocation{}, err
 		}
 		if rows == 0 {
-			return segment.Allocation{}, unknownTag(tag)
+			return segment.Allocation{}, leafd.UnknownTagError(tag)
 		}
 		return segment.Allocation{}, leafd.Errorf(leafd.ETagExhausted,
 			"tag %q is exhausted: a range of %d more IDs would pass the largest ID, %d", tag, step, leafd.MaxID)
@@ -281,7 +277,7 @@ func (s *db) LookupTag(ctx context.Context, name string) (leafd.Tag, error) {
 		return leafd.Tag{}, s.Wrap(err, fmt.Sprintf("look up tag %q", name))
 	}
 	if !ok {
-		return leafd.Tag{}, unknownTag(name)
+		return leafd.Tag{}, leafd.UnknownTagError(name)
 	}
 	t := []leafd.Tag{r.tag()}
 	if err := s.withFormats(ctx, s.x, t, name); err != nil {
@@ -403,16 +399,9 @@ func tagExists(name string, same []string) error {
 // before whose name differs only in letter case; store_unavailable when the
 // database cannot be reached; an error without a code otherwise.
 func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
-	if err := leafd.ValidateTag(t.Name); err != nil {
-		return leafd.Tag{}, err
-	}
-	if err := leafd.ValidateStep(t.Step, MaxTableStep); err != nil {
-		return leafd.Tag{}, err
-	}
-	if err := leafd.ValidateDescription(t.Description); err != nil {
-		return leafd.Tag{}, err
-	}
-	if err := validateFormat(t); err != nil {
+	// The first problem, in this order, is the answer.
+	if err := cmp.Or(leafd.ValidateTag(t.Name), leafd.ValidateStep(t.Step, MaxTableStep),
+		leafd.ValidateDescription(t.Description), validateFormat(t)); err != nil {
 		return leafd.Tag{}, err
 	}
 	t.MaxID = max(t.MaxID, 1)
@@ -499,6 +488,15 @@ func creatable(ctx context.Context, q queryer, t leafd.Tag) (past, error) {
 	return p, p.check(t)
 }
 
+// affected returns the rows a statement changed, from ExecContext's
+// results.
+func affected(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
 // UpdateTag changes a tag's table step and/or description, whichever u
@@ -529,47 +527,58 @@ func (s *db) UpdateTag(ctx context.Context, name string, u leafd.TagUpdate) (old
 			return old, updated, err
 		}
 	}
-	err = s.WriteTx(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
-		// Read (on MySQL, locked) and compared exactly before the UPDATE:
-		// the UPDATE's own "=" would, under MySQL's default collation,
-		// change "order" for "ORDER". With the row found exactly, the
-		// UPDATE cannot reach another: the primary key holds no two rows
-		// that the collation's "=" takes for one.
-		before, ok, err := exactRow(ctx, tx, name, s.dialect.LockSuffix)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return unknownTagNear(ctx, tx, name)
-		}
-		step, desc := before.Step, before.Description
-		if u.Step != nil {
-			step = *u.Step
-		}
-		if u.Description != nil {
-			desc = nullString(*u.Description)
-		}
-		if _, err := tx.ExecContext(ctx, s.q(updateTagSQL), step, desc, name); err != nil {
-			return s.writeError(ctx, err)
-		}
-		after, ok, err := exactRow(ctx, tx, name, "")
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("the row of %q is gone after its UPDATE", name)
-		}
-		both := []leafd.Tag{before.tag(), after.tag()}
-		if err := s.withFormats(ctx, tx, both, name); err != nil {
-			return err
-		}
-		old, updated = both[0], both[1]
-		return nil
+	err = s.WriteTx(ctx, func(ctx context.Context, tx *sqlx.Tx) (err error) {
+		old, updated, err = s.changeTag(ctx, tx, name, func(before tagRow) (bool, error) {
+			step, desc := before.Step, before.Description
+			if u.Step != nil {
+				step = *u.Step
+			}
+			if u.Description != nil {
+				desc = nullString(*u.Description)
+			}
+			if _, err := tx.ExecContext(ctx, s.q(updateTagSQL), step, desc, name); err != nil {
+				return false, s.writeError(ctx, err)
+			}
+			return true, nil
+		})
+		return err
 	})
 	if err != nil {
 		return leafd.Tag{}, leafd.Tag{}, s.Wrap(err, fmt.Sprintf("update tag %q", name))
 	}
 	return old, updated, nil
+}
+
+// changeTag runs change in tx on the row named exactly name, read locked,
+// and returns the tag before and after (formats included); change reports
+// whether it wrote the row. Found exactly, the row is the only one its
+// UPDATE can reach, although the UPDATE's own "=" would, under MySQL's
+// default collation, find "order" for "ORDER": the primary key holds no
+// two rows that the collation's "=" takes for one. unknown_tag when no
+// row has that name.
+func (s *db) changeTag(ctx context.Context, tx *sqlx.Tx, name string, change func(before tagRow) (bool, error)) (before, after leafd.Tag, err error) {
+	b, ok, err := exactRow(ctx, tx, name, s.dialect.LockSuffix)
+	if err != nil {
+		return before, after, err
+	}
+	if !ok {
+		return before, after, unknownTagNear(ctx, tx, name)
+	}
+	a := b
+	if changed, err := change(b); err != nil {
+		return before, after, err
+	} else if changed {
+		if a, ok, err = exactRow(ctx, tx, name, ""); err != nil {
+			return before, after, err
+		} else if !ok {
+			return before, after, fmt.Errorf("the row of %q is gone after its UPDATE", name)
+		}
+	}
+	both := []leafd.Tag{b.tag(), a.tag()}
+	if err := s.withFormats(ctx, tx, both, name); err != nil {
+		return before, after, err
+	}
+	return both[0], both[1], nil
 }
 
 // tagRow is one row of leaf_alloc as the drivers scan it.
@@ -591,8 +600,6 @@ func (r tagRow) tag() leafd.Tag {
 	}
 }
 
-func unknownTag(tag string) error { return leafd.UnknownTagError(tag) }
-
 // unknownTagNear is unknown_tag for name, naming the tag that differs from
 // it only in letter case if the table has one: PATCH /api/tags/ORDER where
 // "order" exists is a slip worth pointing out, on every engine.
@@ -602,15 +609,15 @@ func unknownTagNear(ctx context.Context, q queryer, name string) error {
 		return err
 	}
 	if len(same) == 0 {
-		return unknownTag(name)
+		return leafd.UnknownTagError(name)
 	}
 	return leafd.Errorf(leafd.EUnknownTag, "tag %q is not defined in the store; a tag that differs only in letter case, %q, exists: tag names are exact", name, same[0])
 }
 
 // write runs one writing transaction, retrying it while the database aborts
 // it for a retry, at most maxAttempts times in all (or for the dialect's
-// retryFor), with jittered backoff between attempts. It gives up early when ctx ends and
-// then returns the last error.
+// RetryFor), with jittered backoff between attempts. It gives up early when
+// ctx ends and then returns the last error.
 func (s *db) write(ctx context.Context, tx func(context.Context) error) error {
 	return s.writeWith(ctx, false, tx)
 }
@@ -654,19 +661,12 @@ func (s *db) writeWith(ctx context.Context, moveOn bool, tx func(context.Context
 		default:
 			return err
 		}
+		spent := attempt == maxAttempts
 		if s.dialect.RetryFor > 0 {
-			if time.Since(start) >= s.dialect.RetryFor {
-				return &retriedOut{err, tries, time.Since(start)}
-			}
-		} else if attempt == maxAttempts {
-			return &retriedOut{err, tries, time.Since(start)}
+			spent = time.Since(start) >= s.dialect.RetryFor
 		}
-		t := time.NewTimer(backoff(min(attempt, 8)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if spent || engine.Sleep(ctx, backoff(min(attempt, 8))) != nil {
 			return &retriedOut{err, tries, time.Since(start)}
-		case <-t.C:
 		}
 	}
 }
@@ -716,14 +716,10 @@ func (s *db) class(err error) engine.Class { return s.judge(err).Class }
 // judge sorts err and words it: the errors of the network, the context and
 // database/sql first, then the failover's probe, then the driver's own.
 func (s *db) judge(err error) engine.Verdict {
-	var (
-		le    *leafd.Error
-		retry errRetry
-	)
-	switch {
-	case errors.As(err, &le):
+	if _, ok := errors.AsType[*leafd.Error](err); ok {
 		return engine.Verdict{Class: engine.ClassOther} // already decided
-	case errors.As(err, &retry):
+	}
+	if _, ok := errors.AsType[errRetry](err); ok {
 		return engine.Verdict{Class: engine.ClassRetry,
 			Cause: "other servers kept changing the same rows at the same time",
 			Hint:  "try again: it passes once fewer servers start at once"}
@@ -747,8 +743,7 @@ func (s *db) judge(err error) engine.Verdict {
 	}
 	// The failover's probe found every node it could reach refusing
 	// writes; not one of the driver's errors, so sorted here.
-	var refusal *engine.Refusal
-	if errors.As(err, &refusal) {
+	if refusal, ok := errors.AsType[*engine.Refusal](err); ok {
 		return refusal.Verdict
 	}
 	return s.dialect.Classify(err)
@@ -763,8 +758,7 @@ func unavailable(cause, hint string) engine.Verdict {
 // judgeNetwork words the errors of the network, naming the address they
 // were about. It reports false for an error that is not the network's.
 func judgeNetwork(err error) (engine.Verdict, bool) {
-	var dns *net.DNSError
-	if errors.As(err, &dns) {
+	if dns, ok := errors.AsType[*net.DNSError](err); ok {
 		return unavailable(
 			fmt.Sprintf("the database cannot be reached: the host name %q does not resolve (%s)", dns.Name, dns.Err),
 			"check the host in store.dsn and the DNS of this machine"), true
@@ -824,8 +818,7 @@ func (s *db) Wrap(err error, op string) error {
 	if err == nil {
 		return nil
 	}
-	var le *leafd.Error
-	if errors.As(err, &le) {
+	if _, ok := errors.AsType[*leafd.Error](err); ok {
 		return err
 	}
 	v := s.judge(err)

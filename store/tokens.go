@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -87,34 +86,23 @@ func ValidateTokenTags(tags []string) ([]string, error) {
 	if len(tags) > MaxTokenTags {
 		return nil, leafd.Errorf(leafd.EInvalidBody, "a token lists %d tag patterns: at most %d are allowed", len(tags), MaxTokenTags)
 	}
-	out := make([]string, 0, len(tags))
 	for _, p := range tags {
 		if err := validateTokenPattern(p); err != nil {
 			return nil, err
 		}
-		out = append(out, p)
 	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	return slices.Compact(slices.Sorted(slices.Values(tags))), nil
 }
 
 func validateTokenPattern(p string) error {
-	prefix, wild := strings.CutSuffix(p, "*")
-	if !wild {
-		if err := leafd.ValidateTag(p); err != nil {
-			return leafd.Errorf(leafd.EInvalidBody, "the tag pattern %q is not valid: use %s", truncate(p), tokenPatternHint)
-		}
-		return nil
+	name := p
+	if prefix, wild := strings.CutSuffix(p, "*"); wild {
+		name = prefix + "a" // a valid prefix is one that a tag can begin with
 	}
-	if len(prefix) > leafd.MaxTagLen-1 || strings.ContainsFunc(prefix, func(r rune) bool { return !tagChar(r) }) {
+	if leafd.ValidateTag(name) != nil {
 		return leafd.Errorf(leafd.EInvalidBody, "the tag pattern %q is not valid: use %s", truncate(p), tokenPatternHint)
 	}
 	return nil
-}
-
-// tagChar reports whether r may appear in a tag name.
-func tagChar(r rune) bool {
-	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_.:-", r)
 }
 
 func truncate(s string) string {
@@ -209,12 +197,8 @@ func (s *db) ListTokens(ctx context.Context) ([]Token, error) {
 // the database cannot be reached; an error without a code otherwise.
 func (s *db) RevokeToken(ctx context.Context, id string) error {
 	var n int64
-	err := s.write(ctx, func(ctx context.Context) error {
-		res, err := s.x.ExecContext(ctx, s.q(deleteTokenSQL), id)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
+	err := s.write(ctx, func(ctx context.Context) (err error) {
+		n, err = affected(s.x.ExecContext(ctx, s.q(deleteTokenSQL), id))
 		return err
 	})
 	if err != nil {
@@ -228,5 +212,5 @@ func (s *db) RevokeToken(ctx context.Context, id string) error {
 
 // UnknownTokenError is the unknown_token error for an id no token has.
 func UnknownTokenError(id string) error {
-	return leafd.Errorf(leafd.EUnknownToken, "no token has the id %q: list the tokens with GET /api/tokens or leafd token list", truncate(fmt.Sprint(id)))
+	return leafd.Errorf(leafd.EUnknownToken, "no token has the id %q: list the tokens with GET /api/tokens or leafd token list", truncate(id))
 }

@@ -56,16 +56,35 @@ type errRetry struct{ error }
 
 func (e errRetry) Unwrap() error { return e.error }
 
-// commitErr is the error of a claim whose COMMIT failed with err. TiDB
-// checks uniqueness at COMMIT in optimistic transactions (and with
-// tidb_constraint_check_in_place_pessimistic off): another server's claim
-// of the same worker id then fails this COMMIT, which wrote nothing, and
-// the claim starts again, as when the INSERT itself hits the key.
-func commitErr(s *db, err error) error {
+// retryDuplicate is err, made errRetry when it is a duplicate key: another
+// server inserted the same row at the same moment, and the transaction
+// starts again. It covers a claim's COMMIT too: TiDB checks uniqueness at
+// COMMIT in optimistic transactions (and with
+// tidb_constraint_check_in_place_pessimistic off), so another server's
+// claim of the same worker id then fails this COMMIT, which wrote nothing.
+func retryDuplicate(s *db, err error) error {
 	if s.class(err) == engine.ClassDuplicate {
 		return errRetry{err}
 	}
 	return err
+}
+
+// takeWorker claims row r for owner until untilMs: its UPDATE matches
+// only the row as the claim read it, and the claim starts again if
+// another server changed it meanwhile.
+func (s *db) takeWorker(ctx context.Context, tx *sqlx.Tx, r workerRow, owner string, untilMs, watermarkMs int64) error {
+	n, err := affected(tx.ExecContext(ctx, s.q(claimUpdateSQL), owner, untilMs, watermarkMs,
+		r.WorkerID, r.Owner, r.LeaseUntilMs, r.WatermarkMs))
+	if err == nil && n != 1 {
+		err = errRetry{fmt.Errorf("worker id %d changed while being claimed", r.WorkerID)}
+	}
+	return err
+}
+
+// insertWorker claims worker id id, which has no row yet, for owner.
+func (s *db) insertWorker(ctx context.Context, tx *sqlx.Tx, id int64, owner string, untilMs, watermarkMs int64) error {
+	_, err := tx.ExecContext(ctx, s.q(claimInsertSQL), id, owner, untilMs, watermarkMs)
+	return retryDuplicate(s, err)
 }
 
 // workerRow is one row of leaf_worker.
@@ -105,13 +124,8 @@ func (s *db) checkLayout(ctx context.Context, tx *sqlx.Tx, l snowflake.Layout, o
 	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		if _, err := tx.ExecContext(ctx, s.q(insertLayoutSQL), l.Epoch, l.TimeBits, l.WorkerBits, l.SequenceBits, owner, nowMs); err != nil {
-			if s.class(err) == engine.ClassDuplicate {
-				return errRetry{err}
-			}
-			return err
-		}
-		return nil
+		_, err := tx.ExecContext(ctx, s.q(insertLayoutSQL), l.Epoch, l.TimeBits, l.WorkerBits, l.SequenceBits, owner, nowMs)
+		return retryDuplicate(s, err)
 	case err != nil:
 		return err
 	}
@@ -144,22 +158,18 @@ func (s *db) ClaimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 			maxOwnerLen, c.Owner, c.Workers, c.TTL)
 	}
 	var lease snowflake.Lease
-	err := s.write(ctx, func(ctx context.Context) error {
-		var err error
+	err := s.write(ctx, func(ctx context.Context) (err error) {
 		lease, err = s.claimWorker(ctx, c)
 		return err
 	})
-	if err != nil {
-		if errors.Is(err, snowflake.ErrNoFreeWorker) || errors.Is(err, snowflake.ErrLayoutMismatch) {
-			return snowflake.Lease{}, err
-		}
-		return snowflake.Lease{}, s.Wrap(err, "claim worker id")
+	if errors.Is(err, snowflake.ErrNoFreeWorker) || errors.Is(err, snowflake.ErrLayoutMismatch) {
+		return snowflake.Lease{}, err
 	}
-	return lease, nil
+	return lease, s.Wrap(err, "claim worker id") // lease is zero unless the claim committed
 }
 
 // beginClaim begins a claim's transaction: it takes the claim lock where
-// the dialect has one (its claimLock), reads the database's clock, and reads
+// the dialect has one (its ClaimLock), reads the database's clock, and reads
 // and locks the worker rows of query (workerRowsSQL or fixedRowSQL, with
 // its argument). The caller rolls tx back unless it commits.
 func (s *db) beginClaim(ctx context.Context, query string, arg int64) (tx *sqlx.Tx, nowMs int64, rows []workerRow, err error) {
@@ -217,33 +227,23 @@ func (s *db) claimWorker(ctx context.Context, c snowflake.Claim) (snowflake.Leas
 			break
 		}
 	}
-	if found != nil {
+	until := now + c.TTL.Milliseconds()
+	switch {
+	case found != nil:
 		chosen = found.WorkerID
-		res, err := tx.ExecContext(ctx, s.q(claimUpdateSQL), c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs,
-			found.WorkerID, found.Owner, found.LeaseUntilMs, found.WatermarkMs)
-		if err != nil {
-			return snowflake.Lease{}, err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return snowflake.Lease{}, err
-		} else if n != 1 {
-			return snowflake.Lease{}, errRetry{fmt.Errorf("worker id %d changed while being claimed", chosen)}
-		}
-	} else {
-		if next >= c.Workers {
-			return snowflake.Lease{}, fmt.Errorf("%w (%d worker ids: %d leased or fixed, %d recorded ahead of the clock %s)",
-				snowflake.ErrNoFreeWorker, c.Workers, held, ahead, time.UnixMilli(c.NowMs).UTC().Format(time.RFC3339Nano))
-		}
+		err = s.takeWorker(ctx, tx, *found, c.Owner, until, c.WatermarkMs)
+	case next >= c.Workers:
+		return snowflake.Lease{}, fmt.Errorf("%w (%d worker ids: %d leased or fixed, %d recorded ahead of the clock %s)",
+			snowflake.ErrNoFreeWorker, c.Workers, held, ahead, time.UnixMilli(c.NowMs).UTC().Format(time.RFC3339Nano))
+	default:
 		chosen = next
-		if _, err := tx.ExecContext(ctx, s.q(claimInsertSQL), chosen, c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs); err != nil {
-			if s.class(err) == engine.ClassDuplicate {
-				return snowflake.Lease{}, errRetry{err}
-			}
-			return snowflake.Lease{}, err
-		}
+		err = s.insertWorker(ctx, tx, chosen, c.Owner, until, c.WatermarkMs)
+	}
+	if err != nil {
+		return snowflake.Lease{}, err
 	}
 	if err := tx.Commit(); err != nil {
-		return snowflake.Lease{}, commitErr(s, err)
+		return snowflake.Lease{}, retryDuplicate(s, err)
 	}
 	prev := int64(0)
 	if found != nil {
@@ -268,18 +268,14 @@ func (s *db) ClaimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snow
 			snowflake.FixedOwnerPrefix, maxOwnerLen-len(snowflake.FixedOwnerPrefix), c.Owner, c.WorkerID, c.TTL)
 	}
 	var lease snowflake.Lease
-	err := s.write(ctx, func(ctx context.Context) error {
-		var err error
+	err := s.write(ctx, func(ctx context.Context) (err error) {
 		lease, err = s.claimFixedWorker(ctx, c)
 		return err
 	})
-	if err != nil {
-		if errors.Is(err, snowflake.ErrWorkerHeld) || errors.Is(err, snowflake.ErrWatermarkAhead) || errors.Is(err, snowflake.ErrLayoutMismatch) {
-			return snowflake.Lease{}, err
-		}
-		return snowflake.Lease{}, s.Wrap(err, fmt.Sprintf("claim fixed worker id %d", c.WorkerID))
+	if errors.Is(err, snowflake.ErrWorkerHeld) || errors.Is(err, snowflake.ErrWatermarkAhead) || errors.Is(err, snowflake.ErrLayoutMismatch) {
+		return snowflake.Lease{}, err
 	}
-	return lease, nil
+	return lease, s.Wrap(err, fmt.Sprintf("claim fixed worker id %d", c.WorkerID)) // lease is zero unless the claim committed
 }
 
 func (s *db) claimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snowflake.Lease, error) {
@@ -291,14 +287,9 @@ func (s *db) claimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snow
 	if err := s.checkLayout(ctx, tx, c.Layout, c.Owner, now); err != nil {
 		return snowflake.Lease{}, err
 	}
-	prev := int64(0)
+	prev, until := int64(0), now+c.TTL.Milliseconds()
 	if len(rows) == 0 {
-		if _, err := tx.ExecContext(ctx, s.q(claimInsertSQL), c.WorkerID, c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs); err != nil {
-			if s.class(err) == engine.ClassDuplicate {
-				return snowflake.Lease{}, errRetry{err}
-			}
-			return snowflake.Lease{}, err
-		}
+		err = s.insertWorker(ctx, tx, c.WorkerID, c.Owner, until, c.WatermarkMs)
 	} else {
 		r := rows[0]
 		switch {
@@ -307,20 +298,14 @@ func (s *db) claimFixedWorker(ctx context.Context, c snowflake.FixedClaim) (snow
 		case r.WatermarkMs >= c.NowMs:
 			return snowflake.Lease{}, &snowflake.WatermarkAheadError{WorkerID: c.WorkerID, WatermarkMs: r.WatermarkMs, NowMs: c.NowMs}
 		}
-		res, err := tx.ExecContext(ctx, s.q(claimUpdateSQL), c.Owner, now+c.TTL.Milliseconds(), c.WatermarkMs,
-			r.WorkerID, r.Owner, r.LeaseUntilMs, r.WatermarkMs)
-		if err != nil {
-			return snowflake.Lease{}, err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return snowflake.Lease{}, err
-		} else if n != 1 {
-			return snowflake.Lease{}, errRetry{fmt.Errorf("worker id %d changed while being claimed", c.WorkerID)}
-		}
 		prev = r.WatermarkMs
+		err = s.takeWorker(ctx, tx, r, c.Owner, until, c.WatermarkMs)
+	}
+	if err != nil {
+		return snowflake.Lease{}, err
 	}
 	if err := tx.Commit(); err != nil {
-		return snowflake.Lease{}, commitErr(s, err)
+		return snowflake.Lease{}, retryDuplicate(s, err)
 	}
 	return snowflake.Lease{WorkerID: c.WorkerID, Owner: c.Owner, PrevWatermarkMs: prev, Layout: orDefault(c.Layout)}, nil
 }
@@ -356,12 +341,8 @@ func (s *db) updateWorker(ctx context.Context, op, query string, l snowflake.Lea
 		return fmt.Errorf("%w: worker id %d: %q owns no lease", snowflake.ErrLeaseLost, l.WorkerID, l.Owner)
 	}
 	var n int64
-	err := s.writeOrNextAddress(ctx, func(ctx context.Context) error {
-		res, err := s.x.ExecContext(ctx, s.q(query), args...)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
+	err := s.writeOrNextAddress(ctx, func(ctx context.Context) (err error) {
+		n, err = affected(s.x.ExecContext(ctx, s.q(query), args...))
 		return err
 	})
 	if err != nil {

@@ -37,10 +37,15 @@ func compose(configPath, raw string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{errors.New(leafd.ErrorMessage(err))}
 	}
-	b, err := json.Marshal(out)
+	return printJSON(stdout, out)
+}
+
+// printJSON writes v as JSON on a line of its own.
+func printJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "%s\n", b)
+	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
 }

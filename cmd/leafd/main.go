@@ -50,8 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	fmt.Fprintln(stderr, "leafd:", err)
-	var ue usageError
-	if errors.As(err, &ue) {
+	if _, ok := errors.AsType[usageError](err); ok {
 		return exitUsage
 	}
 	return exitRuntime
@@ -59,6 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	var configPath string
+	serveIDs := func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context(), configPath, stderr) }
 	root := &cobra.Command{
 		Use:   "leafd",
 		Short: "leafd hands out unique 64-bit IDs over HTTP (Leaf segment and snowflake modes)",
@@ -67,9 +67,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return serve(cmd.Context(), configPath, stderr)
-		},
+		RunE:          serveIDs,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -80,9 +78,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "serve",
 		Short: "Serve IDs over HTTP (the default command)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return serve(cmd.Context(), configPath, stderr)
-		},
+		RunE:  serveIDs,
 	}, &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply the database migrations and exit",
@@ -104,18 +100,9 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		},
 	})
 	// Wrong arguments are usage errors too.
-	var all []*cobra.Command
-	var walk func(*cobra.Command)
-	walk = func(c *cobra.Command) {
-		all = append(all, c)
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
-	}
-	walk(root)
-	for _, c := range all {
-		if c.Args != nil {
-			args := c.Args
+	var wrapArgs func(*cobra.Command)
+	wrapArgs = func(c *cobra.Command) {
+		if args := c.Args; args != nil {
 			c.Args = func(cmd *cobra.Command, a []string) error {
 				if err := args(cmd, a); err != nil {
 					return usageError{err}
@@ -123,6 +110,10 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 				return nil
 			}
 		}
+		for _, sub := range c.Commands() {
+			wrapArgs(sub)
+		}
 	}
+	wrapArgs(root)
 	return root
 }

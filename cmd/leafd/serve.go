@@ -1,8 +1,8 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -47,20 +47,19 @@ func checkDSNs(c *config.Config) []*config.KeyError {
 		return nil
 	}
 	var ps []*config.KeyError
-	if len(c.Store.Shards) == 0 { // with them, store.dsn is not used
-		if err := store.CheckDSN(c.Store.Driver, c.Store.DSN); err != nil {
-			ps = append(ps, &config.KeyError{Key: "store.dsn", Message: err.Error()})
+	check := func(key, dsn string) {
+		if err := store.CheckDSN(c.Store.Driver, dsn); err != nil {
+			ps = append(ps, &config.KeyError{Key: key, Message: err.Error()})
 		}
+	}
+	if len(c.Store.Shards) == 0 { // with them, store.dsn is not used
+		check("store.dsn", c.Store.DSN)
 	}
 	for i, dsn := range c.Store.FallbackDSNs {
-		if err := store.CheckDSN(c.Store.Driver, dsn); err != nil {
-			ps = append(ps, &config.KeyError{Key: fmt.Sprintf("store.fallback_dsns[%d]", i), Message: err.Error()})
-		}
+		check(fmt.Sprintf("store.fallback_dsns[%d]", i), dsn)
 	}
 	for i, dsn := range c.Store.Shards {
-		if err := store.CheckDSN(c.Store.Driver, dsn); err != nil {
-			ps = append(ps, &config.KeyError{Key: fmt.Sprintf("store.shards[%d]", i), Message: err.Error()})
-		}
+		check(fmt.Sprintf("store.shards[%d]", i), dsn)
 	}
 	return ps
 }
@@ -90,16 +89,8 @@ func openStore(cfg *config.Config, log *slog.Logger) (store.Store, error) {
 		}
 		return s, nil
 	}
-	for i, dsn := range c.FallbackDSNs {
-		if err := store.CheckDSN(c.Driver, dsn); err != nil {
-			return nil, usageError{fmt.Errorf("store.fallback_dsns[%d]: %w", i, err)}
-		}
-	}
-	var opts []store.Option
-	if len(c.FallbackDSNs) > 0 {
-		opts = append(opts, store.WithFallbacks(c.FallbackDSNs...))
-	}
-	s, err := store.Open(c.Driver, c.DSN, append(opts, store.WithLogger(log))...)
+	// Load has checked every DSN (checkDSNs).
+	s, err := store.Open(c.Driver, c.DSN, store.WithFallbacks(c.FallbackDSNs...), store.WithLogger(log))
 	if err != nil {
 		return nil, usageError{fmt.Errorf("store.dsn: %w", err)}
 	}
@@ -134,7 +125,14 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err}
 	}
-	var alloc *segment.Allocator
+	// The modes as the servers take them: nil interfaces when off.
+	var (
+		alloc      *segment.Allocator
+		segHandler leafhttp.Segment
+		gen        *snowflake.Pool
+		sfHandler  leafhttp.Snowflake
+		genDone    <-chan struct{}
+	)
 	if cfg.Segment.Enabled {
 		alloc, err = segment.New(db, segment.Config{
 			RefillMin:   cfg.Segment.RefillMin,
@@ -153,13 +151,14 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 			return usageError{err}
 		}
 		defer alloc.Close()
+		segHandler = alloc
 	}
-	var gen *snowflake.Pool
 	if cfg.Snowflake.Enabled {
 		if gen, err = newGenerator(cfg.Snowflake, cfg.Segment.MaxBatch, db, log); err != nil {
 			return usageError{err}
 		}
 		defer gen.Close() // after the HTTP server drained: releases the lease
+		sfHandler, genDone = gen, gen.Done()
 	}
 
 	// Bind synchronously so that a taken port fails start-up at once.
@@ -176,14 +175,6 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 			return fmt.Errorf("grpc.addr: %w", err)
 		}
 	}
-	var segHandler leafhttp.Segment
-	if alloc != nil {
-		segHandler = alloc
-	}
-	var sfHandler leafhttp.Snowflake
-	if gen != nil {
-		sfHandler = gen
-	}
 	acc := access.New(access.Config{Store: db, Segment: cfg.Segment.RequireToken, Snowflake: cfg.Snowflake.RequireToken,
 		Registerer: metrics.Registerer(), TagLabels: metrics.PerTag() == leafmetrics.PerTagFull, Logger: log})
 	defer acc.Close() // after both servers drained
@@ -196,7 +187,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, ReadTimeout: cfg.HTTP.ReadTimeout,
 		WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
 	})
-	grpcSrv, err := newGRPCServer(grpcLn, cfg.GRPC, acc, health.Ready(segHandler, sfHandler), metrics, alloc, gen, log)
+	grpcSrv, err := newGRPCServer(grpcLn, cfg.GRPC, acc, metrics, segHandler, sfHandler, log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -227,10 +218,6 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
-	var genDone <-chan struct{}
-	if gen != nil {
-		genDone = gen.Done()
-	}
 	var refused error
 	select {
 	case err := <-served:
@@ -263,17 +250,13 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	}
 	err = srv.Shutdown(shutCtx)
 	if grpcSrv != nil {
-		if grpcErr := <-grpcStopped; grpcErr != nil && err == nil {
+		// Both are waited for; the first error is kept.
+		if grpcErr := cmp.Or(<-grpcStopped, <-grpcServed); grpcErr != nil && err == nil {
 			err = fmt.Errorf("gRPC: %w", grpcErr)
-		}
-		if serveErr := <-grpcServed; serveErr != nil && err == nil {
-			err = fmt.Errorf("gRPC: %w", serveErr)
 		}
 	}
 	<-bootDone
-	if serveErr := <-served; serveErr != nil && err == nil {
-		err = serveErr
-	}
+	err = cmp.Or(err, <-served)
 	if refused != nil {
 		return refused
 	}
@@ -290,23 +273,17 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 }
 
 // newGRPCServer builds the gRPC API's server for ln (nil: none, grpc.addr
-// is empty), served by the same allocators as the HTTP server, with the
-// same token check, readiness and metrics registry.
-func newGRPCServer(ln net.Listener, cfg config.GRPC, acc *access.Checker, ready func() error, metrics *leafmetrics.Registry,
-	alloc *segment.Allocator, gen *snowflake.Pool, log *slog.Logger) (*rpc.Server, error) {
+// is empty), served by the same modes as the HTTP server (nil: off), with
+// the same token check, readiness and metrics registry.
+func newGRPCServer(ln net.Listener, cfg config.GRPC, acc *access.Checker, metrics *leafmetrics.Registry,
+	seg leafhttp.Segment, sf leafhttp.Snowflake, log *slog.Logger) (*rpc.Server, error) {
 	if ln == nil {
 		return nil, nil
 	}
-	c := rpc.Config{Access: acc, Ready: ready, Registerer: metrics.Registerer(), Logger: log,
+	return rpc.New(rpc.Config{Segment: seg, Snowflake: sf, Access: acc, Ready: health.Ready(seg, sf),
+		Registerer: metrics.Registerer(), Logger: log,
 		Limits: rpc.Limits{MaxConnections: cfg.MaxConnections, MaxConcurrentStreams: cfg.MaxConcurrentStreams,
-			IdleTimeout: cfg.IdleTimeout, KeepaliveTime: cfg.KeepaliveTime, KeepaliveTimeout: cfg.KeepaliveTimeout}}
-	if alloc != nil {
-		c.Segment = alloc
-	}
-	if gen != nil {
-		c.Snowflake = gen
-	}
-	return rpc.New(c)
+			IdleTimeout: cfg.IdleTimeout, KeepaliveTime: cfg.KeepaliveTime, KeepaliveTimeout: cfg.KeepaliveTimeout}})
 }
 
 // fileReserve is the open files kept apart from the listeners' connection
@@ -491,8 +468,6 @@ func seed(ctx context.Context, cfg *config.Config, db store.Store, log *slog.Log
 	return nil
 }
 
-// openConfigured loads the configuration and opens its store, for the
-// commands that work on the store without serving. The caller closes it.
 // verifyShards refuses to serve from databases that do not match
 // store.shards (another deployment, another order or slot count, a slot
 // active twice), or from one database of store.shards alone: serving could
@@ -512,6 +487,8 @@ func verifyShards(ctx context.Context, db store.Store) error {
 	return nil
 }
 
+// openConfigured loads the configuration and opens its store, for the
+// commands that work on the store without serving. The caller closes it.
 func openConfigured(configPath string, stderr io.Writer) (*config.Config, store.Store, error) {
 	cfg, log, err := setup(configPath, stderr)
 	if err != nil {
@@ -552,12 +529,7 @@ func decode(configPath, raw string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{errors.New(leafd.ErrorMessage(err))}
 	}
-	b, err := json.Marshal(snowflake.DecodeJSON(layoutOf(cfg.Snowflake), id))
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(stdout, "%s\n", b)
-	return err
+	return printJSON(stdout, snowflake.DecodeJSON(layoutOf(cfg.Snowflake), id))
 }
 
 // opaqueKey is segment.opaque_key decoded (validated by config); nil when

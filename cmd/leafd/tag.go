@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,25 +80,13 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 			// yet has no tags.
 			return withStore(cmd.Context(), *configPath, stderr, false, func(ctx context.Context, db store.Store, _ *config.Config) error {
 				tags, err := db.ListTags(ctx)
-				if store.MissingTable(err) {
-					fmt.Fprintln(stdout, "(no tags: the store has no leaf_alloc table yet; leafd migrate creates it, and leafd tag add NAME too when store.migrate is on)")
-					return nil
+				rows := make([]string, len(tags))
+				for i, t := range tags {
+					rows[i] = fmt.Sprintf("%s\t%d\t%d\t%s\t%s", t.Name, t.MaxID, t.Step, t.UpdateTime.UTC().Format(time.DateTime), t.Description)
 				}
-				if err != nil {
-					return err
-				}
-				w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "TAG\tMAX_ID\tSTEP\tUPDATED (UTC)\tDESCRIPTION")
-				for _, t := range tags {
-					fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\n", t.Name, t.MaxID, t.Step, t.UpdateTime.UTC().Format(time.DateTime), t.Description)
-				}
-				if err := w.Flush(); err != nil {
-					return err
-				}
-				if len(tags) == 0 {
-					fmt.Fprintln(stdout, "(no tags: create one with leafd tag add NAME)")
-				}
-				return nil
+				return printTable(stdout, err, "TAG\tMAX_ID\tSTEP\tUPDATED (UTC)\tDESCRIPTION", rows,
+					"(no tags: the store has no leaf_alloc table yet; leafd migrate creates it, and leafd tag add NAME too when store.migrate is on)",
+					"(no tags: create one with leafd tag add NAME)")
 			})
 		},
 	}
@@ -108,7 +97,6 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withStore(cmd.Context(), *configPath, stderr, true, func(ctx context.Context, db store.Store, cfg *config.Config) error {
-				maxStep := cfg.Segment.MaxStep
 				if err := leafd.ValidateTag(args[0]); err != nil {
 					return usageError{errors.New(leafd.ErrorMessage(err))}
 				}
@@ -116,7 +104,7 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 				if err != nil {
 					return usageError{fmt.Errorf("step %q is not a whole number", args[1])}
 				}
-				if err := leafd.ValidateStep(n, maxStep); err != nil {
+				if err := leafd.ValidateStep(n, cfg.Segment.MaxStep); err != nil {
 					return usageError{errors.New(leafd.ErrorMessage(err))}
 				}
 				old, updated, err := db.UpdateTag(ctx, args[0], leafd.TagUpdate{Step: &n})
@@ -161,12 +149,34 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 	return tag
 }
 
-// checkNewTag validates a tag to create as POST /api/tags does.
-func checkNewTag(t leafd.Tag, maxStep int64) error {
-	if err := leafd.ValidateTag(t.Name); err != nil {
+// printTable writes rows, tab-separated, as a table under header; or
+// missing, when err says the store has no table yet; or empty, after the
+// header, when there are no rows.
+func printTable(w io.Writer, err error, header string, rows []string, missing, empty string) error {
+	if store.MissingTable(err) {
+		fmt.Fprintln(w, missing)
+		return nil
+	}
+	if err != nil {
 		return err
 	}
-	if err := leafd.ValidateStep(t.Step, maxStep); err != nil {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, r)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(w, empty)
+	}
+	return nil
+}
+
+// checkNewTag validates a tag to create as POST /api/tags does.
+func checkNewTag(t leafd.Tag, maxStep int64) error {
+	if err := cmp.Or(leafd.ValidateTag(t.Name), leafd.ValidateStep(t.Step, maxStep)); err != nil {
 		return err
 	}
 	if t.MaxID < 1 || t.MaxID > leafd.MaxID-t.Step {
@@ -177,8 +187,9 @@ func checkNewTag(t leafd.Tag, maxStep int64) error {
 
 // withStore opens the configured store, migrates it when migrate is asked
 // for and store.migrate is on, refuses databases that do not match
-// store.shards (verifyShards), and runs f with the configuration. A store error keeps its message: "tag exists", "not
-// defined", "nothing accepts connections there".
+// store.shards (verifyShards), and runs f with the configuration. A store
+// error keeps its message: "tag exists", "not defined", "nothing accepts
+// connections there".
 func withStore(ctx context.Context, configPath string, stderr io.Writer, migrate bool, f func(context.Context, store.Store, *config.Config) error) error {
 	cfg, db, err := openConfigured(configPath, stderr)
 	if err != nil {

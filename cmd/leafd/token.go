@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -70,25 +69,13 @@ func newTokenCommand(configPath *string, stdout, stderr io.Writer) *cobra.Comman
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withStore(cmd.Context(), *configPath, stderr, false, func(ctx context.Context, db store.Store, _ *config.Config) error {
 				tokens, err := db.ListTokens(ctx)
-				if store.MissingTable(err) {
-					fmt.Fprintln(stdout, "(no tokens: the store has no leafd_token table yet; leafd migrate creates it)")
-					return nil
+				rows := make([]string, len(tokens))
+				for i, t := range tokens {
+					rows[i] = fmt.Sprintf("%s\t%s\t%s\t%s", t.ID, strings.Join(t.Tags, ","), t.Created.UTC().Format(time.DateTime), t.Description)
 				}
-				if err != nil {
-					return err
-				}
-				w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "ID\tTAGS\tCREATED (UTC)\tDESCRIPTION")
-				for _, t := range tokens {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", t.ID, strings.Join(t.Tags, ","), t.Created.UTC().Format(time.DateTime), t.Description)
-				}
-				if err := w.Flush(); err != nil {
-					return err
-				}
-				if len(tokens) == 0 {
-					fmt.Fprintln(stdout, "(no tokens: make one with leafd token add --tags TAG)")
-				}
-				return nil
+				return printTable(stdout, err, "ID\tTAGS\tCREATED (UTC)\tDESCRIPTION", rows,
+					"(no tokens: the store has no leafd_token table yet; leafd migrate creates it)",
+					"(no tokens: make one with leafd token add --tags TAG)")
 			})
 		},
 	}

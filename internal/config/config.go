@@ -11,7 +11,7 @@
 package config
 
 import (
-	"errors"
+	"cmp"
 	"fmt"
 	"net"
 	"slices"
@@ -22,8 +22,8 @@ import (
 	"github.com/leafd/leafd/store"
 )
 
-// Config is the whole configuration of a leafd process. Build one with Load,
-// or start from Default and check it with Validate. Each field is the key
+// Config is the whole configuration of a leafd process. Build one with Load
+// (Default holds the built-in defaults). Each field is the key
 // named beside it; fields() in keys.go declares its default and the values
 // it accepts, and docs/configuration.md says what it means.
 type Config struct {
@@ -131,22 +131,8 @@ func (w WorkerID) String() string {
 	return strconv.FormatInt(w.ID, 10)
 }
 
-// MarshalText returns the same text as String.
-func (w WorkerID) MarshalText() ([]byte, error) { return []byte(w.String()), nil }
-
-// UnmarshalText accepts "auto" (any case) or a non-negative decimal number.
-// The upper bound depends on snowflake.worker_bits and is checked by
-// Validate.
-func (w *WorkerID) UnmarshalText(text []byte) error {
-	v, err := ParseWorkerID(string(text))
-	if err != nil {
-		return err
-	}
-	*w = v
-	return nil
-}
-
 // ParseWorkerID parses "auto" (any case) or a non-negative decimal number.
+// The upper bound depends on snowflake.worker_bits and is checked by Load.
 func ParseWorkerID(s string) (WorkerID, error) {
 	if strings.EqualFold(strings.TrimSpace(s), "auto") {
 		return WorkerID{Auto: true}, nil
@@ -186,13 +172,6 @@ func Default() *Config {
 		f.set(c, f.def)
 	}
 	return c
-}
-
-// Validate checks every value of c and returns all problems at once, joined
-// with errors.Join: each is a *KeyError, printed as one line. It returns nil
-// when c can be used.
-func (c *Config) Validate() error {
-	return errors.Join(toErrors(c.validate(time.Now(), nil))...)
 }
 
 // Warnings returns what c accepts but probably does not mean, one line
@@ -243,9 +222,7 @@ func (c *Config) validate(now time.Time, from func(key string) origin) []*KeyErr
 			continue
 		}
 		for _, p := range f.check(c) {
-			if p.Key == "" {
-				p.Key = f.key
-			}
+			p.Key = cmp.Or(p.Key, f.key)
 			refused[p.Key] = true
 			ps = append(ps, p)
 		}

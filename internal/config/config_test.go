@@ -613,8 +613,7 @@ func TestWorkerID(t *testing.T) {
 				t.Fatalf("ParseWorkerID(%q) = %v, %v", tt.in, got, err)
 			}
 			if tt.ok {
-				var w config.WorkerID
-				if err := w.UnmarshalText([]byte(got.String())); err != nil || w != got {
+				if w, err := config.ParseWorkerID(got.String()); err != nil || w != got {
 					t.Fatalf("round trip of %v: %v, %v", got, w, err)
 				}
 			}

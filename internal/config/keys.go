@@ -2,10 +2,10 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -23,8 +23,8 @@ import (
 
 // field declares one key, the one place that says what it is: its name
 // (and so its environment variable, EnvName), its default, how a value is
-// decoded, the values it accepts and what it refuses on its own. Default,
-// Load and Validate read the declarations; tests hold docs/configuration.md,
+// decoded, the values it accepts and what it refuses on its own. Default
+// and Load read the declarations; tests hold docs/configuration.md,
 // the defaults of docs/contract.md and config.yaml to them.
 type field struct {
 	key string
@@ -260,22 +260,10 @@ func nullable(f field) field {
 // lower makes a string key whose values are words: any case is accepted
 // and kept in lower case.
 func lower(f field) field {
-	return f.wrap(func(raw any) any {
-		if s, ok := raw.(string); ok {
-			return strings.ToLower(strings.TrimSpace(s))
-		}
-		return raw
-	})
+	return f.wrapString(func(s string) string { return strings.ToLower(strings.TrimSpace(s)) })
 }
 
-func trimmed(f field) field {
-	return f.wrap(func(raw any) any {
-		if s, ok := raw.(string); ok {
-			return strings.TrimSpace(s)
-		}
-		return raw
-	})
-}
+func trimmed(f field) field { return f.wrapString(strings.TrimSpace) }
 
 // wrap makes f's set take the raw value through pre first.
 func (f field) wrap(pre func(raw any) any) field {
@@ -284,9 +272,19 @@ func (f field) wrap(pre func(raw any) any) field {
 	return f
 }
 
+// wrapString makes f's set take a raw string through pre first.
+func (f field) wrapString(pre func(string) string) field {
+	return f.wrap(func(raw any) any {
+		if s, ok := raw.(string); ok {
+			return pre(s)
+		}
+		return raw
+	})
+}
+
 // oneOf declares a word out of values, what the message calls "a level".
 func oneOf(key, what, def string, p func(*Config) *string, values ...string) field {
-	hint := "use " + strings.Join(values[:len(values)-1], ", ") + " or " + values[len(values)-1]
+	hint := "use " + orList(values)
 	return lower(text(key, hint, def, p, func(v, hint string) string {
 		if !slices.Contains(values, v) {
 			return fmt.Sprintf("%q is not %s: %s", v, what, hint)
@@ -422,11 +420,9 @@ func checkToken(t, hint string) string {
 func checkProxies(c *Config) []*KeyError {
 	var ps []*KeyError
 	for i, p := range c.HTTP.TrustedProxies {
-		if net.ParseIP(p) == nil {
-			if _, _, err := net.ParseCIDR(p); err != nil {
-				ps = append(ps, (&KeyError{Key: fmt.Sprintf("http.trusted_proxies[%d]", i),
-					Message: fmt.Sprintf("%q is neither an IP address nor a CIDR range: %s", p, hintProxies)}).also("http.trusted_proxies"))
-			}
+		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
+			ps = append(ps, (&KeyError{Key: fmt.Sprintf("http.trusted_proxies[%d]", i),
+				Message: fmt.Sprintf("%q is neither an IP address nor a CIDR range: %s", p, hintProxies)}).also("http.trusted_proxies"))
 		}
 	}
 	return ps
@@ -503,19 +499,17 @@ func seedTagsField() field {
 			bad := func(i int, format string, args ...any) {
 				ps = append(ps, &KeyError{Key: fmt.Sprintf("%s[%d]", key, i), Message: fmt.Sprintf(format, args...)})
 			}
+			if s, ok := raw.(string); ok { // tag:step words, as a list of the file's would be
+				var words []any
+				for _, w := range strings.Fields(s) {
+					words = append(words, w)
+				}
+				raw = words
+			}
 			switch v := raw.(type) {
 			case nil:
-				tags = []SeedTag{}
 			case []SeedTag:
 				tags = slices.Clone(v)
-			case string:
-				for i, word := range strings.Fields(v) {
-					t, err := parseSeedTag(word)
-					if err != nil {
-						bad(i, "%v: %s", err, hintSeedTags)
-					}
-					tags = append(tags, t)
-				}
 			case []any:
 				for i, e := range v {
 					switch e := e.(type) {
@@ -538,7 +532,7 @@ func seedTagsField() field {
 				return problem("%s is not a list: %s", show(raw), hintSeedTags)
 			}
 			// Entries that decoded are kept even when others did not, so
-			// that Validate reports their problems too; the problems of an
+			// that validate reports their problems too; the problems of an
 			// entry that did not decode are about that entry only.
 			if tags == nil {
 				tags = []SeedTag{}
@@ -592,12 +586,7 @@ func seedTagEntry(key string, m map[string]any) (SeedTag, []*KeyError) {
 	bad := func(k, format string, args ...any) {
 		ps = append(ps, &KeyError{Key: k, Message: fmt.Sprintf(format, args...)})
 	}
-	names := make([]string, 0, len(m))
-	for name := range m {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
 		switch name {
 		case "tag", "step":
 		default:
@@ -629,10 +618,7 @@ func workerIDField() field {
 			if sf := c.Snowflake; sf.TimeBits+sf.WorkerBits+sf.SequenceBits == layoutBits {
 				hint = hintWorkerID(sf.WorkerBits) // the bits are decoded before
 			}
-			var (
-				w  WorkerID
-				ok = true
-			)
+			w, ok := WorkerID{}, true
 			switch v := raw.(type) {
 			case WorkerID:
 				w = v
@@ -641,10 +627,8 @@ func workerIDField() field {
 				w, err = ParseWorkerID(v)
 				ok = err == nil
 			default:
-				var n int64
-				n, ok = toInt64(raw)
-				w = WorkerID{ID: n}
-				ok = ok && n >= 0
+				w.ID, ok = toInt64(raw)
+				ok = ok && w.ID >= 0
 			}
 			if !ok {
 				return problem("%s: %s", show(raw), hint)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -46,7 +47,7 @@ func EnvName(key string) string {
 // Load returns an error when the file cannot be read or is not YAML, and
 // otherwise every problem it finds at once, joined with errors.Join: each is
 // a *KeyError (an unknown key in the file or variable in the environment, a
-// value of the wrong kind, a value Validate refuses, or a problem one of
+// value of the wrong kind, a value validate refuses, or a problem one of
 // checks finds) and prints as one line that ends with where the value came
 // from.
 func Load(path string, checks ...Check) (*Config, error) {
@@ -131,7 +132,7 @@ func load(path string, now time.Time, checks []Check) (*Config, error) {
 	ps = append(ps, checkEnv(os.Environ())...)
 
 	// failed holds the keys, list entries and sections already reported:
-	// what Validate says about them would only repeat it.
+	// what validate says about them would only repeat it.
 	failed := make(map[string]bool)
 	fail := func(key string) {
 		failed[key] = true
@@ -143,12 +144,11 @@ func load(path string, now time.Time, checks []Check) (*Config, error) {
 	for _, f := range fields {
 		// viper reads a variable named after a section (LEAFD_SEGMENT,
 		// refused above) for each of the section's keys.
-		if section, _, _ := strings.Cut(f.key, "."); failed[EnvName(section)] {
+		section, _, _ := strings.Cut(f.key, ".")
+		if failed[EnvName(section)] {
 			fail(section)
 		}
-	}
-	for _, f := range fields {
-		if section, _, _ := strings.Cut(f.key, "."); failed[f.key] || failed[section] {
+		if failed[f.key] || failed[section] {
 			fail(f.key)
 			continue // already reported by checkKeys, e.g. a null value
 		}
@@ -162,9 +162,7 @@ func load(path string, now time.Time, checks []Check) (*Config, error) {
 			raw = v.Get(f.key)
 		}
 		for _, p := range f.set(c, raw) {
-			if p.Key == "" {
-				p.Key = f.key
-			}
+			p.Key = cmp.Or(p.Key, f.key)
 			locate(p)
 			fail(p.Key)
 			ps = append(ps, p)
@@ -285,16 +283,14 @@ func checkKeys(v *viper.Viper, keys []string, file string) []*KeyError {
 // empty string counts as unset, here as for the keys.
 func checkEnv(environ []string) []*KeyError {
 	var names []string
-	known := make(map[string]bool)
 	for _, f := range fields() {
 		names = append(names, EnvName(f.key))
-		known[EnvName(f.key)] = true
 	}
 	var unknown []string
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
 		upper := strings.ToUpper(name)
-		if value == "" || known[name] || !strings.HasPrefix(upper, envPrefix) ||
+		if value == "" || slices.Contains(names, name) || !strings.HasPrefix(upper, envPrefix) ||
 			slices.ContainsFunc(reservedEnvPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
 			continue
 		}
@@ -315,10 +311,7 @@ func checkEnv(environ []string) []*KeyError {
 // suggest returns " (did you mean X?)" for the name closest to typo, or ""
 // when none is close.
 func suggest(typo string, names []string, prefix string) string {
-	best, bestDist := "", len(typo)/2+1
-	if bestDist > 3 {
-		bestDist = 3
-	}
+	best, bestDist := "", min(len(typo)/2+1, 3)
 	for _, n := range names {
 		if d := distance(typo, n); d <= bestDist && (best == "" || d < distance(typo, best)) {
 			best = n

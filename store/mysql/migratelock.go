@@ -64,8 +64,7 @@ func refusesNamedLock(m engine.Migrator, err error) bool {
 // GET_LOCK (refusal): with no lock at all when every migration is already
 // applied, under leafd's lock row otherwise.
 func migrateWithoutNamedLock(ctx context.Context, m engine.Migrator, refusal error) error {
-	var me *mysql.MySQLError
-	errors.As(refusal, &me)
+	me, _ := errors.AsType[*mysql.MySQLError](refusal)
 	why := fmt.Sprintf("the database refused GET_LOCK (error %d: %s)", me.Number, me.Message)
 	if pending, err := m.Pending(ctx); err == nil && !pending {
 		m.Log().Info("store: mysql: migrations already applied; no migration lock taken", "reason", why)
@@ -106,12 +105,8 @@ func takeLockRow(ctx context.Context, m engine.Migrator) (release func(), err er
 			if time.Now().After(deadline) {
 				return nil, lockRowHeld(ctx, m)
 			}
-			t := time.NewTimer(lockRowPoll/2 + mathrand.N(lockRowPoll))
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, m.Wrap(ctx.Err(), "migrate: wait for leafd's lock row")
-			case <-t.C:
+			if err := engine.Sleep(ctx, lockRowPoll/2+mathrand.N(lockRowPoll)); err != nil {
+				return nil, m.Wrap(err, "migrate: wait for leafd's lock row")
 			}
 			continue
 		default:

@@ -5,6 +5,7 @@
 package mysql
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -168,9 +169,7 @@ func connect(dsn string) (engine.Address, error) {
 	// RowsAffected then counts the rows the UPDATE matched, which is what
 	// Allocate asks, even if a row were ever rewritten with its own value.
 	cfg.ClientFoundRows = true
-	if cfg.Timeout == 0 {
-		cfg.Timeout = engine.DialTimeout
-	}
+	cfg.Timeout = cmp.Or(cfg.Timeout, engine.DialTimeout)
 	// Statements go as text with their arguments quoted in by the driver
 	// (numbers, validated tags, and descriptions escaped for the
 	// connection's character set), not as server-side prepared statements:
@@ -224,7 +223,8 @@ func migrate(ctx context.Context, m engine.Migrator) error {
 		}
 		return m.Wrap(err, "migrate: take the lock "+migrateLock)
 	}
-	defer releaseMigrateLock(ctx, conn)
+	// SELECT rather than DO: Vitess takes the locking functions in a SELECT.
+	defer engine.ReleaseLock(ctx, conn, "SELECT RELEASE_LOCK(?)", migrateLock)
 	if !got.Valid || got.Int64 != 1 {
 		return fmt.Errorf("store: mysql: migrate: the lock %s was not granted within %d seconds: another server may be migrating this database",
 			migrateLock, migrateLockSeconds)
@@ -258,41 +258,12 @@ func up(ctx context.Context, m engine.Migrator) error {
 const healVersionTableSQL = `INSERT INTO goose_db_version (version_id, is_applied)
 SELECT 0, TRUE FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM goose_db_version)`
 
-// releaseMigrateLock releases the named lock (if this session holds it) and
-// hands the connection back. A connection whose release failed may still
-// hold the lock, so it is discarded instead: closing the session releases
-// the lock on the server.
-func releaseMigrateLock(ctx context.Context, conn *sql.Conn) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	// SELECT rather than DO: Vitess takes the locking functions in a SELECT.
-	var released sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", migrateLock).Scan(&released); err != nil {
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-	}
-	_ = conn.Close()
-}
-
 // driverLogger hands the driver's messages to slog's default logger at
 // debug level.
 type driverLogger struct{}
 
 func (driverLogger) Print(v ...any) {
 	slog.Debug("mysql driver: " + fmt.Sprint(v...))
-}
-
-// quoted returns what the first pair of single quotes in msg holds, as in
-// the server's "Unknown database 'leafd'"; "" when there is none.
-func quoted(msg string) string {
-	_, rest, ok := strings.Cut(msg, "'")
-	if !ok {
-		return ""
-	}
-	name, _, ok := strings.Cut(rest, "'")
-	if !ok {
-		return ""
-	}
-	return name
 }
 
 // quoteIdent returns name as it can be typed into a MySQL statement:
@@ -341,8 +312,6 @@ func descriptionCharset(ctx context.Context, q sqlx.QueryerContext, err error) e
 // MySQL, MariaDB, Galera, Percona XtraDB Cluster, Group Replication, TiDB
 // and Vitess, by error number.
 var rows = []engine.Rule{
-	// MySQL, MariaDB, Galera, Percona XtraDB Cluster, Group Replication,
-	// TiDB and Vitess: error numbers.
 	{Code: "1213", From: "MySQL, MariaDB, Galera, PXC, TiDB",
 		Name:  "ER_LOCK_DEADLOCK: a deadlock, or a Galera certification conflict (also at COMMIT)",
 		Class: engine.ClassRetry, Cause: engine.AbortedCause, Hint: engine.AbortedHint},
@@ -534,7 +503,9 @@ func classify(err error) engine.Verdict {
 	if !errors.As(err, &me) {
 		return engine.Verdict{Class: engine.ClassOther}
 	}
-	return rule(me).Verdict(me.Message, quoted(me.Message), quoteIdent(quoted(me.Message)), engine.ServerPool.MaxOpen)
+	// The server quotes a name in single quotes: "Unknown database 'leafd'".
+	name := engine.Quoted(me.Message, "'")
+	return rule(me).Verdict(me.Message, name, quoteIdent(name), engine.ServerPool.MaxOpen)
 }
 
 // rule returns the row of the error table for me, or nil.
@@ -545,10 +516,8 @@ func rule(me *mysql.MySQLError) *engine.Rule {
 	return engine.Pick(rules.ByState[string(me.SQLState[:])], me.Message)
 }
 
-// Words of the rows and the probe.
-const (
-	tidbHint = "try again; if it persists, see the TiDB cluster's dashboard and logs"
-)
+// tidbHint is the hint of a TiDB commit that keeps failing.
+const tidbHint = "try again; if it persists, see the TiDB cluster's dashboard and logs"
 
 // galera is a Galera node that is not synced or not in the primary
 // component.

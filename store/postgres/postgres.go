@@ -5,6 +5,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -37,7 +38,7 @@ const lockTimeout = "5s"
 // unless asked.
 const (
 	pgMigrateLock int64 = 0x6c656166645f6d67
-	// pgClaimLock ("leafd_wk") serialises worker id claims (its dialect's claimLock).
+	// pgClaimLock ("leafd_wk") serialises worker id claims (its dialect's ClaimLock).
 	pgClaimLock          int64 = 0x6c656166645f776b
 	pgMigrateLockTimeout       = 60 * time.Second
 	pgMigrateLockPoll          = 100 * time.Millisecond
@@ -146,9 +147,7 @@ func parseDSN(dsn string) (*pgx.ConnConfig, error) {
 	if _, ok := cfg.RuntimeParams["lock_timeout"]; !ok {
 		cfg.RuntimeParams["lock_timeout"] = lockTimeout
 	}
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = engine.DialTimeout
-	}
+	cfg.ConnectTimeout = cmp.Or(cfg.ConnectTimeout, engine.DialTimeout)
 	return cfg, nil
 }
 
@@ -207,7 +206,7 @@ func migrate(ctx context.Context, m engine.Migrator) error {
 	if err != nil {
 		return m.Wrap(err, "migrate")
 	}
-	defer releaseAdvisoryLock(ctx, conn)
+	defer engine.ReleaseLock(ctx, conn, "SELECT pg_advisory_unlock($1)", pgMigrateLock)
 	if err := takeAdvisoryLock(ctx, conn); err != nil {
 		return m.Wrap(err, "migrate")
 	}
@@ -230,42 +229,10 @@ func takeAdvisoryLock(ctx context.Context, conn *sql.Conn) error {
 			return fmt.Errorf("the advisory lock %d (leafd's migration lock) was not granted within %v: another server may be migrating this database",
 				pgMigrateLock, pgMigrateLockTimeout)
 		}
-		t := time.NewTimer(pgMigrateLockPoll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := engine.Sleep(ctx, pgMigrateLockPoll); err != nil {
+			return err
 		}
 	}
-}
-
-// releaseAdvisoryLock releases the migration lock (if this session holds
-// it) and hands the connection back; a connection whose release failed is
-// discarded instead, which ends the session and its locks.
-func releaseAdvisoryLock(ctx context.Context, conn *sql.Conn) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	var released bool
-	if err := conn.QueryRowContext(ctx, "SELECT pg_advisory_unlock($1)", pgMigrateLock).Scan(&released); err != nil {
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-	}
-	_ = conn.Close()
-}
-
-// doubleQuoted returns what the first pair of double quotes in msg holds,
-// as in the server's `database "leafd" does not exist`; "" when there is
-// none.
-func doubleQuoted(msg string) string {
-	_, rest, ok := strings.Cut(msg, `"`)
-	if !ok {
-		return ""
-	}
-	name, _, ok := strings.Cut(rest, `"`)
-	if !ok {
-		return ""
-	}
-	return name
 }
 
 // pgQuoteIdent returns name as it can be typed into a PostgreSQL
@@ -287,7 +254,6 @@ func pgQuoteIdent(name string) string {
 // rows are PostgreSQL's rows of the error table (store/internal/engine/classify.go), by
 // SQLSTATE.
 var rows = []engine.Rule{
-	// PostgreSQL: SQLSTATEs.
 	{Code: "40001", From: "PostgreSQL",
 		Name: "serialization_failure", Class: engine.ClassRetry, Cause: engine.AbortedCause, Hint: engine.AbortedHint},
 	{Code: "40P01", From: "PostgreSQL",
@@ -372,15 +338,14 @@ func classify(err error) engine.Verdict {
 	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
-		var ce *pgconn.ConnectError
-		if errors.As(err, &ce) { // not the network's (judgeNetwork came first): TLS, a refused startup
+		if ce, ok := errors.AsType[*pgconn.ConnectError](err); ok { // not the network's (judgeNetwork came first): TLS, a refused startup
 			return engine.Verdict{Class: engine.ClassUnavailable,
 				Cause: "the database cannot be reached: " + ce.Error(),
 				Hint:  "check the address and the sslmode in store.dsn, and that the server accepts this client (pg_hba.conf)"}
 		}
 		return engine.Verdict{Class: engine.ClassOther}
 	}
-	name := doubleQuoted(pe.Message)
+	name := engine.Quoted(pe.Message, `"`) // database "leafd" does not exist
 	return rule(pe.Code, pe.Message).Verdict(pe.Message, name, pgQuoteIdent(name), engine.ServerPool.MaxOpen)
 }
 

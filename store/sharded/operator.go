@@ -115,11 +115,7 @@ func (s *Store) MoveSlot(ctx context.Context, k int64, to int, after func(MoveSt
 	dst := s.dbs[to]
 	err := dst.WriteTx(ctx, func(ctx context.Context, tx *sqlx.Tx) error {
 		for _, c := range counters {
-			res, err := tx.ExecContext(ctx, dst.q(fmt.Sprintf(slotRaiseSQL, dst.Greatest())), c.MaxID, c.Tag, k)
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil {
+			if n, err := affected(tx.ExecContext(ctx, dst.q(fmt.Sprintf(slotRaiseSQL, dst.Greatest())), c.MaxID, c.Tag, k)); err != nil {
 				return err
 			} else if n == 0 {
 				if _, err := tx.ExecContext(ctx, dst.q(slotRowInsertSQL), c.Tag, k, c.MaxID); err != nil {
@@ -130,10 +126,8 @@ func (s *Store) MoveSlot(ctx context.Context, k int64, to int, after func(MoveSt
 		if err := ensureSlot(ctx, dst, tx, k, slotActive); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, dst.q(slotSetStateSQL), slotActive, k); err != nil {
-			return err
-		}
-		return nil
+		_, err := tx.ExecContext(ctx, dst.q(slotSetStateSQL), slotActive, k)
+		return err
 	})
 	if err != nil {
 		return dst.Wrap(err, fmt.Sprintf("activate slot %d in store.shards[%d]", k, to))
@@ -175,11 +169,11 @@ type ShardStatus struct {
 func (s *Store) Status(ctx context.Context) []ShardStatus {
 	out := make([]ShardStatus, len(s.dbs))
 	for i, d := range s.dbs {
-		st := ShardStatus{Index: i, Address: d.Address().Name}
+		st := &out[i]
+		*st = ShardStatus{Index: i, Address: d.Address().Name}
 		m, ok, err := d.readMeta(ctx)
 		if err != nil {
 			st.Err = err
-			out[i] = st
 			continue
 		}
 		if ok {
@@ -195,7 +189,6 @@ func (s *Store) Status(ctx context.Context) []ShardStatus {
 				st.Leaving = append(st.Leaving, r.Slot)
 			}
 		}
-		out[i] = st
 	}
 	return out
 }

@@ -27,6 +27,7 @@
 package sharded
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -158,12 +159,8 @@ type shardDB struct {
 // store.dsn), a slot count outside len(dsns)..store.MaxShardSlots, or a
 // DSN that does not parse.
 func Open(driver string, dsns []string, o Options) (*Store, error) {
-	if o.Slots == 0 {
-		o.Slots = store.DefaultShardSlots
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Slots = cmp.Or(o.Slots, store.DefaultShardSlots)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	switch {
 	case len(dsns) < 2:
 		return nil, fmt.Errorf("store.shards lists %d databases: list at least two, or use store.dsn for one", len(dsns))
@@ -229,13 +226,11 @@ func (s *Store) Ping(ctx context.Context) error {
 	errs := make([]error, len(s.dbs))
 	var wg sync.WaitGroup
 	for i, d := range s.dbs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if errs[i] = d.Ping(ctx); errs[i] == nil {
 				cancel() // the others need not answer
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if slices.Contains(errs, nil) {
@@ -251,8 +246,7 @@ func (s *Store) unavailable(errs []error) error {
 	if len(errs) == 0 {
 		return leafd.Errorf(leafd.EStoreUnavailable, "no database of store.shards could serve the request")
 	}
-	var le *leafd.Error
-	if errors.As(errs[0], &le) && le.Code == leafd.EStoreUnavailable {
+	if le, ok := errors.AsType[*leafd.Error](errs[0]); ok && le.Code == leafd.EStoreUnavailable {
 		return leafd.Wrap(leafd.EStoreUnavailable, errors.Join(errs...),
 			fmt.Sprintf("none of the %d databases of store.shards could serve the request; the first: %s", len(s.dbs), le.Message))
 	}
@@ -428,9 +422,7 @@ func (s *Store) check(metas []*shardMeta, errs []error, ids []string) (string, e
 		if m == nil {
 			continue
 		}
-		if first == nil {
-			first = m
-		}
+		first = cmp.Or(first, m)
 		switch {
 		case m.Deployment != first.Deployment:
 			return "", mismatch("store.shards[%d] belongs to another deployment (%s) than the databases before it (%s): "+
@@ -580,9 +572,7 @@ func (s *Store) usable(ctx context.Context, d *shardDB) bool {
 		return false
 	}
 	s.mu.Lock()
-	if s.deployment == "" {
-		s.deployment = m.Deployment
-	}
+	s.deployment = cmp.Or(s.deployment, m.Deployment)
 	if len(m.members()) > len(s.members) {
 		s.members = m.members()
 	}
@@ -693,9 +683,7 @@ func (s *Store) claim(ctx context.Context, deployment string, ids []string, fres
 	if slices.Contains(ids, "") {
 		return fmt.Errorf("store.shards[%d] has no id: run leafd migrate", slices.Index(ids, ""))
 	}
-	if deployment == "" {
-		deployment = randomHex(8)
-	}
+	deployment = cmp.Or(deployment, randomHex(8))
 	tags, marks, err := s.allTags(ctx)
 	if err != nil {
 		return err
@@ -748,11 +736,7 @@ func (s *Store) claim(ctx context.Context, deployment string, ids []string, fres
 				case grows:
 					// The record lists fewer databases, or none: this list,
 					// if no other server wrote another since it was read.
-					res, err := tx.ExecContext(ctx, d.q(shardMembersSQL), members, n, h.Members)
-					if err != nil {
-						return err
-					}
-					if k, err := res.RowsAffected(); err != nil {
+					if k, err := affected(tx.ExecContext(ctx, d.q(shardMembersSQL), members, n, h.Members)); err != nil {
 						return err
 					} else if k == 0 {
 						return store.Retry(errors.New("leafd_shard.members changed while it was written"))
@@ -800,6 +784,15 @@ func duplicateRetries(d *shardDB, err error) error {
 		return store.Retry(err)
 	}
 	return err
+}
+
+// affected returns the rows a statement changed, from ExecContext's
+// results.
+func affected(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // q returns query in the database's placeholders.
@@ -1039,9 +1032,6 @@ func (s *Store) markUp(i int) {
 // serve if this one hangs. The last database that can serve gets the
 // caller's whole time.
 func (s *Store) attemptContext(ctx context.Context, i int, owner []int) (context.Context, context.CancelFunc) {
-	if s.attempt <= 0 {
-		return ctx, func() {}
-	}
 	s.mu.Lock()
 	now := time.Now()
 	others := slices.ContainsFunc(owner, func(o int) bool { return o >= 0 && o != i && !now.Before(s.dbs[o].downUntil) })
@@ -1049,7 +1039,7 @@ func (s *Store) attemptContext(ctx context.Context, i int, owner []int) (context
 	if !others {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, s.attempt)
+	return s.bounded(ctx)
 }
 
 // baseRow is a tag's leaf_alloc row as a slot's load reads it (tagBaseSQL).
@@ -1113,14 +1103,16 @@ func (s *Store) allocSlot(ctx context.Context, d *shardDB, k int64, tag string, 
 		if i < 0 {
 			return leafd.UnknownTagError(tag)
 		}
-		if step > leafd.MaxID/S { // step*S would overflow
+		exhausted := func() error {
 			return leafd.Errorf(leafd.ETagExhausted, "tag %q: slot %d cannot hold a range of %d more IDs", tag, k, step)
 		}
-		res, err := tx.ExecContext(ctx, d.q(fmt.Sprintf(slotAllocSQL, d.Greatest())), from, span, tag, k, from, leafd.MaxID-span)
-		if err != nil {
-			return err
+		if step > leafd.MaxID/S { // step*S would overflow
+			return exhausted()
 		}
-		n, err := res.RowsAffected()
+		advance := func() (int64, error) {
+			return affected(tx.ExecContext(ctx, d.q(fmt.Sprintf(slotAllocSQL, d.Greatest())), from, span, tag, k, from, leafd.MaxID-span))
+		}
+		n, err := advance()
 		if err != nil {
 			return err
 		}
@@ -1130,7 +1122,7 @@ func (s *Store) allocSlot(ctx context.Context, d *shardDB, k int64, tag string, 
 				return err
 			}
 			if len(have) > 0 {
-				return leafd.Errorf(leafd.ETagExhausted, "tag %q: slot %d cannot hold a range of %d more IDs", tag, k, step)
+				return exhausted()
 			}
 			// The slot's first range of the tag: its counter starts at the
 			// tag's base, or at its high-water mark if that is higher (the
@@ -1142,19 +1134,13 @@ func (s *Store) allocSlot(ctx context.Context, d *shardDB, k int64, tag string, 
 			}
 			start := alignUp(max(base[i].MaxID, slices.Max(append(marks, 1))), k, S)
 			if _, err := tx.ExecContext(ctx, d.q(slotRowInsertSQL), tag, k, start); err != nil {
-				if d.Duplicate(err) {
-					return store.Retry(err) // created at the same moment by another server
-				}
-				return err
+				return duplicateRetries(d, err) // created at the same moment by another server
 			}
-			if res, err = tx.ExecContext(ctx, d.q(fmt.Sprintf(slotAllocSQL, d.Greatest())), from, span, tag, k, from, leafd.MaxID-span); err != nil {
-				return err
-			}
-			if n, err = res.RowsAffected(); err != nil {
+			if n, err = advance(); err != nil {
 				return err
 			}
 			if n == 0 {
-				return leafd.Errorf(leafd.ETagExhausted, "tag %q: slot %d cannot hold a range of %d more IDs", tag, k, step)
+				return exhausted()
 			}
 		}
 		var end int64
@@ -1235,25 +1221,20 @@ func (s *Store) ask(ctx context.Context, every bool, f func(ctx context.Context,
 		if live[i] {
 			others--
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			actx, cancel := ctx, context.CancelFunc(func() {})
-			if s.attempt > 0 && (others > 0 || every) {
-				actx, cancel = context.WithTimeout(ctx, s.attempt)
+			if others > 0 || every {
+				actx, cancel = s.bounded(ctx)
 			}
 			errs[i] = f(actx, d)
 			hung := actx.Err() != nil
 			cancel()
-			switch {
-			case errs[i] != nil && (hung || leafd.ErrorCode(errs[i]) == leafd.EStoreUnavailable):
-				if ctx.Err() == nil {
-					s.markDown(i, errs[i])
-				}
-			default:
+			if errs[i] == nil || !hung && leafd.ErrorCode(errs[i]) != leafd.EStoreUnavailable {
 				s.markUp(i) // it answered
+			} else if ctx.Err() == nil {
+				s.markDown(i, errs[i])
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return errs
@@ -1296,19 +1277,17 @@ func (s *Store) ListTags(ctx context.Context) ([]leafd.Tag, error) {
 	var errs []error
 	byName := map[string][]leafd.Tag{}
 	where := map[string][]int{}
-	answered := false
 	for i, tags := range lists {
 		if err := asked[i]; err != nil {
 			errs = append(errs, fmt.Errorf("store.shards[%d]: %w", i, err))
 			continue
 		}
-		answered = true
 		for _, t := range tags {
 			byName[t.Name] = append(byName[t.Name], t)
 			where[t.Name] = append(where[t.Name], i)
 		}
 	}
-	if !answered {
+	if len(errs) == len(s.dbs) { // none answered
 		return nil, s.unavailable(errs)
 	}
 	out := make([]leafd.Tag, 0, len(byName))
@@ -1502,12 +1481,9 @@ func (s *Store) leases(ctx context.Context) (*shardDB, error) {
 		return nil, err
 	}
 	s.mu.Lock()
-	want := ""
-	if len(s.members) > 0 {
-		want = s.members[0]
-	}
+	replaced := len(s.members) > 0 && s.members[0] != "" && id != s.members[0]
 	s.mu.Unlock()
-	if want != "" && id != want {
+	if replaced {
 		return nil, mismatch("store.shards[0], which holds the worker id leases, is not the database the deployment recorded at that place " +
 			"(emptied and used again, or replaced, while servers ran): restore it from a backup; see \"When a database is lost for good\" in docs/shards.md")
 	}

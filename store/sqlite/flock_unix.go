@@ -9,6 +9,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/leafd/leafd/store/internal/engine"
 )
 
 // lockFile takes an exclusive flock on path, creating the file if needed,
@@ -33,13 +35,9 @@ func lockFile(ctx context.Context, path string) (unlock func(), err error) {
 			f.Close()
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if err := engine.Sleep(ctx, wait); err != nil {
 			f.Close()
-			return nil, fmt.Errorf("waiting for the lock %s, held by another process: %w", path, ctx.Err())
-		case <-t.C:
+			return nil, fmt.Errorf("waiting for the lock %s, held by another process: %w", path, err)
 		}
 		wait = min(2*wait, 100*time.Millisecond)
 	}

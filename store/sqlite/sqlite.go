@@ -153,12 +153,7 @@ func claims(dsn string) bool {
 	if strings.ContainsAny(path, "=@(") {
 		return false
 	}
-	for _, ext := range []string{".db", ".db3", ".sqlite", ".sqlite3"} {
-		if strings.HasSuffix(path, ext) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]string{".db", ".db3", ".sqlite", ".sqlite3"}, func(ext string) bool { return strings.HasSuffix(path, ext) })
 }
 
 // parseDSN splits dsn into the file's path (unescaped, as the file
@@ -365,29 +360,18 @@ func escapePath(path string) string {
 	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 }
 
-// sqliteMigrating serialises the migrations of this process, per file
-// (keyed by absolute path); the lock file serialises processes.
-var sqliteMigrating struct {
-	sync.Mutex
-	files map[string]chan struct{}
-}
+// sqliteMigrating serialises the migrations of this process, per file: a
+// semaphore (chan struct{}) by absolute path. The lock file serialises
+// processes.
+var sqliteMigrating sync.Map
 
 // migrating returns the semaphore of the migrations of the file at path.
 func migrating(path string) chan struct{} {
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
-	sqliteMigrating.Lock()
-	defer sqliteMigrating.Unlock()
-	if sqliteMigrating.files == nil {
-		sqliteMigrating.files = map[string]chan struct{}{}
-	}
-	sem := sqliteMigrating.files[path]
-	if sem == nil {
-		sem = make(chan struct{}, 1)
-		sqliteMigrating.files[path] = sem
-	}
-	return sem
+	sem, _ := sqliteMigrating.LoadOrStore(path, make(chan struct{}, 1))
+	return sem.(chan struct{})
 }
 
 // migrate applies the pending migrations with goose. Processes that share
@@ -416,9 +400,8 @@ func migrate(ctx context.Context, m engine.Migrator) error {
 }
 
 // rows are SQLite's rows of the error table (store/internal/engine/classify.go), by result
-// code.
+// code, an extended code before its primary code.
 var rows = []engine.Rule{
-	// SQLite: result codes, an extended code before its primary code.
 	{Code: "SQLITE_BUSY", From: "SQLite",
 		Name:  "another connection or process holds the file's write lock past the busy timeout",
 		Class: engine.ClassRetry, Cause: "the SQLite file stayed locked by another connection or process (busy)",

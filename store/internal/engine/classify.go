@@ -2,11 +2,13 @@ package engine
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The error table: every error code of a database that leafd does something
@@ -192,12 +194,45 @@ func QueryValue(ctx context.Context, conn driver.QueryerContext, query string, c
 		}
 		return "", err
 	}
-	switch x := v[col].(type) {
-	case []byte:
-		return string(x), nil
-	case string:
-		return x, nil
-	default:
-		return fmt.Sprint(x), nil
+	if b, ok := v[col].([]byte); ok {
+		return string(b), nil
 	}
+	return fmt.Sprint(v[col]), nil
+}
+
+// Quoted returns what the first pair of quotes q in msg holds, as in a
+// server's "Unknown database 'leafd'"; "" when there is none.
+func Quoted(msg, q string) string {
+	_, rest, ok := strings.Cut(msg, q)
+	name, _, closed := strings.Cut(rest, q)
+	if !ok || !closed {
+		return ""
+	}
+	return name
+}
+
+// Sleep waits for d, or until ctx ends: ctx.Err() then.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// ReleaseLock runs query (with arg) on conn to release a session lock (if
+// the session holds it) and hands conn back. A connection whose release
+// failed may still hold the lock, so it is discarded instead: closing the
+// session releases the lock on the server.
+func ReleaseLock(ctx context.Context, conn *sql.Conn, query string, arg any) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var released any
+	if err := conn.QueryRowContext(ctx, query, arg).Scan(&released); err != nil {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	_ = conn.Close()
 }

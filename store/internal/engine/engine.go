@@ -9,6 +9,7 @@ import (
 	"database/sql/driver"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -183,12 +184,7 @@ func Lookup(driver string) (*Dialect, bool) {
 
 // Names returns the registered engines' names, sorted.
 func Names() []string {
-	names := make([]string, 0, len(registered))
-	for name := range registered {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
+	return slices.Sorted(maps.Keys(registered))
 }
 
 // Sub returns the directory dir of files, for an engine's embedded

@@ -411,6 +411,7 @@ func halfLoad(ctx context.Context, o *options, srv *servers, results []ScenarioR
 		}
 	}
 	h := &HalfLoad{Of: g.of, Fraction: halfLoadFraction, RatePerS: rate, Method: halfLoadMethod}
+	var ok bool
 	phases := make([][]*phase, len(runs))
 	for r := range o.rounds {
 		for pos, i := range rotated(len(runs), r) {
@@ -436,6 +437,13 @@ func halfLoad(ctx context.Context, o *options, srv *servers, results []ScenarioR
 				latency(micros(p.Latency.Quantile(0.99))), cpu(perRequest(p.ServerCPU, p.HasServerCPU, p.Requests)), p.ErrorCount())
 		}
 	}
+	h.Results, ok = summarizeHalfLoad(o, runs, phases, rate)
+	return h, ok, nil
+}
+
+// summarizeHalfLoad turns the phases of a half-load group into results.
+func summarizeHalfLoad(o *options, runs []scenario, phases [][]*phase, rate float64) ([]HalfLoadResult, bool) {
+	var out []HalfLoadResult
 	ok := true
 	base := -1
 	if len(runs) == 2 {
@@ -473,9 +481,9 @@ func halfLoad(ctx context.Context, o *options, srv *servers, results []ScenarioR
 		}
 		x.ErrorsByKind, x.FirstErrors = errorDetail(phases[i])
 		ok = ok && x.Errors == 0
-		h.Results = append(h.Results, x)
+		out = append(out, x)
 	}
-	return h, ok, nil
+	return out, ok
 }
 
 // indexIn returns the index of the scenario called name in ss, or -1.

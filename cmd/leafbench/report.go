@@ -250,21 +250,13 @@ func medianKnown(rs []RoundStats, f func(Stats) float64) float64 {
 // errorDetail sums the failures of phases by kind and keeps the first
 // description of each kind.
 func errorDetail(ps []*phase) (map[string]uint64, map[string]string) {
-	byKind := make(map[string]uint64, numErrKinds)
-	var first map[string]string
+	byKind, first := make(map[string]uint64, numErrKinds), map[string]string{}
 	for k := range numErrKinds {
 		byKind[k.String()] = 0
-	}
-	for _, p := range ps {
-		for k := range numErrKinds {
+		for _, p := range ps {
 			byKind[k.String()] += p.Errors[k]
-			if p.FirstError[k] != "" {
-				if first == nil {
-					first = make(map[string]string)
-				}
-				if _, ok := first[k.String()]; !ok {
-					first[k.String()] = p.FirstError[k]
-				}
+			if _, ok := first[k.String()]; !ok && p.FirstError[k] != "" {
+				first[k.String()] = p.FirstError[k]
 			}
 		}
 	}
@@ -342,7 +334,7 @@ func firstLine(path string) string {
 	return strings.TrimSpace(line)
 }
 
-// machineLine describes the machine in one sentence.
+// line describes the machine in one sentence.
 func (m Machine) line() string {
 	s := fmt.Sprintf("%s/%s, CPU %q, %d CPUs (nproc; GOMAXPROCS %d), %s", m.GOOS, m.GOARCH, m.CPU, m.CPUs, m.GOMAXPROCS, m.Go)
 	if m.OS != "" {
@@ -357,38 +349,55 @@ func (m Machine) line() string {
 	return s
 }
 
-// runLine describes the run's settings in one sentence.
+// line describes the run's settings in one sentence.
 func (s Settings) line() string {
 	return fmt.Sprintf("%d round(s) of %s per scenario after a %s warm-up, scenario order rotated each round, medians shown; "+
 		"%d keep-alive connections; target %s, tag %q", s.Rounds, s.Duration, s.Warmup, s.Concurrency, s.Target, s.Tag)
 }
 
 // WriteText writes the report as aligned tables.
-func (r *Report) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "\nmachine: %s\nrun:     %s\n", r.Machine.line(), r.Settings.line())
+func (r *Report) WriteText(w io.Writer) error { return r.write(w, false) }
+
+// WriteMarkdown writes the report as Markdown tables for the README.
+func (r *Report) WriteMarkdown(w io.Writer) error { return r.write(w, true) }
+
+// write writes the report as Markdown tables (md) or as aligned text, which
+// also lists the first failures.
+func (r *Report) write(w io.Writer, md bool) error {
+	pick := func(text, markdown string) string {
+		if md {
+			return markdown
+		}
+		return text
+	}
+	fmt.Fprintf(w, pick("\nmachine: %s\nrun:     %s\n", "Machine: %s.\n\nRun: %s.\n"), r.Machine.line(), r.Settings.line())
 	if r.Settings.Leafd != "" {
-		fmt.Fprintf(w, "leafd:   %s\n", r.Settings.Leafd)
+		fmt.Fprintf(w, pick("leafd:   %s\n", "\nleafd: `%s`.\n"), r.Settings.Leafd)
 	}
 	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\trequests/s\tIDs/s\tp50\tp99\tp999\terrors\treq/s vs baseline\tIDs/s vs baseline\tserver CPU/req\tserver CPU/ID\tserver CPU/req vs baseline\tclient CPU/req\t")
+	rows := [][]string{{"scenario", "route", "requests/s", "IDs/s", "p50", "p99", "p999", "errors", "req/s vs baseline", "IDs/s vs baseline",
+		"server CPU/req", "server CPU/ID", "server CPU/req vs baseline", "client CPU/req"}}
 	for _, s := range r.Scenarios {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, count(s.RequestsPerS), count(s.IDsPerS),
-			latency(s.P50us), latency(s.P99us), latency(s.P999us), s.Errors, ratio(s.RatioRequests), ratio(s.RatioIDs),
-			cpu(s.ServerCPUus), cpu(s.ServerCPUusPerID), ratio(s.RatioServerCPU), cpu(s.ClientCPUus))
+		rows = append(rows, []string{s.Name, s.Route, count(s.RequestsPerS), count(s.IDsPerS), latency(s.P50us), latency(s.P99us),
+			latency(s.P999us), strconv.FormatUint(s.Errors, 10), ratio(s.RatioRequests), ratio(s.RatioIDs),
+			cpu(s.ServerCPUus), cpu(s.ServerCPUusPerID), ratio(s.RatioServerCPU), cpu(s.ClientCPUus)})
 	}
-	if err := tw.Flush(); err != nil {
+	if !md {
+		for i := range rows {
+			rows[i] = slices.Delete(rows[i], 1, 2) // the route is for the README only
+		}
+	}
+	if err := writeTable(w, md, 2, rows); err != nil {
 		return err
 	}
 	r.writeNotes(w)
 	if labels := r.ratioLabels(); len(labels) > 0 {
-		fmt.Fprintf(w, "\n%s:\n\n", comparisonTitle)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, strings.Join(comparisonHeader(labels), "\t")+"\t")
+		fmt.Fprintf(w, pick("\n%s:\n\n", "\n%s.\n\n"), pick(comparisonTitle, strings.ToUpper(comparisonTitle[:1])+comparisonTitle[1:]))
+		rows := [][]string{comparisonHeader(labels)}
 		for _, s := range r.Scenarios {
-			fmt.Fprintln(tw, strings.Join(s.comparisonRow(labels, s.Name), "\t")+"\t")
+			rows = append(rows, s.comparisonRow(labels))
 		}
-		if err := tw.Flush(); err != nil {
+		if err := writeTable(w, md, 1, rows); err != nil {
 			return err
 		}
 		r.writeBatchNote(w)
@@ -397,19 +406,48 @@ func (r *Report) WriteText(w io.Writer) error {
 		if h == nil {
 			continue
 		}
-		fmt.Fprintf(w, "\nlatency at %.0f%% of %s's maximum, %s requests/s offered to each\n(%s):\n\n", h.Fraction*100, h.Of, count(h.RatePerS), h.Method)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "scenario\toffered/s\tachieved/s\tp50\tp99\tp999\tp99 from send\tp99 client lag\terrors\tserver CPU/req\tserver CPU/req vs baseline\t")
-		for _, x := range h.Results {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", x.Name, count(x.OfferedPerS), count(x.AchievedPerS),
-				latency(x.P50us), latency(x.P99us), latency(x.P999us), latency(x.ServiceP99us), latency(x.LagP99us), x.Errors,
-				cpu(x.ServerCPUus), ratio(x.RatioServerCPU))
+		if md {
+			fmt.Fprintf(w, "\nLatency at %.0f%% of `%s`'s maximum: %s requests/s offered to each, open loop.\n\n", h.Fraction*100, h.Of, count(h.RatePerS))
+		} else {
+			fmt.Fprintf(w, "\nlatency at %.0f%% of %s's maximum, %s requests/s offered to each\n(%s):\n\n", h.Fraction*100, h.Of, count(h.RatePerS), h.Method)
 		}
-		if err := tw.Flush(); err != nil {
+		rows := [][]string{{"scenario", "offered/s", "achieved/s", "p50", "p99", "p999", "p99 from send", "p99 client lag", "errors",
+			"server CPU/req", "server CPU/req vs baseline"}}
+		for _, x := range h.Results {
+			rows = append(rows, []string{x.Name, count(x.OfferedPerS), count(x.AchievedPerS), latency(x.P50us), latency(x.P99us),
+				latency(x.P999us), latency(x.ServiceP99us), latency(x.LagP99us), strconv.FormatUint(x.Errors, 10),
+				cpu(x.ServerCPUus), ratio(x.RatioServerCPU)})
+		}
+		if err := writeTable(w, md, 1, rows); err != nil {
 			return err
 		}
 	}
-	r.writeFailures(w)
+	if !md {
+		r.writeFailures(w)
+	}
+	return nil
+}
+
+// writeTable writes rows, the header first, as text aligned right, or as a
+// Markdown table whose first code columns are code, aligned left, and the
+// others aligned right.
+func writeTable(w io.Writer, md bool, code int, rows [][]string) error {
+	if !md {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		for _, row := range rows {
+			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+		}
+		return tw.Flush()
+	}
+	for i, row := range rows {
+		for c := range code * min(i, 1) { // not in the header
+			row[c] = "`" + row[c] + "`"
+		}
+		fmt.Fprintln(w, "| "+strings.Join(row, " | ")+" |")
+		if i == 0 {
+			fmt.Fprintln(w, "|"+strings.Repeat("---|", code)+strings.Repeat("---:|", len(row)-code))
+		}
+	}
 	return nil
 }
 
@@ -470,46 +508,6 @@ func (r *Report) writeFailures(w io.Writer) {
 			}
 		}
 	}
-}
-
-// WriteMarkdown writes the report as Markdown tables for the README.
-func (r *Report) WriteMarkdown(w io.Writer) error {
-	fmt.Fprintf(w, "Machine: %s.\n\nRun: %s.\n", r.Machine.line(), r.Settings.line())
-	if r.Settings.Leafd != "" {
-		fmt.Fprintf(w, "\nleafd: `%s`.\n", r.Settings.Leafd)
-	}
-	fmt.Fprintln(w, "\n| scenario | route | requests/s | IDs/s | p50 | p99 | p999 | errors | req/s vs baseline | IDs/s vs baseline | server CPU/req | server CPU/ID | server CPU/req vs baseline | client CPU/req |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	for _, s := range r.Scenarios {
-		fmt.Fprintf(w, "| `%s` | `%s` | %s | %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", s.Name, s.Route, count(s.RequestsPerS), count(s.IDsPerS),
-			latency(s.P50us), latency(s.P99us), latency(s.P999us), s.Errors, ratio(s.RatioRequests), ratio(s.RatioIDs),
-			cpu(s.ServerCPUus), cpu(s.ServerCPUusPerID), ratio(s.RatioServerCPU), cpu(s.ClientCPUus))
-	}
-	r.writeNotes(w)
-	if labels := r.ratioLabels(); len(labels) > 0 {
-		fmt.Fprintf(w, "\n%s.\n\n", strings.ToUpper(comparisonTitle[:1])+comparisonTitle[1:])
-		head := comparisonHeader(labels)
-		fmt.Fprintln(w, "| "+strings.Join(head, " | ")+" |")
-		fmt.Fprintln(w, "|---"+strings.Repeat("|---:", len(head)-1)+"|")
-		for _, s := range r.Scenarios {
-			fmt.Fprintln(w, "| "+strings.Join(s.comparisonRow(labels, "`"+s.Name+"`"), " | ")+" |")
-		}
-		r.writeBatchNote(w)
-	}
-	for _, h := range []*HalfLoad{r.HalfLoad, r.HalfLoadGRPC} {
-		if h == nil {
-			continue
-		}
-		fmt.Fprintf(w, "\nLatency at %.0f%% of `%s`'s maximum: %s requests/s offered to each, open loop.\n\n", h.Fraction*100, h.Of, count(h.RatePerS))
-		fmt.Fprintln(w, "| scenario | offered/s | achieved/s | p50 | p99 | p999 | p99 from send | p99 client lag | errors | server CPU/req | server CPU/req vs baseline |")
-		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-		for _, x := range h.Results {
-			fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", x.Name, count(x.OfferedPerS), count(x.AchievedPerS),
-				latency(x.P50us), latency(x.P99us), latency(x.P999us), latency(x.ServiceP99us), latency(x.LagP99us), x.Errors,
-				cpu(x.ServerCPUus), ratio(x.RatioServerCPU))
-		}
-	}
-	return nil
 }
 
 // WriteJSON writes the report as indented JSON.
@@ -609,18 +607,12 @@ func (s ScenarioResult) ratioTo(label string) *BaselineRatio {
 // too).
 func comparisonHeader(labels []string) []string {
 	h := []string{"scenario", "requests/s", "IDs/s", "server CPU/req"}
-	for i, l := range labels {
-		if i == 0 {
-			h = append(h, "CPU/req vs "+l)
-		} else {
-			h = append(h, "vs "+l)
-		}
-	}
-	for i, l := range labels {
-		if i == 0 {
-			h = append(h, "req/s vs "+l)
-		} else {
-			h = append(h, "vs "+l)
+	for _, first := range []string{"CPU/req vs ", "req/s vs "} {
+		for i, l := range labels {
+			if i > 0 {
+				first = "vs "
+			}
+			h = append(h, first+l)
 		}
 	}
 	return h
@@ -628,23 +620,17 @@ func comparisonHeader(labels []string) []string {
 
 // comparisonRow returns the scenario's cells of the comparison table,
 // name first.
-func (s ScenarioResult) comparisonRow(labels []string, name string) []string {
-	row := []string{name, count(s.RequestsPerS), count(s.IDsPerS), cpu(s.ServerCPUus)}
+func (s ScenarioResult) comparisonRow(labels []string) []string {
+	row := []string{s.Name, count(s.RequestsPerS), count(s.IDsPerS), cpu(s.ServerCPUus)}
+	var cpus, reqs []string
 	for _, l := range labels {
-		var x *float64
+		var c, q *float64
 		if b := s.ratioTo(l); b != nil {
-			x = b.ServerCPU
+			c, q = b.ServerCPU, b.Requests
 		}
-		row = append(row, ratio(x))
+		cpus, reqs = append(cpus, ratio(c)), append(reqs, ratio(q))
 	}
-	for _, l := range labels {
-		var x *float64
-		if b := s.ratioTo(l); b != nil {
-			x = b.Requests
-		}
-		row = append(row, ratio(x))
-	}
-	return row
+	return append(append(row, cpus...), reqs...)
 }
 
 // writeBatchNote says what the batch baselines that ran answer, and which

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -143,13 +145,11 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 		}
 	}
 	if srv.leafdGRPC != "" {
-		var err error
 		if srv.grpcLeafd, err = dialGRPC(ctx, srv.leafdGRPC, o.grpcConns, o.allowRemote); err != nil {
 			return nil, err
 		}
 	}
 	if o.needs(func(s scenario) bool { return s.proto == protoClient }) {
-		var err error
 		if srv.ranges, srv.leases, err = newRangeClient(srv.leafd, client, o.rangeSize, o.rangeRefill); err != nil {
 			return nil, fmt.Errorf("client_range: %w", err)
 		}
@@ -160,38 +160,12 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 		}
 	}
 
-	results := make([][]*phase, len(o.scenarios)) // [scenario][round]
-	for r := range o.rounds {
-		for pos, i := range rotated(len(o.scenarios), r) {
-			s := o.scenarios[i]
-			t := srv.target(s, o.tag)
-			n := workers(o, s)
-			if o.warmup > 0 {
-				if _, err := closedLoop(ctx, t, n, o.warmup); err != nil {
-					return nil, err
-				}
-			}
-			var leases0 uint64
-			if s.proto == protoClient {
-				leases0 = srv.leases.n.Load()
-			}
-			meter := startCPU(srv.pid(s))
-			p, err := closedLoop(ctx, t, n, o.duration)
-			if err != nil {
-				return nil, err
-			}
-			meter.stop(p)
-			if s.proto == protoClient {
-				p.Leases, p.HasLeases = srv.leases.n.Load()-leases0, true
-			}
-			if err := srv.alive(); err != nil {
-				return nil, err
-			}
-			results[i] = append(results[i], p)
-			st := stats(p, s.ids)
-			fmt.Fprintf(stderr, "leafbench: round %d/%d #%d %-24s %12s req/s %14s IDs/s  p99 %-9s server CPU/req %-9s errors %d\n",
-				r+1, o.rounds, pos+1, s.name, count(st.RequestsPerS), count(st.IDsPerS), latency(st.P99us), cpu(st.ServerCPUus), st.Errors)
-		}
+	results, err := srv.measure(ctx, o, o.scenarios, 0, func(r, pos int, s scenario, st Stats) {
+		fmt.Fprintf(stderr, "leafbench: round %d/%d #%d %-24s %12s req/s %14s IDs/s  p99 %-9s server CPU/req %-9s errors %d\n",
+			r+1, o.rounds, pos+1, s.name, count(st.RequestsPerS), count(st.IDsPerS), latency(st.P99us), cpu(st.ServerCPUus), st.Errors)
+	})
+	if err != nil {
+		return nil, err
 	}
 	rep.Scenarios = summarize(o, results, &rep.OK)
 
@@ -283,6 +257,51 @@ func probe(ctx context.Context, t target, sc scenario, tag string) error {
 	}
 }
 
+// measure runs every scenario of runs for o.duration in each of o.rounds
+// rounds, after a warm-up, the order rotated from round to round: closed
+// loop, or with a rate, open loop at that rate. It shows each measurement
+// and returns them all, [scenario][round].
+func (srv *servers) measure(ctx context.Context, o *options, runs []scenario, rate float64,
+	show func(round, pos int, s scenario, st Stats)) ([][]*phase, error) {
+	phases := make([][]*phase, len(runs))
+	for r := range o.rounds {
+		for pos, i := range rotated(len(runs), r) {
+			s := runs[i]
+			t, n := srv.target(s, o.tag), workers(o, s)
+			load := func(d time.Duration) (*phase, error) {
+				if rate > 0 {
+					return openLoop(ctx, t, n, d, rate)
+				}
+				return closedLoop(ctx, t, n, d)
+			}
+			if o.warmup > 0 {
+				if _, err := load(o.warmup); err != nil {
+					return nil, err
+				}
+			}
+			var leases0 uint64
+			if s.proto == protoClient {
+				leases0 = srv.leases.n.Load()
+			}
+			meter := startCPU(srv.pid(s))
+			p, err := load(o.duration)
+			if err != nil {
+				return nil, err
+			}
+			meter.stop(p)
+			if s.proto == protoClient {
+				p.Leases, p.HasLeases = srv.leases.n.Load()-leases0, true
+			}
+			if err := srv.alive(); err != nil {
+				return nil, err
+			}
+			phases[i] = append(phases[i], p)
+			show(r, pos, s, stats(p, s.ids))
+		}
+	}
+	return phases, nil
+}
+
 // rotated returns the indexes 0..n-1 rotated left by r: round r starts with
 // scenario r mod n.
 func rotated(n, r int) []int {
@@ -298,40 +317,27 @@ func rotated(n, r int) []int {
 // request failed.
 func summarize(o *options, results [][]*phase, ok *bool) []ScenarioResult {
 	*ok = true
-	out := make([]ScenarioResult, len(o.scenarios))
+	n := len(o.scenarios)
+	out := make([]ScenarioResult, n)
 	for i, s := range o.scenarios {
-		res := ScenarioResult{Name: s.name, Path: s.path(o.tag), Route: s.route(o), IDsPerRequest: s.ids}
+		var rounds []RoundStats
 		for r, p := range results[i] {
-			st := stats(p, s.ids)
-			res.Rounds = append(res.Rounds, RoundStats{Round: r + 1, Position: position(len(o.scenarios), r, i), Stats: st})
-			res.Requests += st.Requests
-			res.Errors += st.Errors
-			res.Leases += st.Leases
+			// Round r ran the scenarios in the order rotated(n, r).
+			rounds = append(rounds, RoundStats{Round: r + 1, Position: (i-r%n+n)%n + 1, Stats: stats(p, s.ids)})
 		}
+		res := ScenarioResult{Name: s.name, Path: s.path(o.tag), Route: s.route(o), IDsPerRequest: s.ids, Stats: medians(rounds), Rounds: rounds}
 		for _, name := range s.bases {
 			if b := indexIn(o.scenarios, name); b >= 0 {
 				res.Ratios = append(res.Ratios, pairedRatio(o.scenarios[b], results[b], s, results[i]))
 			}
 		}
-		main := (*BaselineRatio)(nil)
-		if len(res.Ratios) > 0 {
-			main = &res.Ratios[0]
-		} else if b := indexIn(o.scenarios, s.fallback); s.fallback != "" && b >= 0 {
-			r := pairedRatio(o.scenarios[b], results[b], s, results[i])
-			main = &r
+		main := res.Ratios
+		if b := indexIn(o.scenarios, s.fallback); len(main) == 0 && b >= 0 {
+			main = []BaselineRatio{pairedRatio(o.scenarios[b], results[b], s, results[i])}
 		}
-		if main != nil {
-			res.Baseline, res.RatioRequests, res.RatioIDs, res.RatioServerCPU = main.Baseline, main.Requests, main.IDs, main.ServerCPU
+		if len(main) > 0 {
+			res.Baseline, res.RatioRequests, res.RatioIDs, res.RatioServerCPU = main[0].Baseline, main[0].Requests, main[0].IDs, main[0].ServerCPU
 		}
-		res.RequestsPerS = medianOf(res.Rounds, func(s Stats) float64 { return s.RequestsPerS })
-		res.IDsPerS = medianOf(res.Rounds, func(s Stats) float64 { return s.IDsPerS })
-		res.P50us = medianOf(res.Rounds, func(s Stats) float64 { return s.P50us })
-		res.P99us = medianOf(res.Rounds, func(s Stats) float64 { return s.P99us })
-		res.P999us = medianOf(res.Rounds, func(s Stats) float64 { return s.P999us })
-		res.ServerCPUus = medianKnown(res.Rounds, func(s Stats) float64 { return s.ServerCPUus })
-		res.ServerCPUusPerID = medianKnown(res.Rounds, func(s Stats) float64 { return s.ServerCPUusPerID })
-		res.ServerCPUusPerLease = medianKnown(res.Rounds, func(s Stats) float64 { return s.ServerCPUusPerLease })
-		res.ClientCPUus = medianKnown(res.Rounds, func(s Stats) float64 { return s.ClientCPUus })
 		res.ErrorsByKind, res.FirstErrors = errorDetail(results[i])
 		*ok = *ok && res.Errors == 0
 		out[i] = res
@@ -370,16 +376,6 @@ func pairedRatio(base scenario, baseRounds []*phase, s scenario, rounds []*phase
 	return out
 }
 
-// position returns where scenario i ran in round r, from 1.
-func position(n, r, i int) int {
-	for pos, j := range rotated(n, r) {
-		if j == i {
-			return pos + 1
-		}
-	}
-	return 0
-}
-
 // halfLoadFraction is the share of segment's (grpc_segment's) maximum
 // throughput at which latency is measured.
 const halfLoadFraction = 0.5
@@ -410,33 +406,15 @@ func halfLoad(ctx context.Context, o *options, srv *servers, results []ScenarioR
 			runs = append(runs, o.scenarios[i])
 		}
 	}
+	phases, err := srv.measure(ctx, o, runs, rate, func(r, pos int, s scenario, st Stats) {
+		fmt.Fprintf(stderr, "leafbench: half load, round %d/%d #%d %-13s %12s req/s offered %12s achieved  p99 %-9s server CPU/req %-9s errors %d\n",
+			r+1, o.rounds, pos+1, s.name, count(rate), count(st.RequestsPerS), latency(st.P99us), cpu(st.ServerCPUus), st.Errors)
+	})
+	if err != nil {
+		return nil, false, err
+	}
 	h := &HalfLoad{Of: g.of, Fraction: halfLoadFraction, RatePerS: rate, Method: halfLoadMethod}
 	var ok bool
-	phases := make([][]*phase, len(runs))
-	for r := range o.rounds {
-		for pos, i := range rotated(len(runs), r) {
-			s := runs[i]
-			t := srv.target(s, o.tag)
-			if o.warmup > 0 {
-				if _, err := openLoop(ctx, t, o.conns, o.warmup, rate); err != nil {
-					return nil, false, err
-				}
-			}
-			meter := startCPU(srv.pid(s))
-			p, err := openLoop(ctx, t, o.conns, o.duration, rate)
-			if err != nil {
-				return nil, false, err
-			}
-			meter.stop(p)
-			if err := srv.alive(); err != nil {
-				return nil, false, err
-			}
-			phases[i] = append(phases[i], p)
-			fmt.Fprintf(stderr, "leafbench: half load, round %d/%d #%d %-13s %12s req/s offered %12s achieved  p99 %-9s server CPU/req %-9s errors %d\n",
-				r+1, o.rounds, pos+1, s.name, count(rate), count(float64(p.InTime)/p.Elapsed.Seconds()),
-				latency(micros(p.Latency.Quantile(0.99))), cpu(perRequest(p.ServerCPU, p.HasServerCPU, p.Requests)), p.ErrorCount())
-		}
-	}
 	h.Results, ok = summarizeHalfLoad(o, runs, phases, rate)
 	return h, ok, nil
 }
@@ -445,39 +423,18 @@ func halfLoad(ctx context.Context, o *options, srv *servers, results []ScenarioR
 func summarizeHalfLoad(o *options, runs []scenario, phases [][]*phase, rate float64) ([]HalfLoadResult, bool) {
 	var out []HalfLoadResult
 	ok := true
-	base := -1
-	if len(runs) == 2 {
-		base = 0 // runs[0] is g.base
-	}
 	for i, s := range runs {
-		x := HalfLoadResult{Name: s.name, Path: s.path(o.tag), OfferedPerS: rate}
-		var achieved, p50, p99, p999, service, lag, serverCPU, cpuRatios []float64
-		for r, p := range phases[i] {
-			achieved = append(achieved, float64(p.InTime)/p.Elapsed.Seconds())
-			p50 = append(p50, micros(p.Latency.Quantile(0.50)))
-			p99 = append(p99, micros(p.Latency.Quantile(0.99)))
-			p999 = append(p999, micros(p.Latency.Quantile(0.999)))
-			service = append(service, micros(p.Service.Quantile(0.99)))
-			lag = append(lag, micros(p.Lag.Quantile(0.99)))
-			x.Requests += p.Requests
-			x.Errors += p.ErrorCount()
-			c := perRequest(p.ServerCPU, p.HasServerCPU, p.Requests)
-			if c > 0 {
-				serverCPU = append(serverCPU, c)
-			}
-			if base >= 0 {
-				b := phases[base][r]
-				if bc := perRequest(b.ServerCPU, b.HasServerCPU, b.Requests); bc > 0 && c > 0 {
-					cpuRatios = append(cpuRatios, c/bc)
-				}
-			}
+		var rounds []RoundStats
+		for _, p := range phases[i] {
+			rounds = append(rounds, RoundStats{Stats: stats(p, s.ids)})
 		}
-		x.AchievedPerS, x.P50us, x.P99us, x.P999us = median(achieved), median(p50), median(p99), median(p999)
-		x.ServiceP99us, x.LagP99us = median(service), median(lag)
-		x.ServerCPUus = median(serverCPU)
-		if len(cpuRatios) > 0 {
-			cr := median(cpuRatios)
-			x.RatioServerCPU = &cr
+		st := medians(rounds)
+		x := HalfLoadResult{Name: s.name, Path: s.path(o.tag), OfferedPerS: rate, AchievedPerS: st.RequestsPerS,
+			P50us: st.P50us, P99us: st.P99us, P999us: st.P999us, ServerCPUus: st.ServerCPUus, Requests: st.Requests, Errors: st.Errors,
+			ServiceP99us: medianOf(phases[i], false, func(p *phase) float64 { return micros(p.Service.Quantile(0.99)) }),
+			LagP99us:     medianOf(phases[i], false, func(p *phase) float64 { return micros(p.Lag.Quantile(0.99)) })}
+		if len(runs) == 2 { // runs[0] is the baseline
+			x.RatioServerCPU = pairedRatio(runs[0], phases[0], s, phases[i]).ServerCPU
 		}
 		x.ErrorsByKind, x.FirstErrors = errorDetail(phases[i])
 		ok = ok && x.Errors == 0
@@ -488,10 +445,5 @@ func summarizeHalfLoad(o *options, runs []scenario, phases [][]*phase, rate floa
 
 // indexIn returns the index of the scenario called name in ss, or -1.
 func indexIn(ss []scenario, name string) int {
-	for i, s := range ss {
-		if s.name == name {
-			return i
-		}
-	}
-	return -1
+	return slices.IndexFunc(ss, func(s scenario) bool { return s.name == name })
 }

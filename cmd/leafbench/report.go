@@ -226,25 +226,38 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// medianOf returns the median of one field over rounds.
-func medianOf(rs []RoundStats, f func(Stats) float64) float64 {
-	xs := make([]float64, len(rs))
-	for i, r := range rs {
-		xs[i] = f(r.Stats)
-	}
-	return median(xs)
-}
-
-// medianKnown is medianOf for a field that is 0 when unknown (the CPU
-// figures): it leaves those rounds out.
-func medianKnown(rs []RoundStats, f func(Stats) float64) float64 {
-	xs := make([]float64, 0, len(rs))
-	for _, r := range rs {
-		if x := f(r.Stats); x != 0 {
-			xs = append(xs, x)
+// medianOf returns the median of f over xs; with known, over the values
+// that are not 0 only (0 is an unknown CPU figure).
+func medianOf[T any](xs []T, known bool, f func(T) float64) float64 {
+	var v []float64
+	for _, x := range xs {
+		if y := f(x); y != 0 || !known {
+			v = append(v, y)
 		}
 	}
-	return median(xs)
+	return median(v)
+}
+
+// medians returns the median over rounds of each figure, and the sums of
+// the counts.
+func medians(rounds []RoundStats) Stats {
+	st := Stats{
+		RequestsPerS:        medianOf(rounds, false, func(r RoundStats) float64 { return r.RequestsPerS }),
+		IDsPerS:             medianOf(rounds, false, func(r RoundStats) float64 { return r.IDsPerS }),
+		P50us:               medianOf(rounds, false, func(r RoundStats) float64 { return r.P50us }),
+		P99us:               medianOf(rounds, false, func(r RoundStats) float64 { return r.P99us }),
+		P999us:              medianOf(rounds, false, func(r RoundStats) float64 { return r.P999us }),
+		ServerCPUus:         medianOf(rounds, true, func(r RoundStats) float64 { return r.ServerCPUus }),
+		ClientCPUus:         medianOf(rounds, true, func(r RoundStats) float64 { return r.ClientCPUus }),
+		ServerCPUusPerID:    medianOf(rounds, true, func(r RoundStats) float64 { return r.ServerCPUusPerID }),
+		ServerCPUusPerLease: medianOf(rounds, true, func(r RoundStats) float64 { return r.ServerCPUusPerLease }),
+	}
+	for _, r := range rounds {
+		st.Requests += r.Requests
+		st.Errors += r.Errors
+		st.Leases += r.Leases
+	}
+	return st
 }
 
 // errorDetail sums the failures of phases by kind and keeps the first
@@ -440,7 +453,7 @@ func writeTable(w io.Writer, md bool, code int, rows [][]string) error {
 		return tw.Flush()
 	}
 	for i, row := range rows {
-		for c := range code * min(i, 1) { // not in the header
+		for c := 0; i > 0 && c < code; c++ { // not in the header
 			row[c] = "`" + row[c] + "`"
 		}
 		fmt.Fprintln(w, "| "+strings.Join(row, " | ")+" |")

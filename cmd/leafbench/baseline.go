@@ -182,32 +182,39 @@ func serveBaseline(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "leafbench baseline:", err)
 		return exitUsage
 	}
-	ln, err := net.Listen("tcp", *addr)
+	return serveChild("leafbench baseline", *addr, listeningPrefix, srv.Serve, srv.Shutdown, stdout, stderr)
+}
+
+// serveChild serves on addr, as a server that leafbench started, until
+// SIGINT, SIGTERM or the end of standard input (leafbench gone), and then
+// stops within 2 s. Once it listens it prints prefix and the address on
+// stdout; its errors are name's.
+func serveChild(name, addr, prefix string, serve func(net.Listener) error, stop func(context.Context) error, stdout, stderr io.Writer) int {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		fmt.Fprintln(stderr, "leafbench baseline:", err)
+		fmt.Fprintln(stderr, name+":", err)
 		return exitFailure
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
-		stop()
+		cancel()
 	}()
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "%s%s\n", listeningPrefix, ln.Addr())
+	go func() { served <- serve(ln) }()
+	fmt.Fprintf(stdout, "%s%s\n", prefix, ln.Addr())
 
 	select {
 	case err := <-served:
-		fmt.Fprintln(stderr, "leafbench baseline:", err)
+		fmt.Fprintln(stderr, name+":", err)
 		return exitFailure
 	case <-ctx.Done():
 	}
-	shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		fmt.Fprintln(stderr, "leafbench baseline:", err)
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancelStop()
+	if err := stop(stopCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		fmt.Fprintln(stderr, name+":", err)
 		return exitFailure
 	}
 	return exitOK

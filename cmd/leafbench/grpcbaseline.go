@@ -3,14 +3,8 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
-	"net"
-	"os"
-	"os/signal"
 	"sync/atomic"
-	"syscall"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -48,31 +42,24 @@ type bareIDService struct {
 // take returns the first of n new values of the counter.
 func (s *bareIDService) take(n int64) int64 { return s.next.Add(n) - n + 1 }
 
-// bareCount reads a count as leafd does: 0 means 1, else 1..grpcMaxBatch.
-func bareCount(c int32) (int, error) {
-	if c == 0 {
-		return 1, nil
+// ids returns count new values of the counter, reading count as leafd
+// does: 0 means 1, else 1..grpcMaxBatch.
+func (s *bareIDService) ids(count int32) ([]int64, error) {
+	n := max(int64(count), 1)
+	if count < 0 || n > grpcMaxBatch {
+		return nil, status.Errorf(codes.InvalidArgument, "count %d: use 1 to %d", count, grpcMaxBatch)
 	}
-	if c < 0 || c > grpcMaxBatch {
-		return 0, status.Errorf(codes.InvalidArgument, "count %d: use 1 to %d", c, grpcMaxBatch)
-	}
-	return int(c), nil
-}
-
-func (s *bareIDService) NextSegment(_ context.Context, req *leafdv1.NextSegmentRequest) (*leafdv1.NextSegmentResponse, error) {
-	n, err := bareCount(req.GetCount())
-	if err != nil {
-		return nil, err
-	}
-	if n == 1 {
-		return &leafdv1.NextSegmentResponse{Ids: []int64{s.next.Add(1)}}, nil
-	}
-	first := s.take(int64(n))
+	first := s.take(n)
 	ids := make([]int64, n)
 	for i := range ids {
 		ids[i] = first + int64(i)
 	}
-	return &leafdv1.NextSegmentResponse{Ids: ids}, nil
+	return ids, nil
+}
+
+func (s *bareIDService) NextSegment(_ context.Context, req *leafdv1.NextSegmentRequest) (*leafdv1.NextSegmentResponse, error) {
+	ids, err := s.ids(req.GetCount())
+	return &leafdv1.NextSegmentResponse{Ids: ids}, err
 }
 
 func (s *bareIDService) SegmentRange(_ context.Context, req *leafdv1.SegmentRangeRequest) (*leafdv1.SegmentRangeResponse, error) {
@@ -84,16 +71,8 @@ func (s *bareIDService) SegmentRange(_ context.Context, req *leafdv1.SegmentRang
 }
 
 func (s *bareIDService) NextSnowflake(_ context.Context, req *leafdv1.NextSnowflakeRequest) (*leafdv1.NextSnowflakeResponse, error) {
-	n, err := bareCount(req.GetCount())
-	if err != nil {
-		return nil, err
-	}
-	first := s.take(int64(n))
-	ids := make([]int64, n)
-	for i := range ids {
-		ids[i] = first + int64(i)
-	}
-	return &leafdv1.NextSnowflakeResponse{Ids: ids}, nil
+	ids, err := s.ids(req.GetCount())
+	return &leafdv1.NextSnowflakeResponse{Ids: ids}, err
 }
 
 func (s *bareIDService) DecodeSnowflake(_ context.Context, req *leafdv1.DecodeSnowflakeRequest) (*leafdv1.DecodeSnowflakeResponse, error) {
@@ -118,38 +97,18 @@ func serveGRPCBaseline(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		fmt.Fprintln(stderr, "leafbench gRPC baseline:", err)
-		return exitFailure
-	}
 	srv := newBareGRPCServer()
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		stop()
-	}()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "%s%s\n", grpcListeningPrefix, ln.Addr())
-
-	select {
-	case err := <-served:
-		fmt.Fprintln(stderr, "leafbench gRPC baseline:", err)
-		return exitFailure
-	case <-ctx.Done():
-	}
-	stopped := make(chan struct{})
-	go func() {
-		srv.GracefulStop()
-		close(stopped)
-	}()
-	select {
-	case <-stopped:
-	case <-time.After(2 * time.Second):
-		srv.Stop()
-	}
-	return exitOK
+	return serveChild("leafbench gRPC baseline", *addr, grpcListeningPrefix, srv.Serve, func(ctx context.Context) error {
+		stopped := make(chan struct{})
+		go func() {
+			srv.GracefulStop()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			srv.Stop()
+		}
+		return nil
+	}, stdout, stderr)
 }

@@ -146,7 +146,7 @@ func TestScenarioWiring(t *testing.T) {
 			t.Errorf("%s: label %q, want %q", s.name, s.label, wantLabel[s.name])
 		}
 		for _, b := range append(slices.Clone(s.bases), s.fallback) {
-			if i := indexScenario(b); b != "" && (i < 0 || !scenarios[i].baseline) {
+			if i := indexIn(scenarios, b); b != "" && (i < 0 || !scenarios[i].baseline) {
 				t.Errorf("%s: divided by %q, which is not a baseline scenario", s.name, b)
 			}
 		}
@@ -154,7 +154,7 @@ func TestScenarioWiring(t *testing.T) {
 	// Each batch baseline gets the request of the leafd scenario divided
 	// by it, byte for byte, and answers as many IDs.
 	for name, of := range map[string]string{batchBaseline: "segment_batch", snowBatchBaseline: "snowflake_batch"} {
-		s, leafd := scenarios[indexScenario(name)], scenarios[indexScenario(of)]
+		s, leafd := scenarios[indexIn(scenarios, name)], scenarios[indexIn(scenarios, of)]
 		if s.path("bench") != leafd.path("bench") || s.ids != leafd.ids || leafd.bases[0] != name {
 			t.Errorf("%s: GET %s for %d IDs; %s: GET %s for %d, divided by %v", name, s.path("bench"), s.ids,
 				of, leafd.path("bench"), leafd.ids, leafd.bases)
@@ -219,7 +219,7 @@ func TestSummarizePairsRounds(t *testing.T) {
 	o.tag = "bench"
 	for _, name := range []string{"baseline", "baseline_timeouts", "segment", "baseline_batch", "segment_batch",
 		"baseline_batch_snowflake", "snowflake_batch"} {
-		o.scenarios = append(o.scenarios, scenarios[indexScenario(name)])
+		o.scenarios = append(o.scenarios, scenarios[indexIn(scenarios, name)])
 	}
 	ms := time.Millisecond
 	// Three rounds; the second was slow for everyone. The medians of

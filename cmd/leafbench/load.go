@@ -30,13 +30,9 @@ const (
 // proxy, HTTP/1.1 as most ID clients speak it, and a dialer that connects
 // only to loopback addresses unless allowRemote.
 func newClient(conns int, allowRemote bool) *http.Client {
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	if !allowRemote {
-		d.Control = loopbackOnly
-	}
 	tr := &http.Transport{
 		Proxy:                 nil,
-		DialContext:           d.DialContext,
+		DialContext:           dialer(allowRemote).DialContext,
 		MaxIdleConns:          0, // no limit across hosts
 		MaxIdleConnsPerHost:   conns,
 		IdleConnTimeout:       90 * time.Second,
@@ -48,6 +44,16 @@ func newClient(conns int, allowRemote bool) *http.Client {
 		Transport:     tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+}
+
+// dialer returns the dialer of every connection of a run, which connects
+// only to loopback addresses unless allowRemote.
+func dialer(allowRemote bool) *net.Dialer {
+	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	if !allowRemote {
+		d.Control = loopbackOnly
+	}
+	return d
 }
 
 // errKind classifies a failed request.
@@ -128,44 +134,35 @@ type worker struct {
 	res phase
 }
 
-// httpCaller sends GETs of one URL and checks the answers.
-type httpCaller struct {
-	client *http.Client
-	req    *http.Request // reused: safe once the previous body is closed
-	want   int           // IDs per answer
-	buf    []byte
-}
-
-func newHTTPCaller(ctx context.Context, client *http.Client, url string, want int) (*httpCaller, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// httpCall returns a call that sends GETs of url and checks that each
+// answer holds want IDs.
+func httpCall(ctx context.Context, client *http.Client, url string, want int) (call, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil) // reused: safe once the previous body is closed
 	if err != nil {
 		return nil, err
 	}
-	return &httpCaller{client: client, req: req, want: want, buf: make([]byte, 0, 32<<10)}, nil
-}
-
-// do sends one request and checks the answer. It returns ok, or the kind of
-// failure and a description (only built on failure).
-func (w *httpCaller) do() (ok bool, kind errKind, msg string) {
-	resp, err := w.client.Do(w.req)
-	if err != nil {
-		return false, errTransport, err.Error()
-	}
-	w.buf, err = readBody(resp.Body, w.buf[:0])
-	resp.Body.Close()
-	if err != nil {
-		return false, errTransport, "reading the answer: " + err.Error()
-	}
-	if resp.StatusCode != http.StatusOK {
-		return false, errStatus, fmt.Sprintf("%s: %.200s", resp.Status, strings.TrimSpace(string(w.buf)))
-	}
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
-		return false, errBody, fmt.Sprintf("Content-Type %q, want text/plain", ct)
-	}
-	if err := checkIDs(w.buf, w.want); err != nil {
-		return false, errBody, fmt.Sprintf("%v in %.100q", err, w.buf)
-	}
-	return true, 0, ""
+	buf := make([]byte, 0, 32<<10)
+	return func() (bool, errKind, string) {
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, errTransport, err.Error()
+		}
+		buf, err = readBody(resp.Body, buf[:0])
+		resp.Body.Close()
+		if err != nil {
+			return false, errTransport, "reading the answer: " + err.Error()
+		}
+		if resp.StatusCode != http.StatusOK {
+			return false, errStatus, fmt.Sprintf("%s: %.200s", resp.Status, strings.TrimSpace(string(buf)))
+		}
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+			return false, errBody, fmt.Sprintf("Content-Type %q, want text/plain", ct)
+		}
+		if err := checkIDs(buf, want); err != nil {
+			return false, errBody, fmt.Sprintf("%v in %.100q", err, buf)
+		}
+		return true, 0, ""
+	}, nil
 }
 
 // count records one answered request; inTime says whether it was answered

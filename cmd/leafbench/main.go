@@ -408,7 +408,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	seen := map[string]bool{}
 	for name := range strings.SplitSeq(names, ",") {
 		name = strings.TrimSpace(name)
-		i := indexScenario(name)
+		i := indexIn(scenarios, name)
 		if i < 0 {
 			return nil, fmt.Errorf("-scenarios: unknown scenario %q: use all, or a comma-separated list of %s", name, scenarioNames())
 		}
@@ -436,15 +436,6 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 	}
 	return o, nil
-}
-
-func indexScenario(name string) int {
-	for i, s := range scenarios {
-		if s.name == name {
-			return i
-		}
-	}
-	return -1
 }
 
 // scenarioNames returns every scenario's name, comma-separated.

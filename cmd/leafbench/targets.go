@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -48,11 +47,7 @@ type httpTarget struct {
 func (t httpTarget) perSample() int { return 1 }
 
 func (t httpTarget) newCall(ctx context.Context, _ int) (call, error) {
-	w, err := newHTTPCaller(ctx, t.client, t.url, t.ids)
-	if err != nil {
-		return nil, err
-	}
-	return w.do, nil
+	return httpCall(ctx, t.client, t.url, t.ids)
 }
 
 // grpcTarget is NextSegment(tag, count) on conns (worker i on conn i mod
@@ -247,10 +242,7 @@ func dialGRPC(ctx context.Context, addr string, n int, allowRemote bool) ([]*grp
 // grpcDialer returns the gRPC connections' dialer: TCP, connecting only to
 // loopback addresses unless allowRemote.
 func grpcDialer(allowRemote bool) func(ctx context.Context, addr string) (net.Conn, error) {
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	if !allowRemote {
-		d.Control = loopbackOnly
-	}
+	d := dialer(allowRemote)
 	return func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 }
 

@@ -28,24 +28,28 @@ const baselineCommand = "__serve-baseline"
 // parent where it listens.
 const listeningPrefix = "leafbench baseline listening on "
 
-// baselineKind is one of the HTTP baseline servers, each run in a process
-// of its own.
-type baselineKind string
+// serverKind names a server that scenarios are sent to: leafd, or one of
+// the baseline servers, each run in a process of its own.
+type serverKind string
 
 const (
+	leafdServer serverKind = ""
 	// bareServer is the baseline scenario's server: the gin handler behind
 	// a net/http.Server with two settings only (see newBaselineServer).
-	bareServer baselineKind = "bare"
+	bareServer serverKind = "bare"
 	// timeoutsServer is baseline_timeouts': the same handler behind an
 	// http.Server with leafd's default limits.
-	timeoutsServer baselineKind = "timeouts"
+	timeoutsServer serverKind = "timeouts"
 	// batchServer is baseline_batch's and baseline_batch_snowflake's:
 	// pre-formatted answers of batchIDs IDs behind leafd's default limits.
-	batchServer baselineKind = "batch"
+	batchServer serverKind = "batch"
+	// grpcServer is grpc_baseline's: the bare gRPC server.
+	grpcServer serverKind = "grpc"
 )
 
-// baselineKinds are the kinds, in the order leafbench starts them.
-var baselineKinds = []baselineKind{bareServer, timeoutsServer, batchServer}
+// baselineKinds are the kinds of the HTTP baselines, in the order
+// leafbench starts them.
+var baselineKinds = []serverKind{bareServer, timeoutsServer, batchServer}
 
 // baselineBody is the constant the single-ID baselines answer: one ID as
 // leafd writes it, with leafd's content type, so that only the work of
@@ -140,7 +144,7 @@ func batchHandler() http.Handler {
 // None has what leafd's server adds around net/http: its cap on
 // connections (a listener that counts them and a ConnState hook) and its
 // JSON answers to requests net/http cannot read.
-func newBaselineServer(kind baselineKind) (*http.Server, error) {
+func newBaselineServer(kind serverKind) (*http.Server, error) {
 	switch kind {
 	case bareServer:
 		return &http.Server{Handler: baselineHandler(),
@@ -177,7 +181,7 @@ func serveBaseline(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	srv, err := newBaselineServer(baselineKind(*kind))
+	srv, err := newBaselineServer(serverKind(*kind))
 	if err != nil {
 		fmt.Fprintln(stderr, "leafbench baseline:", err)
 		return exitUsage

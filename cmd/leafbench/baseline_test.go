@@ -54,7 +54,7 @@ func TestBaselineServers(t *testing.T) {
 			"want %v, 0, 0, %v, 0", bare.ReadHeaderTimeout, bare.ReadTimeout, bare.WriteTimeout, bare.IdleTimeout, bare.MaxHeaderBytes,
 			leafdhttp.DefaultReadHeaderTimeout, leafdhttp.DefaultIdleTimeout)
 	}
-	for _, kind := range []baselineKind{timeoutsServer, batchServer} {
+	for _, kind := range []serverKind{timeoutsServer, batchServer} {
 		s, err := newBaselineServer(kind)
 		if err != nil {
 			t.Fatal(err)
@@ -80,7 +80,7 @@ func TestBaselineServers(t *testing.T) {
 func TestBaselineAnswers(t *testing.T) {
 	client := newClient(1, false)
 	defer client.CloseIdleConnections()
-	urls := map[baselineKind]string{}
+	urls := map[serverKind]string{}
 	for _, kind := range baselineKinds {
 		srv, err := newBaselineServer(kind)
 		if err != nil {
@@ -123,7 +123,7 @@ func TestBaselineAnswers(t *testing.T) {
 // TestScenarioWiring checks which server each baseline is and which
 // baselines each scenario is divided by.
 func TestScenarioWiring(t *testing.T) {
-	wantServer := map[string]baselineKind{httpBaseline: bareServer, timeoutsBaseline: timeoutsServer,
+	wantServer := map[string]serverKind{httpBaseline: bareServer, timeoutsBaseline: timeoutsServer,
 		batchBaseline: batchServer, snowBatchBaseline: batchServer}
 	wantBases := map[string]string{
 		httpBaseline: "baseline", timeoutsBaseline: "baseline_timeouts,baseline",

@@ -19,53 +19,31 @@ import (
 // servers are the running servers of a run, and the clients that load
 // them.
 type servers struct {
-	// baselines are the URLs of the HTTP baseline servers that run, by
-	// kind.
-	baselines map[baselineKind]string
-	leafd     string
-	// grpcBaseline and leafdGRPC are gRPC addresses, host:port, "" when not
-	// needed.
-	grpcBaseline, leafdGRPC string
+	// urls (http://host:port) and pids are the servers', by kind; a pid is
+	// 0 (absent) when leafbench did not start the server.
+	urls map[serverKind]string
+	pids map[serverKind]int
 	// procs are the servers leafbench started, to check that they still
 	// run and to stop them.
 	procs []*process
-	// baselinePIDs, grpcBaselinePID and leafdPID are the servers' process
-	// ids, 0 (absent) when leafbench did not start the server.
-	baselinePIDs              map[baselineKind]int
-	grpcBaselinePID, leafdPID int
 
 	http *http.Client
-	// grpcBase and grpcLeafd are the gRPC scenarios' connections.
-	grpcBase, grpcLeafd []*grpc.ClientConn
+	// grpc are the gRPC scenarios' connections, by kind of server.
+	grpc map[serverKind][]*grpc.ClientConn
 	// ranges is client_range's client, and leases counts its requests.
 	ranges *client.Client
 	leases *countingTransport
-}
-
-// pid returns the process id of the server of scenario sc, 0 if unknown.
-func (s *servers) pid(sc scenario) int {
-	switch {
-	case !sc.baseline:
-		return s.leafdPID
-	case sc.proto == protoGRPC:
-		return s.grpcBaselinePID
-	}
-	return s.baselinePIDs[sc.server]
 }
 
 // target returns what scenario sc loads.
 func (s *servers) target(sc scenario, tag string) target {
 	switch sc.proto {
 	case protoGRPC:
-		conns := s.grpcLeafd
-		if sc.baseline {
-			conns = s.grpcBase
-		}
-		return grpcTarget{conns: conns, tag: tag, count: sc.ids}
+		return grpcTarget{conns: s.grpc[sc.server], tag: tag, count: sc.ids}
 	case protoClient:
 		return rangeTarget{c: s.ranges, tag: tag, leases: &s.leases.n}
 	}
-	return httpTarget{client: s.http, url: s.url(sc, tag), ids: sc.ids}
+	return httpTarget{client: s.http, url: s.urls[sc.server] + sc.path(tag), ids: sc.ids}
 }
 
 // workers returns how many workers load scenario sc.
@@ -81,8 +59,10 @@ func (s *servers) close() {
 	if s.ranges != nil {
 		s.ranges.Close()
 	}
-	for _, c := range append(s.grpcBase, s.grpcLeafd...) {
-		c.Close()
+	for _, conns := range s.grpc {
+		for _, c := range conns {
+			c.Close()
+		}
 	}
 	for _, p := range s.procs {
 		p.Stop()
@@ -115,10 +95,10 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	}
 	defer os.RemoveAll(dir)
 
-	srv := servers{http: client, baselines: map[baselineKind]string{}, baselinePIDs: map[baselineKind]int{}}
+	srv := servers{http: client, urls: map[serverKind]string{}, pids: map[serverKind]int{}, grpc: map[serverKind][]*grpc.ClientConn{}}
 	defer srv.close() // runs before RemoveAll: leafd's database is in dir
-	for _, kind := range baselineKinds {
-		if !o.needs(func(s scenario) bool { return s.baseline && s.proto == protoHTTP && s.server == kind }) {
+	for _, kind := range append(baselineKinds, grpcServer) {
+		if !o.needs(func(s scenario) bool { return s.baseline && s.server == kind }) {
 			continue
 		}
 		p, err := startBaseline(ctx, kind, client)
@@ -126,31 +106,26 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 			return nil, err
 		}
 		srv.procs = append(srv.procs, p)
-		srv.baselines[kind], srv.baselinePIDs[kind] = p.url, p.Pid()
-	}
-	if o.needs(func(s scenario) bool { return s.baseline && s.proto == protoGRPC }) {
-		p, err := startGRPCBaseline(ctx)
-		if err != nil {
-			return nil, err
-		}
-		srv.procs = append(srv.procs, p)
-		srv.grpcBaseline, srv.grpcBaselinePID = p.addr(), p.Pid()
-		if srv.grpcBase, err = dialGRPC(ctx, srv.grpcBaseline, o.grpcConns, o.allowRemote); err != nil {
-			return nil, err
+		srv.urls[kind], srv.pids[kind] = p.url, p.Pid()
+		if kind == grpcServer {
+			if srv.grpc[kind], err = dialGRPC(ctx, p.addr(), o.grpcConns, o.allowRemote); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if o.needs(func(s scenario) bool { return !s.baseline }) {
-		if err := startTarget(ctx, o, dir, client, &srv, &rep.Settings, stderr); err != nil {
+		grpcAddr, err := startTarget(ctx, o, dir, client, &srv, &rep.Settings, stderr)
+		if err != nil {
 			return nil, err
 		}
-	}
-	if srv.leafdGRPC != "" {
-		if srv.grpcLeafd, err = dialGRPC(ctx, srv.leafdGRPC, o.grpcConns, o.allowRemote); err != nil {
-			return nil, err
+		if grpcAddr != "" {
+			if srv.grpc[leafdServer], err = dialGRPC(ctx, grpcAddr, o.grpcConns, o.allowRemote); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if o.needs(func(s scenario) bool { return s.proto == protoClient }) {
-		if srv.ranges, srv.leases, err = newRangeClient(srv.leafd, client, o.rangeSize, o.rangeRefill); err != nil {
+		if srv.ranges, srv.leases, err = newRangeClient(srv.urls[leafdServer], client, o.rangeSize, o.rangeRefill); err != nil {
 			return nil, fmt.Errorf("client_range: %w", err)
 		}
 	}
@@ -187,47 +162,39 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	return rep, nil
 }
 
-// startTarget starts leafd, or checks the -target, and records it in srv
-// and settings.
-func startTarget(ctx context.Context, o *options, dir string, client *http.Client, srv *servers, settings *Settings, stderr io.Writer) error {
+// startTarget starts leafd, or checks the -target, records it in srv and
+// settings, and returns its gRPC address when a gRPC scenario runs.
+func startTarget(ctx context.Context, o *options, dir string, client *http.Client, srv *servers, settings *Settings, stderr io.Writer) (string, error) {
 	grpc := o.needs(func(s scenario) bool { return s.proto == protoGRPC && !s.baseline })
 	if o.target != "" {
 		if err := testenv.WaitReady(ctx, client, o.target, readyTimeout, nil); err != nil {
-			return fmt.Errorf("-target: %w; is leafd running there?", err)
+			return "", fmt.Errorf("-target: %w; is leafd running there?", err)
 		}
-		srv.leafd = o.target
+		srv.urls[leafdServer] = o.target
 		settings.Target = o.target + " (a running leafd)"
-		if grpc {
-			srv.leafdGRPC = o.targetGRPC
-			settings.Target += ", gRPC at " + o.targetGRPC
+		if !grpc {
+			return "", nil
 		}
-		return nil
+		settings.Target += ", gRPC at " + o.targetGRPC
+		return o.targetGRPC, nil
 	}
 	bin, built, err := findLeafd(ctx, o.leafdPath, dir, stderr)
 	if err != nil {
-		return err
+		return "", err
 	}
 	settings.Leafd = leafdVersion(ctx, bin)
 	p, err := startLeafd(ctx, bin, dir, o.tag, grpc, o.snowflake, client)
 	if err != nil {
-		return err
+		return "", err
 	}
 	srv.procs = append(srv.procs, p)
-	srv.leafd, srv.leafdPID, srv.leafdGRPC = p.url, p.Pid(), p.grpcAddr
+	srv.urls[leafdServer], srv.pids[leafdServer] = p.url, p.Pid()
 	how := bin
 	if built {
 		how = "leafd built from this repository"
 	}
 	settings.Target = how + ", started by leafbench on a fresh SQLite file, " + o.snowflake.String()
-	return nil
-}
-
-// url returns the URL of scenario s.
-func (s *servers) url(sc scenario, tag string) string {
-	if sc.baseline {
-		return s.baselines[sc.server] + sc.path(tag)
-	}
-	return s.leafd + sc.path(tag)
+	return p.grpcAddr, nil
 }
 
 // probe makes one call of scenario sc and fails with the reason when its
@@ -283,7 +250,7 @@ func (srv *servers) measure(ctx context.Context, o *options, runs []scenario, ra
 			if s.proto == protoClient {
 				leases0 = srv.leases.n.Load()
 			}
-			meter := startCPU(srv.pid(s))
+			meter := startCPU(srv.pids[s.server])
 			p, err := load(o.duration)
 			if err != nil {
 				return nil, err

@@ -168,8 +168,8 @@ type scenario struct {
 	name     string
 	proto    protocol
 	baseline bool // sent to a bare server, not to leafd
-	// server is the HTTP baseline server it is sent to (baseline only).
-	server baselineKind
+	// server is the server it is sent to.
+	server serverKind
 	// label names a baseline in the comparison table's columns: "vs
 	// label". Baselines that answer alike share one.
 	label string
@@ -217,7 +217,7 @@ var scenarios = []scenario{
 	{name: "segment_batch", bases: []string{batchBaseline}, fallback: httpBaseline, query: batchQuery, ids: batchIDs},
 	{name: "snowflake", bases: singleBases, snow: true, ids: 1},
 	{name: "snowflake_batch", bases: []string{snowBatchBaseline}, fallback: httpBaseline, query: batchQuery, snow: true, ids: batchIDs},
-	{name: grpcBaseline, proto: protoGRPC, baseline: true, label: grpcLabel, bases: []string{grpcBaseline}, ids: 1},
+	{name: grpcBaseline, proto: protoGRPC, baseline: true, server: grpcServer, label: grpcLabel, bases: []string{grpcBaseline}, ids: 1},
 	{name: "grpc_segment", proto: protoGRPC, bases: []string{grpcBaseline}, ids: 1},
 	{name: "grpc_segment_batch", proto: protoGRPC, bases: []string{grpcBaseline}, ids: batchIDs},
 	{name: "client_range", proto: protoClient, bases: singleBases, ids: 1},

@@ -169,16 +169,14 @@ func startLeafd(ctx context.Context, bin, dir, tag string, grpc bool, sf snowfla
 		"does this leafd serve gRPC? Its last output:\n%s", p.lastOutput())
 }
 
-// startGRPCBaseline starts the bare gRPC server (serveGRPCBaseline), as
-// startBaseline starts the HTTP ones.
-func startGRPCBaseline(ctx context.Context) (*process, error) {
-	// It listens before it says so: no readiness to wait for.
-	return startSelf(ctx, "gRPC baseline", grpcListeningPrefix, nil, grpcBaselineCommand, "-addr", "127.0.0.1:0")
-}
-
-// startBaseline starts the HTTP baseline server of kind (serveBaseline) and
-// waits until it is ready.
-func startBaseline(ctx context.Context, kind baselineKind, client *http.Client) (*process, error) {
+// startBaseline starts the baseline server of kind: the bare gRPC server
+// (serveGRPCBaseline), or an HTTP one (serveBaseline), which it waits for
+// until it is ready.
+func startBaseline(ctx context.Context, kind serverKind, client *http.Client) (*process, error) {
+	if kind == grpcServer {
+		// It listens before it says so: no readiness to wait for.
+		return startSelf(ctx, "gRPC baseline", grpcListeningPrefix, nil, grpcBaselineCommand, "-addr", "127.0.0.1:0")
+	}
 	name := "baseline"
 	if kind != bareServer {
 		name = string(kind) + " baseline"

@@ -452,9 +452,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == baselineCommand {
 		return serveBaseline(args[1:], stdout, stderr)
 	}
-	if len(args) > 0 && args[0] == grpcBaselineCommand {
-		return serveGRPCBaseline(args[1:], stdout, stderr)
-	}
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK

@@ -169,38 +169,29 @@ func startLeafd(ctx context.Context, bin, dir, tag string, grpc bool, sf snowfla
 		"does this leafd serve gRPC? Its last output:\n%s", p.lastOutput())
 }
 
-// startBaseline starts the baseline server of kind: the bare gRPC server
-// (serveGRPCBaseline), or an HTTP one (serveBaseline), which it waits for
-// until it is ready.
+// startBaseline starts leafbench itself again as the baseline server of
+// kind (serveBaseline), a process of its own as leafd is, and waits until
+// it is ready. The child exits when its standard input closes, so that it
+// does not outlive leafbench even when leafbench is killed.
 func startBaseline(ctx context.Context, kind serverKind, client *http.Client) (*process, error) {
-	if kind == grpcServer {
-		// It listens before it says so: no readiness to wait for.
-		return startSelf(ctx, "gRPC baseline", grpcListeningPrefix, nil, grpcBaselineCommand, "-addr", "127.0.0.1:0")
+	name := string(kind) + " baseline"
+	switch kind {
+	case bareServer:
+		name = "baseline"
+	case grpcServer:
+		name, client = "gRPC baseline", nil // it listens before it says so: no readiness to wait for
 	}
-	name := "baseline"
-	if kind != bareServer {
-		name = string(kind) + " baseline"
-	}
-	return startSelf(ctx, name, listeningPrefix, client, baselineCommand, "-addr", "127.0.0.1:0", "-kind", string(kind))
-}
-
-// startSelf starts leafbench itself again with args as the named baseline
-// server, a process of its own as leafd is, which tells its address in a
-// line that starts with prefix. The child exits when its standard input
-// closes, so that it does not outlive leafbench even when leafbench is
-// killed.
-func startSelf(ctx context.Context, name, prefix string, client *http.Client, args ...string) (*process, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding leafbench's own binary to start the %s: %w", name, err)
 	}
 	return start(ctx, name, testenv.Config{
-		Path: exe, Args: args,
+		Path: exe, Args: []string{baselineCommand, "-addr", "127.0.0.1:0", "-kind", string(kind)},
 		// The write end stays open in leafbench until the baseline exits,
 		// or until leafbench dies and the kernel closes it.
 		HoldStdin: true,
 		Serving: func(line string) (string, bool) {
-			addr, ok := strings.CutPrefix(line, prefix)
+			addr, ok := strings.CutPrefix(line, listeningPrefix)
 			return strings.TrimSpace(addr), ok
 		},
 	}, client)

@@ -208,7 +208,7 @@ func TestCompareFlags(t *testing.T) {
 // fakePhase is a measured period of one second: requests answered and the
 // server's CPU time for them.
 func fakePhase(requests uint64, cpu time.Duration) *phase {
-	return &phase{Elapsed: time.Second, Requests: requests, InTime: requests, ServerCPU: cpu, HasServerCPU: true}
+	return &phase{Elapsed: time.Second, Requests: requests, InTime: requests, ServerCPU: cpu}
 }
 
 // TestSummarizePairsRounds checks that each ratio is the median of the

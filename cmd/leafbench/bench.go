@@ -257,7 +257,7 @@ func (srv *servers) measure(ctx context.Context, o *options, runs []scenario, ra
 			}
 			meter.stop(p)
 			if s.proto == protoClient {
-				p.Leases, p.HasLeases = srv.leases.n.Load()-leases0, true
+				p.Leases = srv.leases.n.Load() - leases0
 			}
 			if err := srv.alive(); err != nil {
 				return nil, err

@@ -95,13 +95,11 @@ type phase struct {
 	// due while it was idle: the delay the client itself added.
 	Lag Histogram
 	// ServerCPU and ClientCPU are the CPU time the server process and
-	// leafbench used during the phase, when known (see cpuTime).
-	ServerCPU, ClientCPU       time.Duration
-	HasServerCPU, HasClientCPU bool
+	// leafbench used during the phase, 0 when not known (see cpuTime).
+	ServerCPU, ClientCPU time.Duration
 	// Leases (client_range only) counts the requests the client sent to
 	// leafd during the phase: its range leases.
-	Leases    uint64
-	HasLeases bool
+	Leases uint64
 }
 
 // ErrorCount returns the failures of every kind.
@@ -359,31 +357,27 @@ func cpuTime(pid int) (d time.Duration, ok bool) {
 // cpuMeter measures the CPU that the server process and leafbench itself
 // use during a phase.
 type cpuMeter struct {
-	server             int // pid, 0 when leafbench did not start the server
-	server0, client0   time.Duration
-	serverOK, clientOK bool
+	pids  [2]int // the server's (0 when leafbench did not start it), leafbench's
+	start [2]time.Duration
+	ok    [2]bool
 }
 
 // startCPU takes the first reading; server is the server's pid or 0.
 func startCPU(server int) *cpuMeter {
-	m := &cpuMeter{server: server}
-	if server != 0 {
-		m.server0, m.serverOK = cpuTime(server)
+	m := &cpuMeter{pids: [2]int{server, os.Getpid()}}
+	for i, pid := range m.pids {
+		if pid != 0 {
+			m.start[i], m.ok[i] = cpuTime(pid)
+		}
 	}
-	m.client0, m.clientOK = cpuTime(os.Getpid())
 	return m
 }
 
 // stop takes the second reading and stores the CPU used in between in p.
 func (m *cpuMeter) stop(p *phase) {
-	if m.serverOK {
-		if d, ok := cpuTime(m.server); ok {
-			p.ServerCPU, p.HasServerCPU = d-m.server0, true
-		}
-	}
-	if m.clientOK {
-		if d, ok := cpuTime(os.Getpid()); ok {
-			p.ClientCPU, p.HasClientCPU = d-m.client0, true
+	for i, used := range []*time.Duration{&p.ServerCPU, &p.ClientCPU} {
+		if d, ok := cpuTime(m.pids[i]); ok && m.ok[i] {
+			*used = d - m.start[i]
 		}
 	}
 }

@@ -191,20 +191,19 @@ func stats(p *phase, ids int) Stats {
 		P999us:       micros(p.Latency.Quantile(0.999)),
 		Requests:     p.Requests,
 		Errors:       p.ErrorCount(),
-		ServerCPUus:  perRequest(p.ServerCPU, p.HasServerCPU, p.Requests),
-		ClientCPUus:  perRequest(p.ClientCPU, p.HasClientCPU, p.Requests),
+		ServerCPUus:  perRequest(p.ServerCPU, p.Requests),
+		ClientCPUus:  perRequest(p.ClientCPU, p.Requests),
+		Leases:       p.Leases,
 	}
 	st.ServerCPUusPerID = st.ServerCPUus / float64(ids)
-	if p.HasLeases {
-		st.Leases = p.Leases
-		st.ServerCPUusPerLease = perRequest(p.ServerCPU, p.HasServerCPU, p.Leases)
-	}
+	st.ServerCPUusPerLease = perRequest(p.ServerCPU, p.Leases)
 	return st
 }
 
-// perRequest returns cpu per request in microseconds, 0 when unknown.
-func perRequest(cpu time.Duration, known bool, requests uint64) float64 {
-	if !known || requests == 0 {
+// perRequest returns cpu per request in microseconds, 0 when cpu is
+// unknown (0).
+func perRequest(cpu time.Duration, requests uint64) float64 {
+	if requests == 0 {
 		return 0
 	}
 	return micros(cpu) / float64(requests)

@@ -237,52 +237,29 @@ const grpcMethodNextSegment = "leafd.v1.IDService/NextSegment"
 const grpcMaxBatch = 10_000
 
 // bareIDService is the whole gRPC baseline: leafd.v1.IDService with no
-// leafd logic at all. Every method hands out the next values of one atomic
-// counter, so that its answers are the same shape and size as leafd's; no
-// interceptor, no metrics, no health service, no token check.
+// leafd logic at all. NextSegment, the one method the gRPC scenarios call,
+// hands out the next values of an atomic counter, so that its answers are
+// the same shape and size as leafd's; no interceptor, no metrics, no health
+// service, no token check.
 type bareIDService struct {
 	leafdv1.UnimplementedIDServiceServer
 	next atomic.Int64
 }
 
-// take returns the first of n new values of the counter.
-func (s *bareIDService) take(n int64) int64 { return s.next.Add(n) - n + 1 }
-
-// ids returns count new values of the counter, reading count as leafd
-// does: 0 means 1, else 1..grpcMaxBatch.
-func (s *bareIDService) ids(count int32) ([]int64, error) {
+// NextSegment reads the count as leafd does: 0 means 1, else
+// 1..grpcMaxBatch.
+func (s *bareIDService) NextSegment(_ context.Context, req *leafdv1.NextSegmentRequest) (*leafdv1.NextSegmentResponse, error) {
+	count := req.GetCount()
 	n := max(int64(count), 1)
 	if count < 0 || n > grpcMaxBatch {
 		return nil, status.Errorf(codes.InvalidArgument, "count %d: use 1 to %d", count, grpcMaxBatch)
 	}
-	first := s.take(n)
+	first := s.next.Add(n) - n + 1
 	ids := make([]int64, n)
 	for i := range ids {
 		ids[i] = first + int64(i)
 	}
-	return ids, nil
-}
-
-func (s *bareIDService) NextSegment(_ context.Context, req *leafdv1.NextSegmentRequest) (*leafdv1.NextSegmentResponse, error) {
-	ids, err := s.ids(req.GetCount())
-	return &leafdv1.NextSegmentResponse{Ids: ids}, err
-}
-
-func (s *bareIDService) SegmentRange(_ context.Context, req *leafdv1.SegmentRangeRequest) (*leafdv1.SegmentRangeResponse, error) {
-	if req.GetSize() < 1 {
-		return nil, status.Errorf(codes.InvalidArgument, "size %d: use a positive size", req.GetSize())
-	}
-	first := s.take(req.GetSize())
-	return &leafdv1.SegmentRangeResponse{Tag: req.GetTag(), Start: first, End: first + req.GetSize()}, nil
-}
-
-func (s *bareIDService) NextSnowflake(_ context.Context, req *leafdv1.NextSnowflakeRequest) (*leafdv1.NextSnowflakeResponse, error) {
-	ids, err := s.ids(req.GetCount())
-	return &leafdv1.NextSnowflakeResponse{Ids: ids}, err
-}
-
-func (s *bareIDService) DecodeSnowflake(_ context.Context, req *leafdv1.DecodeSnowflakeRequest) (*leafdv1.DecodeSnowflakeResponse, error) {
-	return &leafdv1.DecodeSnowflakeResponse{Id: req.GetId()}, nil
+	return &leafdv1.NextSegmentResponse{Ids: ids}, nil
 }
 
 // newBareGRPCServer returns the bare gRPC server: grpc.NewServer with no

@@ -184,8 +184,6 @@ func newRangeClient(baseURL string, hc *http.Client, size int64, refill float64)
 // request. A leafd without the range route, or a tag it does not lease
 // (opaque, sharded), would have the client ask for every ID.
 func probeRange(ctx context.Context, t rangeTarget) error {
-	ctx, cancel := context.WithTimeout(ctx, requestGrace)
-	defer cancel()
 	first, err := t.c.Next(ctx, t.tag)
 	if err != nil {
 		return fmt.Errorf("client_range: Next(%q): %w", t.tag, err)

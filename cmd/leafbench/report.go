@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -293,17 +292,9 @@ func describeMachine() Machine {
 // cpuModel returns the first CPU model name /proc/cpuinfo gives, "unknown"
 // elsewhere.
 func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return "unknown"
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		key, value, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
+	data, _ := os.ReadFile("/proc/cpuinfo")
+	for line := range strings.Lines(string(data)) {
+		key, value, _ := strings.Cut(line, ":")
 		switch strings.TrimSpace(key) {
 		case "model name", "Model", "Hardware", "cpu model":
 			if v := strings.TrimSpace(value); v != "" {
@@ -467,11 +458,7 @@ func writeTable(w io.Writer, md bool, code int, rows [][]string) error {
 // scenarios are to, and what client_range's leases cost, when those
 // scenarios ran. Each note is a paragraph of its own.
 func (r *Report) writeNotes(w io.Writer) {
-	var grpc bool
-	for _, s := range r.Scenarios {
-		grpc = grpc || s.Baseline == grpcBaseline
-	}
-	if grpc {
+	if slices.ContainsFunc(r.Scenarios, func(s ScenarioResult) bool { return s.Baseline == grpcBaseline }) {
 		fmt.Fprintf(w, "\nRatios of the gRPC scenarios are to %s (a bare gRPC server), those of the others to %s (bare gin).\n", grpcBaseline, httpBaseline)
 	}
 	var other []string

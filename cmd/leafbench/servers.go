@@ -28,6 +28,9 @@ const (
 	// stopGrace is how long a server may take to exit after SIGTERM before
 	// it is killed.
 	stopGrace = 5 * time.Second
+	// tailLines is how many lines of a server's output are kept, to show
+	// when it fails.
+	tailLines = 40
 )
 
 // process is a server leafbench started: leafd or a baseline.
@@ -206,7 +209,15 @@ func findLeafd(ctx context.Context, path, dir string, stderr io.Writer) (bin str
 	if path == "" {
 		root, rootErr := repoRoot()
 		if rootErr == nil {
-			return buildLeafd(ctx, root, dir, stderr)
+			if _, err := exec.LookPath("go"); err != nil {
+				return "", false, errors.New("no go to build leafd with: install Go, or pass -leafd PATH")
+			}
+			bin = filepath.Join(dir, "leafd")
+			fmt.Fprintf(stderr, "leafbench: building %s/cmd/leafd into %s\n", root, dir)
+			if err := testenv.Build(ctx, bin, testenv.BuildOptions{Dir: root, Output: stderr}); err != nil {
+				return "", false, fmt.Errorf("go build ./cmd/leafd in %s: %w", root, err)
+			}
+			return bin, true, nil
 		}
 		if path, _ = exec.LookPath("leafd"); path == "" {
 			return "", false, fmt.Errorf("no leafd in PATH and %w: pass -leafd PATH, or -target URL for a running leafd", rootErr)
@@ -222,19 +233,6 @@ func findLeafd(ctx context.Context, path, dir string, stderr io.Writer) (bin str
 		return "", false, fmt.Errorf("-leafd %s: %w", path, err)
 	}
 	return abs, false, nil
-}
-
-// buildLeafd builds root/cmd/leafd into dir.
-func buildLeafd(ctx context.Context, root, dir string, stderr io.Writer) (bin string, built bool, err error) {
-	if _, err := exec.LookPath("go"); err != nil {
-		return "", false, errors.New("no go to build leafd with: install Go, or pass -leafd PATH")
-	}
-	bin = filepath.Join(dir, "leafd")
-	fmt.Fprintf(stderr, "leafbench: building %s/cmd/leafd into %s\n", root, dir)
-	if err := testenv.Build(ctx, bin, testenv.BuildOptions{Dir: root, Output: stderr}); err != nil {
-		return "", false, fmt.Errorf("go build ./cmd/leafd in %s: %w", root, err)
-	}
-	return bin, true, nil
 }
 
 // modulePath is the module whose cmd/leafd findLeafd builds.
@@ -317,7 +315,3 @@ func loopbackOnly(_, address string, _ syscall.RawConn) error {
 	}
 	return nil
 }
-
-// tailLines is how many lines of a server's output are kept, to show when
-// it fails.
-const tailLines = 40

@@ -41,24 +41,19 @@
 // default; -scenarios names others, or all; -compare runs baseline,
 // baseline_timeouts, segment, snowflake, baseline_batch, segment_batch,
 // baseline_batch_snowflake, snowflake_batch, grpc_baseline and
-// grpc_segment, 5 rounds unless -rounds (or -quick) says otherwise, which
-// is the comparison table of docs/performance.md. A run with
-// baseline_timeouts or a batch baseline has 5 rounds by default too, 3
-// otherwise.
+// grpc_segment: the comparison table of docs/performance.md. A run has 3
+// rounds unless -rounds (or -quick) says otherwise, 5 with -compare,
+// baseline_timeouts or a batch baseline.
 //
 // The baselines each scenario is divided by, when they ran: segment,
 // snowflake and client_range by baseline and by baseline_timeouts;
 // segment_batch by baseline_batch and snowflake_batch by
 // baseline_batch_snowflake (by baseline when that did not run); the gRPC
 // scenarios by grpc_baseline; baseline_timeouts by baseline (what the
-// timeouts cost) and by itself. The requests/s, the IDs/s and the server
-// CPU per request are each divided by the same baseline's in the same
-// round, and a ratio is the median of the rounds' ratios. The main table
-// shows the ratios to the first of those baselines that ran; the
-// comparison table shows requests/s, IDs/s, server CPU per request, and
-// the ratios of server CPU per request and of requests/s to every
-// baseline, a column for each: "vs bare gin", "vs gin with timeouts", "vs
-// 1000 pre-formatted IDs" (the two batch baselines), "vs bare gRPC".
+// timeouts cost) and by itself. The main table shows the ratios to the
+// first of those that ran; the comparison table shows requests/s, IDs/s,
+// server CPU per request, and the ratios of server CPU per request and of
+// requests/s to every baseline, a column for each.
 //
 // Every answer is checked: a status other than 200 (gRPC: OK), a transport
 // error, or an answer that is not the right number of IDs, each from 1 to
@@ -69,30 +64,27 @@
 // All HTTP scenarios use the same client in the same run, and all gRPC
 // scenarios the same -grpc-connections connections. Each baseline server
 // runs in a process of its own, as leafd does (leafbench starts itself
-// again with a hidden argument): the bare gin one, the one with timeouts,
-// the batch one (both batch baselines) and the gRPC one, each only when
-// one of its scenarios runs. Each of -rounds rounds runs every scenario after a
-// warm-up, the order rotated from round to round; the figures shown are the
-// medians of the rounds, and a ratio is the median of the rounds' ratios.
-// Where /proc exists it also reports the CPU time per request of the server
-// process and of leafbench: a busy machine takes CPU away, which moves
-// throughput a lot, and the CPU cost of a request much less (though some:
-// a server that answers fewer requests per second handles fewer of them per
-// system call and wake-up, gRPC's HTTP/2 framing most of all).
+// again with a hidden argument), only when one of its scenarios runs. Each
+// of -rounds rounds runs every scenario after a warm-up, the order rotated
+// from round to round. The figures shown are the medians of the rounds, and
+// a ratio is the median of the rounds' ratios: each round's requests/s,
+// IDs/s and server CPU per request divided by the same baseline's in that
+// round. Where /proc exists it also reports the CPU time per request of the
+// server process and of leafbench: a busy machine takes CPU away, which
+// moves throughput a lot, and the CPU cost of a request much less (though
+// some: a server that answers fewer requests per second handles fewer of
+// them per system call and wake-up, gRPC's HTTP/2 framing most of all).
 //
 // Then the half-load phase sends segment and the baseline the same fixed
 // rate, half of segment's measured maximum, open loop, and reports the
 // latency and the server CPU per request at that rate; and so for
 // grpc_segment and grpc_baseline when grpc_segment runs. At the same rate
 // both servers see the same arrivals, so their CPU per request compares
-// their work alone, whichever would have reached more throughput. Request
-// k is due at start + k/rate, the requests shared out over the workers,
-// each sleeping until its next one is due. A request due while its worker
-// still waited for an earlier answer counts from when it was due, so that
-// a stalled server is charged the whole delay (no coordinated omission);
-// one due while its worker was idle counts from when it was sent, so that
-// a late timer wake-up in leafbench is not charged to the server. That
-// lateness is reported apart, as client lag.
+// their work alone, whichever would have reached more throughput. A
+// request's latency counts from when it was due if its worker was still
+// busy then, so that a stalled server is charged the whole delay (no
+// coordinated omission), else from when it was sent; how late an idle
+// worker sent is reported apart, as client lag.
 //
 // Usage:
 //
@@ -110,20 +102,19 @@
 // PATH. That leafd gets a fresh SQLite file in a temporary directory, the
 // tag -tag with a step of 1,000,000 (segment.max_step 100,000,000),
 // snowflake mode with worker ids leased from that database
-// (snowflake.worker_id auto), -snowflake-workers of them (snowflake.workers,
-// default 3) and -snowflake-borrow of borrowing (snowflake.max_borrow,
-// default 5ms; 0 is off), and a free loopback port, and a second one for
-// gRPC (grpc.addr) when a gRPC scenario runs. One worker id issues at most
-// 4,096 IDs a millisecond (4,096,000 a second) with the default layout:
-// -snowflake-workers 1 shows snowflake_batch against that limit, the
-// default 3 what a server leasing several worker ids reaches. With -target
-// (and -target-grpc for the gRPC scenarios) it loads a leafd that is
-// already running; the tag must exist there, and its snowflake settings
-// are its own (-snowflake-workers and -snowflake-borrow are refused with
-// -target). leafbench sends load only to
-// loopback addresses unless -allow-remote is given. It stops the servers
-// when it ends, also on an error or an interrupt (SIGTERM, then SIGKILL
-// after 5 s).
+// (snowflake.worker_id auto), -snowflake-workers of them
+// (snowflake.workers, default 3) and -snowflake-borrow of borrowing
+// (snowflake.max_borrow, default 5ms; 0 is off), and a free loopback port,
+// and a second one for gRPC (grpc.addr) when a gRPC scenario runs. One
+// worker id issues at most 4,096 IDs a millisecond (4,096,000 a second)
+// with the default layout: -snowflake-workers 1 shows snowflake_batch
+// against that limit, the default 3 what a server leasing several worker
+// ids reaches. With -target (and -target-grpc for the gRPC scenarios) it
+// loads a leafd that is already running; the tag must exist there, and its
+// snowflake settings are its own (-snowflake-workers and -snowflake-borrow
+// are refused with -target). leafbench sends load only to loopback
+// addresses unless -allow-remote is given. It stops the servers when it
+// ends, also on an error or an interrupt (SIGTERM, then SIGKILL after 5 s).
 package main
 
 import (

@@ -61,8 +61,6 @@ var baselineKinds = []serverKind{bareServer, timeoutsServer, batchServer}
 // issuing an ID differs.
 var baselineBody = []byte("1\n")
 
-const textPlain = "text/plain; charset=utf-8"
-
 // The batch scenarios' size, and the first IDs of the batch baseline's
 // answers: a segment answer of 1000 IDs of 10 digits from 1,000,000,000
 // (11,000 bytes), a snowflake one of 1000 IDs of 19 digits from a
@@ -103,7 +101,7 @@ func ginHandler(segment, snowflake []byte) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	for path, body := range map[string][]byte{"/segment/:tag": segment, "/snowflake": snowflake, "/readyz": baselineBody} {
-		e.GET(path, func(c *gin.Context) { c.Data(http.StatusOK, textPlain, body) })
+		e.GET(path, func(c *gin.Context) { c.Data(http.StatusOK, "text/plain; charset=utf-8", body) })
 	}
 	return e
 }

@@ -46,14 +46,6 @@ func (s *servers) target(sc scenario, tag string) target {
 	return httpTarget{client: s.http, url: s.urls[sc.server] + sc.path(tag), ids: sc.ids}
 }
 
-// workers returns how many workers load scenario sc.
-func workers(o *options, sc scenario) int {
-	if sc.proto == protoClient {
-		return o.rangeCallers
-	}
-	return o.conns
-}
-
 // close closes the clients and stops the servers leafbench started.
 func (s *servers) close() {
 	if s.ranges != nil {
@@ -232,9 +224,12 @@ func (srv *servers) measure(ctx context.Context, o *options, runs []scenario, ra
 	show func(round, pos int, s scenario, st Stats)) ([][]*phase, error) {
 	phases := make([][]*phase, len(runs))
 	for r := range o.rounds {
-		for pos, i := range rotated(len(runs), r) {
-			s := runs[i]
-			t, n := srv.target(s, o.tag), workers(o, s)
+		for pos := range runs {
+			i := (pos + r) % len(runs) // round r starts with scenario r mod n
+			s, t, n := runs[i], srv.target(runs[i], o.tag), o.conns
+			if s.proto == protoClient {
+				n = o.rangeCallers
+			}
 			load := func(d time.Duration) (*phase, error) {
 				if rate > 0 {
 					return openLoop(ctx, t, n, d, rate)
@@ -269,16 +264,6 @@ func (srv *servers) measure(ctx context.Context, o *options, runs []scenario, ra
 	return phases, nil
 }
 
-// rotated returns the indexes 0..n-1 rotated left by r: round r starts with
-// scenario r mod n.
-func rotated(n, r int) []int {
-	idx := make([]int, n)
-	for i := range idx {
-		idx[i] = (i + r) % n
-	}
-	return idx
-}
-
 // summarize turns the phases of every scenario and round into results,
 // with ratios to the baselines of the same round. ok is set to whether no
 // request failed.
@@ -289,7 +274,7 @@ func summarize(o *options, results [][]*phase, ok *bool) []ScenarioResult {
 	for i, s := range o.scenarios {
 		var rounds []RoundStats
 		for r, p := range results[i] {
-			// Round r ran the scenarios in the order rotated(n, r).
+			// Round r ran scenario i at the place pos where i = (pos + r) mod n.
 			rounds = append(rounds, RoundStats{Round: r + 1, Position: (i-r%n+n)%n + 1, Stats: stats(p, s.ids)})
 		}
 		res := ScenarioResult{Name: s.name, Path: s.path(o.tag), Route: s.route(o), IDsPerRequest: s.ids, Stats: medians(rounds), Rounds: rounds}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -146,12 +147,7 @@ const (
 // config.yaml is read. With grpc it also serves gRPC, and reports the
 // address ("leafd gRPC serving", said before "leafd serving") in grpcAddr.
 func startLeafd(ctx context.Context, bin, dir, tag string, grpc bool, sf snowflakeSettings, client *http.Client) (*process, error) {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LEAFD_") {
-			env = append(env, kv)
-		}
-	}
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "LEAFD_") })
 	env = append(env, leafdSettings(dir, tag, grpc, sf)...)
 	var grpcAddr atomic.Pointer[string]
 	p, err := start(ctx, "leafd", testenv.Config{Path: bin, Args: []string{"serve"}, Dir: dir, Env: env,

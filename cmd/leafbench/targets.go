@@ -206,21 +206,21 @@ func probeRange(ctx context.Context, t rangeTarget) error {
 // each its own HTTP/2 connection, through a dialer that connects only to
 // loopback addresses unless allowRemote. It returns once every connection
 // is up.
-func dialGRPC(ctx context.Context, addr string, n int, allowRemote bool) ([]*grpc.ClientConn, error) {
-	dial := grpcDialer(allowRemote)
-	conns := make([]*grpc.ClientConn, 0, n)
-	closeAll := func() {
-		for _, c := range conns {
-			c.Close()
+func dialGRPC(ctx context.Context, addr string, n int, allowRemote bool) (conns []*grpc.ClientConn, err error) {
+	defer func() {
+		if err != nil {
+			for _, c := range conns {
+				c.Close()
+			}
+			conns, err = nil, fmt.Errorf("gRPC connection to %s: %w", addr, err)
 		}
-	}
+	}()
+	dial := grpcDialer(allowRemote)
 	for range n {
 		c, err := grpc.NewClient("passthrough:///"+addr,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithContextDialer(dial))
+			grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dial))
 		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("gRPC connection to %s: %w", addr, err)
+			return conns, err
 		}
 		conns = append(conns, c)
 		c.Connect()
@@ -231,8 +231,7 @@ func dialGRPC(ctx context.Context, addr string, n int, allowRemote bool) ([]*grp
 	defer cancel()
 	for _, c := range conns {
 		if err := waitConnected(ctx, c); err != nil {
-			closeAll()
-			return nil, fmt.Errorf("gRPC connection to %s: %w", addr, err)
+			return conns, err
 		}
 	}
 	return conns, nil

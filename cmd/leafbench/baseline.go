@@ -37,19 +37,14 @@ const listeningPrefix = "leafbench baseline listening on "
 // the baseline servers, each run in a process of its own.
 type serverKind string
 
+// The kinds: leafd, the gin baselines (see newBaselineServer) and the bare
+// gRPC server (bareIDService).
 const (
-	leafdServer serverKind = ""
-	// bareServer is the baseline scenario's server: the gin handler behind
-	// a net/http.Server with two settings only (see newBaselineServer).
-	bareServer serverKind = "bare"
-	// timeoutsServer is baseline_timeouts': the same handler behind an
-	// http.Server with leafd's default limits.
+	leafdServer    serverKind = ""
+	bareServer     serverKind = "bare"
 	timeoutsServer serverKind = "timeouts"
-	// batchServer is baseline_batch's and baseline_batch_snowflake's:
-	// pre-formatted answers of batchIDs IDs behind leafd's default limits.
-	batchServer serverKind = "batch"
-	// grpcServer is grpc_baseline's: the bare gRPC server.
-	grpcServer serverKind = "grpc"
+	batchServer    serverKind = "batch"
+	grpcServer     serverKind = "grpc"
 )
 
 // baselineKinds are the kinds of the HTTP baselines, in the order

@@ -100,7 +100,7 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 		srv.procs = append(srv.procs, p)
 		srv.urls[kind], srv.pids[kind] = p.url, p.Pid()
 		if kind == grpcServer {
-			if srv.grpc[kind], err = dialGRPC(ctx, p.addr(), o.grpcConns, o.allowRemote); err != nil {
+			if srv.grpc[kind], err = dialGRPC(ctx, strings.TrimPrefix(p.url, "http://"), o.grpcConns, o.allowRemote); err != nil {
 				return nil, err
 			}
 		}

@@ -102,15 +102,6 @@ type phase struct {
 	Leases uint64
 }
 
-// ErrorCount returns the failures of every kind.
-func (p *phase) ErrorCount() uint64 {
-	var n uint64
-	for _, c := range p.Errors {
-		n += c
-	}
-	return n
-}
-
 // merge adds o's counts to p.
 func (p *phase) merge(o *phase) {
 	p.Requests += o.Requests

@@ -163,9 +163,7 @@ type HalfLoadResult struct {
 	LagP99us     float64 `json:"client_lag_p99_us"`
 	// ServerCPUus is the server's CPU time per request at that rate, in
 	// microseconds (absent when not known), and RatioServerCPU the median
-	// over rounds of it divided by the baseline's in the same round. At
-	// the same rate, both servers see the same arrivals, so this ratio
-	// does not depend on which of them reached a higher throughput.
+	// over rounds of it divided by the baseline's in the same round.
 	ServerCPUus    float64           `json:"server_cpu_us_per_request,omitempty"`
 	RatioServerCPU *float64          `json:"ratio_server_cpu,omitempty"`
 	Requests       uint64            `json:"requests"`
@@ -189,10 +187,12 @@ func stats(p *phase, ids int) Stats {
 		P99us:        micros(p.Latency.Quantile(0.99)),
 		P999us:       micros(p.Latency.Quantile(0.999)),
 		Requests:     p.Requests,
-		Errors:       p.ErrorCount(),
 		ServerCPUus:  perRequest(p.ServerCPU, p.Requests),
 		ClientCPUus:  perRequest(p.ClientCPU, p.Requests),
 		Leases:       p.Leases,
+	}
+	for _, n := range p.Errors {
+		st.Errors += n
 	}
 	st.ServerCPUusPerID = st.ServerCPUus / float64(ids)
 	st.ServerCPUusPerLease = perRequest(p.ServerCPU, p.Leases)

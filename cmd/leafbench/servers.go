@@ -42,9 +42,6 @@ type process struct {
 	grpcAddr string
 }
 
-// addr returns the address in url: host:port.
-func (p *process) addr() string { return strings.TrimPrefix(p.url, "http://") }
-
 // start runs the named server that c describes, keeping the last
 // tailLines lines of its output, and waits until it has reported its
 // address (c.Serving), exited or taken startTimeout, then, unless client is

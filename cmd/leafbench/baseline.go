@@ -65,7 +65,6 @@ var baselineBody = []byte("1\n")
 // billion IDs.
 const (
 	batchIDs            = 1000
-	batchQuery          = "?count=1000"
 	segmentBatchFirst   = 1_000_000_000
 	snowflakeBatchFirst = 1_993_720_349_868_498_944
 )

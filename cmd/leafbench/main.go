@@ -170,9 +170,11 @@ type scenario struct {
 	// table's when none of bases ran.
 	bases    []string
 	fallback string
-	query    string
-	snow     bool // GET /snowflake rather than /segment/{tag}
-	ids      int  // IDs in each answer
+	// pattern is the path and query of its requests, {tag} standing for
+	// the tag: the HTTP request's, or the gRPC method's (its HTTP/2
+	// :path); for client_range the route of its leases.
+	pattern string
+	ids     int // IDs in each answer
 }
 
 // The baselines' names.
@@ -197,21 +199,23 @@ var singleBases = []string{httpBaseline, timeoutsBaseline}
 
 // scenarios are all the scenarios, in their order under -scenarios all.
 var scenarios = []scenario{
-	{name: httpBaseline, baseline: true, server: bareServer, label: bareLabel, bases: []string{httpBaseline}, ids: 1},
+	{name: httpBaseline, baseline: true, server: bareServer, label: bareLabel, bases: []string{httpBaseline},
+		pattern: "/segment/{tag}", ids: 1},
 	{name: timeoutsBaseline, baseline: true, server: timeoutsServer, label: timeoutsLabel,
-		bases: []string{timeoutsBaseline, httpBaseline}, ids: 1},
+		bases: []string{timeoutsBaseline, httpBaseline}, pattern: "/segment/{tag}", ids: 1},
 	{name: batchBaseline, baseline: true, server: batchServer, label: batchLabel,
-		bases: []string{batchBaseline}, query: batchQuery, ids: batchIDs},
+		bases: []string{batchBaseline}, pattern: "/segment/{tag}?count=1000", ids: batchIDs},
 	{name: snowBatchBaseline, baseline: true, server: batchServer, label: batchLabel,
-		bases: []string{snowBatchBaseline}, query: batchQuery, snow: true, ids: batchIDs},
-	{name: "segment", bases: singleBases, ids: 1},
-	{name: "segment_batch", bases: []string{batchBaseline}, fallback: httpBaseline, query: batchQuery, ids: batchIDs},
-	{name: "snowflake", bases: singleBases, snow: true, ids: 1},
-	{name: "snowflake_batch", bases: []string{snowBatchBaseline}, fallback: httpBaseline, query: batchQuery, snow: true, ids: batchIDs},
-	{name: grpcBaseline, proto: protoGRPC, baseline: true, server: grpcServer, label: grpcLabel, bases: []string{grpcBaseline}, ids: 1},
-	{name: "grpc_segment", proto: protoGRPC, bases: []string{grpcBaseline}, ids: 1},
-	{name: "grpc_segment_batch", proto: protoGRPC, bases: []string{grpcBaseline}, ids: batchIDs},
-	{name: "client_range", proto: protoClient, bases: singleBases, ids: 1},
+		bases: []string{snowBatchBaseline}, pattern: "/snowflake?count=1000", ids: batchIDs},
+	{name: "segment", bases: singleBases, pattern: "/segment/{tag}", ids: 1},
+	{name: "segment_batch", bases: []string{batchBaseline}, fallback: httpBaseline, pattern: "/segment/{tag}?count=1000", ids: batchIDs},
+	{name: "snowflake", bases: singleBases, pattern: "/snowflake", ids: 1},
+	{name: "snowflake_batch", bases: []string{snowBatchBaseline}, fallback: httpBaseline, pattern: "/snowflake?count=1000", ids: batchIDs},
+	{name: grpcBaseline, proto: protoGRPC, baseline: true, server: grpcServer, label: grpcLabel, bases: []string{grpcBaseline},
+		pattern: "/" + grpcMethodNextSegment, ids: 1},
+	{name: "grpc_segment", proto: protoGRPC, bases: []string{grpcBaseline}, pattern: "/" + grpcMethodNextSegment, ids: 1},
+	{name: "grpc_segment_batch", proto: protoGRPC, bases: []string{grpcBaseline}, pattern: "/" + grpcMethodNextSegment, ids: batchIDs},
+	{name: "client_range", proto: protoClient, bases: singleBases, pattern: "/segment/{tag}/range", ids: 1},
 }
 
 // defaultScenarios are the scenarios run without -scenarios.
@@ -229,20 +233,8 @@ const (
 	compareRounds = 5
 )
 
-// path returns the scenario's path and query for tag: the HTTP request's,
-// or the gRPC method's (its HTTP/2 :path); for client_range the route of
-// its leases.
-func (s scenario) path(tag string) string {
-	switch {
-	case s.proto == protoGRPC:
-		return "/" + grpcMethodNextSegment
-	case s.proto == protoClient:
-		return "/segment/" + tag + "/range"
-	case s.snow:
-		return "/snowflake" + s.query
-	}
-	return "/segment/" + tag + s.query
-}
+// path returns the scenario's path and query for tag.
+func (s scenario) path(tag string) string { return strings.Replace(s.pattern, "{tag}", tag, 1) }
 
 // route describes the scenario's request for the reports.
 func (s scenario) route(o *options) string {

@@ -68,7 +68,8 @@ func (t grpcTarget) newCall(ctx context.Context, i int) (call, error) {
 	return func() (bool, errKind, string) {
 		resp, err := c.NextSegment(ctx, req)
 		if err != nil {
-			return false, grpcErrKind(err), grpcErrMessage(err)
+			kind, msg := grpcFailure(err)
+			return false, kind, msg
 		}
 		if err := checkIDList(resp.GetIds(), want); err != nil {
 			return false, errBody, err.Error()
@@ -77,25 +78,21 @@ func (t grpcTarget) newCall(ctx context.Context, i int) (call, error) {
 	}, nil
 }
 
-// grpcErrKind classifies a failed RPC: no answer (the connection, a
-// deadline) or an error status.
-func grpcErrKind(err error) errKind {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-		return errTransport
-	}
-	return errStatus
-}
-
-// grpcErrMessage describes a failed RPC: its code, message and details
-// (leafd's ErrorInfo, whose reason is leafd's error code).
-func grpcErrMessage(err error) string {
+// grpcFailure classifies a failed RPC: no answer (the connection, a
+// deadline) or an error status; and describes it: its code, message and
+// details (leafd's ErrorInfo, whose reason is leafd's error code).
+func grpcFailure(err error) (errKind, string) {
 	st := status.Convert(err)
+	kind := errStatus
+	switch st.Code() {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		kind = errTransport
+	}
 	msg := fmt.Sprintf("%s: %.200s", st.Code(), st.Message())
 	for _, d := range st.Details() {
 		msg += fmt.Sprintf(" (%v)", d)
 	}
-	return msg
+	return kind, msg
 }
 
 // checkIDList reports whether ids is what an ID RPC promises: exactly want

@@ -137,17 +137,12 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	rep.Scenarios = summarize(o, results, &rep.OK)
 
 	if o.halfLoad {
-		for _, g := range halfLoadGroups {
-			h, ok, err := halfLoad(ctx, o, &srv, rep.Scenarios, g, stderr)
+		for i, dst := range []**HalfLoad{&rep.HalfLoad, &rep.HalfLoadGRPC} {
+			h, ok, err := halfLoad(ctx, o, &srv, rep.Scenarios, halfLoadGroups[i], stderr)
 			if err != nil {
 				return nil, err
 			}
-			if g.of == "segment" {
-				rep.HalfLoad = h
-			} else {
-				rep.HalfLoadGRPC = h
-			}
-			rep.OK = rep.OK && ok
+			*dst, rep.OK = h, rep.OK && ok
 		}
 	}
 	rep.Machine.LoadEnd = loadAverage()
@@ -339,7 +334,8 @@ type halfLoadGroup struct {
 	base string
 }
 
-// halfLoadGroups are the half-load phases, in order: HTTP, then gRPC.
+// halfLoadGroups are the half-load phases, in order: HTTP (Report.HalfLoad),
+// then gRPC (Report.HalfLoadGRPC).
 var halfLoadGroups = []halfLoadGroup{{of: "segment", base: httpBaseline}, {of: "grpc_segment", base: grpcBaseline}}
 
 // halfLoad runs one open-loop phase: g.of, and its baseline when it was

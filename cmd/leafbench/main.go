@@ -344,14 +344,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		names = compareScenarios
 	}
 	if quick {
-		if !set["duration"] {
-			o.duration = time.Second
-		}
-		if !set["warmup"] {
-			o.warmup = 250 * time.Millisecond
-		}
-		if !set["rounds"] {
-			o.rounds = 1
+		for name, value := range map[string]string{"duration": "1s", "warmup": "250ms", "rounds": "1"} {
+			if !set[name] {
+				_ = fs.Set(name, value) // valid values: no error
+			}
 		}
 	}
 	switch {

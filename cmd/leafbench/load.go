@@ -194,11 +194,14 @@ func readBody(r io.Reader, buf []byte) ([]byte, error) {
 // closedLoop runs conns workers, each sending its next request as soon as
 // the previous answer is read, for d. Every request sent within d is
 // checked and its latency recorded; throughput counts the answers read
-// within d. For a target whose perSample is k > 1, a worker reads the clock
+// within d. For a target whose perSample is k, a worker reads the clock
 // around one call of every k, and the k-1 calls after it count as answered
 // when that one was.
 func closedLoop(ctx context.Context, t target, conns int, d time.Duration) (*phase, error) {
-	untimed := t.perSample() - 1
+	untimed := 0
+	if s, ok := t.(interface{ perSample() int }); ok {
+		untimed = s.perSample() - 1
+	}
 	return runWorkers(ctx, t, conns, d, func(ctx context.Context, w *worker, _ int, start, end time.Time) {
 		for range maxPerWorker {
 			t0 := time.Now()

@@ -211,17 +211,16 @@ func perRequest(cpu time.Duration, requests uint64) float64 {
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // median returns the median of xs (the mean of the middle two for an even
-// count), 0 for none.
+// count), 0 for none. It sorts xs.
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
+	slices.Sort(xs)
+	if len(xs)%2 == 1 {
+		return xs[len(xs)/2]
 	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
 }
 
 // medianOf returns the median of f over xs; with known, over the values

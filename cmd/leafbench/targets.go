@@ -27,15 +27,10 @@ import (
 type call func() (ok bool, kind errKind, msg string)
 
 // target is what a phase loads: a server over HTTP or gRPC, or the Go
-// client with range leases.
+// client with range leases. newCall returns what worker i calls, over and
+// over; its requests end with ctx.
 type target interface {
-	// newCall returns what worker i calls, over and over; its requests end
-	// with ctx.
 	newCall(ctx context.Context, i int) (call, error)
-	// perSample is how many calls a worker makes per reading of the clock:
-	// 1 when every call is timed (requests), more for calls far shorter
-	// than a reading of the clock (client_range).
-	perSample() int
 }
 
 // httpTarget is a GET of url, whose answers must hold ids IDs.
@@ -44,8 +39,6 @@ type httpTarget struct {
 	url    string
 	ids    int
 }
-
-func (t httpTarget) perSample() int { return 1 }
 
 func (t httpTarget) newCall(ctx context.Context, _ int) (call, error) {
 	return httpCall(ctx, t.client, t.url, t.ids)
@@ -58,8 +51,6 @@ type grpcTarget struct {
 	tag   string
 	count int
 }
-
-func (t grpcTarget) perSample() int { return 1 }
 
 func (t grpcTarget) newCall(ctx context.Context, i int) (call, error) {
 	c := leafdv1.NewIDServiceClient(t.conns[i%len(t.conns)])
@@ -131,6 +122,8 @@ type rangeTarget struct {
 // every call is as likely to fall in).
 const rangeSample = 64
 
+// perSample is how many calls a worker makes per reading of the clock
+// (see closedLoop); a target without it has every call timed.
 func (t rangeTarget) perSample() int { return rangeSample }
 
 func (t rangeTarget) newCall(ctx context.Context, _ int) (call, error) {

@@ -384,15 +384,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if strings.TrimSpace(names) == "all" {
 		names = scenarioNames()
 	}
-	seen := map[string]bool{}
 	for name := range strings.SplitSeq(names, ",") {
 		name = strings.TrimSpace(name)
 		i := indexIn(scenarios, name)
 		if i < 0 {
 			return nil, fmt.Errorf("-scenarios: unknown scenario %q: use all, or a comma-separated list of %s", name, scenarioNames())
 		}
-		if !seen[name] {
-			seen[name] = true
+		if indexIn(o.scenarios, name) < 0 {
 			o.scenarios = append(o.scenarios, scenarios[i])
 		}
 	}
@@ -443,28 +441,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	rep, err := bench(ctx, o, stderr)
-	if err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("interrupted (%w)", err)
-		}
-		fmt.Fprintln(stderr, "leafbench:", err)
-		return exitFailure
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("interrupted (%w)", err)
 	}
-	if err := rep.WriteText(stdout); err != nil {
-		fmt.Fprintln(stderr, "leafbench:", err)
-		return exitFailure
+	if err == nil {
+		err = rep.WriteText(stdout)
 	}
 	for _, out := range []struct {
 		path  string
 		write func(io.Writer) error
 	}{{o.jsonPath, rep.WriteJSON}, {o.mdPath, rep.WriteMarkdown}} {
-		if out.path == "" {
-			continue
+		if err == nil && out.path != "" {
+			err = writeFile(out.path, out.write)
 		}
-		if err := writeFile(out.path, out.write); err != nil {
-			fmt.Fprintln(stderr, "leafbench:", err)
-			return exitFailure
-		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "leafbench:", err)
+		return exitFailure
 	}
 	if !rep.OK {
 		return exitFailure

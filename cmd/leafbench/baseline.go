@@ -164,16 +164,11 @@ func serveBaseline(args []string, stdout, stderr io.Writer) int {
 	if serverKind(*kind) == grpcServer {
 		srv := newBareGRPCServer()
 		return serveChild("leafbench gRPC baseline", *addr, srv.Serve, func(ctx context.Context) error {
-			stopped := make(chan struct{})
 			go func() {
-				srv.GracefulStop()
-				close(stopped)
+				<-ctx.Done()
+				srv.Stop() // ends GracefulStop too
 			}()
-			select {
-			case <-stopped:
-			case <-ctx.Done():
-				srv.Stop()
-			}
+			srv.GracefulStop()
 			return nil
 		}, stdout, stderr)
 	}

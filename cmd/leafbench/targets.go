@@ -163,10 +163,7 @@ func newRangeClient(baseURL string, hc *http.Client, size int64, refill float64)
 	ct := &countingTransport{next: hc.Transport}
 	c, err := client.New(baseURL, client.WithRanges(size, refill),
 		client.WithHTTPClient(&http.Client{Transport: ct, CheckRedirect: hc.CheckRedirect}))
-	if err != nil {
-		return nil, nil, err
-	}
-	return c, ct, nil
+	return c, ct, err
 }
 
 // probeRange checks, before any load, that the client gets leases: two

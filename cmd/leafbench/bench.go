@@ -138,11 +138,12 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 
 	if o.halfLoad {
 		for i, dst := range []**HalfLoad{&rep.HalfLoad, &rep.HalfLoadGRPC} {
-			h, ok, err := halfLoad(ctx, o, &srv, rep.Scenarios, halfLoadGroups[i], stderr)
+			h, err := halfLoad(ctx, o, &srv, rep.Scenarios, halfLoadGroups[i], stderr)
 			if err != nil {
 				return nil, err
 			}
-			*dst, rep.OK = h, rep.OK && ok
+			*dst = h
+			rep.OK = rep.OK && (h == nil || !slices.ContainsFunc(h.Results, func(x HalfLoadResult) bool { return x.Errors > 0 }))
 		}
 	}
 	rep.Machine.LoadEnd = loadAverage()
@@ -342,10 +343,10 @@ var halfLoadGroups = []halfLoadGroup{{of: "segment", base: httpBaseline}, {of: "
 // measured, each sent halfLoadFraction of g.of's median throughput, for
 // every round, the order alternating, with the server CPU of each. It
 // returns nil without g.of.
-func halfLoad(ctx context.Context, o *options, srv *servers, results []ScenarioResult, g halfLoadGroup, stderr io.Writer) (*HalfLoad, bool, error) {
+func halfLoad(ctx context.Context, o *options, srv *servers, results []ScenarioResult, g halfLoadGroup, stderr io.Writer) (*HalfLoad, error) {
 	seg := indexIn(o.scenarios, g.of)
 	if seg < 0 || results[seg].RequestsPerS <= 0 {
-		return nil, true, nil
+		return nil, nil
 	}
 	rate := halfLoadFraction * results[seg].RequestsPerS
 	var runs []scenario
@@ -359,18 +360,15 @@ func halfLoad(ctx context.Context, o *options, srv *servers, results []ScenarioR
 			r+1, o.rounds, pos+1, s.name, count(rate), count(st.RequestsPerS), latency(st.P99us), cpu(st.ServerCPUus), st.Errors)
 	})
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	h := &HalfLoad{Of: g.of, Fraction: halfLoadFraction, RatePerS: rate, Method: halfLoadMethod}
-	var ok bool
-	h.Results, ok = summarizeHalfLoad(o, runs, phases, rate)
-	return h, ok, nil
+	return &HalfLoad{Of: g.of, Fraction: halfLoadFraction, RatePerS: rate, Method: halfLoadMethod,
+		Results: summarizeHalfLoad(o, runs, phases, rate)}, nil
 }
 
 // summarizeHalfLoad turns the phases of a half-load group into results.
-func summarizeHalfLoad(o *options, runs []scenario, phases [][]*phase, rate float64) ([]HalfLoadResult, bool) {
+func summarizeHalfLoad(o *options, runs []scenario, phases [][]*phase, rate float64) []HalfLoadResult {
 	var out []HalfLoadResult
-	ok := true
 	for i, s := range runs {
 		var rounds []RoundStats
 		for _, p := range phases[i] {
@@ -385,10 +383,9 @@ func summarizeHalfLoad(o *options, runs []scenario, phases [][]*phase, rate floa
 			x.RatioServerCPU = pairedRatio(runs[0], phases[0], s, phases[i]).ServerCPU
 		}
 		x.ErrorsByKind, x.FirstErrors = errorDetail(phases[i])
-		ok = ok && x.Errors == 0
 		out = append(out, x)
 	}
-	return out, ok
+	return out
 }
 
 // indexIn returns the index of the scenario called name in ss, or -1.

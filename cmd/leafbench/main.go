@@ -42,8 +42,8 @@
 // baseline_timeouts, segment, snowflake, baseline_batch, segment_batch,
 // baseline_batch_snowflake, snowflake_batch, grpc_baseline and
 // grpc_segment: the comparison table of docs/performance.md. A run has 3
-// rounds unless -rounds (or -quick) says otherwise, 5 with -compare,
-// baseline_timeouts or a batch baseline.
+// rounds by default, 5 with -compare, baseline_timeouts or a batch
+// baseline; -rounds (or -quick) says otherwise.
 //
 // The baselines each scenario is divided by, when they ran: segment,
 // snowflake and client_range by baseline and by baseline_timeouts;

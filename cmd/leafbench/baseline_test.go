@@ -54,7 +54,7 @@ func TestBaselineServers(t *testing.T) {
 			"want %v, 0, 0, %v, 0", bare.ReadHeaderTimeout, bare.ReadTimeout, bare.WriteTimeout, bare.IdleTimeout, bare.MaxHeaderBytes,
 			leafdhttp.DefaultReadHeaderTimeout, leafdhttp.DefaultIdleTimeout)
 	}
-	for _, kind := range []baselineKind{timeoutsServer, batchServer} {
+	for _, kind := range []serverKind{timeoutsServer, batchServer} {
 		s, err := newBaselineServer(kind)
 		if err != nil {
 			t.Fatal(err)
@@ -80,7 +80,7 @@ func TestBaselineServers(t *testing.T) {
 func TestBaselineAnswers(t *testing.T) {
 	client := newClient(1, false)
 	defer client.CloseIdleConnections()
-	urls := map[baselineKind]string{}
+	urls := map[serverKind]string{}
 	for _, kind := range baselineKinds {
 		srv, err := newBaselineServer(kind)
 		if err != nil {
@@ -123,7 +123,7 @@ func TestBaselineAnswers(t *testing.T) {
 // TestScenarioWiring checks which server each baseline is and which
 // baselines each scenario is divided by.
 func TestScenarioWiring(t *testing.T) {
-	wantServer := map[string]baselineKind{httpBaseline: bareServer, timeoutsBaseline: timeoutsServer,
+	wantServer := map[string]serverKind{httpBaseline: bareServer, timeoutsBaseline: timeoutsServer,
 		batchBaseline: batchServer, snowBatchBaseline: batchServer}
 	wantBases := map[string]string{
 		httpBaseline: "baseline", timeoutsBaseline: "baseline_timeouts,baseline",
@@ -146,7 +146,7 @@ func TestScenarioWiring(t *testing.T) {
 			t.Errorf("%s: label %q, want %q", s.name, s.label, wantLabel[s.name])
 		}
 		for _, b := range append(slices.Clone(s.bases), s.fallback) {
-			if i := indexScenario(b); b != "" && (i < 0 || !scenarios[i].baseline) {
+			if i := indexIn(scenarios, b); b != "" && (i < 0 || !scenarios[i].baseline) {
 				t.Errorf("%s: divided by %q, which is not a baseline scenario", s.name, b)
 			}
 		}
@@ -154,7 +154,7 @@ func TestScenarioWiring(t *testing.T) {
 	// Each batch baseline gets the request of the leafd scenario divided
 	// by it, byte for byte, and answers as many IDs.
 	for name, of := range map[string]string{batchBaseline: "segment_batch", snowBatchBaseline: "snowflake_batch"} {
-		s, leafd := scenarios[indexScenario(name)], scenarios[indexScenario(of)]
+		s, leafd := scenarios[indexIn(scenarios, name)], scenarios[indexIn(scenarios, of)]
 		if s.path("bench") != leafd.path("bench") || s.ids != leafd.ids || leafd.bases[0] != name {
 			t.Errorf("%s: GET %s for %d IDs; %s: GET %s for %d, divided by %v", name, s.path("bench"), s.ids,
 				of, leafd.path("bench"), leafd.ids, leafd.bases)
@@ -208,7 +208,7 @@ func TestCompareFlags(t *testing.T) {
 // fakePhase is a measured period of one second: requests answered and the
 // server's CPU time for them.
 func fakePhase(requests uint64, cpu time.Duration) *phase {
-	return &phase{Elapsed: time.Second, Requests: requests, InTime: requests, ServerCPU: cpu, HasServerCPU: true}
+	return &phase{Elapsed: time.Second, Requests: requests, InTime: requests, ServerCPU: cpu}
 }
 
 // TestSummarizePairsRounds checks that each ratio is the median of the
@@ -219,7 +219,7 @@ func TestSummarizePairsRounds(t *testing.T) {
 	o.tag = "bench"
 	for _, name := range []string{"baseline", "baseline_timeouts", "segment", "baseline_batch", "segment_batch",
 		"baseline_batch_snowflake", "snowflake_batch"} {
-		o.scenarios = append(o.scenarios, scenarios[indexScenario(name)])
+		o.scenarios = append(o.scenarios, scenarios[indexIn(scenarios, name)])
 	}
 	ms := time.Millisecond
 	// Three rounds; the second was slow for everyone. The medians of

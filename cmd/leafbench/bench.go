@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -17,61 +19,31 @@ import (
 // servers are the running servers of a run, and the clients that load
 // them.
 type servers struct {
-	// baselines are the URLs of the HTTP baseline servers that run, by
-	// kind.
-	baselines map[baselineKind]string
-	leafd     string
-	// grpcBaseline and leafdGRPC are gRPC addresses, host:port, "" when not
-	// needed.
-	grpcBaseline, leafdGRPC string
+	// urls (http://host:port) and pids are the servers', by kind; a pid is
+	// 0 (absent) when leafbench did not start the server.
+	urls map[serverKind]string
+	pids map[serverKind]int
 	// procs are the servers leafbench started, to check that they still
 	// run and to stop them.
 	procs []*process
-	// baselinePIDs, grpcBaselinePID and leafdPID are the servers' process
-	// ids, 0 (absent) when leafbench did not start the server.
-	baselinePIDs              map[baselineKind]int
-	grpcBaselinePID, leafdPID int
 
 	http *http.Client
-	// grpcBase and grpcLeafd are the gRPC scenarios' connections.
-	grpcBase, grpcLeafd []*grpc.ClientConn
+	// grpc are the gRPC scenarios' connections, by kind of server.
+	grpc map[serverKind][]*grpc.ClientConn
 	// ranges is client_range's client, and leases counts its requests.
 	ranges *client.Client
 	leases *countingTransport
-}
-
-// pid returns the process id of the server of scenario sc, 0 if unknown.
-func (s *servers) pid(sc scenario) int {
-	switch {
-	case !sc.baseline:
-		return s.leafdPID
-	case sc.proto == protoGRPC:
-		return s.grpcBaselinePID
-	}
-	return s.baselinePIDs[sc.server]
 }
 
 // target returns what scenario sc loads.
 func (s *servers) target(sc scenario, tag string) target {
 	switch sc.proto {
 	case protoGRPC:
-		conns := s.grpcLeafd
-		if sc.baseline {
-			conns = s.grpcBase
-		}
-		return grpcTarget{conns: conns, tag: tag, count: sc.ids}
+		return grpcTarget{conns: s.grpc[sc.server], tag: tag, count: sc.ids}
 	case protoClient:
 		return rangeTarget{c: s.ranges, tag: tag, leases: &s.leases.n}
 	}
-	return httpTarget{client: s.http, url: s.url(sc, tag), ids: sc.ids}
-}
-
-// workers returns how many workers load scenario sc.
-func workers(o *options, sc scenario) int {
-	if sc.proto == protoClient {
-		return o.rangeCallers
-	}
-	return o.conns
+	return httpTarget{client: s.http, url: s.urls[sc.server] + sc.path(tag), ids: sc.ids}
 }
 
 // close closes the clients and stops the servers leafbench started.
@@ -79,8 +51,10 @@ func (s *servers) close() {
 	if s.ranges != nil {
 		s.ranges.Close()
 	}
-	for _, c := range append(s.grpcBase, s.grpcLeafd...) {
-		c.Close()
+	for _, conns := range s.grpc {
+		for _, c := range conns {
+			c.Close()
+		}
 	}
 	for _, p := range s.procs {
 		p.Stop()
@@ -113,10 +87,10 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	}
 	defer os.RemoveAll(dir)
 
-	srv := servers{http: client, baselines: map[baselineKind]string{}, baselinePIDs: map[baselineKind]int{}}
+	srv := servers{http: client, urls: map[serverKind]string{}, pids: map[serverKind]int{}, grpc: map[serverKind][]*grpc.ClientConn{}}
 	defer srv.close() // runs before RemoveAll: leafd's database is in dir
-	for _, kind := range baselineKinds {
-		if !o.needs(func(s scenario) bool { return s.baseline && s.proto == protoHTTP && s.server == kind }) {
+	for _, kind := range append(baselineKinds, grpcServer) {
+		if !o.needs(func(s scenario) bool { return s.baseline && s.server == kind }) {
 			continue
 		}
 		p, err := startBaseline(ctx, kind, client)
@@ -124,33 +98,26 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 			return nil, err
 		}
 		srv.procs = append(srv.procs, p)
-		srv.baselines[kind], srv.baselinePIDs[kind] = p.url, p.Pid()
-	}
-	if o.needs(func(s scenario) bool { return s.baseline && s.proto == protoGRPC }) {
-		p, err := startGRPCBaseline(ctx)
-		if err != nil {
-			return nil, err
-		}
-		srv.procs = append(srv.procs, p)
-		srv.grpcBaseline, srv.grpcBaselinePID = p.addr(), p.Pid()
-		if srv.grpcBase, err = dialGRPC(ctx, srv.grpcBaseline, o.grpcConns, o.allowRemote); err != nil {
-			return nil, err
+		srv.urls[kind], srv.pids[kind] = p.url, p.Pid()
+		if kind == grpcServer {
+			if srv.grpc[kind], err = dialGRPC(ctx, strings.TrimPrefix(p.url, "http://"), o.grpcConns, o.allowRemote); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if o.needs(func(s scenario) bool { return !s.baseline }) {
-		if err := startTarget(ctx, o, dir, client, &srv, &rep.Settings, stderr); err != nil {
+		grpcAddr, err := startTarget(ctx, o, dir, client, &srv, &rep.Settings, stderr)
+		if err != nil {
 			return nil, err
 		}
-	}
-	if srv.leafdGRPC != "" {
-		var err error
-		if srv.grpcLeafd, err = dialGRPC(ctx, srv.leafdGRPC, o.grpcConns, o.allowRemote); err != nil {
-			return nil, err
+		if grpcAddr != "" {
+			if srv.grpc[leafdServer], err = dialGRPC(ctx, grpcAddr, o.grpcConns, o.allowRemote); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if o.needs(func(s scenario) bool { return s.proto == protoClient }) {
-		var err error
-		if srv.ranges, srv.leases, err = newRangeClient(srv.leafd, client, o.rangeSize, o.rangeRefill); err != nil {
+		if srv.ranges, srv.leases, err = newRangeClient(srv.urls[leafdServer], client, o.rangeSize, o.rangeRefill); err != nil {
 			return nil, fmt.Errorf("client_range: %w", err)
 		}
 	}
@@ -160,100 +127,62 @@ func bench(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 		}
 	}
 
-	results := make([][]*phase, len(o.scenarios)) // [scenario][round]
-	for r := range o.rounds {
-		for pos, i := range rotated(len(o.scenarios), r) {
-			s := o.scenarios[i]
-			t := srv.target(s, o.tag)
-			n := workers(o, s)
-			if o.warmup > 0 {
-				if _, err := closedLoop(ctx, t, n, o.warmup); err != nil {
-					return nil, err
-				}
-			}
-			var leases0 uint64
-			if s.proto == protoClient {
-				leases0 = srv.leases.n.Load()
-			}
-			meter := startCPU(srv.pid(s))
-			p, err := closedLoop(ctx, t, n, o.duration)
-			if err != nil {
-				return nil, err
-			}
-			meter.stop(p)
-			if s.proto == protoClient {
-				p.Leases, p.HasLeases = srv.leases.n.Load()-leases0, true
-			}
-			if err := srv.alive(); err != nil {
-				return nil, err
-			}
-			results[i] = append(results[i], p)
-			st := stats(p, s.ids)
-			fmt.Fprintf(stderr, "leafbench: round %d/%d #%d %-24s %12s req/s %14s IDs/s  p99 %-9s server CPU/req %-9s errors %d\n",
-				r+1, o.rounds, pos+1, s.name, count(st.RequestsPerS), count(st.IDsPerS), latency(st.P99us), cpu(st.ServerCPUus), st.Errors)
-		}
+	results, err := srv.measure(ctx, o, o.scenarios, 0, func(r, pos int, s scenario, st Stats) {
+		fmt.Fprintf(stderr, "leafbench: round %d/%d #%d %-24s %12s req/s %14s IDs/s  p99 %-9s server CPU/req %-9s errors %d\n",
+			r+1, o.rounds, pos+1, s.name, count(st.RequestsPerS), count(st.IDsPerS), latency(st.P99us), cpu(st.ServerCPUus), st.Errors)
+	})
+	if err != nil {
+		return nil, err
 	}
 	rep.Scenarios = summarize(o, results, &rep.OK)
 
 	if o.halfLoad {
-		for _, g := range halfLoadGroups {
-			h, ok, err := halfLoad(ctx, o, &srv, rep.Scenarios, g, stderr)
+		for i, dst := range []**HalfLoad{&rep.HalfLoad, &rep.HalfLoadGRPC} {
+			h, err := halfLoad(ctx, o, &srv, rep.Scenarios, halfLoadGroups[i], stderr)
 			if err != nil {
 				return nil, err
 			}
-			if g.of == "segment" {
-				rep.HalfLoad = h
-			} else {
-				rep.HalfLoadGRPC = h
-			}
-			rep.OK = rep.OK && ok
+			*dst = h
+			rep.OK = rep.OK && (h == nil || !slices.ContainsFunc(h.Results, func(x HalfLoadResult) bool { return x.Errors > 0 }))
 		}
 	}
 	rep.Machine.LoadEnd = loadAverage()
 	return rep, nil
 }
 
-// startTarget starts leafd, or checks the -target, and records it in srv
-// and settings.
-func startTarget(ctx context.Context, o *options, dir string, client *http.Client, srv *servers, settings *Settings, stderr io.Writer) error {
+// startTarget starts leafd, or checks the -target, records it in srv and
+// settings, and returns its gRPC address when a gRPC scenario runs.
+func startTarget(ctx context.Context, o *options, dir string, client *http.Client, srv *servers, settings *Settings, stderr io.Writer) (string, error) {
 	grpc := o.needs(func(s scenario) bool { return s.proto == protoGRPC && !s.baseline })
 	if o.target != "" {
 		if err := testenv.WaitReady(ctx, client, o.target, readyTimeout, nil); err != nil {
-			return fmt.Errorf("-target: %w; is leafd running there?", err)
+			return "", fmt.Errorf("-target: %w; is leafd running there?", err)
 		}
-		srv.leafd = o.target
+		srv.urls[leafdServer] = o.target
 		settings.Target = o.target + " (a running leafd)"
-		if grpc {
-			srv.leafdGRPC = o.targetGRPC
-			settings.Target += ", gRPC at " + o.targetGRPC
+		if !grpc {
+			return "", nil
 		}
-		return nil
+		settings.Target += ", gRPC at " + o.targetGRPC
+		return o.targetGRPC, nil
 	}
 	bin, built, err := findLeafd(ctx, o.leafdPath, dir, stderr)
 	if err != nil {
-		return err
+		return "", err
 	}
 	settings.Leafd = leafdVersion(ctx, bin)
 	p, err := startLeafd(ctx, bin, dir, o.tag, grpc, o.snowflake, client)
 	if err != nil {
-		return err
+		return "", err
 	}
 	srv.procs = append(srv.procs, p)
-	srv.leafd, srv.leafdPID, srv.leafdGRPC = p.url, p.Pid(), p.grpcAddr
+	srv.urls[leafdServer], srv.pids[leafdServer] = p.url, p.Pid()
 	how := bin
 	if built {
 		how = "leafd built from this repository"
 	}
 	settings.Target = how + ", started by leafbench on a fresh SQLite file, " + o.snowflake.String()
-	return nil
-}
-
-// url returns the URL of scenario s.
-func (s *servers) url(sc scenario, tag string) string {
-	if sc.baseline {
-		return s.baselines[sc.server] + sc.path(tag)
-	}
-	return s.leafd + sc.path(tag)
+	return p.grpcAddr, nil
 }
 
 // probe makes one call of scenario sc and fails with the reason when its
@@ -283,14 +212,52 @@ func probe(ctx context.Context, t target, sc scenario, tag string) error {
 	}
 }
 
-// rotated returns the indexes 0..n-1 rotated left by r: round r starts with
-// scenario r mod n.
-func rotated(n, r int) []int {
-	idx := make([]int, n)
-	for i := range idx {
-		idx[i] = (i + r) % n
+// measure runs every scenario of runs for o.duration in each of o.rounds
+// rounds, after a warm-up, the order rotated from round to round: closed
+// loop, or with a rate, open loop at that rate. It shows each measurement
+// and returns them all, [scenario][round].
+func (srv *servers) measure(ctx context.Context, o *options, runs []scenario, rate float64,
+	show func(round, pos int, s scenario, st Stats)) ([][]*phase, error) {
+	phases := make([][]*phase, len(runs))
+	for r := range o.rounds {
+		for pos := range runs {
+			i := (pos + r) % len(runs) // round r starts with scenario r mod n
+			s, t, n := runs[i], srv.target(runs[i], o.tag), o.conns
+			if s.proto == protoClient {
+				n = o.rangeCallers
+			}
+			load := func(d time.Duration) (*phase, error) {
+				if rate > 0 {
+					return openLoop(ctx, t, n, d, rate)
+				}
+				return closedLoop(ctx, t, n, d)
+			}
+			if o.warmup > 0 {
+				if _, err := load(o.warmup); err != nil {
+					return nil, err
+				}
+			}
+			var leases0 uint64
+			if s.proto == protoClient {
+				leases0 = srv.leases.n.Load()
+			}
+			meter := startCPU(srv.pids[s.server])
+			p, err := load(o.duration)
+			if err != nil {
+				return nil, err
+			}
+			meter.stop(p)
+			if s.proto == protoClient {
+				p.Leases = srv.leases.n.Load() - leases0
+			}
+			if err := srv.alive(); err != nil {
+				return nil, err
+			}
+			phases[i] = append(phases[i], p)
+			show(r, pos, s, stats(p, s.ids))
+		}
 	}
-	return idx
+	return phases, nil
 }
 
 // summarize turns the phases of every scenario and round into results,
@@ -298,40 +265,27 @@ func rotated(n, r int) []int {
 // request failed.
 func summarize(o *options, results [][]*phase, ok *bool) []ScenarioResult {
 	*ok = true
-	out := make([]ScenarioResult, len(o.scenarios))
+	n := len(o.scenarios)
+	out := make([]ScenarioResult, n)
 	for i, s := range o.scenarios {
-		res := ScenarioResult{Name: s.name, Path: s.path(o.tag), Route: s.route(o), IDsPerRequest: s.ids}
+		var rounds []RoundStats
 		for r, p := range results[i] {
-			st := stats(p, s.ids)
-			res.Rounds = append(res.Rounds, RoundStats{Round: r + 1, Position: position(len(o.scenarios), r, i), Stats: st})
-			res.Requests += st.Requests
-			res.Errors += st.Errors
-			res.Leases += st.Leases
+			// Round r ran scenario i at the place pos where i = (pos + r) mod n.
+			rounds = append(rounds, RoundStats{Round: r + 1, Position: (i-r%n+n)%n + 1, Stats: stats(p, s.ids)})
 		}
+		res := ScenarioResult{Name: s.name, Path: s.path(o.tag), Route: s.route(o), IDsPerRequest: s.ids, Stats: medians(rounds), Rounds: rounds}
 		for _, name := range s.bases {
 			if b := indexIn(o.scenarios, name); b >= 0 {
 				res.Ratios = append(res.Ratios, pairedRatio(o.scenarios[b], results[b], s, results[i]))
 			}
 		}
-		main := (*BaselineRatio)(nil)
-		if len(res.Ratios) > 0 {
-			main = &res.Ratios[0]
-		} else if b := indexIn(o.scenarios, s.fallback); s.fallback != "" && b >= 0 {
-			r := pairedRatio(o.scenarios[b], results[b], s, results[i])
-			main = &r
+		main := res.Ratios
+		if b := indexIn(o.scenarios, s.fallback); len(main) == 0 && b >= 0 {
+			main = []BaselineRatio{pairedRatio(o.scenarios[b], results[b], s, results[i])}
 		}
-		if main != nil {
-			res.Baseline, res.RatioRequests, res.RatioIDs, res.RatioServerCPU = main.Baseline, main.Requests, main.IDs, main.ServerCPU
+		if len(main) > 0 {
+			res.Baseline, res.RatioRequests, res.RatioIDs, res.RatioServerCPU = main[0].Baseline, main[0].Requests, main[0].IDs, main[0].ServerCPU
 		}
-		res.RequestsPerS = medianOf(res.Rounds, func(s Stats) float64 { return s.RequestsPerS })
-		res.IDsPerS = medianOf(res.Rounds, func(s Stats) float64 { return s.IDsPerS })
-		res.P50us = medianOf(res.Rounds, func(s Stats) float64 { return s.P50us })
-		res.P99us = medianOf(res.Rounds, func(s Stats) float64 { return s.P99us })
-		res.P999us = medianOf(res.Rounds, func(s Stats) float64 { return s.P999us })
-		res.ServerCPUus = medianKnown(res.Rounds, func(s Stats) float64 { return s.ServerCPUus })
-		res.ServerCPUusPerID = medianKnown(res.Rounds, func(s Stats) float64 { return s.ServerCPUusPerID })
-		res.ServerCPUusPerLease = medianKnown(res.Rounds, func(s Stats) float64 { return s.ServerCPUusPerLease })
-		res.ClientCPUus = medianKnown(res.Rounds, func(s Stats) float64 { return s.ClientCPUus })
 		res.ErrorsByKind, res.FirstErrors = errorDetail(results[i])
 		*ok = *ok && res.Errors == 0
 		out[i] = res
@@ -370,16 +324,6 @@ func pairedRatio(base scenario, baseRounds []*phase, s scenario, rounds []*phase
 	return out
 }
 
-// position returns where scenario i ran in round r, from 1.
-func position(n, r, i int) int {
-	for pos, j := range rotated(n, r) {
-		if j == i {
-			return pos + 1
-		}
-	}
-	return 0
-}
-
 // halfLoadFraction is the share of segment's (grpc_segment's) maximum
 // throughput at which latency is measured.
 const halfLoadFraction = 0.5
@@ -391,17 +335,18 @@ type halfLoadGroup struct {
 	base string
 }
 
-// halfLoadGroups are the half-load phases, in order: HTTP, then gRPC.
+// halfLoadGroups are the half-load phases, in order: HTTP (Report.HalfLoad),
+// then gRPC (Report.HalfLoadGRPC).
 var halfLoadGroups = []halfLoadGroup{{of: "segment", base: httpBaseline}, {of: "grpc_segment", base: grpcBaseline}}
 
 // halfLoad runs one open-loop phase: g.of, and its baseline when it was
 // measured, each sent halfLoadFraction of g.of's median throughput, for
 // every round, the order alternating, with the server CPU of each. It
 // returns nil without g.of.
-func halfLoad(ctx context.Context, o *options, srv *servers, results []ScenarioResult, g halfLoadGroup, stderr io.Writer) (*HalfLoad, bool, error) {
+func halfLoad(ctx context.Context, o *options, srv *servers, results []ScenarioResult, g halfLoadGroup, stderr io.Writer) (*HalfLoad, error) {
 	seg := indexIn(o.scenarios, g.of)
 	if seg < 0 || results[seg].RequestsPerS <= 0 {
-		return nil, true, nil
+		return nil, nil
 	}
 	rate := halfLoadFraction * results[seg].RequestsPerS
 	var runs []scenario
@@ -410,80 +355,40 @@ func halfLoad(ctx context.Context, o *options, srv *servers, results []ScenarioR
 			runs = append(runs, o.scenarios[i])
 		}
 	}
-	h := &HalfLoad{Of: g.of, Fraction: halfLoadFraction, RatePerS: rate, Method: halfLoadMethod}
-	phases := make([][]*phase, len(runs))
-	for r := range o.rounds {
-		for pos, i := range rotated(len(runs), r) {
-			s := runs[i]
-			t := srv.target(s, o.tag)
-			if o.warmup > 0 {
-				if _, err := openLoop(ctx, t, o.conns, o.warmup, rate); err != nil {
-					return nil, false, err
-				}
-			}
-			meter := startCPU(srv.pid(s))
-			p, err := openLoop(ctx, t, o.conns, o.duration, rate)
-			if err != nil {
-				return nil, false, err
-			}
-			meter.stop(p)
-			if err := srv.alive(); err != nil {
-				return nil, false, err
-			}
-			phases[i] = append(phases[i], p)
-			fmt.Fprintf(stderr, "leafbench: half load, round %d/%d #%d %-13s %12s req/s offered %12s achieved  p99 %-9s server CPU/req %-9s errors %d\n",
-				r+1, o.rounds, pos+1, s.name, count(rate), count(float64(p.InTime)/p.Elapsed.Seconds()),
-				latency(micros(p.Latency.Quantile(0.99))), cpu(perRequest(p.ServerCPU, p.HasServerCPU, p.Requests)), p.ErrorCount())
-		}
+	phases, err := srv.measure(ctx, o, runs, rate, func(r, pos int, s scenario, st Stats) {
+		fmt.Fprintf(stderr, "leafbench: half load, round %d/%d #%d %-13s %12s req/s offered %12s achieved  p99 %-9s server CPU/req %-9s errors %d\n",
+			r+1, o.rounds, pos+1, s.name, count(rate), count(st.RequestsPerS), latency(st.P99us), cpu(st.ServerCPUus), st.Errors)
+	})
+	if err != nil {
+		return nil, err
 	}
-	ok := true
-	base := -1
-	if len(runs) == 2 {
-		base = 0 // runs[0] is g.base
-	}
+	return &HalfLoad{Of: g.of, Fraction: halfLoadFraction, RatePerS: rate, Method: halfLoadMethod,
+		Results: summarizeHalfLoad(o, runs, phases, rate)}, nil
+}
+
+// summarizeHalfLoad turns the phases of a half-load group into results.
+func summarizeHalfLoad(o *options, runs []scenario, phases [][]*phase, rate float64) []HalfLoadResult {
+	var out []HalfLoadResult
 	for i, s := range runs {
-		x := HalfLoadResult{Name: s.name, Path: s.path(o.tag), OfferedPerS: rate}
-		var achieved, p50, p99, p999, service, lag, serverCPU, cpuRatios []float64
-		for r, p := range phases[i] {
-			achieved = append(achieved, float64(p.InTime)/p.Elapsed.Seconds())
-			p50 = append(p50, micros(p.Latency.Quantile(0.50)))
-			p99 = append(p99, micros(p.Latency.Quantile(0.99)))
-			p999 = append(p999, micros(p.Latency.Quantile(0.999)))
-			service = append(service, micros(p.Service.Quantile(0.99)))
-			lag = append(lag, micros(p.Lag.Quantile(0.99)))
-			x.Requests += p.Requests
-			x.Errors += p.ErrorCount()
-			c := perRequest(p.ServerCPU, p.HasServerCPU, p.Requests)
-			if c > 0 {
-				serverCPU = append(serverCPU, c)
-			}
-			if base >= 0 {
-				b := phases[base][r]
-				if bc := perRequest(b.ServerCPU, b.HasServerCPU, b.Requests); bc > 0 && c > 0 {
-					cpuRatios = append(cpuRatios, c/bc)
-				}
-			}
+		var rounds []RoundStats
+		for _, p := range phases[i] {
+			rounds = append(rounds, RoundStats{Stats: stats(p, s.ids)})
 		}
-		x.AchievedPerS, x.P50us, x.P99us, x.P999us = median(achieved), median(p50), median(p99), median(p999)
-		x.ServiceP99us, x.LagP99us = median(service), median(lag)
-		x.ServerCPUus = median(serverCPU)
-		if len(cpuRatios) > 0 {
-			cr := median(cpuRatios)
-			x.RatioServerCPU = &cr
+		st := medians(rounds)
+		x := HalfLoadResult{Name: s.name, Path: s.path(o.tag), OfferedPerS: rate, AchievedPerS: st.RequestsPerS,
+			P50us: st.P50us, P99us: st.P99us, P999us: st.P999us, ServerCPUus: st.ServerCPUus, Requests: st.Requests, Errors: st.Errors,
+			ServiceP99us: medianOf(phases[i], false, func(p *phase) float64 { return micros(p.Service.Quantile(0.99)) }),
+			LagP99us:     medianOf(phases[i], false, func(p *phase) float64 { return micros(p.Lag.Quantile(0.99)) })}
+		if len(runs) == 2 { // runs[0] is the baseline
+			x.RatioServerCPU = pairedRatio(runs[0], phases[0], s, phases[i]).ServerCPU
 		}
 		x.ErrorsByKind, x.FirstErrors = errorDetail(phases[i])
-		ok = ok && x.Errors == 0
-		h.Results = append(h.Results, x)
+		out = append(out, x)
 	}
-	return h, ok, nil
+	return out
 }
 
 // indexIn returns the index of the scenario called name in ss, or -1.
 func indexIn(ss []scenario, name string) int {
-	for i, s := range ss {
-		if s.name == name {
-			return i
-		}
-	}
-	return -1
+	return slices.IndexFunc(ss, func(s scenario) bool { return s.name == name })
 }

@@ -80,12 +80,6 @@ func (h *Histogram) Merge(o *Histogram) {
 	h.total += o.total
 }
 
-// Count returns the number of samples.
-func (h *Histogram) Count() uint64 { return h.total }
-
-// Max returns the largest sample, 0 when there is none.
-func (h *Histogram) Max() time.Duration { return time.Duration(h.max) }
-
 // Quantile returns the q-quantile (0 < q ≤ 1) of the samples: the smallest
 // sample that at least q of all samples do not exceed (nearest rank), read
 // as the middle of its bucket and kept within the smallest and largest

@@ -39,8 +39,8 @@ func TestHistogramQuantiles(t *testing.T) {
 					h.Record(time.Duration(ref[i]))
 				}
 				slices.Sort(ref)
-				if h.Count() != uint64(n) {
-					t.Fatalf("n=%d: Count = %d", n, h.Count())
+				if h.total != uint64(n) {
+					t.Fatalf("n=%d: total = %d", n, h.total)
 				}
 				for _, q := range quantiles {
 					rank := max(int(math.Ceil(q*float64(n))), 1)
@@ -54,8 +54,8 @@ func TestHistogramQuantiles(t *testing.T) {
 						t.Errorf("n=%d q=%v: got %d, want %d: off by more than 1/256", n, q, got, want)
 					}
 				}
-				if h.Max() != time.Duration(ref[n-1]) {
-					t.Errorf("n=%d: Max = %d, want %d", n, h.Max(), ref[n-1])
+				if h.max != ref[n-1] {
+					t.Errorf("n=%d: max = %d, want %d", n, h.max, ref[n-1])
 				}
 			}
 		})
@@ -87,7 +87,7 @@ func TestHistogramBuckets(t *testing.T) {
 func TestHistogramEdges(t *testing.T) {
 	t.Run("Empty", func(t *testing.T) {
 		var h Histogram
-		if h.Quantile(0.99) != 0 || h.Count() != 0 || h.Max() != 0 {
+		if h.Quantile(0.99) != 0 || h.total != 0 || h.max != 0 {
 			t.Fatal("an empty histogram must answer 0")
 		}
 	})

@@ -24,9 +24,6 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == baselineCommand {
 		os.Exit(serveBaseline(os.Args[2:], os.Stdout, os.Stderr))
 	}
-	if len(os.Args) > 1 && os.Args[1] == grpcBaselineCommand {
-		os.Exit(serveGRPCBaseline(os.Args[2:], os.Stdout, os.Stderr))
-	}
 	code := m.Run()
 	leafdBin.Remove()
 	os.Exit(code)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,13 +32,9 @@ const (
 // proxy, HTTP/1.1 as most ID clients speak it, and a dialer that connects
 // only to loopback addresses unless allowRemote.
 func newClient(conns int, allowRemote bool) *http.Client {
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	if !allowRemote {
-		d.Control = loopbackOnly
-	}
 	tr := &http.Transport{
 		Proxy:                 nil,
-		DialContext:           d.DialContext,
+		DialContext:           dialer(allowRemote).DialContext,
 		MaxIdleConns:          0, // no limit across hosts
 		MaxIdleConnsPerHost:   conns,
 		IdleConnTimeout:       90 * time.Second,
@@ -48,6 +46,16 @@ func newClient(conns int, allowRemote bool) *http.Client {
 		Transport:     tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+}
+
+// dialer returns the dialer of every connection of a run, which connects
+// only to loopback addresses unless allowRemote.
+func dialer(allowRemote bool) *net.Dialer {
+	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	if !allowRemote {
+		d.Control = loopbackOnly
+	}
+	return d
 }
 
 // errKind classifies a failed request.
@@ -87,22 +95,11 @@ type phase struct {
 	// due while it was idle: the delay the client itself added.
 	Lag Histogram
 	// ServerCPU and ClientCPU are the CPU time the server process and
-	// leafbench used during the phase, when known (see cpuTime).
-	ServerCPU, ClientCPU       time.Duration
-	HasServerCPU, HasClientCPU bool
+	// leafbench used during the phase, 0 when not known (see cpuTime).
+	ServerCPU, ClientCPU time.Duration
 	// Leases (client_range only) counts the requests the client sent to
 	// leafd during the phase: its range leases.
-	Leases    uint64
-	HasLeases bool
-}
-
-// ErrorCount returns the failures of every kind.
-func (p *phase) ErrorCount() uint64 {
-	var n uint64
-	for _, c := range p.Errors {
-		n += c
-	}
-	return n
+	Leases uint64
 }
 
 // merge adds o's counts to p.
@@ -128,44 +125,35 @@ type worker struct {
 	res phase
 }
 
-// httpCaller sends GETs of one URL and checks the answers.
-type httpCaller struct {
-	client *http.Client
-	req    *http.Request // reused: safe once the previous body is closed
-	want   int           // IDs per answer
-	buf    []byte
-}
-
-func newHTTPCaller(ctx context.Context, client *http.Client, url string, want int) (*httpCaller, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// httpCall returns a call that sends GETs of url and checks that each
+// answer holds want IDs.
+func httpCall(ctx context.Context, client *http.Client, url string, want int) (call, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil) // reused: safe once the previous body is closed
 	if err != nil {
 		return nil, err
 	}
-	return &httpCaller{client: client, req: req, want: want, buf: make([]byte, 0, 32<<10)}, nil
-}
-
-// do sends one request and checks the answer. It returns ok, or the kind of
-// failure and a description (only built on failure).
-func (w *httpCaller) do() (ok bool, kind errKind, msg string) {
-	resp, err := w.client.Do(w.req)
-	if err != nil {
-		return false, errTransport, err.Error()
-	}
-	w.buf, err = readBody(resp.Body, w.buf[:0])
-	resp.Body.Close()
-	if err != nil {
-		return false, errTransport, "reading the answer: " + err.Error()
-	}
-	if resp.StatusCode != http.StatusOK {
-		return false, errStatus, fmt.Sprintf("%s: %.200s", resp.Status, strings.TrimSpace(string(w.buf)))
-	}
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
-		return false, errBody, fmt.Sprintf("Content-Type %q, want text/plain", ct)
-	}
-	if err := checkIDs(w.buf, w.want); err != nil {
-		return false, errBody, fmt.Sprintf("%v in %.100q", err, w.buf)
-	}
-	return true, 0, ""
+	buf := make([]byte, 0, 32<<10)
+	return func() (bool, errKind, string) {
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, errTransport, err.Error()
+		}
+		buf, err = readBody(resp.Body, buf[:0])
+		resp.Body.Close()
+		if err != nil {
+			return false, errTransport, "reading the answer: " + err.Error()
+		}
+		if resp.StatusCode != http.StatusOK {
+			return false, errStatus, fmt.Sprintf("%s: %.200s", resp.Status, strings.TrimSpace(string(buf)))
+		}
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+			return false, errBody, fmt.Sprintf("Content-Type %q, want text/plain", ct)
+		}
+		if err := checkIDs(buf, want); err != nil {
+			return false, errBody, fmt.Sprintf("%v in %.100q", err, buf)
+		}
+		return true, 0, ""
+	}, nil
 }
 
 // count records one answered request; inTime says whether it was answered
@@ -206,11 +194,14 @@ func readBody(r io.Reader, buf []byte) ([]byte, error) {
 // closedLoop runs conns workers, each sending its next request as soon as
 // the previous answer is read, for d. Every request sent within d is
 // checked and its latency recorded; throughput counts the answers read
-// within d. For a target whose perSample is k > 1, a worker reads the clock
+// within d. For a target whose perSample is k, a worker reads the clock
 // around one call of every k, and the k-1 calls after it count as answered
 // when that one was.
 func closedLoop(ctx context.Context, t target, conns int, d time.Duration) (*phase, error) {
-	untimed := t.perSample() - 1
+	untimed := 0
+	if s, ok := t.(interface{ perSample() int }); ok {
+		untimed = s.perSample() - 1
+	}
 	return runWorkers(ctx, t, conns, d, func(ctx context.Context, w *worker, _ int, start, end time.Time) {
 		for range maxPerWorker {
 			t0 := time.Now()
@@ -319,4 +310,68 @@ func runWorkers(ctx context.Context, t target, conns int, d time.Duration,
 		res.merge(&w.res)
 	}
 	return res, ctx.Err() // interrupted, or nil
+}
+
+// userHZ is the unit of the CPU times in /proc/PID/stat: 100 per second on
+// every mainstream Linux (USER_HZ).
+const userHZ = 100
+
+// cpuTime returns the CPU time (user and system, all threads) that process
+// pid has used so far, read from /proc. ok is false where there is no /proc
+// or the process is gone. Its resolution is 10 ms: over a phase of seconds
+// at thousands of requests per second that is well under 1%.
+//
+// CPU per request is a figure a busy machine disturbs far less than
+// throughput: other processes take CPU away, but do not make a request cost
+// more of it (caches aside).
+func cpuTime(pid int) (d time.Duration, ok bool) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The command name (field 2) is in parentheses and may hold spaces;
+	// fields are counted after its closing one: state is field 3, utime 14,
+	// stime 15.
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * time.Second / userHZ, true
+}
+
+// cpuMeter measures the CPU that the server process and leafbench itself
+// use during a phase.
+type cpuMeter struct {
+	pids  [2]int // the server's (0 when leafbench did not start it), leafbench's
+	start [2]time.Duration
+	ok    [2]bool
+}
+
+// startCPU takes the first reading; server is the server's pid or 0.
+func startCPU(server int) *cpuMeter {
+	m := &cpuMeter{pids: [2]int{server, os.Getpid()}}
+	for i, pid := range m.pids {
+		if pid != 0 {
+			m.start[i], m.ok[i] = cpuTime(pid)
+		}
+	}
+	return m
+}
+
+// stop takes the second reading and stores the CPU used in between in p.
+func (m *cpuMeter) stop(p *phase) {
+	for i, used := range []*time.Duration{&p.ServerCPU, &p.ClientCPU} {
+		if d, ok := cpuTime(m.pids[i]); ok && m.ok[i] {
+			*used = d - m.start[i]
+		}
+	}
 }

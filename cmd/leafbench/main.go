@@ -41,24 +41,19 @@
 // default; -scenarios names others, or all; -compare runs baseline,
 // baseline_timeouts, segment, snowflake, baseline_batch, segment_batch,
 // baseline_batch_snowflake, snowflake_batch, grpc_baseline and
-// grpc_segment, 5 rounds unless -rounds (or -quick) says otherwise, which
-// is the comparison table of docs/performance.md. A run with
-// baseline_timeouts or a batch baseline has 5 rounds by default too, 3
-// otherwise.
+// grpc_segment: the comparison table of docs/performance.md. A run has 3
+// rounds by default, 5 with -compare, baseline_timeouts or a batch
+// baseline; -rounds (or -quick) says otherwise.
 //
 // The baselines each scenario is divided by, when they ran: segment,
 // snowflake and client_range by baseline and by baseline_timeouts;
 // segment_batch by baseline_batch and snowflake_batch by
 // baseline_batch_snowflake (by baseline when that did not run); the gRPC
 // scenarios by grpc_baseline; baseline_timeouts by baseline (what the
-// timeouts cost) and by itself. The requests/s, the IDs/s and the server
-// CPU per request are each divided by the same baseline's in the same
-// round, and a ratio is the median of the rounds' ratios. The main table
-// shows the ratios to the first of those baselines that ran; the
-// comparison table shows requests/s, IDs/s, server CPU per request, and
-// the ratios of server CPU per request and of requests/s to every
-// baseline, a column for each: "vs bare gin", "vs gin with timeouts", "vs
-// 1000 pre-formatted IDs" (the two batch baselines), "vs bare gRPC".
+// timeouts cost) and by itself. The main table shows the ratios to the
+// first of those that ran; the comparison table shows requests/s, IDs/s,
+// server CPU per request, and the ratios of server CPU per request and of
+// requests/s to every baseline, a column for each.
 //
 // Every answer is checked: a status other than 200 (gRPC: OK), a transport
 // error, or an answer that is not the right number of IDs, each from 1 to
@@ -69,30 +64,27 @@
 // All HTTP scenarios use the same client in the same run, and all gRPC
 // scenarios the same -grpc-connections connections. Each baseline server
 // runs in a process of its own, as leafd does (leafbench starts itself
-// again with a hidden argument): the bare gin one, the one with timeouts,
-// the batch one (both batch baselines) and the gRPC one, each only when
-// one of its scenarios runs. Each of -rounds rounds runs every scenario after a
-// warm-up, the order rotated from round to round; the figures shown are the
-// medians of the rounds, and a ratio is the median of the rounds' ratios.
-// Where /proc exists it also reports the CPU time per request of the server
-// process and of leafbench: a busy machine takes CPU away, which moves
-// throughput a lot, and the CPU cost of a request much less (though some:
-// a server that answers fewer requests per second handles fewer of them per
-// system call and wake-up, gRPC's HTTP/2 framing most of all).
+// again with a hidden argument), only when one of its scenarios runs. Each
+// of -rounds rounds runs every scenario after a warm-up, the order rotated
+// from round to round. The figures shown are the medians of the rounds, and
+// a ratio is the median of the rounds' ratios: each round's requests/s,
+// IDs/s and server CPU per request divided by the same baseline's in that
+// round. Where /proc exists it also reports the CPU time per request of the
+// server process and of leafbench: a busy machine takes CPU away, which
+// moves throughput a lot, and the CPU cost of a request much less (though
+// some: a server that answers fewer requests per second handles fewer of
+// them per system call and wake-up, gRPC's HTTP/2 framing most of all).
 //
 // Then the half-load phase sends segment and the baseline the same fixed
 // rate, half of segment's measured maximum, open loop, and reports the
 // latency and the server CPU per request at that rate; and so for
 // grpc_segment and grpc_baseline when grpc_segment runs. At the same rate
 // both servers see the same arrivals, so their CPU per request compares
-// their work alone, whichever would have reached more throughput. Request
-// k is due at start + k/rate, the requests shared out over the workers,
-// each sleeping until its next one is due. A request due while its worker
-// still waited for an earlier answer counts from when it was due, so that
-// a stalled server is charged the whole delay (no coordinated omission);
-// one due while its worker was idle counts from when it was sent, so that
-// a late timer wake-up in leafbench is not charged to the server. That
-// lateness is reported apart, as client lag.
+// their work alone, whichever would have reached more throughput. A
+// request's latency counts from when it was due if its worker was still
+// busy then, so that a stalled server is charged the whole delay (no
+// coordinated omission), else from when it was sent; how late an idle
+// worker sent is reported apart, as client lag.
 //
 // Usage:
 //
@@ -110,20 +102,19 @@
 // PATH. That leafd gets a fresh SQLite file in a temporary directory, the
 // tag -tag with a step of 1,000,000 (segment.max_step 100,000,000),
 // snowflake mode with worker ids leased from that database
-// (snowflake.worker_id auto), -snowflake-workers of them (snowflake.workers,
-// default 3) and -snowflake-borrow of borrowing (snowflake.max_borrow,
-// default 5ms; 0 is off), and a free loopback port, and a second one for
-// gRPC (grpc.addr) when a gRPC scenario runs. One worker id issues at most
-// 4,096 IDs a millisecond (4,096,000 a second) with the default layout:
-// -snowflake-workers 1 shows snowflake_batch against that limit, the
-// default 3 what a server leasing several worker ids reaches. With -target
-// (and -target-grpc for the gRPC scenarios) it loads a leafd that is
-// already running; the tag must exist there, and its snowflake settings
-// are its own (-snowflake-workers and -snowflake-borrow are refused with
-// -target). leafbench sends load only to
-// loopback addresses unless -allow-remote is given. It stops the servers
-// when it ends, also on an error or an interrupt (SIGTERM, then SIGKILL
-// after 5 s).
+// (snowflake.worker_id auto), -snowflake-workers of them
+// (snowflake.workers, default 3) and -snowflake-borrow of borrowing
+// (snowflake.max_borrow, default 5ms; 0 is off), and a free loopback port,
+// and a second one for gRPC (grpc.addr) when a gRPC scenario runs. One
+// worker id issues at most 4,096 IDs a millisecond (4,096,000 a second)
+// with the default layout: -snowflake-workers 1 shows snowflake_batch
+// against that limit, the default 3 what a server leasing several worker
+// ids reaches. With -target (and -target-grpc for the gRPC scenarios) it
+// loads a leafd that is already running; the tag must exist there, and its
+// snowflake settings are its own (-snowflake-workers and -snowflake-borrow
+// are refused with -target). leafbench sends load only to loopback
+// addresses unless -allow-remote is given. It stops the servers when it
+// ends, also on an error or an interrupt (SIGTERM, then SIGKILL after 5 s).
 package main
 
 import (
@@ -168,8 +159,8 @@ type scenario struct {
 	name     string
 	proto    protocol
 	baseline bool // sent to a bare server, not to leafd
-	// server is the HTTP baseline server it is sent to (baseline only).
-	server baselineKind
+	// server is the server it is sent to.
+	server serverKind
 	// label names a baseline in the comparison table's columns: "vs
 	// label". Baselines that answer alike share one.
 	label string
@@ -179,9 +170,11 @@ type scenario struct {
 	// table's when none of bases ran.
 	bases    []string
 	fallback string
-	query    string
-	snow     bool // GET /snowflake rather than /segment/{tag}
-	ids      int  // IDs in each answer
+	// pattern is the path and query of its requests, {tag} standing for
+	// the tag: the HTTP request's, or the gRPC method's (its HTTP/2
+	// :path); for client_range the route of its leases.
+	pattern string
+	ids     int // IDs in each answer
 }
 
 // The baselines' names.
@@ -206,21 +199,23 @@ var singleBases = []string{httpBaseline, timeoutsBaseline}
 
 // scenarios are all the scenarios, in their order under -scenarios all.
 var scenarios = []scenario{
-	{name: httpBaseline, baseline: true, server: bareServer, label: bareLabel, bases: []string{httpBaseline}, ids: 1},
+	{name: httpBaseline, baseline: true, server: bareServer, label: bareLabel, bases: []string{httpBaseline},
+		pattern: "/segment/{tag}", ids: 1},
 	{name: timeoutsBaseline, baseline: true, server: timeoutsServer, label: timeoutsLabel,
-		bases: []string{timeoutsBaseline, httpBaseline}, ids: 1},
+		bases: []string{timeoutsBaseline, httpBaseline}, pattern: "/segment/{tag}", ids: 1},
 	{name: batchBaseline, baseline: true, server: batchServer, label: batchLabel,
-		bases: []string{batchBaseline}, query: batchQuery, ids: batchIDs},
+		bases: []string{batchBaseline}, pattern: "/segment/{tag}?count=1000", ids: batchIDs},
 	{name: snowBatchBaseline, baseline: true, server: batchServer, label: batchLabel,
-		bases: []string{snowBatchBaseline}, query: batchQuery, snow: true, ids: batchIDs},
-	{name: "segment", bases: singleBases, ids: 1},
-	{name: "segment_batch", bases: []string{batchBaseline}, fallback: httpBaseline, query: batchQuery, ids: batchIDs},
-	{name: "snowflake", bases: singleBases, snow: true, ids: 1},
-	{name: "snowflake_batch", bases: []string{snowBatchBaseline}, fallback: httpBaseline, query: batchQuery, snow: true, ids: batchIDs},
-	{name: grpcBaseline, proto: protoGRPC, baseline: true, label: grpcLabel, bases: []string{grpcBaseline}, ids: 1},
-	{name: "grpc_segment", proto: protoGRPC, bases: []string{grpcBaseline}, ids: 1},
-	{name: "grpc_segment_batch", proto: protoGRPC, bases: []string{grpcBaseline}, ids: batchIDs},
-	{name: "client_range", proto: protoClient, bases: singleBases, ids: 1},
+		bases: []string{snowBatchBaseline}, pattern: "/snowflake?count=1000", ids: batchIDs},
+	{name: "segment", bases: singleBases, pattern: "/segment/{tag}", ids: 1},
+	{name: "segment_batch", bases: []string{batchBaseline}, fallback: httpBaseline, pattern: "/segment/{tag}?count=1000", ids: batchIDs},
+	{name: "snowflake", bases: singleBases, pattern: "/snowflake", ids: 1},
+	{name: "snowflake_batch", bases: []string{snowBatchBaseline}, fallback: httpBaseline, pattern: "/snowflake?count=1000", ids: batchIDs},
+	{name: grpcBaseline, proto: protoGRPC, baseline: true, server: grpcServer, label: grpcLabel, bases: []string{grpcBaseline},
+		pattern: "/" + grpcMethodNextSegment, ids: 1},
+	{name: "grpc_segment", proto: protoGRPC, bases: []string{grpcBaseline}, pattern: "/" + grpcMethodNextSegment, ids: 1},
+	{name: "grpc_segment_batch", proto: protoGRPC, bases: []string{grpcBaseline}, pattern: "/" + grpcMethodNextSegment, ids: batchIDs},
+	{name: "client_range", proto: protoClient, bases: singleBases, pattern: "/segment/{tag}/range", ids: 1},
 }
 
 // defaultScenarios are the scenarios run without -scenarios.
@@ -238,20 +233,8 @@ const (
 	compareRounds = 5
 )
 
-// path returns the scenario's path and query for tag: the HTTP request's,
-// or the gRPC method's (its HTTP/2 :path); for client_range the route of
-// its leases.
-func (s scenario) path(tag string) string {
-	switch {
-	case s.proto == protoGRPC:
-		return "/" + grpcMethodNextSegment
-	case s.proto == protoClient:
-		return "/segment/" + tag + "/range"
-	case s.snow:
-		return "/snowflake" + s.query
-	}
-	return "/segment/" + tag + s.query
-}
+// path returns the scenario's path and query for tag.
+func (s scenario) path(tag string) string { return strings.Replace(s.pattern, "{tag}", tag, 1) }
 
 // route describes the scenario's request for the reports.
 func (s scenario) route(o *options) string {
@@ -361,14 +344,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		names = compareScenarios
 	}
 	if quick {
-		if !set["duration"] {
-			o.duration = time.Second
-		}
-		if !set["warmup"] {
-			o.warmup = 250 * time.Millisecond
-		}
-		if !set["rounds"] {
-			o.rounds = 1
+		for name, value := range map[string]string{"duration": "1s", "warmup": "250ms", "rounds": "1"} {
+			if !set[name] {
+				_ = fs.Set(name, value) // valid values: no error
+			}
 		}
 	}
 	switch {
@@ -405,15 +384,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if strings.TrimSpace(names) == "all" {
 		names = scenarioNames()
 	}
-	seen := map[string]bool{}
 	for name := range strings.SplitSeq(names, ",") {
 		name = strings.TrimSpace(name)
-		i := indexScenario(name)
+		i := indexIn(scenarios, name)
 		if i < 0 {
 			return nil, fmt.Errorf("-scenarios: unknown scenario %q: use all, or a comma-separated list of %s", name, scenarioNames())
 		}
-		if !seen[name] {
-			seen[name] = true
+		if indexIn(o.scenarios, name) < 0 {
 			o.scenarios = append(o.scenarios, scenarios[i])
 		}
 	}
@@ -438,15 +415,6 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	return o, nil
 }
 
-func indexScenario(name string) int {
-	for i, s := range scenarios {
-		if s.name == name {
-			return i
-		}
-	}
-	return -1
-}
-
 // scenarioNames returns every scenario's name, comma-separated.
 func scenarioNames() string {
 	names := make([]string, len(scenarios))
@@ -461,9 +429,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == baselineCommand {
 		return serveBaseline(args[1:], stdout, stderr)
 	}
-	if len(args) > 0 && args[0] == grpcBaselineCommand {
-		return serveGRPCBaseline(args[1:], stdout, stderr)
-	}
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -476,28 +441,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	rep, err := bench(ctx, o, stderr)
-	if err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("interrupted (%w)", err)
-		}
-		fmt.Fprintln(stderr, "leafbench:", err)
-		return exitFailure
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("interrupted (%w)", err)
 	}
-	if err := rep.WriteText(stdout); err != nil {
-		fmt.Fprintln(stderr, "leafbench:", err)
-		return exitFailure
+	if err == nil {
+		err = rep.WriteText(stdout)
 	}
 	for _, out := range []struct {
 		path  string
 		write func(io.Writer) error
 	}{{o.jsonPath, rep.WriteJSON}, {o.mdPath, rep.WriteMarkdown}} {
-		if out.path == "" {
-			continue
+		if err == nil && out.path != "" {
+			err = writeFile(out.path, out.write)
 		}
-		if err := writeFile(out.path, out.write); err != nil {
-			fmt.Fprintln(stderr, "leafbench:", err)
-			return exitFailure
-		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "leafbench:", err)
+		return exitFailure
 	}
 	if !rep.OK {
 		return exitFailure
@@ -511,11 +471,11 @@ func writeFile(path string, write func(io.Writer) error) error {
 	if err != nil {
 		return fmt.Errorf("writing the report: %w", err)
 	}
-	if err := write(f); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Close(); err != nil {
+	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil

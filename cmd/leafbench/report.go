@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -164,9 +163,7 @@ type HalfLoadResult struct {
 	LagP99us     float64 `json:"client_lag_p99_us"`
 	// ServerCPUus is the server's CPU time per request at that rate, in
 	// microseconds (absent when not known), and RatioServerCPU the median
-	// over rounds of it divided by the baseline's in the same round. At
-	// the same rate, both servers see the same arrivals, so this ratio
-	// does not depend on which of them reached a higher throughput.
+	// over rounds of it divided by the baseline's in the same round.
 	ServerCPUus    float64           `json:"server_cpu_us_per_request,omitempty"`
 	RatioServerCPU *float64          `json:"ratio_server_cpu,omitempty"`
 	Requests       uint64            `json:"requests"`
@@ -190,21 +187,22 @@ func stats(p *phase, ids int) Stats {
 		P99us:        micros(p.Latency.Quantile(0.99)),
 		P999us:       micros(p.Latency.Quantile(0.999)),
 		Requests:     p.Requests,
-		Errors:       p.ErrorCount(),
-		ServerCPUus:  perRequest(p.ServerCPU, p.HasServerCPU, p.Requests),
-		ClientCPUus:  perRequest(p.ClientCPU, p.HasClientCPU, p.Requests),
+		ServerCPUus:  perRequest(p.ServerCPU, p.Requests),
+		ClientCPUus:  perRequest(p.ClientCPU, p.Requests),
+		Leases:       p.Leases,
+	}
+	for _, n := range p.Errors {
+		st.Errors += n
 	}
 	st.ServerCPUusPerID = st.ServerCPUus / float64(ids)
-	if p.HasLeases {
-		st.Leases = p.Leases
-		st.ServerCPUusPerLease = perRequest(p.ServerCPU, p.HasServerCPU, p.Leases)
-	}
+	st.ServerCPUusPerLease = perRequest(p.ServerCPU, p.Leases)
 	return st
 }
 
-// perRequest returns cpu per request in microseconds, 0 when unknown.
-func perRequest(cpu time.Duration, known bool, requests uint64) float64 {
-	if !known || requests == 0 {
+// perRequest returns cpu per request in microseconds, 0 when cpu is
+// unknown (0).
+func perRequest(cpu time.Duration, requests uint64) float64 {
+	if requests == 0 {
 		return 0
 	}
 	return micros(cpu) / float64(requests)
@@ -213,58 +211,62 @@ func perRequest(cpu time.Duration, known bool, requests uint64) float64 {
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // median returns the median of xs (the mean of the middle two for an even
-// count), 0 for none.
+// count), 0 for none. It sorts xs.
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
+	slices.Sort(xs)
+	if len(xs)%2 == 1 {
+		return xs[len(xs)/2]
 	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
 }
 
-// medianOf returns the median of one field over rounds.
-func medianOf(rs []RoundStats, f func(Stats) float64) float64 {
-	xs := make([]float64, len(rs))
-	for i, r := range rs {
-		xs[i] = f(r.Stats)
-	}
-	return median(xs)
-}
-
-// medianKnown is medianOf for a field that is 0 when unknown (the CPU
-// figures): it leaves those rounds out.
-func medianKnown(rs []RoundStats, f func(Stats) float64) float64 {
-	xs := make([]float64, 0, len(rs))
-	for _, r := range rs {
-		if x := f(r.Stats); x != 0 {
-			xs = append(xs, x)
+// medianOf returns the median of f over xs; with known, over the values
+// that are not 0 only (0 is an unknown CPU figure).
+func medianOf[T any](xs []T, known bool, f func(T) float64) float64 {
+	var v []float64
+	for _, x := range xs {
+		if y := f(x); y != 0 || !known {
+			v = append(v, y)
 		}
 	}
-	return median(xs)
+	return median(v)
+}
+
+// medians returns the median over rounds of each figure, and the sums of
+// the counts.
+func medians(rounds []RoundStats) Stats {
+	st := Stats{
+		RequestsPerS:        medianOf(rounds, false, func(r RoundStats) float64 { return r.RequestsPerS }),
+		IDsPerS:             medianOf(rounds, false, func(r RoundStats) float64 { return r.IDsPerS }),
+		P50us:               medianOf(rounds, false, func(r RoundStats) float64 { return r.P50us }),
+		P99us:               medianOf(rounds, false, func(r RoundStats) float64 { return r.P99us }),
+		P999us:              medianOf(rounds, false, func(r RoundStats) float64 { return r.P999us }),
+		ServerCPUus:         medianOf(rounds, true, func(r RoundStats) float64 { return r.ServerCPUus }),
+		ClientCPUus:         medianOf(rounds, true, func(r RoundStats) float64 { return r.ClientCPUus }),
+		ServerCPUusPerID:    medianOf(rounds, true, func(r RoundStats) float64 { return r.ServerCPUusPerID }),
+		ServerCPUusPerLease: medianOf(rounds, true, func(r RoundStats) float64 { return r.ServerCPUusPerLease }),
+	}
+	for _, r := range rounds {
+		st.Requests += r.Requests
+		st.Errors += r.Errors
+		st.Leases += r.Leases
+	}
+	return st
 }
 
 // errorDetail sums the failures of phases by kind and keeps the first
 // description of each kind.
 func errorDetail(ps []*phase) (map[string]uint64, map[string]string) {
-	byKind := make(map[string]uint64, numErrKinds)
-	var first map[string]string
+	byKind, first := make(map[string]uint64, numErrKinds), map[string]string{}
 	for k := range numErrKinds {
 		byKind[k.String()] = 0
-	}
-	for _, p := range ps {
-		for k := range numErrKinds {
+		for _, p := range ps {
 			byKind[k.String()] += p.Errors[k]
-			if p.FirstError[k] != "" {
-				if first == nil {
-					first = make(map[string]string)
-				}
-				if _, ok := first[k.String()]; !ok {
-					first[k.String()] = p.FirstError[k]
-				}
+			if _, ok := first[k.String()]; !ok && p.FirstError[k] != "" {
+				first[k.String()] = p.FirstError[k]
 			}
 		}
 	}
@@ -289,17 +291,9 @@ func describeMachine() Machine {
 // cpuModel returns the first CPU model name /proc/cpuinfo gives, "unknown"
 // elsewhere.
 func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return "unknown"
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		key, value, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
+	data, _ := os.ReadFile("/proc/cpuinfo")
+	for line := range strings.Lines(string(data)) {
+		key, value, _ := strings.Cut(line, ":")
 		switch strings.TrimSpace(key) {
 		case "model name", "Model", "Hardware", "cpu model":
 			if v := strings.TrimSpace(value); v != "" {
@@ -342,7 +336,7 @@ func firstLine(path string) string {
 	return strings.TrimSpace(line)
 }
 
-// machineLine describes the machine in one sentence.
+// line describes the machine in one sentence.
 func (m Machine) line() string {
 	s := fmt.Sprintf("%s/%s, CPU %q, %d CPUs (nproc; GOMAXPROCS %d), %s", m.GOOS, m.GOARCH, m.CPU, m.CPUs, m.GOMAXPROCS, m.Go)
 	if m.OS != "" {
@@ -357,38 +351,55 @@ func (m Machine) line() string {
 	return s
 }
 
-// runLine describes the run's settings in one sentence.
+// line describes the run's settings in one sentence.
 func (s Settings) line() string {
 	return fmt.Sprintf("%d round(s) of %s per scenario after a %s warm-up, scenario order rotated each round, medians shown; "+
 		"%d keep-alive connections; target %s, tag %q", s.Rounds, s.Duration, s.Warmup, s.Concurrency, s.Target, s.Tag)
 }
 
 // WriteText writes the report as aligned tables.
-func (r *Report) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "\nmachine: %s\nrun:     %s\n", r.Machine.line(), r.Settings.line())
+func (r *Report) WriteText(w io.Writer) error { return r.write(w, false) }
+
+// WriteMarkdown writes the report as Markdown tables for the README.
+func (r *Report) WriteMarkdown(w io.Writer) error { return r.write(w, true) }
+
+// write writes the report as Markdown tables (md) or as aligned text, which
+// also lists the first failures.
+func (r *Report) write(w io.Writer, md bool) error {
+	pick := func(text, markdown string) string {
+		if md {
+			return markdown
+		}
+		return text
+	}
+	fmt.Fprintf(w, pick("\nmachine: %s\nrun:     %s\n", "Machine: %s.\n\nRun: %s.\n"), r.Machine.line(), r.Settings.line())
 	if r.Settings.Leafd != "" {
-		fmt.Fprintf(w, "leafd:   %s\n", r.Settings.Leafd)
+		fmt.Fprintf(w, pick("leafd:   %s\n", "\nleafd: `%s`.\n"), r.Settings.Leafd)
 	}
 	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\trequests/s\tIDs/s\tp50\tp99\tp999\terrors\treq/s vs baseline\tIDs/s vs baseline\tserver CPU/req\tserver CPU/ID\tserver CPU/req vs baseline\tclient CPU/req\t")
+	rows := [][]string{{"scenario", "route", "requests/s", "IDs/s", "p50", "p99", "p999", "errors", "req/s vs baseline", "IDs/s vs baseline",
+		"server CPU/req", "server CPU/ID", "server CPU/req vs baseline", "client CPU/req"}}
 	for _, s := range r.Scenarios {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, count(s.RequestsPerS), count(s.IDsPerS),
-			latency(s.P50us), latency(s.P99us), latency(s.P999us), s.Errors, ratio(s.RatioRequests), ratio(s.RatioIDs),
-			cpu(s.ServerCPUus), cpu(s.ServerCPUusPerID), ratio(s.RatioServerCPU), cpu(s.ClientCPUus))
+		rows = append(rows, []string{s.Name, s.Route, count(s.RequestsPerS), count(s.IDsPerS), latency(s.P50us), latency(s.P99us),
+			latency(s.P999us), strconv.FormatUint(s.Errors, 10), ratio(s.RatioRequests), ratio(s.RatioIDs),
+			cpu(s.ServerCPUus), cpu(s.ServerCPUusPerID), ratio(s.RatioServerCPU), cpu(s.ClientCPUus)})
 	}
-	if err := tw.Flush(); err != nil {
+	if !md {
+		for i := range rows {
+			rows[i] = slices.Delete(rows[i], 1, 2) // the route is for the README only
+		}
+	}
+	if err := writeTable(w, md, 2, rows); err != nil {
 		return err
 	}
 	r.writeNotes(w)
 	if labels := r.ratioLabels(); len(labels) > 0 {
-		fmt.Fprintf(w, "\n%s:\n\n", comparisonTitle)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, strings.Join(comparisonHeader(labels), "\t")+"\t")
+		fmt.Fprintf(w, pick("\n%s:\n\n", "\n%s.\n\n"), pick(comparisonTitle, strings.ToUpper(comparisonTitle[:1])+comparisonTitle[1:]))
+		rows := [][]string{comparisonHeader(labels)}
 		for _, s := range r.Scenarios {
-			fmt.Fprintln(tw, strings.Join(s.comparisonRow(labels, s.Name), "\t")+"\t")
+			rows = append(rows, s.comparisonRow(labels))
 		}
-		if err := tw.Flush(); err != nil {
+		if err := writeTable(w, md, 1, rows); err != nil {
 			return err
 		}
 		r.writeBatchNote(w)
@@ -397,19 +408,48 @@ func (r *Report) WriteText(w io.Writer) error {
 		if h == nil {
 			continue
 		}
-		fmt.Fprintf(w, "\nlatency at %.0f%% of %s's maximum, %s requests/s offered to each\n(%s):\n\n", h.Fraction*100, h.Of, count(h.RatePerS), h.Method)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "scenario\toffered/s\tachieved/s\tp50\tp99\tp999\tp99 from send\tp99 client lag\terrors\tserver CPU/req\tserver CPU/req vs baseline\t")
-		for _, x := range h.Results {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", x.Name, count(x.OfferedPerS), count(x.AchievedPerS),
-				latency(x.P50us), latency(x.P99us), latency(x.P999us), latency(x.ServiceP99us), latency(x.LagP99us), x.Errors,
-				cpu(x.ServerCPUus), ratio(x.RatioServerCPU))
+		if md {
+			fmt.Fprintf(w, "\nLatency at %.0f%% of `%s`'s maximum: %s requests/s offered to each, open loop.\n\n", h.Fraction*100, h.Of, count(h.RatePerS))
+		} else {
+			fmt.Fprintf(w, "\nlatency at %.0f%% of %s's maximum, %s requests/s offered to each\n(%s):\n\n", h.Fraction*100, h.Of, count(h.RatePerS), h.Method)
 		}
-		if err := tw.Flush(); err != nil {
+		rows := [][]string{{"scenario", "offered/s", "achieved/s", "p50", "p99", "p999", "p99 from send", "p99 client lag", "errors",
+			"server CPU/req", "server CPU/req vs baseline"}}
+		for _, x := range h.Results {
+			rows = append(rows, []string{x.Name, count(x.OfferedPerS), count(x.AchievedPerS), latency(x.P50us), latency(x.P99us),
+				latency(x.P999us), latency(x.ServiceP99us), latency(x.LagP99us), strconv.FormatUint(x.Errors, 10),
+				cpu(x.ServerCPUus), ratio(x.RatioServerCPU)})
+		}
+		if err := writeTable(w, md, 1, rows); err != nil {
 			return err
 		}
 	}
-	r.writeFailures(w)
+	if !md {
+		r.writeFailures(w)
+	}
+	return nil
+}
+
+// writeTable writes rows, the header first, as text aligned right, or as a
+// Markdown table whose first code columns are code, aligned left, and the
+// others aligned right.
+func writeTable(w io.Writer, md bool, code int, rows [][]string) error {
+	if !md {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		for _, row := range rows {
+			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+		}
+		return tw.Flush()
+	}
+	for i, row := range rows {
+		for c := 0; i > 0 && c < code; c++ { // not in the header
+			row[c] = "`" + row[c] + "`"
+		}
+		fmt.Fprintln(w, "| "+strings.Join(row, " | ")+" |")
+		if i == 0 {
+			fmt.Fprintln(w, "|"+strings.Repeat("---|", code)+strings.Repeat("---:|", len(row)-code))
+		}
+	}
 	return nil
 }
 
@@ -417,11 +457,7 @@ func (r *Report) WriteText(w io.Writer) error {
 // scenarios are to, and what client_range's leases cost, when those
 // scenarios ran. Each note is a paragraph of its own.
 func (r *Report) writeNotes(w io.Writer) {
-	var grpc bool
-	for _, s := range r.Scenarios {
-		grpc = grpc || s.Baseline == grpcBaseline
-	}
-	if grpc {
+	if slices.ContainsFunc(r.Scenarios, func(s ScenarioResult) bool { return s.Baseline == grpcBaseline }) {
 		fmt.Fprintf(w, "\nRatios of the gRPC scenarios are to %s (a bare gRPC server), those of the others to %s (bare gin).\n", grpcBaseline, httpBaseline)
 	}
 	var other []string
@@ -470,46 +506,6 @@ func (r *Report) writeFailures(w io.Writer) {
 			}
 		}
 	}
-}
-
-// WriteMarkdown writes the report as Markdown tables for the README.
-func (r *Report) WriteMarkdown(w io.Writer) error {
-	fmt.Fprintf(w, "Machine: %s.\n\nRun: %s.\n", r.Machine.line(), r.Settings.line())
-	if r.Settings.Leafd != "" {
-		fmt.Fprintf(w, "\nleafd: `%s`.\n", r.Settings.Leafd)
-	}
-	fmt.Fprintln(w, "\n| scenario | route | requests/s | IDs/s | p50 | p99 | p999 | errors | req/s vs baseline | IDs/s vs baseline | server CPU/req | server CPU/ID | server CPU/req vs baseline | client CPU/req |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	for _, s := range r.Scenarios {
-		fmt.Fprintf(w, "| `%s` | `%s` | %s | %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", s.Name, s.Route, count(s.RequestsPerS), count(s.IDsPerS),
-			latency(s.P50us), latency(s.P99us), latency(s.P999us), s.Errors, ratio(s.RatioRequests), ratio(s.RatioIDs),
-			cpu(s.ServerCPUus), cpu(s.ServerCPUusPerID), ratio(s.RatioServerCPU), cpu(s.ClientCPUus))
-	}
-	r.writeNotes(w)
-	if labels := r.ratioLabels(); len(labels) > 0 {
-		fmt.Fprintf(w, "\n%s.\n\n", strings.ToUpper(comparisonTitle[:1])+comparisonTitle[1:])
-		head := comparisonHeader(labels)
-		fmt.Fprintln(w, "| "+strings.Join(head, " | ")+" |")
-		fmt.Fprintln(w, "|---"+strings.Repeat("|---:", len(head)-1)+"|")
-		for _, s := range r.Scenarios {
-			fmt.Fprintln(w, "| "+strings.Join(s.comparisonRow(labels, "`"+s.Name+"`"), " | ")+" |")
-		}
-		r.writeBatchNote(w)
-	}
-	for _, h := range []*HalfLoad{r.HalfLoad, r.HalfLoadGRPC} {
-		if h == nil {
-			continue
-		}
-		fmt.Fprintf(w, "\nLatency at %.0f%% of `%s`'s maximum: %s requests/s offered to each, open loop.\n\n", h.Fraction*100, h.Of, count(h.RatePerS))
-		fmt.Fprintln(w, "| scenario | offered/s | achieved/s | p50 | p99 | p999 | p99 from send | p99 client lag | errors | server CPU/req | server CPU/req vs baseline |")
-		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-		for _, x := range h.Results {
-			fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", x.Name, count(x.OfferedPerS), count(x.AchievedPerS),
-				latency(x.P50us), latency(x.P99us), latency(x.P999us), latency(x.ServiceP99us), latency(x.LagP99us), x.Errors,
-				cpu(x.ServerCPUus), ratio(x.RatioServerCPU))
-		}
-	}
-	return nil
 }
 
 // WriteJSON writes the report as indented JSON.
@@ -609,18 +605,12 @@ func (s ScenarioResult) ratioTo(label string) *BaselineRatio {
 // too).
 func comparisonHeader(labels []string) []string {
 	h := []string{"scenario", "requests/s", "IDs/s", "server CPU/req"}
-	for i, l := range labels {
-		if i == 0 {
-			h = append(h, "CPU/req vs "+l)
-		} else {
-			h = append(h, "vs "+l)
-		}
-	}
-	for i, l := range labels {
-		if i == 0 {
-			h = append(h, "req/s vs "+l)
-		} else {
-			h = append(h, "vs "+l)
+	for _, first := range []string{"CPU/req vs ", "req/s vs "} {
+		for i, l := range labels {
+			if i > 0 {
+				first = "vs "
+			}
+			h = append(h, first+l)
 		}
 	}
 	return h
@@ -628,23 +618,17 @@ func comparisonHeader(labels []string) []string {
 
 // comparisonRow returns the scenario's cells of the comparison table,
 // name first.
-func (s ScenarioResult) comparisonRow(labels []string, name string) []string {
-	row := []string{name, count(s.RequestsPerS), count(s.IDsPerS), cpu(s.ServerCPUus)}
+func (s ScenarioResult) comparisonRow(labels []string) []string {
+	row := []string{s.Name, count(s.RequestsPerS), count(s.IDsPerS), cpu(s.ServerCPUus)}
+	var cpus, reqs []string
 	for _, l := range labels {
-		var x *float64
+		var c, q *float64
 		if b := s.ratioTo(l); b != nil {
-			x = b.ServerCPU
+			c, q = b.ServerCPU, b.Requests
 		}
-		row = append(row, ratio(x))
+		cpus, reqs = append(cpus, ratio(c)), append(reqs, ratio(q))
 	}
-	for _, l := range labels {
-		var x *float64
-		if b := s.ratioTo(l); b != nil {
-			x = b.Requests
-		}
-		row = append(row, ratio(x))
-	}
-	return row
+	return append(append(row, cpus...), reqs...)
 }
 
 // writeBatchNote says what the batch baselines that ran answer, and which

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -28,6 +29,9 @@ const (
 	// stopGrace is how long a server may take to exit after SIGTERM before
 	// it is killed.
 	stopGrace = 5 * time.Second
+	// tailLines is how many lines of a server's output are kept, to show
+	// when it fails.
+	tailLines = 40
 )
 
 // process is a server leafbench started: leafd or a baseline.
@@ -37,9 +41,6 @@ type process struct {
 	// grpcAddr is leafd's gRPC address, host:port, when it serves gRPC.
 	grpcAddr string
 }
-
-// addr returns the address in url: host:port.
-func (p *process) addr() string { return strings.TrimPrefix(p.url, "http://") }
 
 // start runs the named server that c describes, keeping the last
 // tailLines lines of its output, and waits until it has reported its
@@ -143,12 +144,7 @@ const (
 // config.yaml is read. With grpc it also serves gRPC, and reports the
 // address ("leafd gRPC serving", said before "leafd serving") in grpcAddr.
 func startLeafd(ctx context.Context, bin, dir, tag string, grpc bool, sf snowflakeSettings, client *http.Client) (*process, error) {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LEAFD_") {
-			env = append(env, kv)
-		}
-	}
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "LEAFD_") })
 	env = append(env, leafdSettings(dir, tag, grpc, sf)...)
 	var grpcAddr atomic.Pointer[string]
 	p, err := start(ctx, "leafd", testenv.Config{Path: bin, Args: []string{"serve"}, Dir: dir, Env: env,
@@ -169,35 +165,21 @@ func startLeafd(ctx context.Context, bin, dir, tag string, grpc bool, sf snowfla
 		"does this leafd serve gRPC? Its last output:\n%s", p.lastOutput())
 }
 
-// startGRPCBaseline starts leafbench itself again as the bare gRPC server
-// (serveGRPCBaseline), as startBaseline starts the bare gin one.
-func startGRPCBaseline(ctx context.Context) (*process, error) {
+// startBaseline starts leafbench itself again as the baseline server of
+// kind (serveBaseline), a process of its own as leafd is, and waits until
+// it is ready. The child exits when its standard input closes, so that it
+// does not outlive leafbench even when leafbench is killed.
+func startBaseline(ctx context.Context, kind serverKind, client *http.Client) (*process, error) {
+	name := string(kind) + " baseline"
+	switch kind {
+	case bareServer:
+		name = "baseline"
+	case grpcServer:
+		name, client = "gRPC baseline", nil // it listens before it says so: no readiness to wait for
+	}
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("finding leafbench's own binary to start the gRPC baseline: %w", err)
-	}
-	return start(ctx, "gRPC baseline", testenv.Config{
-		Path: exe, Args: []string{grpcBaselineCommand, "-addr", "127.0.0.1:0"},
-		HoldStdin: true,
-		Serving: func(line string) (string, bool) {
-			addr, ok := strings.CutPrefix(line, grpcListeningPrefix)
-			return strings.TrimSpace(addr), ok
-		},
-	}, nil) // it listens before it says so: no readiness to wait for
-}
-
-// startBaseline starts leafbench itself again as the HTTP baseline server
-// of kind (serveBaseline), a process of its own as leafd is, and waits
-// until it is ready. The child exits when its standard input closes, so
-// that it does not outlive leafbench even when leafbench is killed.
-func startBaseline(ctx context.Context, kind baselineKind, client *http.Client) (*process, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("finding leafbench's own binary to start the baseline: %w", err)
-	}
-	name := "baseline"
-	if kind != bareServer {
-		name = string(kind) + " baseline"
+		return nil, fmt.Errorf("finding leafbench's own binary to start the %s: %w", name, err)
 	}
 	return start(ctx, name, testenv.Config{
 		Path: exe, Args: []string{baselineCommand, "-addr", "127.0.0.1:0", "-kind", string(kind)},
@@ -220,7 +202,15 @@ func findLeafd(ctx context.Context, path, dir string, stderr io.Writer) (bin str
 	if path == "" {
 		root, rootErr := repoRoot()
 		if rootErr == nil {
-			return buildLeafd(ctx, root, dir, stderr)
+			if _, err := exec.LookPath("go"); err != nil {
+				return "", false, errors.New("no go to build leafd with: install Go, or pass -leafd PATH")
+			}
+			bin = filepath.Join(dir, "leafd")
+			fmt.Fprintf(stderr, "leafbench: building %s/cmd/leafd into %s\n", root, dir)
+			if err := testenv.Build(ctx, bin, testenv.BuildOptions{Dir: root, Output: stderr}); err != nil {
+				return "", false, fmt.Errorf("go build ./cmd/leafd in %s: %w", root, err)
+			}
+			return bin, true, nil
 		}
 		if path, _ = exec.LookPath("leafd"); path == "" {
 			return "", false, fmt.Errorf("no leafd in PATH and %w: pass -leafd PATH, or -target URL for a running leafd", rootErr)
@@ -236,19 +226,6 @@ func findLeafd(ctx context.Context, path, dir string, stderr io.Writer) (bin str
 		return "", false, fmt.Errorf("-leafd %s: %w", path, err)
 	}
 	return abs, false, nil
-}
-
-// buildLeafd builds root/cmd/leafd into dir.
-func buildLeafd(ctx context.Context, root, dir string, stderr io.Writer) (bin string, built bool, err error) {
-	if _, err := exec.LookPath("go"); err != nil {
-		return "", false, errors.New("no go to build leafd with: install Go, or pass -leafd PATH")
-	}
-	bin = filepath.Join(dir, "leafd")
-	fmt.Fprintf(stderr, "leafbench: building %s/cmd/leafd into %s\n", root, dir)
-	if err := testenv.Build(ctx, bin, testenv.BuildOptions{Dir: root, Output: stderr}); err != nil {
-		return "", false, fmt.Errorf("go build ./cmd/leafd in %s: %w", root, err)
-	}
-	return bin, true, nil
 }
 
 // modulePath is the module whose cmd/leafd findLeafd builds.
@@ -331,7 +308,3 @@ func loopbackOnly(_, address string, _ syscall.RawConn) error {
 	}
 	return nil
 }
-
-// tailLines is how many lines of a server's output are kept, to show when
-// it fails.
-const tailLines = 40

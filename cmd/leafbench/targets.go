@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -27,15 +27,10 @@ import (
 type call func() (ok bool, kind errKind, msg string)
 
 // target is what a phase loads: a server over HTTP or gRPC, or the Go
-// client with range leases.
+// client with range leases. newCall returns what worker i calls, over and
+// over; its requests end with ctx.
 type target interface {
-	// newCall returns what worker i calls, over and over; its requests end
-	// with ctx.
 	newCall(ctx context.Context, i int) (call, error)
-	// perSample is how many calls a worker makes per reading of the clock:
-	// 1 when every call is timed (requests), more for calls far shorter
-	// than a reading of the clock (client_range).
-	perSample() int
 }
 
 // httpTarget is a GET of url, whose answers must hold ids IDs.
@@ -45,14 +40,8 @@ type httpTarget struct {
 	ids    int
 }
 
-func (t httpTarget) perSample() int { return 1 }
-
 func (t httpTarget) newCall(ctx context.Context, _ int) (call, error) {
-	w, err := newHTTPCaller(ctx, t.client, t.url, t.ids)
-	if err != nil {
-		return nil, err
-	}
-	return w.do, nil
+	return httpCall(ctx, t.client, t.url, t.ids)
 }
 
 // grpcTarget is NextSegment(tag, count) on conns (worker i on conn i mod
@@ -63,8 +52,6 @@ type grpcTarget struct {
 	count int
 }
 
-func (t grpcTarget) perSample() int { return 1 }
-
 func (t grpcTarget) newCall(ctx context.Context, i int) (call, error) {
 	c := leafdv1.NewIDServiceClient(t.conns[i%len(t.conns)])
 	req := &leafdv1.NextSegmentRequest{Tag: t.tag, Count: int32(t.count)}
@@ -72,7 +59,8 @@ func (t grpcTarget) newCall(ctx context.Context, i int) (call, error) {
 	return func() (bool, errKind, string) {
 		resp, err := c.NextSegment(ctx, req)
 		if err != nil {
-			return false, grpcErrKind(err), grpcErrMessage(err)
+			kind, msg := grpcFailure(err)
+			return false, kind, msg
 		}
 		if err := checkIDList(resp.GetIds(), want); err != nil {
 			return false, errBody, err.Error()
@@ -81,25 +69,21 @@ func (t grpcTarget) newCall(ctx context.Context, i int) (call, error) {
 	}, nil
 }
 
-// grpcErrKind classifies a failed RPC: no answer (the connection, a
-// deadline) or an error status.
-func grpcErrKind(err error) errKind {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-		return errTransport
-	}
-	return errStatus
-}
-
-// grpcErrMessage describes a failed RPC: its code, message and details
-// (leafd's ErrorInfo, whose reason is leafd's error code).
-func grpcErrMessage(err error) string {
+// grpcFailure classifies a failed RPC: no answer (the connection, a
+// deadline) or an error status; and describes it: its code, message and
+// details (leafd's ErrorInfo, whose reason is leafd's error code).
+func grpcFailure(err error) (errKind, string) {
 	st := status.Convert(err)
+	kind := errStatus
+	switch st.Code() {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		kind = errTransport
+	}
 	msg := fmt.Sprintf("%s: %.200s", st.Code(), st.Message())
 	for _, d := range st.Details() {
 		msg += fmt.Sprintf(" (%v)", d)
 	}
-	return msg
+	return kind, msg
 }
 
 // checkIDList reports whether ids is what an ID RPC promises: exactly want
@@ -138,6 +122,8 @@ type rangeTarget struct {
 // every call is as likely to fall in).
 const rangeSample = 64
 
+// perSample is how many calls a worker makes per reading of the clock
+// (see closedLoop); a target without it has every call timed.
 func (t rangeTarget) perSample() int { return rangeSample }
 
 func (t rangeTarget) newCall(ctx context.Context, _ int) (call, error) {
@@ -177,10 +163,7 @@ func newRangeClient(baseURL string, hc *http.Client, size int64, refill float64)
 	ct := &countingTransport{next: hc.Transport}
 	c, err := client.New(baseURL, client.WithRanges(size, refill),
 		client.WithHTTPClient(&http.Client{Transport: ct, CheckRedirect: hc.CheckRedirect}))
-	if err != nil {
-		return nil, nil, err
-	}
-	return c, ct, nil
+	return c, ct, err
 }
 
 // probeRange checks, before any load, that the client gets leases: two
@@ -188,8 +171,6 @@ func newRangeClient(baseURL string, hc *http.Client, size int64, refill float64)
 // request. A leafd without the range route, or a tag it does not lease
 // (opaque, sharded), would have the client ask for every ID.
 func probeRange(ctx context.Context, t rangeTarget) error {
-	ctx, cancel := context.WithTimeout(ctx, requestGrace)
-	defer cancel()
 	first, err := t.c.Next(ctx, t.tag)
 	if err != nil {
 		return fmt.Errorf("client_range: Next(%q): %w", t.tag, err)
@@ -212,21 +193,21 @@ func probeRange(ctx context.Context, t rangeTarget) error {
 // each its own HTTP/2 connection, through a dialer that connects only to
 // loopback addresses unless allowRemote. It returns once every connection
 // is up.
-func dialGRPC(ctx context.Context, addr string, n int, allowRemote bool) ([]*grpc.ClientConn, error) {
-	dial := grpcDialer(allowRemote)
-	conns := make([]*grpc.ClientConn, 0, n)
-	closeAll := func() {
-		for _, c := range conns {
-			c.Close()
+func dialGRPC(ctx context.Context, addr string, n int, allowRemote bool) (conns []*grpc.ClientConn, err error) {
+	defer func() {
+		if err != nil {
+			for _, c := range conns {
+				c.Close()
+			}
+			conns, err = nil, fmt.Errorf("gRPC connection to %s: %w", addr, err)
 		}
-	}
+	}()
+	dial := grpcDialer(allowRemote)
 	for range n {
 		c, err := grpc.NewClient("passthrough:///"+addr,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithContextDialer(dial))
+			grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dial))
 		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("gRPC connection to %s: %w", addr, err)
+			return conns, err
 		}
 		conns = append(conns, c)
 		c.Connect()
@@ -237,8 +218,7 @@ func dialGRPC(ctx context.Context, addr string, n int, allowRemote bool) ([]*grp
 	defer cancel()
 	for _, c := range conns {
 		if err := waitConnected(ctx, c); err != nil {
-			closeAll()
-			return nil, fmt.Errorf("gRPC connection to %s: %w", addr, err)
+			return conns, err
 		}
 	}
 	return conns, nil
@@ -247,10 +227,7 @@ func dialGRPC(ctx context.Context, addr string, n int, allowRemote bool) ([]*grp
 // grpcDialer returns the gRPC connections' dialer: TCP, connecting only to
 // loopback addresses unless allowRemote.
 func grpcDialer(allowRemote bool) func(ctx context.Context, addr string) (net.Conn, error) {
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	if !allowRemote {
-		d.Control = loopbackOnly
-	}
+	d := dialer(allowRemote)
 	return func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 }
 
@@ -293,4 +270,58 @@ func grpcServingAddr(line string) (string, bool) {
 		return "", false
 	}
 	return rec.Addr, true
+}
+
+// maxDigits is the length of 2^63-1 in decimal, the longest ID there is.
+const maxDigits = 19
+
+// checkIDs reports whether body is what leafd's plain-text ID routes promise
+// (docs/contract.md section 4): exactly want lines, each a decimal ID from 1 to 2^63-1
+// without sign or leading zero and ending in '\n', strictly ascending. The
+// baseline's constant "1\n" passes with want = 1. It allocates only to
+// describe a failure.
+func checkIDs(body []byte, want int) error {
+	if len(body) == 0 {
+		return fmt.Errorf("empty body, want %d ID(s)", want)
+	}
+	var prev uint64 // IDs start at 1, so the first one is always above it
+	n := 0
+	for i := 0; i < len(body); {
+		n++
+		if n > want {
+			return fmt.Errorf("more than the %d ID(s) asked for", want)
+		}
+		var v uint64
+		j := i
+		for ; j < len(body) && body[j] != '\n'; j++ {
+			c := body[j]
+			if c < '0' || c > '9' {
+				return fmt.Errorf("line %d: %q is not a decimal digit", n, c)
+			}
+			if j-i == maxDigits {
+				return fmt.Errorf("line %d: more than %d digits, not a 63-bit ID", n, maxDigits)
+			}
+			v = v*10 + uint64(c-'0') // 19 digits fit in a uint64
+		}
+		switch {
+		case j == len(body):
+			return fmt.Errorf("line %d does not end in a newline", n)
+		case j == i:
+			return fmt.Errorf("line %d is empty", n)
+		case v == 0:
+			return fmt.Errorf("line %d: ID 0 is never valid", n)
+		case body[i] == '0':
+			return fmt.Errorf("line %d: leading zero in %q", n, body[i:j])
+		case v > math.MaxInt64:
+			return fmt.Errorf("line %d: %s is above 2^63-1", n, body[i:j])
+		case v <= prev:
+			return fmt.Errorf("line %d: ID %d is not above the one before it, %d", n, v, prev)
+		}
+		prev = v
+		i = j + 1
+	}
+	if n != want {
+		return fmt.Errorf("%d ID(s), want %d", n, want)
+	}
+	return nil
 }

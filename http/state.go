@@ -5,7 +5,6 @@ import (
 	"context"
 	"math"
 	"net/http"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/leafd/leafd/health"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/snowflake"
+	"github.com/leafd/leafd/store"
 )
 
 // The JSON of GET /api/state (docs/contract.md section 6). Times are RFC 3339 UTC with
@@ -181,14 +181,14 @@ func (s *Server) state(ctx context.Context, q stateQuery) stateJSON {
 
 func storeState(ctx context.Context, h *health.Store) *storeJSON {
 	now := h.Check(ctx)
-	j := &storeJSON{Driver: h.Driver(), OK: now.OK, Error: redactAccount(now.Err)}
+	j := &storeJSON{Driver: h.Driver(), OK: now.OK, Error: store.Redact(now.Err)}
 	if !now.At.IsZero() {
 		at := timeJSON(now.At)
 		j.CheckedAt = &at
 	}
 	if addr, ok := h.Address(); ok {
 		j.Address, j.AddressIndex, j.Addresses = addr.Name, &addr.Index, addr.Count
-		j.Switches, j.LastSwitchReason = &addr.Switches, redactAccount(addr.LastSwitchReason)
+		j.Switches, j.LastSwitchReason = &addr.Switches, store.Redact(addr.LastSwitchReason)
 		if !addr.LastSwitch.IsZero() {
 			at := timeJSON(addr.LastSwitch)
 			j.LastSwitch = &at
@@ -225,7 +225,7 @@ func stateOfTag(t segment.TagState) stateTag {
 		j.LastLoad = &at
 	}
 	if t.Err != nil {
-		j.Error = redactAccount(t.Err.Error())
+		j.Error = store.Redact(t.Err.Error())
 		j.ErrorCode = leafd.ErrorCode(t.Err)
 	}
 	return j
@@ -247,7 +247,7 @@ func stateOfSnowflake(st snowflake.State) *snowflakeJSON {
 		j.LeaseUntil = &at
 	}
 	if st.Err != nil {
-		j.Error = redactAccount(st.Err.Error())
+		j.Error = store.Redact(st.Err.Error())
 	}
 	return j
 }
@@ -419,36 +419,4 @@ func containsFold(s, substr string) bool {
 		}
 	}
 	return false
-}
-
-// The database names and accounts the servers' messages quote: a MySQL
-// account 'user'@'host' (Access denied for user 'leafd'@'10.0.0.9' …);
-// pgx's `user=leafd database=leaf` before every failed PostgreSQL
-// connection; PostgreSQL's role "leafd", user "leafd" and database "leaf"
-// (role "leafd" does not exist; no pg_hba.conf entry for host "10.0.0.9",
-// user "leafd", database "leaf"); MySQL's database 'leaf' (Unknown database
-// 'leaf') and leafd's CREATE DATABASE `leaf`; and the names PostgreSQL and
-// leafd write without quotes (permission denied for database leaf;
-// database leaf does not exist, of MySQL's a name with spaces too; CREATE
-// DATABASE leaf).
-var (
-	account     = regexp.MustCompile(`'[^']*'@'[^']*'`)
-	pgxLogin    = regexp.MustCompile("`user=[^`]* database=[^`]*`")
-	pgQuoted    = regexp.MustCompile(`(?i)\b(role|user|database) "(?:[^"]|"")*"`)
-	myQuoted    = regexp.MustCompile("(?i)\\bdatabase ('[^']*'|`[^`]*`)")
-	pgUnquoted  = regexp.MustCompile(`(?i)\b(for database|of database|create database) [^\s"(),;:]+`)
-	pgNotExists = regexp.MustCompile(`(?i)\bdatabase [^"\n]+? does not exist`)
-)
-
-// redactAccount hides the database accounts and database names in an
-// error text that /api/state shows, which anyone may read unless
-// admin.protect_dashboard is set: a user name is half of a login, and a
-// database name a step towards it. The server's log keeps the whole text.
-func redactAccount(msg string) string {
-	msg = account.ReplaceAllString(msg, "'…'@'…'")
-	msg = pgxLogin.ReplaceAllString(msg, "`user=… database=…`")
-	msg = pgQuoted.ReplaceAllString(msg, `$1 "…"`)
-	msg = myQuoted.ReplaceAllString(msg, "database …")
-	msg = pgUnquoted.ReplaceAllString(msg, "$1 …")
-	return pgNotExists.ReplaceAllString(msg, "database … does not exist")
 }

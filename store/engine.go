@@ -1,6 +1,7 @@
 package store
 
 import (
+	"regexp"
 	"slices"
 
 	"github.com/leafd/leafd/store/internal/engine"
@@ -45,4 +46,30 @@ func HasAddresses(driver string) bool {
 func lookup(name string) *engine.Dialect {
 	d, _ := engine.Lookup(name)
 	return d
+}
+
+// leafdRedactions hide the database names of leafd's own words, whatever
+// the engine: CREATE DATABASE leaf in its hints, and database leaf does not
+// exist (of a MySQL name with spaces too).
+var leafdRedactions = []engine.Redaction{
+	{Pattern: regexp.MustCompile(`(?i)\b(create database) [^\s"(),;:]+`), With: "$1 …"},
+	{Pattern: regexp.MustCompile(`(?i)\bdatabase [^"\n]+? does not exist`), With: "database … does not exist"},
+}
+
+// Redact hides the database accounts and database names in an error text
+// for those who may read it without a token (/api/state, unless
+// admin.protect_dashboard is set): a user name is half of a login, and a
+// database name a step towards it. Every engine's rules apply, then
+// leafd's own, whatever engine the text came from. The server's log keeps
+// the whole text.
+func Redact(msg string) string {
+	for _, name := range Drivers() {
+		for _, r := range lookup(name).Redact {
+			msg = r.Pattern.ReplaceAllString(msg, r.With)
+		}
+	}
+	for _, r := range leafdRedactions {
+		msg = r.Pattern.ReplaceAllString(msg, r.With)
+	}
+	return msg
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -59,13 +60,20 @@ func init() { engine.Register(&dialect) }
 // zone is UTC, so that update_time means the same on every server; a DSN
 // without timeout= gets a dial timeout of 5 seconds.
 var dialect = engine.Dialect{
-	Driver:   "mysql",
-	Title:    "MySQL",
-	Example:  "user:password@tcp(host:3306)/leaf?parseTime=true",
-	Claims:   claims,
-	Check:    func(dsn string) error { _, err := connect(dsn); return err },
-	Connect:  connect,
-	Secrets:  secrets,
+	Driver:  "mysql",
+	Title:   "MySQL",
+	Example: "user:password@tcp(host:3306)/leaf?parseTime=true",
+	Claims:  claims,
+	Check:   func(dsn string) error { _, err := connect(dsn); return err },
+	Connect: connect,
+	Secrets: secrets,
+	// The account MySQL quotes as 'user'@'host' (Access denied for user
+	// 'leafd'@'10.0.0.9' …), and the database it quotes as 'leaf' (Unknown
+	// database 'leaf') and leafd as `leaf` (CREATE DATABASE `leaf`).
+	Redact: []engine.Redaction{
+		{Pattern: regexp.MustCompile(`'[^']*'@'[^']*'`), With: "'…'@'…'"},
+		{Pattern: regexp.MustCompile("(?i)\\bdatabase ('[^']*'|`[^`]*`)"), With: "database …"},
+	},
 	Probe:    probe,
 	Bind:     "mysql",
 	Pool:     engine.ServerPool,

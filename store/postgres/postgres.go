@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -62,7 +63,17 @@ var dialect = engine.Dialect{
 	Check:   func(dsn string) error { _, err := parseDSN(dsn); return err },
 	Connect: connect,
 	Secrets: secrets,
-	Probe:   probe,
+	// pgx's `user=leafd database=leaf` before every failed connection;
+	// PostgreSQL's role "leafd", user "leafd" and database "leaf" (role
+	// "leafd" does not exist; no pg_hba.conf entry for host "10.0.0.9", user
+	// "leafd", database "leaf"), and the names it writes without quotes
+	// (permission denied for database leaf).
+	Redact: []engine.Redaction{
+		{Pattern: regexp.MustCompile("`user=[^`]* database=[^`]*`"), With: "`user=… database=…`"},
+		{Pattern: regexp.MustCompile(`(?i)\b(role|user|database) "(?:[^"]|"")*"`), With: `$1 "…"`},
+		{Pattern: regexp.MustCompile(`(?i)\b(for database|of database) [^\s"(),;:]+`), With: "$1 …"},
+	},
+	Probe: probe,
 	// "pgx" is the name sqlx knows for '$1' placeholders.
 	Bind:     "pgx",
 	Pool:     engine.ServerPool,

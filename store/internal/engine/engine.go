@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"regexp"
 	"slices"
 	"time"
 
@@ -41,6 +42,10 @@ type Dialect struct {
 	// reads every DSN, its own or not, and none can unmask what another
 	// found.
 	Secrets func(dsn string) [][2]int
+	// Redact are the rules that hide the accounts and database names the
+	// engine's errors quote, for the texts anyone may read (store.Redact
+	// applies every engine's, in turn).
+	Redact []Redaction
 	// Probe returns nil when the node of a new connection accepts writes;
 	// a Refusal when it answered and refuses them. Used only with
 	// store.fallback_dsns.
@@ -120,6 +125,12 @@ var ServerPool = Pool{MaxOpen: 16, MaxIdle: 4, MaxLifetime: 5 * time.Minute, Max
 // when the DSN sets none: a database that cannot be reached should fail a
 // request in seconds, not after the operating system's TCP timeout.
 const DialTimeout = 5 * time.Second
+
+// Redaction replaces what Pattern matches by With (regexp.ReplaceAllString).
+type Redaction struct {
+	Pattern *regexp.Regexp
+	With    string
+}
 
 // Address is one address of a database: its connector and the name it is
 // logged and shown by (host:port, a socket, a file; never the password).

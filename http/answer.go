@@ -81,8 +81,9 @@ const (
 )
 
 // chunkedAnswer writes a 200 answer whose text may exceed answerChunk: the
-// handler appends to b through room or fits, which write b out as the next
-// chunk when another ID might not fit, then calls finish. An answer that
+// handler appends to b through appendRange or appendRun, which write b out
+// as the next chunk (room) when another ID might not fit, then calls
+// finish. An answer that
 // fits in one chunk goes out in one Write when finished, as writeOK writes
 // it, with its Content-Length; a larger one goes out in several, after the
 // status and Content-Type are set once, and net/http sends it chunked as it
@@ -121,15 +122,6 @@ func (a *chunkedAnswer) room() int {
 		n = (answerChunk - answerTail) / maxIDBytes
 	}
 	return n
-}
-
-// fits makes room in a.b for one more ID, writing the chunk out when it
-// might not fit, and reports whether the answer is still being written.
-func (a *chunkedAnswer) fits() bool {
-	if len(a.b) > answerChunk-answerTail-maxIDBytes {
-		a.flush()
-	}
-	return !a.failed
 }
 
 // flush writes a.b out as the next chunk, the status line first, and
@@ -180,7 +172,7 @@ func (a *chunkedAnswer) appendRun(first, last int64, before, after string) {
 // net/http gives an answer its Content-Length by itself only when the whole
 // body fits in the 2 KiB it buffers before the headers go out; a larger
 // one written in one Write would go out chunked, and its end in a write
-// to the socket of its own. A 1000-ID batch (8 to 22 KB) is such an
+// to the socket of its own. A 1000-ID batch (4 to 22 KB) is such an
 // answer, so its length is set here: one write fewer each, and two small
 // allocations, which single IDs do not pay.
 func (a *chunkedAnswer) finish() []byte {

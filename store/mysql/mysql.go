@@ -72,7 +72,7 @@ var dialect = engine.Dialect{
 	// database 'leaf') and leafd as `leaf` (CREATE DATABASE `leaf`).
 	Redact: []engine.Redaction{
 		{Pattern: regexp.MustCompile(`'[^']*'@'[^']*'`), With: "'…'@'…'"},
-		{Pattern: regexp.MustCompile("(?i)\\bdatabase ('[^']*'|`[^`]*`)"), With: "database …"},
+		{Pattern: regexp.MustCompile("(?i)\\b(database) (?:'[^']*'|`[^`]*`)"), With: "$1 …"},
 	},
 	Probe:    probe,
 	Bind:     "mysql",

@@ -38,6 +38,7 @@ const (
 	ESnowflakeUnavailable = "snowflake_unavailable"
 	ETagExhausted         = "tag_exhausted"
 	ETagRewound           = "tag_rewound"         // a range below IDs already issued: max_id lowered, or the tag deleted and created again
+	EPeriodExhausted      = "period_exhausted"    // a dated tag whose counter has used every number of the current period
 	EOpaqueKeyMismatch    = "opaque_key_mismatch" // an opaque tag created with another segment.opaque_key than this server's, or none
 	EStoreUnavailable     = "store_unavailable"
 	ENotReady             = "not_ready"
@@ -146,6 +147,7 @@ var statuses = map[string]int{
 	ESnowflakeUnavailable: http.StatusServiceUnavailable,
 	ETagExhausted:         http.StatusServiceUnavailable,
 	ETagRewound:           http.StatusServiceUnavailable,
+	EPeriodExhausted:      http.StatusServiceUnavailable,
 	EOpaqueKeyMismatch:    http.StatusServiceUnavailable,
 	EStoreUnavailable:     http.StatusServiceUnavailable,
 	ENotReady:             http.StatusServiceUnavailable,

@@ -18,14 +18,22 @@ type Tag struct {
 	Step        int64
 	Description string
 	UpdateTime  time.Time
-	// Format is "sequential" (the default; "" reads as it) or "opaque":
-	// each counter value is mapped through a keyed bijection to the ID
-	// handed out. Digits is an opaque tag's domain in decimal digits (0:
-	// IDs below 2^53), and KeyFingerprint the fingerprint of the key it was
-	// created with. These live in leafd's own table, not in leaf_alloc.
+	// Format is "sequential" (the default; "" reads as it), "opaque"
+	// (each counter value is mapped through a keyed bijection to the ID
+	// handed out) or "dated" (an ID is the date number of its period
+	// followed by a counter that starts at 1 in each period). Digits is an
+	// opaque tag's domain in decimal digits (0: IDs below 2^53), or a dated
+	// tag's counter width; KeyFingerprint the fingerprint of the key an
+	// opaque tag was created with. Period ("day", "month" or "year") and
+	// Zone (an IANA time zone, "" for UTC) are a dated tag's; MaxStep, when
+	// not 0, caps the step servers choose for a dated tag (1: one
+	// transaction per number). These live in leafd's own table, not in
+	// leaf_alloc.
 	Format         string
 	Digits         int
 	KeyFingerprint string
+	Period, Zone   string
+	MaxStep        int64
 }
 
 // UnknownTagError is the unknown_tag error for a tag the store was found

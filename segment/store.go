@@ -2,6 +2,7 @@ package segment
 
 import (
 	"context"
+	"time"
 
 	"github.com/leafd/leafd"
 )
@@ -29,6 +30,19 @@ type Store interface {
 	// lowered, or it was deleted and created again (nothing is written); any
 	// other error is a store failure that the caller may retry.
 	Allocate(ctx context.Context, tag string, step int64) (Allocation, error)
+
+	// AllocateIn is Allocate for a dated tag, whose range must lie in the
+	// window of the current period. In the transaction, before it writes
+	// anything, it reads the database's clock and calls within with it;
+	// within returns the window, or an error that ends the transaction with
+	// nothing written (a server whose clock is wrong). A max_id below
+	// Floor is first raised to Floor; the range ends at or below Limit, and
+	// holds fewer than step IDs when less room is left. The high-water
+	// mark is kept and checked as by Allocate.
+	//
+	// Errors: those of Allocate, within's, and period_exhausted when the
+	// max_id (raised to Floor) is at or past Limit: nothing is written.
+	AllocateIn(ctx context.Context, tag string, step int64, within func(dbNow time.Time) (Window, error)) (Allocation, error)
 
 	// ListTags returns every row of the table. The allocator reads it at
 	// start and every tag_refresh; the table step it returns is the step of

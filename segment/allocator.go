@@ -52,6 +52,10 @@ type Config struct {
 	// that hangs (a row lock held, packets silently dropped) is retried like
 	// one that fails. Default 10s.
 	LoadTimeout time.Duration
+	// ClockTolerance is how far this server's clock may differ from the
+	// database's for it to load ranges of dated tags (dated.go).
+	// Default DefaultClockTolerance.
+	ClockTolerance time.Duration
 	// OpaqueKey is segment.opaque_key, the master key of opaque tags (see
 	// opaque.go); nil refuses every opaque tag.
 	OpaqueKey []byte
@@ -94,6 +98,7 @@ func (c *Config) setDefaults() error {
 	def(&c.RetryMax, time.Second)
 	def(&c.LoadTimeout, 10*time.Second)
 	def(&c.MissTTL, time.Second)
+	def(&c.ClockTolerance, DefaultClockTolerance)
 	if c.MissLookups == 0 {
 		c.MissLookups = 5
 	}
@@ -128,7 +133,7 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("segment: max range %d is below 1", c.MaxRange)
 	case c.MissLookups < 1:
 		return fmt.Errorf("segment: miss lookups %d is below 1", c.MissLookups)
-	case c.TagRefresh < 0 || c.WaitTimeout < 0 || c.RetryMin <= 0 || c.RetryMax < c.RetryMin || c.LoadTimeout < 0 || c.MissTTL < 0:
+	case c.TagRefresh < 0 || c.WaitTimeout < 0 || c.RetryMin <= 0 || c.RetryMax < c.RetryMin || c.LoadTimeout < 0 || c.MissTTL < 0 || c.ClockTolerance < 0:
 		return errors.New("segment: durations must be positive")
 	}
 	return nil
@@ -282,8 +287,14 @@ func (a *Allocator) NextN(ctx context.Context, name string, n int, dst []Range) 
 	var w refillWait
 	defer w.stop()
 	out, remaining := dst, int64(n)
+	var until time.Time // the end of the period of the IDs taken (dated tags)
 	for remaining > 0 {
-		if b := t.bufs.cur.Load(); b != nil {
+		if b := t.bufs.cur.Load(); b != nil && t.periodOpen(b, a.cfg.Now) {
+			if t.dated != nil && !b.until.Equal(until) {
+				// A batch never spans two periods: what it took of the
+				// last one is given up.
+				out, remaining, until = out[:len(dst)], int64(n), b.until
+			}
 			if r, off, got := b.take(remaining); got != 0 {
 				out = append(out, r)
 				remaining -= got
@@ -330,14 +341,27 @@ func (a *Allocator) startLoad(t *tag, ls loadStart) {
 func (a *Allocator) load(t *tag, ls loadStart) {
 	step := ls.step
 	backoff := a.cfg.RetryMin
-	if t.opaque != nil && t.opaque.err != nil {
+	if t.refused != nil {
 		// Refused on this server: no range is taken for it.
-		t.loadFailed(t.opaque.err, true)
+		t.loadFailed(t.refused, true)
 		return
 	}
 	spent := 0
 	for attempt := 1; ; attempt++ {
-		alloc, took, err := a.allocate(a.ctx, t, step)
+		alloc, until, took, err := a.allocate(a.ctx, t, step)
+		if errors.Is(err, errPeriodClosing) || (err == nil && closing(until, a.cfg.Now())) {
+			// The period ends in less than periodMargin: its numbers
+			// would be given up at once. Wait for the next one.
+			if !a.sleep(until.Sub(a.cfg.Now())) {
+				t.loadFailed(a.ctx.Err(), true)
+				return
+			}
+			attempt--
+			continue
+		}
+		if leafd.ErrorCode(err) == leafd.EPeriodExhausted {
+			err = t.periodFull(err, a.cfg.Now())
+		}
 		if a.cfg.OnLoad != nil && a.ctx.Err() == nil {
 			a.cfg.OnLoad(t.name, step, took, err)
 		}
@@ -350,7 +374,9 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 			}
 		}
 		if err == nil {
-			if t.loaded(newBuffer(alloc, a.cfg.PreloadAt), alloc.TableStep, ls, a.cfg.Now) {
+			b := newBuffer(alloc, a.cfg.PreloadAt)
+			b.until = until
+			if t.loaded(b, alloc.TableStep, ls, a.cfg.Now) {
 				a.log.Info("segment: range load recovered", "tag", t.name, "start", alloc.Start)
 			}
 			return
@@ -368,14 +394,23 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 			a.log.Warn("segment: range load failed; retrying", "tag", t.name, "step", step, "attempt", attempt, "err", err)
 		}
 		// Full jitter keeps many servers from retrying in lockstep.
-		wait := backoff/2 + rand.N(backoff/2+1)
-		select {
-		case <-a.ctx.Done():
+		if !a.sleep(backoff/2 + rand.N(backoff/2+1)) {
 			t.loadFailed(a.ctx.Err(), true)
 			return
-		case <-time.After(wait):
 		}
 		backoff = min(2*backoff, a.cfg.RetryMax)
+	}
+}
+
+// sleep waits d, and reports false if the allocator closed meanwhile.
+func (a *Allocator) sleep(d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-a.ctx.Done():
+		return false
+	case <-timer.C:
+		return true
 	}
 }
 
@@ -530,9 +565,18 @@ func (a *Allocator) adopt(row leafd.Tag, update bool) *tag {
 func (a *Allocator) newTag(row leafd.Tag, adopted time.Time) *tag {
 	t := newTag(row.Name, row.Step, adopted)
 	t.spec = specOf(row)
-	t.opaque = newOpaque(row.Name, t.spec, a.cfg.OpaqueKey)
-	if t.spec.format == FormatOpaque {
+	t.per.top = max(row.MaxID-1, 0)
+	switch t.spec.format {
+	case FormatOpaque:
+		t.opaque = newOpaque(row.Name, t.spec, a.cfg.OpaqueKey)
+		t.refused = t.opaque.err
 		t.dom = &domain{n: OpaqueDomain(t.spec.digits), top: max(row.MaxID-1, 0), stride: 1}
+	case FormatDated:
+		var err error
+		if t.dated, err = newDated(row); err != nil {
+			t.refused = leafd.Wrap(leafd.ETagConflict, err, fmt.Sprintf(
+				"tag %q is dated, and its record cannot be served: %s", row.Name, leafd.ErrorMessage(err)))
+		}
 	}
 	return t
 }
@@ -620,7 +664,7 @@ func (a *Allocator) dryTag() string {
 // finalCode reports whether err ends a load for good: retrying cannot help.
 func finalCode(err error) bool {
 	switch leafd.ErrorCode(err) {
-	case leafd.EUnknownTag, leafd.ETagExhausted, leafd.ETagRewound, leafd.EOpaqueKeyMismatch:
+	case leafd.EUnknownTag, leafd.ETagExhausted, leafd.ETagRewound, leafd.EOpaqueKeyMismatch, leafd.EPeriodExhausted:
 		return true
 	}
 	return false

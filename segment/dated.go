@@ -49,7 +49,7 @@ func MaxDatedDigits(period string) int {
 		return 0
 	}
 	d := 0
-	for scale := int64(10); (top+1) <= math.MaxInt64/scale; scale *= 10 {
+	for scale := int64(10); (top + 1) <= math.MaxInt64/scale; scale *= 10 {
 		d++
 	}
 	return d

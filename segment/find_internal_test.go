@@ -20,6 +20,9 @@ type memStore struct {
 	rows    map[string]leafd.Tag
 	lookups atomic.Int64
 	delay   time.Duration
+	// dbNow is the database's clock that AllocateIn reads: time.Now when
+	// nil.
+	dbNow func() time.Time
 }
 
 func (s *memStore) Allocate(_ context.Context, name string, step int64) (Allocation, error) {
@@ -32,6 +35,32 @@ func (s *memStore) Allocate(_ context.Context, name string, step int64) (Allocat
 	r.MaxID += step
 	s.rows[name] = r
 	return Allocation{Start: r.MaxID - step, End: r.MaxID, TableStep: r.Step}, nil
+}
+
+// AllocateIn raises a max_id below the window's floor to it and clips
+// the range at its limit, as the stores of package store do.
+func (s *memStore) AllocateIn(_ context.Context, name string, step int64, within func(time.Time) (Window, error)) (Allocation, error) {
+	now := time.Now
+	if s.dbNow != nil {
+		now = s.dbNow
+	}
+	w, err := within(now())
+	if err != nil {
+		return Allocation{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[name]
+	if !ok {
+		return Allocation{}, leafd.Errorf(leafd.EUnknownTag, "no tag %q", name)
+	}
+	start := max(r.MaxID, w.Floor)
+	if start >= w.Limit {
+		return Allocation{}, leafd.Errorf(leafd.EPeriodExhausted, "tag %q has no number left below %d", name, w.Limit)
+	}
+	r.MaxID = min(start+step, w.Limit)
+	s.rows[name] = r
+	return Allocation{Start: start, End: r.MaxID, TableStep: r.Step}, nil
 }
 
 func (s *memStore) Ping(context.Context) error { return nil }

@@ -175,24 +175,29 @@ type opaque struct {
 	err  error
 }
 
-// opaqueSpec identifies what a tag row says of its format; a tag whose
-// spec changes is served anew.
-type opaqueSpec struct {
-	format      string
-	digits      int
-	fingerprint string
+// tagSpec identifies what a tag row says of its format; a tag whose spec
+// changes is served anew.
+type tagSpec struct {
+	format       string
+	digits       int
+	fingerprint  string
+	period, zone string
+	maxStep      int64
 }
 
-func specOf(t leafd.Tag) opaqueSpec {
-	if t.Format != FormatOpaque {
-		return opaqueSpec{}
+func specOf(t leafd.Tag) tagSpec {
+	switch t.Format {
+	case FormatOpaque:
+		return tagSpec{format: FormatOpaque, digits: t.Digits, fingerprint: t.KeyFingerprint}
+	case FormatDated:
+		return tagSpec{format: FormatDated, digits: t.Digits, period: t.Period, zone: t.Zone, maxStep: t.MaxStep}
 	}
-	return opaqueSpec{FormatOpaque, t.Digits, t.KeyFingerprint}
+	return tagSpec{}
 }
 
 // newOpaque returns how a tag of spec maps IDs under master; nil for a
 // sequential tag.
-func newOpaque(name string, spec opaqueSpec, master []byte) *opaque {
+func newOpaque(name string, spec tagSpec, master []byte) *opaque {
 	if spec.format != FormatOpaque {
 		return nil
 	}

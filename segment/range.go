@@ -43,6 +43,10 @@ func (a *Allocator) Range(ctx context.Context, name string, size int64) (Range, 
 		return Range{}, t.failed(leafd.Errorf(leafd.ERangeUnsupported,
 			"tag %q is opaque: its IDs are not consecutive, so it hands out no ranges; ask for IDs with GET /segment/%s?count=N", name, name))
 	}
+	if t.dated != nil {
+		return Range{}, t.failed(leafd.Errorf(leafd.ERangeUnsupported,
+			"tag %q is dated: a range held past the end of its period would hand out numbers of a period gone, so it hands out no ranges; ask for numbers with GET /segment/%s?count=N", name, name))
+	}
 	var w refillWait
 	defer w.stop()
 	for {
@@ -88,7 +92,7 @@ func stridedRange(name string, stride int64) error {
 // rangeDirect takes a range of size IDs of t from the store in a
 // transaction of its own.
 func (a *Allocator) rangeDirect(ctx context.Context, t *tag, size int64) (Range, error) {
-	alloc, _, err := a.allocate(ctx, t, size)
+	alloc, _, _, err := a.allocate(ctx, t, size)
 	if err != nil {
 		if code := leafd.ErrorCode(err); finalCode(err) || code == leafd.ETagRewound {
 			return Range{}, t.failed(err)
@@ -110,12 +114,14 @@ func (a *Allocator) rangeDirect(ctx context.Context, t *tag, size int64) (Range,
 // allocate asks the store for a range of step IDs of t, within
 // LoadTimeout, and admits it against the IDs this server issued before. It
 // holds the tag's allocation turn, so that a load and a direct range never
-// race to the rewind check. took leaves out the wait for the turn.
-func (a *Allocator) allocate(ctx context.Context, t *tag, step int64) (alloc Allocation, took time.Duration, err error) {
+// race to the rewind check. took leaves out the wait for the turn. The
+// range of a dated tag lies in the period of the server's clock, which
+// ends at until (period.go).
+func (a *Allocator) allocate(ctx context.Context, t *tag, step int64) (alloc Allocation, until time.Time, took time.Duration, err error) {
 	select {
 	case t.allocTurn <- struct{}{}:
 	case <-ctx.Done():
-		return Allocation{}, 0, ctx.Err()
+		return Allocation{}, until, 0, ctx.Err()
 	}
 	defer func() { <-t.allocTurn }()
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.LoadTimeout)
@@ -126,6 +132,12 @@ func (a *Allocator) allocate(ctx context.Context, t *tag, step int64) (alloc All
 		// An opaque tag's IDs have no order to keep.
 		anyOrder = true
 		alloc, err = s.AllocateAnyOrder(ctx, t.name, step)
+	} else if t.dated != nil {
+		before := a.cfg.Now()
+		alloc, err = a.store.AllocateIn(ctx, t.name, step, func(dbNow time.Time) (w Window, err error) {
+			w, until, err = a.periodWindow(t, before, dbNow)
+			return w, err
+		})
 	} else {
 		alloc, err = a.store.Allocate(ctx, t.name, step)
 	}
@@ -138,7 +150,7 @@ func (a *Allocator) allocate(ctx context.Context, t *tag, step int64) (alloc All
 		// sends the on-call engineer to the network.
 		err = fmt.Errorf("no answer within the load timeout of %v (a row lock held by a long transaction, or a database that hangs): %w", a.cfg.LoadTimeout, err)
 	}
-	return alloc, took, err
+	return alloc, until, took, err
 }
 
 // refillWait is what a request keeps while it waits for a tag's buffers:

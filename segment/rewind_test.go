@@ -2,6 +2,7 @@ package segment_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -241,6 +242,11 @@ func TestRewoundTagNeverReissues(t *testing.T) {
 type rewindableStore struct {
 	mu  sync.Mutex
 	max int64
+}
+
+// AllocateIn is not needed: the rewind tests serve no dated tag.
+func (s *rewindableStore) AllocateIn(context.Context, string, int64, func(time.Time) (segment.Window, error)) (segment.Allocation, error) {
+	return segment.Allocation{}, errors.New("rewindableStore serves no dated tag")
 }
 
 func (s *rewindableStore) Allocate(_ context.Context, tag string, step int64) (segment.Allocation, error) {

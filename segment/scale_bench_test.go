@@ -2,6 +2,7 @@ package segment_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -68,6 +69,11 @@ func (s *memStore) Allocate(_ context.Context, tag string, step int64) (segment.
 	}
 	s.maxIDs[tag] = maxID + step
 	return segment.Allocation{Start: maxID, End: maxID + step, TableStep: s.step}, nil
+}
+
+// AllocateIn is not needed: the scale benchmarks serve no dated tag.
+func (s *memStore) AllocateIn(context.Context, string, int64, func(time.Time) (segment.Window, error)) (segment.Allocation, error) {
+	return segment.Allocation{}, errors.New("memStore serves no dated tag")
 }
 
 // Ping answers: the store is in memory.

@@ -1,6 +1,9 @@
 package segment
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Range is a run of IDs: Start, Start+Stride, Start+2*Stride, … below End.
 // Stride 0 or 1 means consecutive IDs, [Start, End); a range from a strided
@@ -39,6 +42,9 @@ type buffer struct {
 	// preloadAt is the offset whose taking starts the load of the next range.
 	preloadAt int64
 	preloaded atomic.Bool
+	// until is the end of the period of a dated tag's range (period.go),
+	// zero for every other tag.
+	until time.Time
 }
 
 func newBuffer(a Allocation, preloadAt float64) *buffer {

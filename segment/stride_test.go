@@ -2,6 +2,7 @@ package segment_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -32,6 +33,11 @@ type stridedStore struct {
 }
 
 var _ segment.Store = (*stridedStore)(nil)
+
+// AllocateIn is refused, as a sharded store refuses dated tags.
+func (s *stridedStore) AllocateIn(context.Context, string, int64, func(time.Time) (segment.Window, error)) (segment.Allocation, error) {
+	return segment.Allocation{}, errors.New("a strided store serves no dated tag")
+}
 
 func newStridedStore(slot, slots int64, steps map[string]int64) *stridedStore {
 	return &stridedStore{slot: slot, slots: slots, steps: steps,

@@ -22,10 +22,15 @@ type tag struct {
 	// read with the list); spec is its row's format, and opaque how an
 	// opaque tag's counters map to IDs. None changes once published.
 	adopted time.Time
-	spec    opaqueSpec
+	spec    tagSpec
 	// dom is an opaque tag's domain (domain.go), nil for a sequential tag:
 	// set before the tag is published, its fields guarded by mu.
 	dom *domain
+	// dated is how a dated tag's numbers are made (dated.go), nil for
+	// other tags; refused, when set, is why this server serves none of the
+	// tag's IDs. Neither changes once published.
+	dated   *dated
+	refused error
 	// allocTurn is held (a token in a channel of one) while a range of
 	// the tag is asked of the store and admitted: see Allocator.allocate.
 	allocTurn chan struct{}
@@ -35,6 +40,7 @@ type tag struct {
 	load    loadState
 	steps   stepState
 	count   counters
+	per     periodState // a dated tag's (period.go)
 }
 
 // buffers is the double buffer: cur serves, next waits its turn.
@@ -226,6 +232,7 @@ func (t *tag) setRow(row leafd.Tag) {
 	if t.dom != nil {
 		t.dom.top = max(t.dom.top, row.MaxID-1)
 	}
+	t.per.top = max(t.per.top, row.MaxID-1)
 	t.mu.Unlock()
 }
 
@@ -241,6 +248,9 @@ func (t *tag) remove() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.removed = true
+	if t.per.timer != nil {
+		t.per.timer.Stop()
+	}
 	t.bufs.cur.Store(nil)
 	t.bufs.next = nil
 	t.load.broadcast()
@@ -305,6 +315,9 @@ func (t *tag) ranOut(now func() time.Time, p stepPolicy) (refill, error) {
 		return refill{}, nil // another request switched buffers meanwhile
 	}
 	at := now()
+	if err := t.fullLocked(at); err != nil {
+		return refill{}, err
+	}
 	if t.bufs.next != nil {
 		t.switchLocked(at)
 		return refill{}, nil
@@ -340,7 +353,11 @@ func (t *tag) beginLoadLocked(now time.Time, p stepPolicy) (loadStart, bool) {
 		return loadStart{}, false
 	}
 	t.load.loading, t.load.since = true, time.Now()
-	return t.steps.begin(now, t.issuedLocked(), p, t.domainCapLocked()), true
+	limit := t.domainCapLocked()
+	if t.dated != nil {
+		limit = t.datedCapLocked(now)
+	}
+	return t.steps.begin(now, t.issuedLocked(), p, limit), true
 }
 
 // loadNotStarted undoes beginLoadLocked for a load that could not start:
@@ -365,6 +382,9 @@ func (t *tag) loaded(b *buffer, tableStep int64, ls loadStart, now func() time.T
 	t.steps.landed(ls, b.size, tableStep)
 	if t.dom != nil {
 		t.dom.top, t.dom.stride = b.id(b.size-1), b.stride
+	}
+	if t.dated != nil {
+		t.landedDated(b, now())
 	}
 	t.count.loads++
 	t.bufs.next = b

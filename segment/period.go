@@ -1,0 +1,165 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leafd/leafd"
+)
+
+// How a server keeps a dated tag's numbers in their period.
+//
+// Each range of a dated tag is loaded for the period the server's clock is
+// in (the store checks the clock against the database's in the same
+// transaction), and its buffer carries the end of that period (until). A
+// buffer is given up (drained: its numbers are skipped, never issued) once
+// the clock is within periodMargin of that end, so that no number is issued
+// after its period:
+//
+//   - NextN (every route) and the slow path read the clock and give up a
+//     buffer whose period is closing before they take from it;
+//   - Next and Handle.Next, whose hot path reads no clock, are covered by a
+//     timer per tag that gives the buffers up periodMargin before the end:
+//     a number could carry the old date only if that timer ran more than
+//     periodMargin late.
+//
+// Requests in the last periodMargin of a period wait for the next one: no
+// range is loaded for a period about to end.
+const periodMargin = 20 * time.Millisecond
+
+// errPeriodClosing is a load asked in the last periodMargin of a period:
+// the load waits for the next period and asks again.
+var errPeriodClosing = errors.New("segment: the period is about to end")
+
+// periodState is what a server knows of a dated tag's current period,
+// guarded by the tag's mu.
+type periodState struct {
+	// timer gives up the buffers of the period that ends at timerFor.
+	timer    *time.Timer
+	timerFor time.Time
+	// full is a period_exhausted failure, answered from memory until the
+	// period it names ends (fullUntil), without asking the store again.
+	full      error
+	fullUntil time.Time
+	// top is the last number of the tag's last range on this server (or
+	// its row's max_id - 1 before the first): the step is sized from the
+	// room its period has left.
+	top int64
+}
+
+// closing reports whether the period of a buffer that ends at until is
+// over, or about to be, at now. A buffer of no period (a tag that is not
+// dated) never closes.
+func closing(until, now time.Time) bool {
+	return !until.IsZero() && !now.Before(until.Add(-periodMargin))
+}
+
+// periodOpen reports whether b, t's current buffer, may serve at now: not
+// when t is dated and b's period is closing, which gives b up.
+func (t *tag) periodOpen(b *buffer, now func() time.Time) bool {
+	if t.dated == nil || !closing(b.until, now()) {
+		return true
+	}
+	t.closePeriod(b.until)
+	return false
+}
+
+// closePeriod gives up t's buffers of the period that ends at until (or
+// earlier): their numbers are skipped, and the next request loads a range
+// of the new period.
+func (t *tag) closePeriod(until time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := t.bufs.next; n != nil && !n.until.After(until) {
+		n.drain()
+		t.bufs.next = nil
+	}
+	if c := t.bufs.cur.Load(); c != nil && !c.until.After(until) {
+		c.drain()
+	}
+}
+
+// armLocked sets the timer that gives up the buffers of the period ending
+// at until, periodMargin before it, as measured by now. t.mu is held.
+func (t *tag) armLocked(until, now time.Time) {
+	p := &t.per
+	if until.IsZero() || p.timerFor.Equal(until) {
+		return
+	}
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.timerFor = until
+	p.timer = time.AfterFunc(until.Add(-periodMargin).Sub(now), func() { t.closePeriod(until) })
+}
+
+// fullLocked returns the period_exhausted failure that still holds at
+// now, nil when there is none. t.mu is held.
+func (t *tag) fullLocked(now time.Time) error {
+	if t.per.full != nil && now.Before(t.per.fullUntil) {
+		return t.per.full
+	}
+	return nil
+}
+
+// datedCapLocked returns the largest step the next load of a dated tag may
+// ask for at now: the tag's own largest step, and at most 1/domainShare of
+// what its period has left (at least 1), so that a server that stops gives
+// up a small part of it. t.mu is held.
+func (t *tag) datedCapLocked(now time.Time) int64 {
+	w := t.dated.window(now)
+	left := w.Limit - max(t.per.top+1, w.Floor)
+	c := max(1, left/domainShare)
+	if t.spec.maxStep > 0 {
+		c = min(c, t.spec.maxStep)
+	}
+	return c
+}
+
+// landedDated records a range of a dated tag just loaded: its last number,
+// and the timer of its period. t.mu is held.
+func (t *tag) landedDated(b *buffer, now time.Time) {
+	t.per.top = b.id(b.size - 1)
+	t.armLocked(b.until, now)
+}
+
+// periodWindow is the window of the range a dated tag's load asks for,
+// decided in the store's transaction from the database's clock (dbNow) and
+// this server's, read before the transaction (before) and now: the
+// period's numbers, and the end of the period (until). A clock that
+// differs from the database's by more than tolerance gets no window.
+func (a *Allocator) periodWindow(t *tag, before, dbNow time.Time) (Window, time.Time, error) {
+	now := a.cfg.Now()
+	tol := a.cfg.ClockTolerance
+	if dbNow.Before(before.Add(-tol)) || dbNow.After(now.Add(tol)) {
+		skew, way := before.Sub(dbNow), "ahead of"
+		if dbNow.After(now) {
+			skew, way = dbNow.Sub(now), "behind"
+		}
+		return Window{}, time.Time{}, leafd.Errorf(leafd.ESegmentUnavailable,
+			"tag %q is dated, and this server's clock is %v %s the database's, more than segment.clock_tolerance (%v): "+
+				"its numbers would carry the wrong date, so none is loaded. Correct the server's clock (NTP)",
+			t.name, skew.Round(time.Millisecond), way, tol)
+	}
+	until := t.dated.end(now)
+	if closing(until, now) {
+		return Window{}, until, errPeriodClosing
+	}
+	return t.dated.window(now), until, nil
+}
+
+// periodFull words the store's period_exhausted for the period of now,
+// and keeps it for the rest of that period.
+func (t *tag) periodFull(err error, now time.Time) error {
+	d := t.dated
+	until := d.end(now)
+	full := leafd.Wrap(leafd.EPeriodExhausted, err, fmt.Sprintf(
+		"tag %q has handed out every number of %s (%s): %d, the capacity of %d digits. Numbers resume with the next period, at %s; "+
+			"for more numbers per period create a tag with more digits",
+		t.name, d.label(now), d.zoneName(), d.capacity(), d.digits, until.In(d.loc).Format(time.RFC3339)))
+	t.mu.Lock()
+	t.per.full, t.per.fullUntil = full, until
+	t.mu.Unlock()
+	return full
+}

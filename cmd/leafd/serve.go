@@ -146,6 +146,8 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 			Logger:      log,
 			OnLoad:      metrics.ObserveLoad,
 			OpaqueKey:   opaqueKey(cfg),
+			// A dated tag's numbers carry the date of the server's clock.
+			ClockTolerance: cfg.Segment.ClockTolerance,
 		})
 		if err != nil {
 			return usageError{err}

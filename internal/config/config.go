@@ -82,6 +82,7 @@ type Segment struct {
 	MaxRange             int64         // segment.max_range
 	SeedTags             []SeedTag     // segment.seed_tags
 	OpaqueKey            string        // segment.opaque_key, hex; never logged
+	ClockTolerance       time.Duration // segment.clock_tolerance
 	RequireToken         bool          // segment.require_token
 }
 

@@ -84,7 +84,7 @@ func spec() *config.Config {
 		Store: config.Store{Driver: "sqlite", DSN: "file:data/leafd.db", FallbackDSNs: []string{}, Shards: []string{}, ShardSlots: 16, Migrate: true},
 		Segment: config.Segment{
 			Enabled: true, RefillMin: 15 * time.Minute, RefillMax: 30 * time.Minute, MaxStep: 1000000,
-			PreloadAt: 0.1, TagRefresh: 60 * time.Second, WaitTimeout: 2 * time.Second, MaxBatch: 10000, MaxRange: 1000000,
+			PreloadAt: 0.1, TagRefresh: 60 * time.Second, WaitTimeout: 2 * time.Second, MaxBatch: 10000, MaxRange: 1000000, ClockTolerance: time.Second,
 			SeedTags: []config.SeedTag{{Tag: "demo", Step: 1000}},
 		},
 		Snowflake: config.Snowflake{

@@ -98,6 +98,7 @@ func fields() []field {
 			}
 			return ""
 		})),
+		duration("segment.clock_tolerance", segment.DefaultClockTolerance, func(c *Config) *time.Duration { return &c.Segment.ClockTolerance }),
 		flag("segment.require_token", false, func(c *Config) *bool { return &c.Segment.RequireToken }),
 
 		flag("snowflake.enabled", true, func(c *Config) *bool { return &c.Snowflake.Enabled }),

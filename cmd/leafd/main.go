@@ -19,6 +19,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	// The time zones of dated tags, so that a container without
+	// /usr/share/zoneinfo serves them too.
+	_ "time/tzdata"
 
 	"github.com/spf13/cobra"
 )

@@ -717,6 +717,14 @@ type TagState struct {
 	// handed out by any server or given up by one that stopped, less
 	// DomainReserved, the IDs in this server's buffers not issued yet.
 	Domain, DomainUsed, DomainReserved int64
+	// Period is the period of a dated tag now, as people write it
+	// (2026-11-27, 2026-11 or 2026), "" for other tags; PeriodEnd is when
+	// it ends. PeriodCapacity is the numbers a period holds, PeriodUsed
+	// those of this period gone as far as this server knows (handed to any
+	// server, less the ones in its own buffers not issued yet).
+	Period                     string
+	PeriodEnd                  time.Time
+	PeriodCapacity, PeriodUsed int64
 	// Err is the last load failure, nil once a load succeeded.
 	Err error
 	// Status sums the tag up, for filtering and sorting many tags.

@@ -271,3 +271,19 @@ func TestDatedStepAndRange(t *testing.T) {
 		t.Fatalf("max_step 1: step %d", st.Step)
 	}
 }
+
+// The state of a dated tag names its period and how much of it is used.
+func TestDatedState(t *testing.T) {
+	clock := &datedClock{now: time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)}
+	a, _ := newDatedAllocator(t, clock, leafd.Tag{Period: PeriodDay, Digits: 4, Step: 10})
+	for range 3 {
+		nextOne(t, a)
+	}
+	st, _ := a.TagState("orders")
+	if st.Period != "2026-11-27" || st.PeriodCapacity != 9999 || !st.PeriodEnd.Equal(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("state %+v", st)
+	}
+	if st.PeriodUsed != 3 {
+		t.Fatalf("used %d of the period after 3 numbers (buffers %+v)", st.PeriodUsed, st.Buffers)
+	}
+}

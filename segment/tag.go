@@ -511,6 +511,13 @@ func (t *tag) state(now time.Time) TagState {
 		s.Domain = t.dom.n
 		s.DomainUsed, s.DomainReserved = t.domainLocked()
 	}
+	if d := t.dated; d != nil {
+		w := d.window(now)
+		s.Period, s.PeriodEnd, s.PeriodCapacity = d.label(now), d.end(now), d.capacity()
+		if t.per.top >= w.Floor {
+			s.PeriodUsed = max(min(t.per.top, w.Limit-1)-w.Floor+1-t.bufs.reserved(), 0)
+		}
+	}
 	switch cur := t.bufs.cur.Load(); {
 	case t.load.err != nil:
 		s.Status = StatusFailing

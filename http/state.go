@@ -103,6 +103,15 @@ type (
 		Domain         *int64 `json:"domain,omitempty"`
 		DomainUsed     *int64 `json:"domain_used,omitempty"`
 		DomainReserved *int64 `json:"domain_reserved,omitempty"`
+		// Period is a dated tag's current period (2026-11-27), PeriodEnd
+		// when it ends, PeriodCapacity and PeriodUsed the numbers it holds
+		// and those gone, and PeriodFullAt when, at the current rate, it
+		// would run out before it ends. All are absent for other tags.
+		Period         string `json:"period,omitempty"`
+		PeriodEnd      string `json:"period_end,omitempty"`
+		PeriodCapacity *int64 `json:"period_capacity,omitempty"`
+		PeriodUsed     *int64 `json:"period_used,omitempty"`
+		PeriodFullAt   string `json:"period_full_at,omitempty"`
 		// State is last so that the fields of docs/contract.md section 6 keep their
 		// order.
 		State segment.Status `json:"state"`
@@ -200,7 +209,7 @@ func storeState(ctx context.Context, h *health.Store) *storeJSON {
 	return j
 }
 
-func stateOfTag(t segment.TagState) stateTag {
+func stateOfTag(t segment.TagState, now time.Time) stateTag {
 	j := stateTag{
 		Tag: t.Tag, State: t.Status, Step: t.Step, MinStep: t.MinStep, Current: t.Current, Loading: t.Loading,
 		LastPeriodMs: t.LastPeriod.Milliseconds(),
@@ -209,6 +218,15 @@ func stateOfTag(t segment.TagState) stateTag {
 	}
 	if t.Domain > 0 {
 		j.Domain, j.DomainUsed, j.DomainReserved = &t.Domain, &t.DomainUsed, &t.DomainReserved
+	}
+	if t.Period != "" {
+		j.Period, j.PeriodEnd = t.Period, t.PeriodEnd.UTC().Format(time.RFC3339)
+		j.PeriodCapacity, j.PeriodUsed = &t.PeriodCapacity, &t.PeriodUsed
+		if left := t.PeriodCapacity - t.PeriodUsed; t.Rate > 0 {
+			if full := now.Add(time.Duration(float64(left) / t.Rate * float64(time.Second))); full.Before(t.PeriodEnd) {
+				j.PeriodFullAt = full.UTC().Format(time.RFC3339)
+			}
+		}
 	}
 	for i, b := range t.Buffers {
 		// size and used count IDs, which in a strided range are fewer
@@ -360,8 +378,9 @@ func (q stateQuery) segment(tags []segment.TagState) *segmentJSON {
 		page = page[:q.limit]
 	}
 	seg.Tags = make([]stateTag, len(page))
+	now := time.Now()
 	for i := range page {
-		seg.Tags[i] = stateOfTag(page[i])
+		seg.Tags[i] = stateOfTag(page[i], now)
 	}
 	if q.offsetSet {
 		seg.Offset = &q.offset

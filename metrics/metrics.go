@@ -33,10 +33,11 @@ type PerTag string
 // The levels of per-tag detail.
 const (
 	// PerTagBasic exports what an alert about a tag needs, at most five
-	// series per tag, and only for tags that were asked for: IDs issued,
-	// failed requests, waits, IDs left in the current buffer, and whether
-	// the last range load failed. A tag that is idle and has counted
-	// nothing since the server started exports nothing.
+	// series per tag (six for a dated tag), and only for tags that were
+	// asked for: IDs issued, failed requests, waits, IDs left in the
+	// current buffer, whether the last range load failed, and how full a
+	// dated tag's period is. A tag that is idle and has counted nothing
+	// since the server started exports nothing.
 	PerTagBasic PerTag = "basic"
 	// PerTagFull exports every per-tag series for every tag: both
 	// buffers, steps, loads, load errors, loading, the last period, and a
@@ -287,6 +288,8 @@ var (
 		"Step column of the table: the smallest step the server takes.", []string{"tag"}, nil)
 	descLoading = prometheus.NewDesc("leafd_segment_loading",
 		"1 while a range load is in flight.", []string{"tag"}, nil)
+	descPeriodUsed = prometheus.NewDesc("leafd_segment_period_used_ratio",
+		"Share of the numbers of a dated tag's current period that are gone, 0 to 1: at 1 the tag answers period_exhausted until the period ends.", []string{"tag"}, nil)
 	descPeriod = prometheus.NewDesc("leafd_segment_last_period_seconds",
 		"Time between the last two range loads: how long a range lasted.", []string{"tag"}, nil)
 
@@ -407,7 +410,7 @@ func remaining(b segment.BufferState) int64 {
 // Describe sends every description, whether or not the mode is on.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descIssued, descLoads, descLoadErrors, descWaits, descTagErrors,
-		descRemaining, descFailing, descStep, descTableStep, descLoading, descPeriod,
+		descRemaining, descFailing, descPeriodUsed, descStep, descTableStep, descLoading, descPeriod,
 		descAllIssued, descAllLoads, descAllLoadErrors, descAllWaits, descAllErrors, descTags,
 		descBackward, descRenewals, descWorker, descWorkers, descLeaseUntil, descLastMs, descBorrowed, descLead, descMaxLead,
 		descStoreUp, descStoreAddress, descStoreSwitches} {
@@ -437,6 +440,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(descWaits, t.Waits, t.Tag)
 			gauge(descRemaining, float64(remaining(cur)), t.Tag, "current")
 			gauge(descFailing, boolFloat(t.Err != nil || t.Status == segment.StatusFailing), t.Tag)
+			if t.PeriodCapacity > 0 {
+				gauge(descPeriodUsed, float64(t.PeriodUsed)/float64(t.PeriodCapacity), t.Tag)
+			}
 			if c.perTag != PerTagFull {
 				continue
 			}

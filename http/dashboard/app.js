@@ -25,14 +25,22 @@
   // (1, or S with store.shards); v may be a BigInt past 2^53.
   const lastID = (v, step) => (typeof v === 'bigint' ? v - BigInt(step || 1) : v - (step || 1));
 
-  // domainOf sums up an opaque tag's domain (null for a sequential tag):
-  // the fractions used and reserved, the IDs left (a BigInt: a domain of
-  // 18 digits passes 2^53) and a tone once most of it is gone.
+  // domainOf sums up an opaque tag's domain, or a dated tag's current
+  // period (null for a sequential tag): its label, its size, the fractions
+  // used and reserved, the IDs left (a BigInt: a domain of 18 digits passes
+  // 2^53) and a tone once most of it is gone.
   function domainOf(t) {
-    if (!t.domain) return null;
-    const n = Number(t.domain), used = Number(t.domain_used) / n, reserved = Number(t.domain_reserved) / n;
-    const left = BigInt(t.domain) - BigInt(t.domain_used) - BigInt(t.domain_reserved);
-    return { used, reserved, left, tone: used + reserved >= 0.99 ? 'bad' : used + reserved >= 0.8 ? 'warn' : '' };
+    let label, size, gone, reserved;
+    if (t.domain) {
+      [label, size, gone, reserved] = ['Opaque domain', t.domain, t.domain_used, t.domain_reserved];
+    } else if (t.period) {
+      [label, size, gone, reserved] = ['Period ' + t.period, t.period_capacity, t.period_used, 0];
+    } else {
+      return null;
+    }
+    const n = Number(size), used = Number(gone) / n, res = Number(reserved) / n;
+    const left = BigInt(size) - BigInt(gone) - BigInt(reserved);
+    return { label, size, used, reserved: res, left, tone: used + res >= 0.99 ? 'bad' : used + res >= 0.8 ? 'warn' : '' };
   }
   const fmtPct = (f) => (f > 0 && f < 0.001 ? '<0.1' : (f * 100).toFixed(1)) + '%';
 
@@ -381,12 +389,20 @@
     const dom = el.querySelector('.domain');
     const d = domainOf(t);
     dom.hidden = !d;
-    if (d) {
+    if (d) dom.querySelector('.dom-label').textContent = d.label;
+    if (d && t.period) {
+      const full = t.period_full_at ? ` · full at ${new Date(t.period_full_at).toLocaleTimeString()} at this rate` : '';
+      f('domain').textContent = `${fmtPct(d.used)} used · ${fmtNum(d.left)} of ${fmtNum(d.size)} left${full}`;
+      f('domain').title = `${t.period_used} numbers of ${t.period} gone (issued, or given up by servers that stopped), ` +
+        `of ${t.period_capacity}; the period ends ${new Date(t.period_end).toLocaleString()}`;
+    } else if (d) {
       f('domain').textContent = `${fmtPct(d.used)} used · ${fmtPct(d.reserved)} reserved · ${fmtNum(d.left)} of ${fmtNum(t.domain)} left`;
       f('domain').title = `${t.domain_used} IDs gone (issued, or given up by servers that stopped), ` +
         `${t.domain_reserved} in this server's buffers, of IDs 1 to ${t.domain}`;
+    }
+    if (d) {
       const bar = dom.querySelector('.dom-bar');
-      bar.setAttribute('aria-label', `domain: ${fmtPct(d.used)} used, ${fmtPct(d.reserved)} reserved`);
+      bar.setAttribute('aria-label', `${d.label}: ${fmtPct(d.used)} used, ${fmtPct(d.reserved)} reserved`);
       tone(bar, d.tone);
       bar.querySelector('.dom-used').style.width = (d.used * 100).toFixed(2) + '%';
       bar.querySelector('.dom-res').style.width = (d.reserved * 100).toFixed(2) + '%';
@@ -570,12 +586,13 @@
     setRate(rate, r == null ? t.rate : r);
     rate.title = `${fmtRate(t.rate)}/s since the last load`;
 
-    // An opaque tag says under its name how much of its domain is gone.
+    // An opaque tag says under its name how much of its domain is gone, a
+    // dated tag how much of its period.
     const dom = tr.querySelector('.dom');
     const d = domainOf(t);
     dom.hidden = !d;
-    dom.textContent = d ? `domain ${fmtPct(d.used + d.reserved)} taken` : '';
-    dom.title = d ? `${fmtPct(d.used)} used, ${fmtPct(d.reserved)} reserved in this server's buffers, ${fmtNum(d.left)} of ${fmtNum(t.domain)} IDs left` : '';
+    dom.textContent = d ? `${t.period ? 'period ' + t.period : 'domain'} ${fmtPct(d.used + d.reserved)} taken` : '';
+    dom.title = d ? `${fmtPct(d.used)} used, ${fmtPct(d.reserved)} reserved in this server's buffers, ${fmtNum(d.left)} of ${fmtNum(d.size)} left` : '';
     tone(dom, d ? d.tone : '');
 
     const cur = t.buffers[t.current], next = t.buffers[1 - t.current];

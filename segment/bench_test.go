@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
 )
@@ -45,13 +46,25 @@ func BenchmarkMapLookup(b *testing.B) {
 // so that the benchmark measures the steady state: loads happen in the
 // background, as in production.
 func benchAllocator(b *testing.B) *segment.Allocator {
+	return benchAllocatorOf(b, tagRow("bench", 1_000_000))
+}
+
+// benchDated serves a dated tag "bench" the same way: numbers of the day in
+// UTC with a counter of 10 digits, so that the ranges are as large.
+func benchDated(b *testing.B) *segment.Allocator {
+	row := tagRow("bench", 1_000_000)
+	row.Format, row.Period, row.Digits = segment.FormatDated, segment.PeriodDay, 10
+	return benchAllocatorOf(b, row)
+}
+
+func benchAllocatorOf(b *testing.B, row leafd.Tag) *segment.Allocator {
 	b.Helper()
 	s := openStore(b, "sqlite", testdb.SQLite(b))
 	ctx := context.Background()
 	if err := s.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.CreateTag(ctx, tagRow("bench", 1_000_000)); err != nil {
+	if _, err := s.CreateTag(ctx, row); err != nil {
 		b.Fatal(err)
 	}
 	cfg := fastConfig()
@@ -64,7 +77,16 @@ func benchAllocator(b *testing.B) *segment.Allocator {
 }
 
 func BenchmarkNext(b *testing.B) {
-	a := benchAllocator(b)
+	benchNext(b, benchAllocator(b))
+}
+
+// BenchmarkNextDated is Next of a dated tag: the same hot path, which
+// reads no clock (a timer ends each period's buffers).
+func BenchmarkNextDated(b *testing.B) {
+	benchNext(b, benchDated(b))
+}
+
+func benchNext(b *testing.B, a *segment.Allocator) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -157,6 +179,27 @@ func BenchmarkNextOpaque(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := a.Next(ctx, "bench"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNextN1 and BenchmarkNextN1Dated are the call of the HTTP and
+// gRPC routes for one ID: for a dated tag it reads the clock once.
+func BenchmarkNextN1(b *testing.B) {
+	benchNextN1(b, benchAllocator(b))
+}
+
+func BenchmarkNextN1Dated(b *testing.B) {
+	benchNextN1(b, benchDated(b))
+}
+
+func benchNextN1(b *testing.B, a *segment.Allocator) {
+	ctx := context.Background()
+	var buf [1]segment.Range
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := a.NextN(ctx, "bench", 1, buf[:0]); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -52,8 +52,9 @@ const (
 SET max_id = (CASE WHEN max_id < ? THEN ? ELSE max_id END) + ?, update_time = CURRENT_TIMESTAMP
 WHERE biz_tag = ? AND (CASE WHEN max_id < ? THEN ? ELSE max_id END) <= ?
 AND NOT EXISTS (SELECT 1 FROM leafd_shard)`
-	// refusedSQL reads the max_id of a row allocateSQL did not change, the
-	// dialect's lock suffix appended: none, or what it holds.
+	// refusedSQL reads the max_id of the row allocateSQL did not change
+	// (no row: an unknown tag); the dialect's lock suffix is appended, so
+	// that AllocateIn's UPDATE of the room left finds the row as read.
 	refusedSQL   = `SELECT max_id FROM leaf_alloc WHERE biz_tag = ?`
 	readAllocSQL = `SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?`
 	// shardedSQL counts the record of store.shards: a server that serves

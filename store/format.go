@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -11,12 +12,14 @@ import (
 )
 
 // A tag's format lives in leafd's table leafd_tag_format (migrations
-// 00005): a tag without a row is sequential, Leaf's. The segment allocator
-// maps an opaque tag's counters to IDs; the store only keeps what it was
-// created with.
+// 00005, 00009): a tag without a row is sequential, Leaf's. The segment
+// allocator maps an opaque tag's counters to IDs and makes a dated tag's
+// windows; the store only keeps what the tag was created with.
 const (
-	formatsSQL      = `SELECT biz_tag, format, digits, key_fingerprint FROM leafd_tag_format`
-	formatInsertSQL = `INSERT INTO leafd_tag_format (biz_tag, format, digits, key_fingerprint) VALUES (?, ?, ?, ?)`
+	formatColumns   = `biz_tag, format, digits, key_fingerprint, period, zone, max_step`
+	formatsSQL      = `SELECT ` + formatColumns + ` FROM leafd_tag_format`
+	formatInsertSQL = `INSERT INTO leafd_tag_format (` + formatColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	maxStepSQL      = `UPDATE leafd_tag_format SET max_step = ? WHERE biz_tag = ?`
 )
 
 type formatRow struct {
@@ -24,22 +27,38 @@ type formatRow struct {
 	Format      string `db:"format"`
 	Digits      int    `db:"digits"`
 	Fingerprint string `db:"key_fingerprint"`
+	Period      string `db:"period"`
+	Zone        string `db:"zone"`
+	MaxStep     int64  `db:"max_step"`
 }
 
 // validateFormat checks the format fields of a tag to create.
 func validateFormat(t leafd.Tag) error {
+	if t.Format != segment.FormatDated && (t.Period != "" || t.Zone != "" || t.MaxStep != 0) {
+		return leafd.Errorf(leafd.EInvalidBody, "period, zone and max_step apply to a dated tag only: add \"format\":\"dated\" or leave them out")
+	}
 	switch t.Format {
 	case "", segment.FormatSequential:
 		if t.Digits != 0 || t.KeyFingerprint != "" {
-			return leafd.Errorf(leafd.EInvalidBody, "digits apply to an opaque tag only: add \"format\":\"opaque\" or leave digits out")
+			return leafd.Errorf(leafd.EInvalidBody, "digits apply to an opaque or a dated tag only: add \"format\":\"opaque\" or \"format\":\"dated\", or leave digits out")
 		}
 	case segment.FormatOpaque:
 		if t.KeyFingerprint == "" {
 			return fmt.Errorf("store: an opaque tag needs its key fingerprint")
 		}
 		return segment.ValidateDigits(t.Digits)
+	case segment.FormatDated:
+		if t.KeyFingerprint != "" {
+			return leafd.Errorf(leafd.EInvalidBody, "a dated tag has no key: its IDs are its numbers, which only an opaque tag maps")
+		}
+		if err := segment.ValidateDated(t.Period, t.Zone, t.Digits); err != nil {
+			return err
+		}
+		if t.MaxStep < 0 || t.MaxStep > MaxTableStep {
+			return leafd.Errorf(leafd.EInvalidBody, "max_step %d is out of range: use 1 to %d, or 0 for no cap", t.MaxStep, MaxTableStep)
+		}
 	default:
-		return leafd.Errorf(leafd.EInvalidBody, "format %q is not known: use sequential or opaque", t.Format)
+		return leafd.Errorf(leafd.EInvalidBody, "format %q is not known: use sequential, opaque or dated", t.Format)
 	}
 	return nil
 }
@@ -62,18 +81,25 @@ func (s *db) withFormats(ctx context.Context, q queryer, tags []leafd.Tag, one s
 	for i := range tags {
 		if r, ok := byName[tags[i].Name]; ok {
 			tags[i].Format, tags[i].Digits, tags[i].KeyFingerprint = r.Format, r.Digits, r.Fingerprint
+			tags[i].Period, tags[i].Zone, tags[i].MaxStep = r.Period, r.Zone, r.MaxStep
 		}
 	}
 	return nil
 }
 
-// insertFormat records the format of a tag being created in tx.
+// insertFormat records the format of a tag being created in tx; a
+// sequential tag has no row.
 func (s *db) insertFormat(ctx context.Context, tx *sqlx.Tx, t leafd.Tag) error {
-	if t.Format != segment.FormatOpaque {
+	if !recorded(t) {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, s.q(formatInsertSQL), t.Name, t.Format, t.Digits, t.KeyFingerprint)
+	_, err := tx.ExecContext(ctx, s.q(formatInsertSQL), t.Name, t.Format, t.Digits, t.KeyFingerprint, t.Period, t.Zone, t.MaxStep)
 	return err
+}
+
+// recorded reports whether t's format has a row in leafd_tag_format.
+func recorded(t leafd.Tag) bool {
+	return t.Format == segment.FormatOpaque || t.Format == segment.FormatDated
 }
 
 // A tag's past outlives its leaf_alloc row: its format row, its
@@ -83,7 +109,7 @@ func (s *db) insertFormat(ctx context.Context, tx *sqlx.Tx, t leafd.Tag) error {
 // its mark), or refused: IDs of another format, domain or key would fall
 // among those already issued.
 const (
-	pastFormatSQL = `SELECT biz_tag, format, digits, key_fingerprint FROM leafd_tag_format WHERE biz_tag = ?`
+	pastFormatSQL = formatsSQL + ` WHERE biz_tag = ?`
 	pastMarkSQL   = `SELECT biz_tag, max_id FROM leafd_tag_highwater WHERE biz_tag = ?`
 	pastSlotsSQL  = `SELECT DISTINCT biz_tag FROM leafd_slot_alloc WHERE biz_tag = ?`
 )
@@ -156,7 +182,8 @@ func pastErr(table string, err error) error {
 }
 
 // check refuses, with tag_conflict, to create t where the name's past
-// says it was another tag: another format, domain or key, or a name
+// says it was another tag: another format, domain or key, another period,
+// zone or counter width, or a name
 // whose records are shared with a tag that differs only in letter case.
 func (p past) check(t leafd.Tag) error {
 	if p.twin != "" {
@@ -167,7 +194,7 @@ func (p past) check(t leafd.Tag) error {
 		return nil
 	}
 	had := formatOf(p.format)
-	want := formatOf(formatRow{Format: t.Format, Digits: t.Digits, Fingerprint: t.KeyFingerprint})
+	want := formatOf(formatRow{Format: t.Format, Digits: t.Digits, Fingerprint: t.KeyFingerprint, Period: t.Period, Zone: t.Zone})
 	if had == want {
 		return nil
 	}
@@ -175,7 +202,7 @@ func (p past) check(t leafd.Tag) error {
 	if p.mark > 0 {
 		upTo = fmt.Sprintf(" (counters up to %d)", p.mark-1)
 	}
-	if had.Format == want.Format && had.Digits == want.Digits {
+	if had.Format == segment.FormatOpaque && want.Format == had.Format && had.Digits == want.Digits {
 		return leafd.Errorf(leafd.ETagConflict, "tag %q cannot be created: it was an opaque tag before it was deleted, "+
 			"created with another segment.opaque_key than this server's (key fingerprint %s, this server's %s); its IDs under "+
 			"this key would repeat those it issued%s. Create it through a server with the key it was created with, or pick a new name",
@@ -186,17 +213,25 @@ func (p past) check(t leafd.Tag) error {
 		"or pick a new name", t.Name, describeFormat(want), describeFormat(had), upTo, describeFormat(had))
 }
 
-// formatOf is the format of a format row: sequential when it has none.
+// formatOf is what of a format row decides a tag's IDs: sequential when
+// it has none; a dated tag's zone "" is UTC. A dated tag's max_step is not
+// part of it: it only caps the steps servers choose.
 func formatOf(r formatRow) formatRow {
-	if r.Format != segment.FormatOpaque {
-		return formatRow{Format: segment.FormatSequential}
+	switch r.Format {
+	case segment.FormatOpaque:
+		return formatRow{Format: r.Format, Digits: r.Digits, Fingerprint: r.Fingerprint}
+	case segment.FormatDated:
+		return formatRow{Format: r.Format, Digits: r.Digits, Period: r.Period, Zone: cmp.Or(r.Zone, "UTC")}
 	}
-	return formatRow{Format: r.Format, Digits: r.Digits, Fingerprint: r.Fingerprint}
+	return formatRow{Format: segment.FormatSequential}
 }
 
 // describeFormat words a format as the body of POST /api/tags gives it.
 func describeFormat(r formatRow) string {
 	switch {
+	case r.Format == segment.FormatDated:
+		return fmt.Sprintf(`a dated tag of %s periods in %s with %d digits ("format":"dated","period":%q,"zone":%q,"digits":%d)`,
+			r.Period, r.Zone, r.Digits, r.Period, r.Zone, r.Digits)
 	case r.Format != segment.FormatOpaque:
 		return `a sequential tag ("format":"sequential")`
 	case r.Digits == 0:

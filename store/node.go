@@ -9,7 +9,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/leafd/leafd"
-	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store/internal/engine"
 	"github.com/leafd/leafd/store/internal/testhook"
 )
@@ -54,7 +53,7 @@ func Retry(err error) error { return errRetry{err} }
 // Definition words t's format, domain and key as POST /api/tags takes
 // them: two definitions are one tag's when their words are the same.
 func Definition(t leafd.Tag) string {
-	r := formatOf(formatRow{Format: t.Format, Digits: t.Digits, Fingerprint: t.KeyFingerprint})
+	r := formatOf(formatRow{Format: t.Format, Digits: t.Digits, Fingerprint: t.KeyFingerprint, Period: t.Period, Zone: t.Zone})
 	if r.Fingerprint == "" {
 		return describeFormat(r)
 	}
@@ -150,7 +149,7 @@ func (s *db) CopyTags(ctx context.Context, tx *sqlx.Tx, tags []leafd.Tag, marks 
 	// An opaque tag's format goes with it: served as sequential by a
 	// database that lacked it, its counters would come out unmapped.
 	for _, t := range tags {
-		if t.Format != segment.FormatOpaque {
+		if !recorded(t) {
 			continue
 		}
 		have := []leafd.Tag{{Name: t.Name}}

@@ -38,20 +38,25 @@ const (
 
 // The SQL that MySQL and SQLite share. Both bind with '?'.
 const (
-	// allocateSQL advances max_id by the chosen step (arguments: step, tag,
-	// leafd.MaxID - step). A max_id below 1 counts as 1, so that no ID below
-	// 1 is ever issued. The guard keeps the sum at or below 2^63-1 without
-	// ever computing a larger one: MySQL would fail on the overflow and
-	// SQLite would silently turn the sum into a REAL. update_time is set
-	// here because SQLite has no ON UPDATE clause; on MySQL it is what ON
-	// UPDATE would do anyway. It writes nothing in a database of
+	// allocateSQL advances max_id by the chosen step (arguments: floor,
+	// floor, step, tag, floor, floor, limit - step). A max_id below the
+	// floor counts as the floor: 1 for Allocate, so that no ID below 1 is
+	// ever issued, and a dated tag's period's first number for AllocateIn.
+	// The guard keeps the sum at or below the limit (2^63-1 for Allocate)
+	// without ever computing a larger one: MySQL would fail on the overflow
+	// and SQLite would silently turn the sum into a REAL. update_time is
+	// set here because SQLite has no ON UPDATE clause; on MySQL it is what
+	// ON UPDATE would do anyway. It writes nothing in a database of
 	// store.shards (see shardedSQL).
 	allocateSQL = `UPDATE leaf_alloc
-SET max_id = (CASE WHEN max_id < 1 THEN 1 ELSE max_id END) + ?, update_time = CURRENT_TIMESTAMP
-WHERE biz_tag = ? AND (CASE WHEN max_id < 1 THEN 1 ELSE max_id END) <= ?
+SET max_id = (CASE WHEN max_id < ? THEN ? ELSE max_id END) + ?, update_time = CURRENT_TIMESTAMP
+WHERE biz_tag = ? AND (CASE WHEN max_id < ? THEN ? ELSE max_id END) <= ?
 AND NOT EXISTS (SELECT 1 FROM leafd_shard)`
+	// refusedSQL reads the max_id of the row allocateSQL did not change
+	// (no row: an unknown tag); the dialect's lock suffix is appended, so
+	// that AllocateIn's UPDATE of the room left finds the row as read.
+	refusedSQL   = `SELECT max_id FROM leaf_alloc WHERE biz_tag = ?`
 	readAllocSQL = `SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?`
-	existsSQL    = `SELECT COUNT(*) FROM leaf_alloc WHERE biz_tag = ?`
 	// shardedSQL counts the record of store.shards: a server that serves
 	// the database alone while sharding is initialised on it (or with
 	// store.dsn set to one of store.shards, unchecked at start-up) would
@@ -154,12 +159,45 @@ func (s *db) Ping(ctx context.Context) error {
 // transaction; an error without a code when step is below 1 or the database
 // failed otherwise.
 func (s *db) Allocate(ctx context.Context, tag string, step int64) (segment.Allocation, error) {
+	return s.allocateWith(ctx, tag, step, nil)
+}
+
+// AllocateIn is Allocate for a dated tag: its range lies in the window
+// within answers for the database's clock, read first in the transaction
+// (Dialect.NowUs). A max_id below the window's Floor is raised to it; the
+// range ends at or below its Limit, shorter than step when less room is
+// left. The high-water mark is kept and checked as by Allocate, so a
+// max_id lowered within a period is tag_rewound.
+//
+// Errors: those of Allocate, except tag_exhausted; within's own, as it
+// returned it (nothing is written); period_exhausted when max_id, raised to
+// Floor, is at or past Limit (nothing is written).
+func (s *db) AllocateIn(ctx context.Context, tag string, step int64, within func(dbNow time.Time) (segment.Window, error)) (segment.Allocation, error) {
+	if within == nil {
+		return segment.Allocation{}, fmt.Errorf("store: allocate %q: no window", tag)
+	}
+	a, err := s.allocateWith(ctx, tag, step, within)
+	if we, ok := errors.AsType[windowError](err); ok {
+		return segment.Allocation{}, we.err
+	}
+	return a, err
+}
+
+// windowError is the error of AllocateIn's within, carried out of the
+// transaction untouched: neither retried nor wrapped.
+type windowError struct{ err error }
+
+func (e windowError) Error() string { return e.err.Error() }
+func (e windowError) Unwrap() error { return e.err }
+
+// allocateWith is Allocate, or AllocateIn when within is not nil.
+func (s *db) allocateWith(ctx context.Context, tag string, step int64, within func(time.Time) (segment.Window, error)) (segment.Allocation, error) {
 	if step < 1 {
 		return segment.Allocation{}, fmt.Errorf("store: allocate %q: step %d is below 1", tag, step)
 	}
 	var a segment.Allocation
 	err := s.writeOrNextAddress(ctx, func(ctx context.Context) (err error) {
-		a, err = s.allocate(ctx, tag, step)
+		a, err = s.allocate(ctx, tag, step, within)
 		return err
 	})
 	if err != nil {
@@ -168,17 +206,36 @@ func (s *db) Allocate(ctx context.Context, tag string, step int64) (segment.Allo
 	return a, nil
 }
 
-func (s *db) allocate(ctx context.Context, tag string, step int64) (segment.Allocation, error) {
+// maxClips bounds the UPDATEs of AllocateIn's transaction that find less
+// room left in the window than they ask for. The row is locked after the
+// first, so the second fits; more means another writer keeps getting in
+// between, and the whole transaction is tried again.
+const maxClips = 3
+
+func (s *db) allocate(ctx context.Context, tag string, step int64, within func(time.Time) (segment.Window, error)) (segment.Allocation, error) {
 	tx, err := s.x.BeginTxx(ctx, nil)
 	if err != nil {
 		return segment.Allocation{}, err
 	}
 	defer tx.Rollback() // a no-op once committed
-	n, err := affected(tx.ExecContext(ctx, s.q(allocateSQL), step, tag, leafd.MaxID-step))
-	if err != nil {
-		return segment.Allocation{}, err
+	w := segment.Window{Floor: 1, Limit: leafd.MaxID}
+	if within != nil {
+		var us int64
+		if err := tx.QueryRowContext(ctx, "SELECT "+s.dialect.NowUs).Scan(&us); err != nil {
+			return segment.Allocation{}, err
+		}
+		if w, err = within(time.UnixMicro(us)); err != nil {
+			return segment.Allocation{}, windowError{err}
+		}
 	}
-	if n == 0 {
+	for clips := 0; ; clips++ {
+		n, err := affected(tx.ExecContext(ctx, s.q(allocateSQL), w.Floor, w.Floor, step, tag, w.Floor, w.Floor, w.Limit-step))
+		if err != nil {
+			return segment.Allocation{}, err
+		}
+		if n > 0 {
+			break
+		}
 		var shards int
 		if err := tx.QueryRowContext(ctx, shardedSQL).Scan(&shards); err != nil {
 			return segment.Allocation{}, err
@@ -188,24 +245,34 @@ func (s *db) allocate(ctx context.Context, tag string, step int64) (segment.Allo
 				"the database is part of store.shards: served alone it would hand out its slots' IDs again; "+
 					"stop this server and give it the deployment's store.shards")
 		}
-		var rows int
-		if err := tx.QueryRowContext(ctx, s.q(existsSQL), tag).Scan(&rows); err != nil {
+		var ids []int64
+		if err := tx.SelectContext(ctx, &ids, s.q(refusedSQL+s.dialect.LockSuffix), tag); err != nil {
 			return segment.Allocation{}, err
 		}
-		if rows == 0 {
+		switch {
+		case len(ids) == 0:
 			return segment.Allocation{}, leafd.UnknownTagError(tag)
+		case within == nil:
+			return segment.Allocation{}, leafd.Errorf(leafd.ETagExhausted,
+				"tag %q is exhausted: a range of %d more IDs would pass the largest ID, %d", tag, step, leafd.MaxID)
 		}
-		return segment.Allocation{}, leafd.Errorf(leafd.ETagExhausted,
-			"tag %q is exhausted: a range of %d more IDs would pass the largest ID, %d", tag, step, leafd.MaxID)
+		from := max(ids[0], w.Floor)
+		switch {
+		case from >= w.Limit:
+			return segment.Allocation{}, leafd.Errorf(leafd.EPeriodExhausted, "tag %q has no number left below %d", tag, w.Limit)
+		case clips == maxClips:
+			return segment.Allocation{}, errRetry{fmt.Errorf("tag %q: the room left below %d kept shrinking", tag, w.Limit)}
+		}
+		step = min(step, w.Limit-from) // the last numbers of the window
 	}
 	var maxID, tableStep int64
 	if err := tx.QueryRowContext(ctx, s.q(readAllocSQL), tag).Scan(&maxID, &tableStep); err != nil {
 		return segment.Allocation{}, err
 	}
-	if maxID-step < 1 {
-		// The UPDATE guarantees max_id >= 1 + step; anything else means the
-		// row is not what this transaction just wrote.
-		return segment.Allocation{}, fmt.Errorf("max_id %d read back after adding %d is impossible", maxID, step)
+	if maxID-step < w.Floor || maxID > w.Limit {
+		// The UPDATE guarantees floor + step <= max_id <= limit; anything
+		// else means the row is not what this transaction just wrote.
+		return segment.Allocation{}, fmt.Errorf("max_id %d read back after adding %d in %v is impossible", maxID, step, w)
 	}
 	if err := s.raiseMark(ctx, tx, tag, maxID-step, maxID); err != nil {
 		return segment.Allocation{}, err // rolled back: leaf_alloc is unchanged
@@ -392,10 +459,13 @@ func tagExists(name string, same []string) error {
 //
 // Errors: invalid_tag for a name leafd.ValidateTag refuses; invalid_body for
 // a step outside 1..MaxTableStep, a description over 256 characters or not
-// UTF-8, or one the column's character set cannot store (MySQL); tag_exists when the tag is already there, or a tag whose name
+// UTF-8, or one the column's character set cannot store (MySQL), or a
+// format, digits, period, zone or max_step that do not make a tag;
+// tag_exists when the tag is already there, or a tag whose name
 // differs only in letter case (its message names that tag; nothing is
 // changed); tag_conflict when the name was another tag before (another
-// format, domain or key), or its records are shared with a tag deleted
+// format, domain or key, another period, zone or counter width of a dated
+// tag), or its records are shared with a tag deleted
 // before whose name differs only in letter case; store_unavailable when the
 // database cannot be reached; an error without a code otherwise.
 func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
@@ -437,8 +507,15 @@ func (s *db) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 			}
 			return exists()
 		}
-		if p.format.Name == "" {
+		switch {
+		case p.format.Name == "":
 			if err := s.insertFormat(ctx, tx, t); err != nil {
+				return err
+			}
+		case t.Format == segment.FormatDated && p.format.MaxStep != t.MaxStep:
+			// Created again as it was (check): only the cap of the
+			// servers' steps may change, as the creation asks.
+			if _, err := tx.ExecContext(ctx, s.q(maxStepSQL), t.MaxStep, t.Name); err != nil {
 				return err
 			}
 		}
@@ -718,6 +795,9 @@ func (s *db) class(err error) engine.Class { return s.judge(err).Class }
 func (s *db) judge(err error) engine.Verdict {
 	if _, ok := errors.AsType[*leafd.Error](err); ok {
 		return engine.Verdict{Class: engine.ClassOther} // already decided
+	}
+	if _, ok := errors.AsType[windowError](err); ok {
+		return engine.Verdict{Class: engine.ClassOther} // the caller's, whatever it wraps
 	}
 	if _, ok := errors.AsType[errRetry](err); ok {
 		return engine.Verdict{Class: engine.ClassRetry,

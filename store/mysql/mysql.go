@@ -47,6 +47,12 @@ const (
 // result is Unix time whatever that zone is.
 const nowMs = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"
 
+// nowUs is the database's clock in Unix microseconds. UTC_TIMESTAMP does
+// not depend on the session time zone, and TIMESTAMPDIFF of two DATETIMEs
+// is plain arithmetic: no local time is converted back, which in a zone's
+// repeated hour (the end of summer time) could be either of two instants.
+const nowUs = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
+
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
@@ -92,6 +98,7 @@ var dialect = engine.Dialect{
 	Migrations:  engine.Sub(migrationFiles, "migrations"),
 	Migrate:     migrate,
 	NowMs:       nowMs,
+	NowUs:       nowUs,
 	LockSuffix:  " FOR UPDATE",
 	ShareSuffix: " LOCK IN SHARE MODE",
 	Greatest:    "GREATEST",

@@ -93,6 +93,7 @@ var dialect = engine.Dialect{
 	// clock_timestamp() is the time now; now() would be the time the
 	// transaction began.
 	NowMs:       "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+	NowUs:       "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)",
 	LockSuffix:  " FOR UPDATE",
 	ShareSuffix: " FOR SHARE",
 	Greatest:    "GREATEST",

@@ -868,6 +868,17 @@ func (s *Store) Allocate(ctx context.Context, tag string, step int64) (segment.A
 
 var _ segment.AnyOrderStore = (*Store)(nil)
 
+// AllocateIn refuses: a dated tag's counter starts at the first number of
+// each period and counts up from there in one database, and a sharded
+// store's slots each hand out every S-th number from their own counters.
+// CreateTag refuses dated tags; this answers range_unsupported for one made
+// by SQL.
+func (s *Store) AllocateIn(ctx context.Context, tag string, step int64, within func(time.Time) (segment.Window, error)) (segment.Allocation, error) {
+	return segment.Allocation{}, leafd.Errorf(leafd.ERangeUnsupported,
+		"tag %q is dated, and a sharded store (store.shards) cannot serve a dated tag: its numbers must count up from 1 in each "+
+			"period in one database, while the slots of store.shards each hand out their own; serve it from a store of one database", tag)
+}
+
 // AllocateAnyOrder is Allocate without raising the slot above the IDs this
 // server was handed before from the other slots: each slot's IDs are used
 // up in turn, none passed over. The allocator asks it for opaque tags,
@@ -1364,13 +1375,19 @@ func (s *Store) LookupTag(ctx context.Context, name string) (leafd.Tag, error) {
 // store.shards[0] took the tag is given the same definition at its first
 // load (repairTag) or the next leafd migrate: never another.
 //
-// Errors: tag_exists when any database has the tag; tag_conflict when a
+// Errors: invalid_body for a dated tag (see AllocateIn); tag_exists when any
+// database has the tag; tag_conflict when a
 // database's past of the name refuses it (CreateTag of the engines); those
 // of the engine's CreateTag from store.shards[0]; store_unavailable when a
 // database does not answer (and none that answered refused the tag).
 func (s *Store) CreateTag(ctx context.Context, t leafd.Tag) (leafd.Tag, error) {
 	if err := leafd.ValidateTag(t.Name); err != nil {
 		return leafd.Tag{}, err
+	}
+	if t.Format == segment.FormatDated {
+		return leafd.Tag{}, leafd.Errorf(leafd.EInvalidBody, "tag %q cannot be dated in a sharded store (store.shards): "+
+			"a dated tag's numbers count up from 1 in each period in one database, while the slots of store.shards each hand out their own; "+
+			"create it in a store of one database, or as a sequential tag", t.Name)
 	}
 	marks := make([]int64, len(s.dbs))
 	errs := s.ask(ctx, true, func(ctx context.Context, d *shardDB) error {

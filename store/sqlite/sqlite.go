@@ -104,6 +104,7 @@ var dialect = engine.Dialect{
 	OneWriter:  true,
 	RetryFor:   busyBudget,
 	NowMs:      "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+	NowUs:      "CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)",
 	Greatest:   "MAX",
 }
 

@@ -112,6 +112,12 @@ func run(t *testing.T, newDatabase func(t *testing.T) *Database, sharded bool) {
 		{"AllocatorExactCase", testAllocatorExactCase},
 		{"TagFormat", testTagFormat},
 		{"RecreateTag", testRecreateTag},
+		{"DatedAllocate", testDatedAllocate},
+		{"DatedWithin", testDatedWithin},
+		{"DatedRewound", testDatedRewound},
+		{"DatedTag", testDatedTag},
+		{"DatedRecreate", testDatedRecreate},
+		{"DatedConcurrent", testDatedConcurrent},
 		{"UpdateTimeRefreshed", testUpdateTimeRefreshed},
 		{"MigrateTwice", testMigrateTwice},
 		{"MigrateConcurrently", testMigrateConcurrently},
@@ -177,6 +183,8 @@ var unsharded = func() map[string]string {
 			"a sharded store is the other side of it (docs/shards.md, \"What you give up\")"
 		lock = "a sharded store's load takes a slot of another database when one does not answer in time " +
 			"(docs/shards.md, \"How it works\"): one transaction holding a row does not stop it"
+		dated = "a sharded store serves no dated tag: its counter starts at 1 in each period in one database " +
+			"(DatedSharded checks the refusals)"
 	)
 	return map[string]string{
 		"NewTagRanges": base, "MaxIDBelowOne": base, "NearMaxInt64": base, "ConcurrentAllocate": base,
@@ -185,6 +193,8 @@ var unsharded = func() map[string]string {
 		"HighWaterMarkOfLeafTable": marks, "HighWaterTableMissing": marks, "RepairTag": marks, "RepairUnderLoad": marks,
 		"AllocateRefusedOnShard": one,
 		"RowLockedNoRange":       lock,
+		"DatedAllocate":          dated, "DatedWithin": dated, "DatedRewound": dated, "DatedTag": dated,
+		"DatedRecreate": dated, "DatedConcurrent": dated,
 	}
 }()
 
@@ -193,6 +203,7 @@ var unsharded = func() map[string]string {
 var shardedCases = []suiteCase{
 	{"ShardedBase", testShardedBase},
 	{"ShardedLeafTable", testShardedLeafTable},
+	{"DatedSharded", testDatedSharded},
 }
 
 // harness runs one case against one database.

@@ -109,6 +109,13 @@ func (r *recordingStore) Allocate(ctx context.Context, tag string, step int64) (
 	return r.Store.Allocate(ctx, tag, step)
 }
 
+func (r *recordingStore) AllocateIn(ctx context.Context, tag string, step int64, within func(time.Time) (segment.Window, error)) (segment.Allocation, error) {
+	r.mu.Lock()
+	r.allocated = append(r.allocated, tag)
+	r.mu.Unlock()
+	return r.Store.AllocateIn(ctx, tag, step, within)
+}
+
 func (r *recordingStore) LookupTag(ctx context.Context, name string) (leafd.Tag, error) {
 	r.mu.Lock()
 	r.looked = append(r.looked, name)

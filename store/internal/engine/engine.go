@@ -89,6 +89,10 @@ type Dialect struct {
 	// lock on them ("" where a transaction holds the whole database);
 	// Greatest the function of the larger of two values.
 	NowMs, LockSuffix, ShareSuffix, Greatest string
+	// NowUs is the database's clock in Unix microseconds, whatever the
+	// session's time zone: a dated tag's period is the one this clock is
+	// in (Store.AllocateIn).
+	NowUs string
 	// ClaimLock, when set, is run first in a worker id's claim to
 	// serialise the claims of all servers: an engine that takes no gap
 	// locks would otherwise let claims that both find worker id n free
@@ -177,7 +181,7 @@ func Register(d *Dialect) {
 		"Claims": d.Claims == nil, "Check": d.Check == nil, "Connect": d.Connect == nil, "Secrets": d.Secrets == nil,
 		"Probe (or NoFallbacks)": d.Probe == nil && d.NoFallbacks == "",
 		"Classify":               d.Classify == nil, "Refused": d.Refused == nil, "MissingTable": d.MissingTable == nil,
-		"Migrations": d.Migrations == nil, "Migrate": d.Migrate == nil, "NowMs": d.NowMs == "", "Greatest": d.Greatest == "",
+		"Migrations": d.Migrations == nil, "Migrate": d.Migrate == nil, "NowMs": d.NowMs == "", "NowUs": d.NowUs == "", "Greatest": d.Greatest == "",
 	}
 	for field, lacks := range missing {
 		if lacks {

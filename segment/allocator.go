@@ -349,10 +349,11 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 	spent := 0
 	for attempt := 1; ; attempt++ {
 		alloc, until, took, err := a.allocate(a.ctx, t, step)
-		if errors.Is(err, errPeriodClosing) || (err == nil && closing(until, a.cfg.Now())) {
-			// The period ends in less than periodMargin: its numbers
-			// would be given up at once. Wait for the next one.
-			if !a.sleep(until.Sub(a.cfg.Now())) {
+		if errors.Is(err, errPeriodClosing) || errors.Is(err, ErrLaterPeriod) || (err == nil && closing(until, a.cfg.Now())) {
+			// The period ends in less than periodMargin, or has ended for
+			// the other servers: its numbers would be given up at once, or
+			// are gone. Wait for the next one.
+			if !a.sleep(max(until.Sub(a.cfg.Now()), periodMargin)) {
 				t.loadFailed(a.ctx.Err(), true)
 				return
 			}
@@ -360,7 +361,7 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 			continue
 		}
 		if leafd.ErrorCode(err) == leafd.EPeriodExhausted {
-			err = t.periodFull(err, a.cfg.Now())
+			err = t.periodFull(err, until.Add(-time.Nanosecond)) // the window's period
 		}
 		if a.cfg.OnLoad != nil && a.ctx.Err() == nil {
 			a.cfg.OnLoad(t.name, step, took, err)

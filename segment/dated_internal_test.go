@@ -287,3 +287,36 @@ func TestDatedState(t *testing.T) {
 		t.Fatalf("used %d of the period after 3 numbers (buffers %+v)", st.PeriodUsed, st.Buffers)
 	}
 }
+
+// A server whose clock is a moment behind the others' finds, at midnight,
+// that they took numbers of the new day already: it issues no more of the
+// old day, waits for its own clock, and then serves the new day above
+// theirs.
+func TestDatedServerBehindAtMidnight(t *testing.T) {
+	ahead := &datedClock{now: time.Date(2026, 11, 28, 0, 0, 0, 500_000_000, time.UTC)}
+	a, s := newDatedAllocator(t, ahead, leafd.Tag{Period: PeriodDay, Digits: 6})
+	behind := &datedClock{now: time.Date(2026, 11, 27, 23, 59, 59, 500_000_000, time.UTC)}
+	b, err := New(s, Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), TagRefresh: time.Hour,
+		Now: behind.Now, RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond, WaitTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if id := nextOne(t, a); id != 20261128000001 {
+		t.Fatalf("the server ahead: %d", id)
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		behind.set(time.Date(2026, 11, 28, 0, 0, 0, 100_000_000, time.UTC))
+	}()
+	id := nextOne(t, b)
+	if id <= 20261128000001 || id/1_000_000 != 20261128 {
+		t.Fatalf("the server behind issued %d", id)
+	}
+	if st, _ := b.TagState("orders"); st.LoadErrors != 0 {
+		t.Fatalf("waiting for the period counted as %d load errors: %v", st.LoadErrors, st.Err)
+	}
+}

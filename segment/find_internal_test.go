@@ -55,7 +55,10 @@ func (s *memStore) AllocateIn(_ context.Context, name string, step int64, within
 		return Allocation{}, leafd.Errorf(leafd.EUnknownTag, "no tag %q", name)
 	}
 	start := max(r.MaxID, w.Floor)
-	if start >= w.Limit {
+	if start > w.Limit {
+		return Allocation{}, ErrLaterPeriod
+	}
+	if start == w.Limit {
 		return Allocation{}, leafd.Errorf(leafd.EPeriodExhausted, "tag %q has no number left below %d", name, w.Limit)
 	}
 	r.MaxID = min(start+step, w.Limit)

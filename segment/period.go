@@ -32,6 +32,13 @@ const periodMargin = 20 * time.Millisecond
 // the load waits for the next period and asks again.
 var errPeriodClosing = errors.New("segment: the period is about to end")
 
+// ErrLaterPeriod is Store.AllocateIn's answer when the tag's max_id is past
+// the window's limit: other servers, whose clocks passed the end of the
+// period first, took numbers of a later one. The period is over for this
+// server too, a moment later by its clock (within the clock tolerance):
+// the load waits for it, as for a closing period.
+var ErrLaterPeriod = errors.New("a later period's numbers were handed out")
+
 // periodState is what a server knows of a dated tag's current period,
 // guarded by the tag's mu.
 type periodState struct {
@@ -150,7 +157,7 @@ func (a *Allocator) periodWindow(t *tag, before, dbNow time.Time) (Window, time.
 }
 
 // periodFull words the store's period_exhausted for the period of now,
-// and keeps it for the rest of that period.
+// and keeps it until that period ends.
 func (t *tag) periodFull(err error, now time.Time) error {
 	d := t.dated
 	until := d.end(now)

@@ -258,7 +258,11 @@ func (s *db) allocate(ctx context.Context, tag string, step int64, within func(t
 		}
 		from := max(ids[0], w.Floor)
 		switch {
-		case from >= w.Limit:
+		case from > w.Limit:
+			// Only a range of a later window takes max_id past this one's
+			// limit: other servers' clocks passed the period's end first.
+			return segment.Allocation{}, windowError{fmt.Errorf("tag %q: max_id %d is past %d: %w", tag, ids[0], w.Limit, segment.ErrLaterPeriod)}
+		case from == w.Limit:
 			return segment.Allocation{}, leafd.Errorf(leafd.EPeriodExhausted, "tag %q has no number left below %d", tag, w.Limit)
 		case clips == maxClips:
 			return segment.Allocation{}, errRetry{fmt.Errorf("tag %q: the room left below %d kept shrinking", tag, w.Limit)}

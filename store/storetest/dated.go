@@ -84,10 +84,13 @@ func testDatedAllocate(t *testing.T, h *harness) {
 	// whole window gets the window.
 	h.allocateIn(s, "d", 5, day2, segment.Allocation{Start: day2.Floor, End: day2.Floor + 5, TableStep: 10})
 	h.allocateIn(h.open(), "d", leafd.MaxID, day2, segment.Allocation{Start: day2.Floor + 5, End: day2.Limit, TableStep: 10})
-	// A window that lies below max_id (a server a day behind) is
-	// used up: nothing is handed out below the numbers already issued.
+	// A window that lies below max_id (a server behind the others at
+	// midnight) gets nothing below the numbers already issued, and is told
+	// that a later period began.
 	_, err := s.AllocateIn(ctx, "d", 1, in(day1))
-	wantCode(t, "AllocateIn of a window below max_id", err, leafd.EPeriodExhausted)
+	if !errors.Is(err, segment.ErrLaterPeriod) {
+		t.Fatalf("AllocateIn of a window below max_id: %v, want segment.ErrLaterPeriod", err)
+	}
 	h.unchanged("a window below max_id", "d", day2.Limit, day2.Limit)
 
 	// A sequential tag's Allocate is not concerned.

@@ -117,12 +117,13 @@ type settings struct {
 // WithFailover adds further leafd servers of the same fleet (sharing one
 // database): base URLs for New, gRPC addresses for NewGRPC. They are tried
 // in order after the first when a server cannot be reached or answers a
-// 5xx error that is not definite (every 5xx but tag_exhausted). The client
-// stays on the server that answered until it fails in turn. 4xx answers
-// are definite and never retried elsewhere. Over gRPC the same rule holds
-// for the HTTP status of the error's leafd code (UNAVAILABLE
-// segment_unavailable is 503: the next address; NOT_FOUND unknown_tag is
-// 404: the answer); see NewGRPC for statuses without one.
+// 5xx error that is not definite (every 5xx but tag_exhausted and
+// period_exhausted). The client stays on the server that answered until it
+// fails in turn. 4xx answers are definite and never retried elsewhere.
+// Over gRPC the same rule holds for the HTTP status of the error's leafd
+// code (UNAVAILABLE segment_unavailable is 503: the next address;
+// NOT_FOUND unknown_tag is 404: the answer); see NewGRPC for statuses
+// without one.
 //
 // Segment IDs from different servers are unique but only trend-increasing
 // (docs/contract.md section 2): after a failover the next IDs may be lower than the

@@ -348,8 +348,8 @@ func TestFailover(t *testing.T) {
 }
 
 // TestFailoverOnServerErrors: a 5xx that another server may not give is
-// asked again of the next URL; a definite answer (every 4xx, tag_exhausted)
-// is not.
+// asked again of the next URL; a definite answer (every 4xx, tag_exhausted,
+// period_exhausted) is not.
 func TestFailoverOnServerErrors(t *testing.T) {
 	live := newLeafd(t, "order")
 	for _, tc := range []struct {
@@ -365,6 +365,7 @@ func TestFailoverOnServerErrors(t *testing.T) {
 		{"Internal", 500, `{"error":{"code":"internal","message":"internal error; see the server log"}}`, true, "", 1},
 		{"ProxyPage", 502, `<html>Bad Gateway</html>`, true, "", 1},
 		{"TagExhausted", 503, `{"error":{"code":"tag_exhausted","message":"the end"}}`, false, leafd.ETagExhausted, 0},
+		{"PeriodExhausted", 503, `{"error":{"code":"period_exhausted","message":"the day is full"}}`, false, leafd.EPeriodExhausted, 0},
 		{"UnknownTag", 404, `{"error":{"code":"unknown_tag","message":"no such tag"}}`, false, leafd.EUnknownTag, 0},
 		{"InvalidCount", 400, `{"error":{"code":"invalid_count","message":"bad count"}}`, false, leafd.EInvalidCount, 0},
 	} {

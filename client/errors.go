@@ -79,6 +79,7 @@ var (
 	ErrSegmentUnavailable   = &Error{Code: leafd.ESegmentUnavailable}
 	ErrSnowflakeUnavailable = &Error{Code: leafd.ESnowflakeUnavailable}
 	ErrTagExhausted         = &Error{Code: leafd.ETagExhausted}
+	ErrPeriodExhausted      = &Error{Code: leafd.EPeriodExhausted}
 	ErrInvalidSize          = &Error{Code: leafd.EInvalidSize}
 	ErrRangeUnsupported     = &Error{Code: leafd.ERangeUnsupported}
 	ErrTokenRequired        = &Error{Code: leafd.ETokenRequired}
@@ -111,13 +112,14 @@ func IsCode(err error, code string) bool {
 // definite reports whether an error answer would be the same from any
 // server of the fleet, so that asking the next base URL is pointless. Every
 // 4xx is (the request itself is wrong, or the tag or mode is not there),
-// and so is tag_exhausted (the shared table's end). Other 5xx answers are
+// and so are tag_exhausted (the shared table's end) and period_exhausted
+// (a dated tag's period used up for the whole fleet). Other 5xx answers are
 // about the server that gave them: another one may have IDs buffered, a
 // worker id leased, or no bug. Over gRPC, Status is the HTTP status of
 // the error's leafd code, or of its gRPC code without one (see Error), so
 // the same rule holds.
 func (e *Error) definite() bool {
-	return e.Status < 500 || e.Code == leafd.ETagExhausted
+	return e.Status < 500 || e.Code == leafd.ETagExhausted || e.Code == leafd.EPeriodExhausted
 }
 
 // grpcHTTPStatuses is the HTTP status of a gRPC code, for statuses

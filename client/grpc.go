@@ -33,9 +33,9 @@ import (
 //
 // Errors are the same *Error values as over HTTP (see Error), and fail
 // over the same: a status of a leafd code moves on to the next address
-// when that code's HTTP status is a 5xx other than tag_exhausted
-// (segment_unavailable, snowflake_unavailable, store_unavailable, …); a
-// status without a leafd code when its gRPC code maps to a 5xx:
+// when that code's HTTP status is a 5xx other than tag_exhausted and
+// period_exhausted (segment_unavailable, snowflake_unavailable,
+// store_unavailable, …); a status without a leafd code when its gRPC code maps to a 5xx:
 // UNAVAILABLE (a connection that cannot be made, a server shutting down),
 // DEADLINE_EXCEEDED while the caller's context has time left, INTERNAL,
 // UNKNOWN.

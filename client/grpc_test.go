@@ -478,7 +478,7 @@ func (f *fakeIDService) NextSegment(ctx context.Context, req *leafdv1.NextSegmen
 // TestGRPCStatusFailover: which statuses move on to the next address
 // (UNAVAILABLE without a leafd code, segment_unavailable, INTERNAL) and
 // which are the answer (INVALID_ARGUMENT without a code, unknown_tag,
-// tag_exhausted); UNIMPLEMENTED is not_found, and a lease of a server
+// tag_exhausted, period_exhausted); UNIMPLEMENTED is not_found, and a lease of a server
 // without SegmentRange falls back to NextSegment.
 func TestGRPCStatusFailover(t *testing.T) {
 	ctx := context.Background()
@@ -495,6 +495,7 @@ func TestGRPCStatusFailover(t *testing.T) {
 		{"InvalidArgument", status.Error(codes.InvalidArgument, "no"), false, "", 400},
 		{"unknown_tag", rpc.Status(leafd.Errorf(leafd.EUnknownTag, "no such tag")).Err(), false, leafd.EUnknownTag, 404},
 		{"tag_exhausted", rpc.Status(leafd.Errorf(leafd.ETagExhausted, "the end")).Err(), false, leafd.ETagExhausted, 503},
+		{"period_exhausted", rpc.Status(leafd.Errorf(leafd.EPeriodExhausted, "the day is full")).Err(), false, leafd.EPeriodExhausted, 503},
 		{"another_domain", func() error {
 			st, err := status.New(codes.NotFound, "elsewhere").WithDetails(&errdetails.ErrorInfo{Reason: leafd.EUnknownTag, Domain: "example.com"})
 			if err != nil {

@@ -89,7 +89,9 @@ func (s *Server) checkToken(c *gin.Context, basic bool) {
 }
 
 // tagJSON is a tag as the admin routes answer it. max_id is a string: it
-// may pass 2^53.
+// may pass 2^53. The fields of a format are left out of other formats'
+// tags, and so are a dated tag's zone when it is UTC ("") and max_step
+// when it is segment.max_step (0).
 type tagJSON struct {
 	Tag         string `json:"tag"`
 	MaxID       string `json:"max_id"`
@@ -98,6 +100,9 @@ type tagJSON struct {
 	UpdateTime  string `json:"update_time"`
 	Format      string `json:"format"`
 	Digits      int    `json:"digits,omitempty"`
+	Period      string `json:"period,omitempty"`
+	Zone        string `json:"zone,omitempty"`
+	MaxStep     int64  `json:"max_step,omitempty"`
 }
 
 func toJSON(t leafd.Tag) tagJSON {
@@ -106,7 +111,8 @@ func toJSON(t leafd.Tag) tagJSON {
 		format = segment.FormatSequential
 	}
 	return tagJSON{Tag: t.Name, MaxID: strconv.FormatInt(t.MaxID, 10), Step: t.Step,
-		Description: t.Description, UpdateTime: t.UpdateTime.UTC().Format(time.RFC3339), Format: format, Digits: t.Digits}
+		Description: t.Description, UpdateTime: t.UpdateTime.UTC().Format(time.RFC3339), Format: format, Digits: t.Digits,
+		Period: t.Period, Zone: t.Zone, MaxStep: t.MaxStep}
 }
 
 // listTags answers GET /api/tags.
@@ -131,6 +137,9 @@ type CreateTagRequest struct {
 	Description *string  `json:"description"`
 	Format      *string  `json:"format"`
 	Digits      *int     `json:"digits"`
+	Period      *string  `json:"period"`
+	Zone        *string  `json:"zone"`
+	MaxStep     *int64   `json:"max_step"`
 }
 
 // UpdateTagRequest is the body of PATCH /api/tags/{tag}. MaxID is there to
@@ -176,8 +185,8 @@ func (e integerError) Error() string { return e.value + " is not a whole number 
 // and returns the tag to create, defaults filled in.
 //
 // Errors: invalid_body for a body that is not one JSON object of the known
-// fields or a bad value; invalid_tag for a missing or bad tag name;
-// body_too_large past 64 KiB.
+// fields, a bad value, or fields of another format than the tag's;
+// invalid_tag for a missing or bad tag name; body_too_large past 64 KiB.
 func ParseCreateTag(body io.Reader, maxStep int64) (leafd.Tag, error) {
 	var req CreateTagRequest
 	if err := decodeJSON(body, &req, maxStep, `{"tag":"order","step":1000}`); err != nil {
@@ -211,22 +220,60 @@ func ParseCreateTag(body io.Reader, maxStep int64) (leafd.Tag, error) {
 	if req.Format != nil {
 		switch *req.Format {
 		case segment.FormatSequential:
-		case segment.FormatOpaque:
-			t.Format = segment.FormatOpaque
+		case segment.FormatOpaque, segment.FormatDated:
+			t.Format = *req.Format
 		default:
-			return leafd.Tag{}, leafd.Errorf(leafd.EInvalidBody, "format %q is not known: use sequential (the default) or opaque", *req.Format)
+			return leafd.Tag{}, leafd.Errorf(leafd.EInvalidBody, "format %q is not known: use sequential (the default), opaque or dated", *req.Format)
 		}
 	}
-	if req.Digits != nil {
-		if t.Format != segment.FormatOpaque {
-			return leafd.Tag{}, leafd.Errorf(leafd.EInvalidBody, `digits apply to an opaque tag only: add "format":"opaque" or leave digits out`)
+	if t.Format != segment.FormatDated && (req.Period != nil || req.Zone != nil || req.MaxStep != nil) {
+		return leafd.Tag{}, leafd.Errorf(leafd.EInvalidBody, `period, zone and max_step apply to a dated tag only: add "format":"dated" or leave them out`)
+	}
+	switch t.Format {
+	case segment.FormatOpaque:
+		if req.Digits != nil {
+			if err := segment.ValidateDigits(*req.Digits); err != nil {
+				return leafd.Tag{}, err
+			}
+			t.Digits = *req.Digits
 		}
-		if err := segment.ValidateDigits(*req.Digits); err != nil {
+	case segment.FormatDated:
+		if err := datedTag(&t, req, maxStep); err != nil {
 			return leafd.Tag{}, err
 		}
-		t.Digits = *req.Digits
+	default:
+		if req.Digits != nil {
+			return leafd.Tag{}, leafd.Errorf(leafd.EInvalidBody, `digits apply to an opaque or dated tag only: add "format":"opaque" or "format":"dated", or leave digits out`)
+		}
 	}
 	return t, nil
+}
+
+// datedTag sets the period, zone, digits (DefaultDatedDigits when not
+// given) and max_step of a dated tag from req, and checks them against
+// maxStep.
+func datedTag(t *leafd.Tag, req CreateTagRequest, maxStep int64) error {
+	if req.Period == nil {
+		return leafd.Errorf(leafd.EInvalidBody, `a dated tag needs a period: add "period":"day", "month" or "year"`)
+	}
+	t.Period, t.Digits = *req.Period, segment.DefaultDatedDigits
+	if req.Zone != nil {
+		t.Zone = *req.Zone
+	}
+	if req.Digits != nil {
+		t.Digits = *req.Digits
+	}
+	if err := segment.ValidateDated(t.Period, t.Zone, t.Digits); err != nil {
+		return err
+	}
+	if req.MaxStep != nil {
+		if *req.MaxStep < 1 || *req.MaxStep > maxStep {
+			return leafd.Errorf(leafd.EInvalidBody,
+				"max_step %d is out of range: use 1 to %d (segment.max_step), or leave it out to cap the step at segment.max_step", *req.MaxStep, maxStep)
+		}
+		t.MaxStep = *req.MaxStep
+	}
+	return nil
 }
 
 // ParseUpdateTag decodes and checks a PATCH /api/tags/{tag} body against
@@ -333,6 +380,14 @@ func fieldRule(field string, maxStep int64) string {
 		return `"max_id" must be a whole number from 1 to 2^63-1 less the step, as a number or a decimal string`
 	case "description":
 		return fmt.Sprintf(`"description" must be a string of at most %d characters`, leafd.MaxDescriptionLen)
+	case "format":
+		return `"format" must be a string: sequential, opaque or dated`
+	case "period":
+		return `"period" must be a string: day, month or year`
+	case "zone":
+		return `"zone" must be a string: an IANA time zone such as Asia/Shanghai`
+	case "max_step":
+		return fmt.Sprintf(`"max_step" must be a whole number from 1 to %d`, maxStep)
 	}
 	return fmt.Sprintf("%q has the wrong type", field)
 }

@@ -49,6 +49,9 @@ type oldCreate struct {
 	Description *string     `json:"description"`
 	Format      *string     `json:"format"`
 	Digits      *int        `json:"digits"`
+	Period      *string     `json:"period"`
+	Zone        *string     `json:"zone"`
+	MaxStep     *int64      `json:"max_step"`
 }
 
 type oldUpdate struct {
@@ -140,6 +143,9 @@ func FuzzParseCreateTag(f *testing.F) {
 		`{"tag":"a","max_id":"9223372036854774807","step":1000}`, `{"tag":"a","max_id":"9223372036854774808","step":1000}`,
 		`{"tag":"a b"}`, `{}`, `[]`, `null`, ``, `{"tag":"a"} {}`, `{"tag":"a","extra":1}`, `{"tag":"a","step":-1}`,
 		`{"tag":"a","step":1e3}`, `{"tag":"a","description":"` + strings.Repeat("é", 300) + `"}`, `{"tag":"\u0000"}`,
+		`{"tag":"o","format":"dated","period":"day","zone":"Asia/Shanghai","digits":6,"max_step":1}`,
+		`{"tag":"o","format":"dated","period":"year","digits":14}`, `{"tag":"o","format":"dated","period":"day","digits":11}`,
+		`{"tag":"o","format":"dated"}`, `{"tag":"o","period":"month"}`, `{"tag":"o","format":"dated","period":"day","zone":"Local"}`,
 	} {
 		f.Add(s)
 	}
@@ -166,7 +172,7 @@ func FuzzParseCreateTag(f *testing.F) {
 			strings.Trim(string(raw.MaxID), `"0123456789`) != "" {
 			t.Fatalf("body %q accepted with max_id %s, not digits alone", body, raw.MaxID)
 		}
-		cleanText(t, body, tag.Name, tag.Description)
+		cleanText(t, body, tag.Name, tag.Description, tag.Zone)
 		var old oldCreate
 		if err := oldDecode(body, &old); err != nil {
 			t.Fatalf("body %q accepted, but leafd refused it before: %v", body, err)
@@ -184,11 +190,26 @@ func FuzzParseCreateTag(f *testing.F) {
 		if old.Description != nil {
 			want.Description = *old.Description
 		}
-		if old.Format != nil && *old.Format == segment.FormatOpaque {
-			want.Format = segment.FormatOpaque
+		if old.Format != nil && *old.Format != segment.FormatSequential {
+			want.Format = *old.Format
+		}
+		if want.Format == segment.FormatDated {
+			want.Digits = segment.DefaultDatedDigits
+			if err := segment.ValidateDated(tag.Period, tag.Zone, tag.Digits); err != nil || tag.MaxStep < 0 || tag.MaxStep > 5000 {
+				t.Fatalf("body %q accepted as a dated tag that cannot be served: %+v", body, tag)
+			}
 		}
 		if old.Digits != nil {
 			want.Digits = *old.Digits
+		}
+		if old.Period != nil {
+			want.Period = *old.Period
+		}
+		if old.Zone != nil {
+			want.Zone = *old.Zone
+		}
+		if old.MaxStep != nil {
+			want.MaxStep = *old.MaxStep
 		}
 		if !reflect.DeepEqual(tag, want) {
 			t.Fatalf("body %q accepted as %+v, but leafd read it before as %+v", body, tag, want)

@@ -91,7 +91,7 @@ func TestOpaqueTagOverHTTP(t *testing.T) {
 
 	for _, c := range []struct{ body, want string }{
 		{`{"tag":"a","format":"secret"}`, "format"},
-		{`{"tag":"a","digits":9}`, "opaque tag only"},
+		{`{"tag":"a","digits":9}`, "opaque or dated tag only"},
 		{`{"tag":"a","format":"opaque","digits":3}`, "digits 3 is out of range"},
 	} {
 		if r := authed(t, "POST", url+"/api/tags", c.body); r.status != 400 || !strings.Contains(r.body, c.want) {

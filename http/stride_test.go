@@ -41,6 +41,11 @@ func (s *slotStore) Allocate(ctx context.Context, tag string, step int64) (segme
 	return a, nil
 }
 
+// AllocateIn is for dated tags, and order is not one.
+func (s *slotStore) AllocateIn(ctx context.Context, tag string, step int64, _ func(time.Time) (segment.Window, error)) (segment.Allocation, error) {
+	return segment.Allocation{}, fmt.Errorf("slotStore: tag %q is not dated", tag)
+}
+
 func (s *slotStore) Ping(ctx context.Context) error { return nil }
 
 func (s *slotStore) ListTags(ctx context.Context) ([]leafd.Tag, error) {

@@ -38,6 +38,7 @@ var grpcCodes = map[string]codes.Code{
 	leafd.ESegmentUnavailable:   codes.Unavailable,
 	leafd.ESnowflakeUnavailable: codes.Unavailable,
 	leafd.ETagExhausted:         codes.ResourceExhausted,
+	leafd.EPeriodExhausted:      codes.ResourceExhausted,
 	leafd.ETagRewound:           codes.FailedPrecondition,
 	leafd.EOpaqueKeyMismatch:    codes.FailedPrecondition,
 	leafd.EStoreUnavailable:     codes.Unavailable,

@@ -108,9 +108,9 @@ func TestContractedMapping(t *testing.T) {
 		leafd.ETokenRequired: codes.Unauthenticated, leafd.ETokenRefused: codes.PermissionDenied,
 		leafd.ESegmentUnavailable: codes.Unavailable, leafd.ESnowflakeUnavailable: codes.Unavailable,
 		leafd.EStoreUnavailable: codes.Unavailable, leafd.ENotReady: codes.Unavailable,
-		leafd.ETagExhausted: codes.ResourceExhausted, leafd.ETagRewound: codes.FailedPrecondition,
-		leafd.EOpaqueKeyMismatch: codes.FailedPrecondition, leafd.ERangeUnsupported: codes.FailedPrecondition,
-		leafd.EInternal: codes.Internal,
+		leafd.ETagExhausted: codes.ResourceExhausted, leafd.EPeriodExhausted: codes.ResourceExhausted,
+		leafd.ETagRewound: codes.FailedPrecondition, leafd.EOpaqueKeyMismatch: codes.FailedPrecondition,
+		leafd.ERangeUnsupported: codes.FailedPrecondition, leafd.EInternal: codes.Internal,
 	}
 	for code, c := range want {
 		if grpcCodes[code] != c {

@@ -224,6 +224,7 @@ func TestErrorMapping(t *testing.T) {
 		{leafd.EStoreUnavailable, codes.Unavailable},
 		{leafd.ENotReady, codes.Unavailable},
 		{leafd.ETagExhausted, codes.ResourceExhausted},
+		{leafd.EPeriodExhausted, codes.ResourceExhausted},
 		{leafd.ETagRewound, codes.FailedPrecondition},
 		{leafd.EOpaqueKeyMismatch, codes.FailedPrecondition},
 		{leafd.ERangeUnsupported, codes.FailedPrecondition},

@@ -243,7 +243,7 @@ func (s *service) fail(ctx context.Context, method string, err error) error {
 func serverSide(code string) bool {
 	switch code {
 	case leafd.EInternal, leafd.ESegmentUnavailable, leafd.ESnowflakeUnavailable, leafd.ETagExhausted,
-		leafd.ETagRewound, leafd.EOpaqueKeyMismatch, leafd.EStoreUnavailable:
+		leafd.EPeriodExhausted, leafd.ETagRewound, leafd.EOpaqueKeyMismatch, leafd.EStoreUnavailable:
 		return true
 	}
 	return false

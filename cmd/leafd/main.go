@@ -5,6 +5,8 @@
 //	leafd decode ID [--config FILE] decode a snowflake ID as JSON
 //	leafd compose TIME              the first snowflake IDs of a millisecond, as JSON
 //	leafd tag add NAME [--step N] [--max-id N] [--description S]
+//	        [--format opaque [--digits D]]
+//	        [--format dated --period day|month|year [--zone Z] [--digits D] [--max-step N]]
 //	leafd tag list                  list the tags of the configured store
 //	leafd tag set-step NAME N       change a tag's table step
 //	leafd version                   print the version

@@ -35,20 +35,23 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 	var (
 		step, maxID int64
 		description string
-		format      string
-		digits      int
+		ff          formatFlags
 	)
 	add := &cobra.Command{
 		Use:   "add NAME",
 		Short: "Create a tag (max_id 1 and step 1000 unless given)",
-		Args:  cobra.ExactArgs(1),
+		Example: "  leafd tag add order --step 500 --description \"order IDs\"\n" +
+			"  leafd tag add user --format opaque --digits 9\n" +
+			"  leafd tag add orders --format dated --period day --zone Asia/Shanghai --digits 6",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withStore(cmd.Context(), *configPath, stderr, true, func(ctx context.Context, db store.Store, cfg *config.Config) error {
 				t := leafd.Tag{Name: args[0], Step: step, MaxID: maxID, Description: description}
 				if err := checkNewTag(t, cfg.Segment.MaxStep); err != nil {
 					return usageError{errors.New(leafd.ErrorMessage(err))}
 				}
-				if err := opaqueTag(&t, format, digits, cmd.Flags().Changed("digits"), opaqueKey(cfg)); err != nil {
+				ff.given = cmd.Flags().Changed
+				if err := ff.apply(&t, cfg.Segment.MaxStep, opaqueKey(cfg)); err != nil {
 					return err
 				}
 				created, err := db.CreateTag(ctx, t)
@@ -56,8 +59,11 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 					return err
 				}
 				fmt.Fprintf(stdout, "created tag %s: max_id %d, step %d", created.Name, created.MaxID, created.Step)
-				if created.Format == segment.FormatOpaque {
+				switch created.Format {
+				case segment.FormatOpaque:
 					fmt.Fprintf(stdout, ", opaque (IDs up to %d)", segment.OpaqueDomain(created.Digits))
+				case segment.FormatDated:
+					fmt.Fprintf(stdout, ", %s", formatOf(created))
 				}
 				fmt.Fprintln(stdout)
 				return nil
@@ -67,12 +73,18 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 	add.Flags().Int64Var(&step, "step", 1000, "the table step: the smallest range a server takes")
 	add.Flags().Int64Var(&maxID, "max-id", 1, "the first ID to hand out")
 	add.Flags().StringVar(&description, "description", "", "what the IDs are for")
-	add.Flags().StringVar(&format, "format", segment.FormatSequential, "sequential, or opaque: IDs that reveal no volume (needs segment.opaque_key)")
-	add.Flags().IntVar(&digits, "digits", 0, "an opaque tag's IDs as numbers of at most this many decimal digits (6 to 18; default: below 2^53)")
+	add.Flags().StringVar(&ff.format, "format", segment.FormatSequential,
+		"sequential; opaque: IDs that reveal no volume (needs segment.opaque_key); or dated: the date of the period followed by a counter")
+	add.Flags().IntVar(&ff.digits, "digits", 0, "an opaque tag's IDs as numbers of at most this many decimal digits (6 to 18; default: below 2^53);\n"+
+		"a dated tag's counter width (default 6; at most 10 for a day, 12 for a month, 14 for a year)")
+	add.Flags().StringVar(&ff.period, "period", "", "a dated tag's period: day (IDs start yyyyMMdd), month (yyyyMM) or year (yyyy)")
+	add.Flags().StringVar(&ff.zone, "zone", "", "the time zone of a dated tag's dates, an IANA name such as Asia/Shanghai (default UTC)")
+	add.Flags().Int64Var(&ff.maxStep, "max-step", 0, "caps the step servers choose for a dated tag, 1 to segment.max_step\n"+
+		"(default segment.max_step; 1 loads one number at a time: no gaps, one transaction per ID)")
 
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List every tag with its max_id, step and description",
+		Short: "List every tag with its max_id, step, format and description",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// A list needs no DDL: it never migrates, so that a user
@@ -82,9 +94,10 @@ func newTagCommand(configPath *string, stdout, stderr io.Writer) *cobra.Command 
 				tags, err := db.ListTags(ctx)
 				rows := make([]string, len(tags))
 				for i, t := range tags {
-					rows[i] = fmt.Sprintf("%s\t%d\t%d\t%s\t%s", t.Name, t.MaxID, t.Step, t.UpdateTime.UTC().Format(time.DateTime), t.Description)
+					rows[i] = fmt.Sprintf("%s\t%d\t%d\t%s\t%s\t%s", t.Name, t.MaxID, t.Step, formatOf(t),
+						t.UpdateTime.UTC().Format(time.DateTime), t.Description)
 				}
-				return printTable(stdout, err, "TAG\tMAX_ID\tSTEP\tUPDATED (UTC)\tDESCRIPTION", rows,
+				return printTable(stdout, err, "TAG\tMAX_ID\tSTEP\tFORMAT\tUPDATED (UTC)\tDESCRIPTION", rows,
 					"(no tags: the store has no leaf_alloc table yet; leafd migrate creates it, and leafd tag add NAME too when store.migrate is on)",
 					"(no tags: create one with leafd tag add NAME)")
 			})
@@ -253,27 +266,79 @@ func version(stdout io.Writer) {
 	fmt.Fprintf(stdout, "leafd %s %s %s/%s\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
-// opaqueTag makes t opaque when format says so, with the key fingerprint of
-// key; digits, when given, sets its domain.
-func opaqueTag(t *leafd.Tag, format string, digits int, digitsGiven bool, key []byte) error {
-	switch format {
+// formatFlags are the flags of leafd tag add that make a tag opaque or
+// dated; given reports whether a flag was on the command line.
+type formatFlags struct {
+	format, period, zone string
+	digits               int
+	maxStep              int64
+	given                func(flag string) bool
+}
+
+// apply gives t the format the flags ask for, checked as POST /api/tags
+// checks it: an opaque tag the key fingerprint of key, a dated tag a
+// max step of at most maxStep (segment.max_step).
+func (f formatFlags) apply(t *leafd.Tag, maxStep int64, key []byte) error {
+	if f.format != segment.FormatDated {
+		for _, flag := range []string{"period", "zone", "max-step"} {
+			if f.given(flag) {
+				return usageError{fmt.Errorf("--%s applies to a dated tag only: add --format dated", flag)}
+			}
+		}
+	}
+	switch f.format {
 	case segment.FormatSequential:
-		if digitsGiven {
-			return usageError{errors.New("--digits applies to an opaque tag only: add --format opaque")}
+		if f.given("digits") {
+			return usageError{errors.New("--digits applies to an opaque or dated tag only: add --format opaque or --format dated")}
 		}
 		return nil
 	case segment.FormatOpaque:
+		if err := segment.ValidateDigits(f.digits); err != nil {
+			return usageError{errors.New(leafd.ErrorMessage(err))}
+		}
+		if key == nil {
+			return usageError{errors.New("an opaque tag needs segment.opaque_key (LEAFD_SEGMENT_OPAQUE_KEY), the same on every server")}
+		}
+		t.Format, t.Digits, t.KeyFingerprint = segment.FormatOpaque, f.digits, segment.KeyFingerprint(key, t.Name)
+		return nil
+	case segment.FormatDated:
 	default:
-		return usageError{fmt.Errorf("--format %q is not known: use sequential or opaque", format)}
+		return usageError{fmt.Errorf("--format %q is not known: use sequential, opaque or dated", f.format)}
 	}
-	if err := segment.ValidateDigits(digits); err != nil {
+	if !f.given("period") {
+		return usageError{errors.New("a dated tag needs a period: add --period day, month or year")}
+	}
+	digits := segment.DefaultDatedDigits
+	if f.given("digits") {
+		digits = f.digits
+	}
+	if err := segment.ValidateDated(f.period, f.zone, digits); err != nil {
 		return usageError{errors.New(leafd.ErrorMessage(err))}
 	}
-	if key == nil {
-		return usageError{errors.New("an opaque tag needs segment.opaque_key (LEAFD_SEGMENT_OPAQUE_KEY), the same on every server")}
+	if f.given("max-step") && (f.maxStep < 1 || f.maxStep > maxStep) {
+		return usageError{fmt.Errorf("--max-step %d is out of range: use 1 to %d (segment.max_step), or leave it out", f.maxStep, maxStep)}
 	}
-	t.Format, t.Digits, t.KeyFingerprint = segment.FormatOpaque, digits, segment.KeyFingerprint(key, t.Name)
+	t.Format, t.Period, t.Zone, t.Digits, t.MaxStep = segment.FormatDated, f.period, f.zone, digits, f.maxStep
 	return nil
+}
+
+// formatOf words t's format for leafd tag list: sequential, opaque with
+// its domain, or dated with its period, zone, counter width and max step.
+func formatOf(t leafd.Tag) string {
+	switch t.Format {
+	case segment.FormatOpaque:
+		if t.Digits == 0 {
+			return "opaque (below 2^53)"
+		}
+		return fmt.Sprintf("opaque (%d digits)", t.Digits)
+	case segment.FormatDated:
+		zone := cmp.Or(t.Zone, "UTC")
+		if t.MaxStep > 0 {
+			return fmt.Sprintf("dated (%s, %s, %d digits, max step %d)", t.Period, zone, t.Digits, t.MaxStep)
+		}
+		return fmt.Sprintf("dated (%s, %s, %d digits)", t.Period, zone, t.Digits)
+	}
+	return segment.FormatSequential
 }
 
 // newDecodeOpaqueCommand returns `leafd decode-opaque TAG ID`.

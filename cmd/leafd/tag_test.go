@@ -104,3 +104,50 @@ func TestVersionCommand(t *testing.T) {
 		t.Fatalf("leafd version: exit %d, output %q", code, out)
 	}
 }
+
+// tagAdd returns run, which runs leafd tag add args over a fresh SQLite
+// store and fails t unless it exits wantCode saying wantOut, and the
+// directory and environment it runs in.
+func tagAdd(t *testing.T) (run func(wantCode int, wantOut string, args ...string), dir string, env []string) {
+	dir = t.TempDir()
+	env = []string{"LEAFD_STORE_DRIVER=sqlite", "LEAFD_STORE_DSN=" + testdb.SQLite(t)}
+	return func(wantCode int, wantOut string, args ...string) {
+		t.Helper()
+		code, out := runLeafd(t, dir, env, append([]string{"tag", "add"}, args...)...)
+		if code != wantCode || !strings.Contains(out, wantOut) {
+			t.Fatalf("leafd tag add %s: exit %d, output %q; want exit %d and %q", strings.Join(args, " "), code, out, wantCode, wantOut)
+		}
+	}, dir, env
+}
+
+// leafd tag add --format dated: a bad combination of flags exits 2 before
+// the store is asked.
+func TestTagAddDatedRefused(t *testing.T) {
+	run, _, _ := tagAdd(t)
+	run(2, "a dated tag needs a period: add --period day, month or year", "o", "--format", "dated")
+	run(2, `period "week" is not known`, "o", "--format", "dated", "--period", "week")
+	run(2, `zone "Mars/Olympus" is not a time zone`, "o", "--format", "dated", "--period", "day", "--zone", "Mars/Olympus")
+	run(2, "use 1 to 10", "o", "--format", "dated", "--period", "day", "--digits", "11")
+	run(2, "--max-step 0 is out of range: use 1 to 1000000", "o", "--format", "dated", "--period", "day", "--max-step", "0")
+	run(2, "--period applies to a dated tag only: add --format dated", "o", "--period", "day")
+	run(2, "--zone applies to a dated tag only", "o", "--format", "opaque", "--zone", "UTC")
+	run(2, "--max-step applies to a dated tag only", "o", "--max-step", "1")
+	run(2, "--digits applies to an opaque or dated tag only", "o", "--digits", "6")
+	run(2, `--format "daily" is not known: use sequential, opaque or dated`, "o", "--format", "daily")
+	run(2, "invalid argument", "o", "--format", "dated", "--period", "day", "--max-step", "one")
+}
+
+// leafd tag add --format dated creates a dated tag with its period, zone,
+// digits (6 unless given) and max step, which leafd tag list shows.
+func TestTagAddDated(t *testing.T) {
+	run, dir, env := tagAdd(t)
+	run(0, "created tag orders: max_id 1, step 1000, dated (day, Asia/Shanghai, 6 digits)",
+		"orders", "--format", "dated", "--period", "day", "--zone", "Asia/Shanghai")
+	run(0, "created tag invoices: max_id 1, step 10, dated (month, UTC, 4 digits, max step 1)",
+		"invoices", "--format", "dated", "--period", "month", "--digits", "4", "--max-step", "1", "--step", "10")
+	code, out := runLeafd(t, dir, env, "tag", "list")
+	if code != 0 || !strings.Contains(out, "FORMAT") ||
+		!strings.Contains(out, "dated (day, Asia/Shanghai, 6 digits)") || !strings.Contains(out, "dated (month, UTC, 4 digits, max step 1)") {
+		t.Fatalf("leafd tag list: exit %d\n%s", code, out)
+	}
+}

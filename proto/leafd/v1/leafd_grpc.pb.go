@@ -58,8 +58,9 @@ type IDServiceClient interface {
 	//
 	// Errors (reason): invalid_tag, invalid_count, unknown_tag,
 	// mode_disabled (segment.enabled is false), token_required,
-	// token_refused, segment_unavailable, tag_exhausted, tag_rewound,
-	// opaque_key_mismatch, store_unavailable.
+	// token_refused, segment_unavailable, tag_exhausted, period_exhausted
+	// (a dated tag's period is full), tag_rewound, opaque_key_mismatch,
+	// store_unavailable.
 	NextSegment(ctx context.Context, in *NextSegmentRequest, opts ...grpc.CallOption) (*NextSegmentResponse, error)
 	// SegmentRange reserves size consecutive IDs of a tag at once, as the
 	// range [start, end): the caller hands them out itself, and those it does
@@ -68,7 +69,8 @@ type IDServiceClient interface {
 	// Errors (reason): invalid_tag, invalid_size (size outside
 	// 1..segment.max_range), range_unsupported (an opaque tag, or a tag
 	// served from several databases by store.shards, whose IDs are not
-	// consecutive), and those of NextSegment.
+	// consecutive; a dated tag, whose range could outlast its period), and
+	// those of NextSegment.
 	SegmentRange(ctx context.Context, in *SegmentRangeRequest, opts ...grpc.CallOption) (*SegmentRangeResponse, error)
 	// NextSnowflake hands out count snowflake IDs, ascending. As
 	// GET /snowflake?count=N.
@@ -149,8 +151,9 @@ type IDServiceServer interface {
 	//
 	// Errors (reason): invalid_tag, invalid_count, unknown_tag,
 	// mode_disabled (segment.enabled is false), token_required,
-	// token_refused, segment_unavailable, tag_exhausted, tag_rewound,
-	// opaque_key_mismatch, store_unavailable.
+	// token_refused, segment_unavailable, tag_exhausted, period_exhausted
+	// (a dated tag's period is full), tag_rewound, opaque_key_mismatch,
+	// store_unavailable.
 	NextSegment(context.Context, *NextSegmentRequest) (*NextSegmentResponse, error)
 	// SegmentRange reserves size consecutive IDs of a tag at once, as the
 	// range [start, end): the caller hands them out itself, and those it does
@@ -159,7 +162,8 @@ type IDServiceServer interface {
 	// Errors (reason): invalid_tag, invalid_size (size outside
 	// 1..segment.max_range), range_unsupported (an opaque tag, or a tag
 	// served from several databases by store.shards, whose IDs are not
-	// consecutive), and those of NextSegment.
+	// consecutive; a dated tag, whose range could outlast its period), and
+	// those of NextSegment.
 	SegmentRange(context.Context, *SegmentRangeRequest) (*SegmentRangeResponse, error)
 	// NextSnowflake hands out count snowflake IDs, ascending. As
 	// GET /snowflake?count=N.

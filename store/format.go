@@ -90,15 +90,15 @@ func (s *db) withFormats(ctx context.Context, q queryer, tags []leafd.Tag, one s
 // insertFormat records the format of a tag being created in tx; a
 // sequential tag has no row.
 func (s *db) insertFormat(ctx context.Context, tx *sqlx.Tx, t leafd.Tag) error {
-	if !recorded(t) {
+	if !hasFormatRow(t) {
 		return nil
 	}
 	_, err := tx.ExecContext(ctx, s.q(formatInsertSQL), t.Name, t.Format, t.Digits, t.KeyFingerprint, t.Period, t.Zone, t.MaxStep)
 	return err
 }
 
-// recorded reports whether t's format has a row in leafd_tag_format.
-func recorded(t leafd.Tag) bool {
+// hasFormatRow reports whether t's format has a row in leafd_tag_format.
+func hasFormatRow(t leafd.Tag) bool {
 	return t.Format == segment.FormatOpaque || t.Format == segment.FormatDated
 }
 

@@ -149,7 +149,7 @@ func (s *db) CopyTags(ctx context.Context, tx *sqlx.Tx, tags []leafd.Tag, marks 
 	// An opaque tag's format goes with it: served as sequential by a
 	// database that lacked it, its counters would come out unmapped.
 	for _, t := range tags {
-		if !recorded(t) {
+		if !hasFormatRow(t) {
 			continue
 		}
 		have := []leafd.Tag{{Name: t.Name}}

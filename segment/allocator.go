@@ -363,6 +363,14 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 		if leafd.ErrorCode(err) == leafd.EPeriodExhausted {
 			err = t.periodFull(err, until.Add(-time.Nanosecond)) // the window's period
 		}
+		skewed := errors.Is(err, errClockSkew)
+		if skewed {
+			// Requests get the reason at once rather than after a wait;
+			// the clocks are compared again by the first request a second
+			// later.
+			a.log.Warn("segment: this server's clock differs from the database's; no range of the dated tag is loaded", "tag", t.name, "err", err)
+			t.refuse(err, a.cfg.Now().Add(clockRecheck))
+		}
 		if a.cfg.OnLoad != nil && a.ctx.Err() == nil {
 			a.cfg.OnLoad(t.name, step, took, err)
 		}
@@ -382,7 +390,7 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 			}
 			return
 		}
-		final := a.ctx.Err() != nil || finalCode(err)
+		final := a.ctx.Err() != nil || finalCode(err) || skewed
 		if leafd.ErrorCode(err) == leafd.ETagRewound && t.rewoundFirst(err) {
 			// Loud: IDs would have been issued twice, and only an operator
 			// can repair it. Once per tag until a load succeeds.

@@ -201,14 +201,32 @@ func TestDatedTimerClosesPeriod(t *testing.T) {
 }
 
 // A server whose clock differs from the database's by more than the
-// tolerance loads no range, says why, and writes nothing.
+// tolerance loads no range, says why at once, asks the database again only
+// a second later, and writes nothing.
 func TestDatedClockSkewRefused(t *testing.T) {
 	clock := &datedClock{now: time.Now()}
 	a, s := newDatedAllocator(t, clock, leafd.Tag{Period: PeriodDay, Digits: 6})
-	s.dbNow = func() time.Time { return time.Now().Add(time.Hour) }
-	_, err := a.NextN(context.Background(), "orders", 1, nil)
-	if leafd.ErrorCode(err) != leafd.ESegmentUnavailable || !strings.Contains(err.Error(), "clock") {
-		t.Fatalf("skewed clock: %v", err)
+	var reads int
+	var mu sync.Mutex
+	s.dbNow = func() time.Time {
+		mu.Lock()
+		reads++
+		mu.Unlock()
+		return time.Now().Add(time.Hour)
+	}
+	for range 3 {
+		_, err := a.NextN(context.Background(), "orders", 1, nil)
+		if msg := leafd.ErrorMessage(err); leafd.ErrorCode(err) != leafd.ESegmentUnavailable || !strings.Contains(msg, "behind the database's") {
+			t.Fatalf("skewed clock: %v", err)
+		}
+	}
+	if reads != 1 {
+		t.Fatalf("the database's clock was read %d times in a second, want 1", reads)
+	}
+	clock.set(time.Now().Add(clockRecheck))
+	a.NextN(context.Background(), "orders", 1, nil)
+	if reads != 2 {
+		t.Fatalf("the clocks were not compared again after a second (%d reads)", reads)
 	}
 	if st, _ := a.TagState("orders"); st.Err == nil || !strings.Contains(st.Err.Error(), "behind the database's") {
 		t.Fatalf("the tag's state does not say why: %v", st.Err)

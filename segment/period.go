@@ -45,10 +45,11 @@ type periodState struct {
 	// timer gives up the buffers of the period that ends at timerFor.
 	timer    *time.Timer
 	timerFor time.Time
-	// full is a period_exhausted failure, answered from memory until the
-	// period it names ends (fullUntil), without asking the store again.
-	full      error
-	fullUntil time.Time
+	// refusal is a failure answered from memory until refusedUntil,
+	// without asking the store again: period_exhausted until the period
+	// it names ends, a clock too far from the database's for a second.
+	refusal      error
+	refusedUntil time.Time
 	// top is the last number of the tag's last range on this server (or
 	// its row's max_id - 1 before the first): the step is sized from the
 	// room its period has left.
@@ -101,14 +102,29 @@ func (t *tag) armLocked(until, now time.Time) {
 	p.timer = time.AfterFunc(until.Add(-periodMargin).Sub(now), func() { t.closePeriod(until) })
 }
 
-// fullLocked returns the period_exhausted failure that still holds at
-// now, nil when there is none. t.mu is held.
-func (t *tag) fullLocked(now time.Time) error {
-	if t.per.full != nil && now.Before(t.per.fullUntil) {
-		return t.per.full
+// refusalLocked returns the refusal that still holds at now, nil when
+// there is none. t.mu is held.
+func (t *tag) refusalLocked(now time.Time) error {
+	if t.per.refusal != nil && now.Before(t.per.refusedUntil) {
+		return t.per.refusal
 	}
 	return nil
 }
+
+// refuse answers err, without a load, to the requests for t until until.
+func (t *tag) refuse(err error, until time.Time) error {
+	t.mu.Lock()
+	t.per.refusal, t.per.refusedUntil = err, until
+	t.mu.Unlock()
+	return err
+}
+
+// clockRecheck is how long a server whose clock was found too far from
+// the database's answers so before it compares the clocks again.
+const clockRecheck = time.Second
+
+// errClockSkew marks the failure of a load refused for the server's clock.
+var errClockSkew = errors.New("segment: the clock differs from the database's")
 
 // datedCapLocked returns the largest step the next load of a dated tag may
 // ask for at now: the tag's own largest step, and at most 1/domainShare of
@@ -144,10 +160,10 @@ func (a *Allocator) periodWindow(t *tag, before, dbNow time.Time) (Window, time.
 		if dbNow.After(now) {
 			skew, way = dbNow.Sub(now), "behind"
 		}
-		return Window{}, time.Time{}, leafd.Errorf(leafd.ESegmentUnavailable,
+		return Window{}, time.Time{}, leafd.Wrap(leafd.ESegmentUnavailable, errClockSkew, fmt.Sprintf(
 			"tag %q is dated, and this server's clock is %v %s the database's, more than segment.clock_tolerance (%v): "+
 				"its numbers would carry the wrong date, so none is loaded. Correct the server's clock (NTP)",
-			t.name, skew.Round(time.Millisecond), way, tol)
+			t.name, skew.Round(time.Millisecond), way, tol))
 	}
 	until := t.dated.end(now)
 	if closing(until, now) {
@@ -157,16 +173,12 @@ func (a *Allocator) periodWindow(t *tag, before, dbNow time.Time) (Window, time.
 }
 
 // periodFull words the store's period_exhausted for the period of now,
-// and keeps it until that period ends.
+// and answers it until that period ends.
 func (t *tag) periodFull(err error, now time.Time) error {
 	d := t.dated
 	until := d.end(now)
-	full := leafd.Wrap(leafd.EPeriodExhausted, err, fmt.Sprintf(
+	return t.refuse(leafd.Wrap(leafd.EPeriodExhausted, err, fmt.Sprintf(
 		"tag %q has handed out every number of %s (%s): %d, the capacity of %d digits. Numbers resume with the next period, at %s; "+
 			"for more numbers per period create a tag with more digits",
-		t.name, d.label(now), d.zoneName(), d.capacity(), d.digits, until.In(d.loc).Format(time.RFC3339)))
-	t.mu.Lock()
-	t.per.full, t.per.fullUntil = full, until
-	t.mu.Unlock()
-	return full
+		t.name, d.label(now), d.zoneName(), d.capacity(), d.digits, until.In(d.loc).Format(time.RFC3339))), until)
 }

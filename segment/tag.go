@@ -315,7 +315,7 @@ func (t *tag) ranOut(now func() time.Time, p stepPolicy) (refill, error) {
 		return refill{}, nil // another request switched buffers meanwhile
 	}
 	at := now()
-	if err := t.fullLocked(at); err != nil {
+	if err := t.refusalLocked(at); err != nil {
 		return refill{}, err
 	}
 	if t.bufs.next != nil {

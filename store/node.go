@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"database/sql/driver"
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -63,6 +65,17 @@ func Definition(t leafd.Tag) string {
 func init() {
 	testhook.AfterLayoutRead = func(s any, f func()) { s.(*db).afterLayoutRead = f }
 	testhook.Migrator = func(s any) any { return migrator{s.(*db)} }
+	testhook.BeforeCommit = func(s any, f func(context.Context, *sqlx.Tx) error) { s.(*db).beforeCommit = f }
+	testhook.WithConnector = func(wrap func(driver.Connector) driver.Connector) any {
+		return Option(func(o *options) { o.connector = wrap })
+	}
+	testhook.RetryFor = func(s any, d time.Duration) {
+		db := s.(*db)
+		own := *db.dialect // this store's alone
+		own.RetryFor = d
+		db.dialect = &own
+	}
+	testhook.MaxAttempts = maxAttempts
 }
 
 // DB, Duplicate, Greatest and ShareSuffix are Node's, from the pool, the

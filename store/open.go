@@ -53,7 +53,7 @@ type Option func(*options)
 type options struct {
 	fallbacks []string
 	log       *slog.Logger
-	// connector, when set (by tests only: withConnector), wraps the
+	// connector, when set (by tests only: testhook.WithConnector), wraps the
 	// connector of every address, so that a test can put a driver that
 	// injects faults between the store and the real one.
 	connector func(driver.Connector) driver.Connector

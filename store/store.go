@@ -82,7 +82,7 @@ type db struct {
 	// is the first address's name (host:port, a socket, a file).
 	cluster *failover
 	addr    string
-	// beforeCommit, when set (by tests of this package only), runs between
+	// beforeCommit, when set (by tests only, testhook.BeforeCommit), runs between
 	// the SELECT and the COMMIT of Allocate.
 	beforeCommit func(context.Context, *sqlx.Tx) error
 	// afterLayoutRead, when set (by tests only, testhook.AfterLayoutRead), runs in a

@@ -9,4 +9,6 @@
 //   - pgserver, galera, haproxy: PostgreSQL, MariaDB Galera and HAProxy
 //     servers of a test's own, which it can crash and restart.
 //   - faultproxy: a TCP proxy that cuts, stalls or delays connections.
+//   - faultdriver: a database/sql driver over an engine's own that answers
+//     a chosen error at a chosen step of a store's transactions.
 package testkit

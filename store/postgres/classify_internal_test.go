@@ -1,10 +1,13 @@
 package postgres
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leafd/leafd/store/internal/engine"
 )
 
 // TestRows: every row of the error table is found by the error it
@@ -19,5 +22,14 @@ func TestRows(t *testing.T) {
 		if v := classify(&pgconn.PgError{Code: code, Message: msg}); v.Class != r.Class {
 			t.Errorf("%s %q: classified %d, want %d", r.Code, r.Match, v.Class, r.Class)
 		}
+	}
+}
+
+// A connection pgx found closed (its socket went while it was idle in the
+// pool) is a lost connection, which a store with fallback addresses moves
+// on from, not an internal error.
+func TestConnClosedLost(t *testing.T) {
+	if v := classify(fmt.Errorf("begin: %w", pgconn.ErrConnClosed)); v != engine.Lost {
+		t.Fatalf("classify(ErrConnClosed) = %+v, want engine.Lost", v)
 	}
 }

@@ -173,7 +173,35 @@ func connect(dsn string) (engine.Address, error) {
 	if !strings.HasPrefix(name, "/") {
 		name = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 	}
-	return engine.Address{Name: name, Connector: stdlib.GetConnector(*cfg)}, nil
+	return engine.Address{Name: name, Connector: connector{stdlib.GetConnector(*cfg)}}, nil
+}
+
+// connector is pgx's, whose connections answer BeginTx with
+// driver.ErrBadConn when pgx found the connection gone before it sent
+// anything (pgconn.SafeToRetry), as pgx's own ExecContext and
+// QueryContext do: database/sql then starts the transaction on another
+// connection, where it would otherwise fail on each pooled connection
+// whose socket went away while it was idle (the server restarted, a proxy
+// or a move to a fallback address dropped it).
+type connector struct{ driver.Connector }
+
+func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return retryConn{conn.(*stdlib.Conn)}, nil
+}
+
+// retryConn is a connection of connector.
+type retryConn struct{ *stdlib.Conn }
+
+func (c retryConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	tx, err := c.Conn.BeginTx(ctx, opts)
+	if err != nil && pgconn.SafeToRetry(err) {
+		return nil, driver.ErrBadConn
+	}
+	return tx, err
 }
 
 // Why a probe refuses a PostgreSQL node that answered.
@@ -345,7 +373,10 @@ var rules = engine.IndexRules(rows, func(ix *engine.RuleIndex, r *engine.Rule) e
 // classify sorts the errors of PostgreSQL by the error table (by
 // SQLSTATE), and words those that make the store unavailable.
 func classify(err error) engine.Verdict {
-	if errors.Is(err, driver.ErrBadConn) {
+	// pgx answers ErrConnClosed on a pooled connection whose socket went
+	// away while it was idle (the server restarted, a proxy or failover
+	// dropped it), as it starts a transaction there.
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, pgconn.ErrConnClosed) {
 		return engine.Lost
 	}
 	var pe *pgconn.PgError

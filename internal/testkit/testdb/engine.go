@@ -19,7 +19,7 @@ import (
 // engine is what tests know of one engine of store.Drivers, besides how
 // it stores IDs: how to get a fresh database of it, and the facts about
 // its databases that tests look up by the engine's name (LeafTable,
-// Unreachable, MigrateLock, Addr) instead of switching on names.
+// Unreachable, MigrateLock, Addr, Missing) instead of switching on names.
 type engine struct {
 	fresh func(testing.TB) string
 	// sqlDriver and sqlDSN are how SQL opens a database of the engine:
@@ -39,7 +39,13 @@ type engine struct {
 	// one; nil for an engine of files.
 	addr     func(dsn string) (string, error)
 	withAddr func(dsn, addr string) (string, error)
+	// missing is dsn naming a database that does not exist on its
+	// server; nil for an engine of files.
+	missing func(dsn string) (string, error)
 }
+
+// missingDatabase is the name of a database that no test creates.
+const missingDatabase = "leafd_test_missing_database"
 
 // engines is the tests' one list of engines: Each, DSN and the look-ups
 // below fail for an engine of store.Drivers missing here.
@@ -89,6 +95,14 @@ var engines = map[string]engine{
 			cfg.Addr, cfg.Timeout = addr, 500*time.Millisecond
 			return cfg.FormatDSN(), nil
 		},
+		missing: func(dsn string) (string, error) {
+			cfg, err := mysql.ParseDSN(dsn)
+			if err != nil {
+				return "", err
+			}
+			cfg.DBName = missingDatabase
+			return cfg.FormatDSN(), nil
+		},
 	},
 	"postgres": {
 		fresh:     Postgres,
@@ -123,6 +137,14 @@ var engines = map[string]engine{
 			}
 			u.Host = addr
 			return withParam(u.String(), "connect_timeout", "1"), nil
+		},
+		missing: func(dsn string) (string, error) {
+			u, err := url.Parse(dsn)
+			if err != nil {
+				return "", err
+			}
+			u.Path = "/" + missingDatabase
+			return u.String(), nil
 		},
 	},
 	"sqlite": {
@@ -241,6 +263,23 @@ func WithAddr(tb testing.TB, driver, dsn, addr string) string {
 		tb.Fatalf("engine %s has no network address", driver)
 	}
 	out, err := e.withAddr(dsn, addr)
+	if err != nil {
+		tb.Fatalf("%s DSN %q: %v", driver, dsn, err)
+	}
+	return out
+}
+
+// Missing is the database dsn of engine driver, an engine reached at
+// network addresses, with its name changed to one of a database that does
+// not exist: its server answers, and refuses the connection. It fails the
+// test as Addr does.
+func Missing(tb testing.TB, driver, dsn string) string {
+	tb.Helper()
+	e := lookup(driver)
+	if e.missing == nil {
+		tb.Fatalf("engine %s has no server", driver)
+	}
+	out, err := e.missing(dsn)
 	if err != nil {
 		tb.Fatalf("%s DSN %q: %v", driver, dsn, err)
 	}

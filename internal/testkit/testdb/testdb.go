@@ -4,8 +4,8 @@
 // are about what real databases do. Each runs a test on every engine of
 // the store's registry, so that no engine is left out by a hand-written
 // list, and what tests need to know of an engine's databases is looked up
-// by its name (LeafTable, Unreachable, MigrateLock, Addr and WithAddr,
-// SQL and SQLDriver) rather than written in a switch on names.
+// by its name (LeafTable, Unreachable, MigrateLock, Addr, WithAddr,
+// Missing, SQL and SQLDriver) rather than written in a switch on names.
 //
 // Environment:
 //

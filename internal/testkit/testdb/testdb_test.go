@@ -172,8 +172,8 @@ func TestEach(t *testing.T) {
 // What testdb tells of each engine holds on a fresh database of it: Leaf's
 // leaf_alloc creates there and takes Leaf's rows, a store on Unreachable
 // does not reach anything, MigrateLock keeps a store's Migrate waiting
-// until it is released, and WithAddr reaches the database at its own
-// address and not at another.
+// until it is released, WithAddr reaches the database at its own
+// address and not at another, and Missing reaches none.
 func TestEngines(t *testing.T) {
 	testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) {
 		ctx := context.Background()
@@ -247,6 +247,9 @@ func TestEngines(t *testing.T) {
 			ln.Close()
 			if err := testdb.SQL(t, driver, testdb.WithAddr(t, driver, dsn, nothing)).Ping(); err == nil {
 				t.Fatalf("WithAddr of %s, where nothing listens, reached a database", nothing)
+			}
+			if err := testdb.SQL(t, driver, testdb.Missing(t, driver, dsn)).Ping(); err == nil {
+				t.Fatal("Missing reached a database")
 			}
 		})
 	})

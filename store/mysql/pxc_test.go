@@ -1,4 +1,4 @@
-package store
+package mysql_test
 
 import (
 	"bytes"
@@ -11,12 +11,29 @@ import (
 
 	"github.com/pressly/goose/v3"
 
+	"github.com/leafd/leafd/internal/testkit/faultdriver"
 	"github.com/leafd/leafd/internal/testkit/testdb"
+	"github.com/leafd/leafd/store"
 )
+
+// These tests run Migrate against a server that refuses GET_LOCK as
+// Percona XtraDB Cluster does under pxc_strict_mode=ENFORCING: the real
+// MariaDB of the tests, behind the fault-injecting driver.
 
 // pxcRefusal is Percona XtraDB Cluster's answer to GET_LOCK under
 // pxc_strict_mode=ENFORCING.
 var pxcRefusal = mysqlErr(1105, "HY000", "Percona-XtraDB-Cluster prohibits use of GET_LOCK with pxc_strict_mode = ENFORCING")
+
+// The steps of MySQL's migration lock: the named lock, and a take of
+// leafd's lock row.
+var (
+	getLock = faultdriver.Step{Name: "GET_LOCK", Is: func(op faultdriver.Op) bool {
+		return op.Kind == "query" && strings.HasPrefix(strings.TrimSpace(op.Query), "SELECT GET_LOCK")
+	}}
+	takeLockRow = faultdriver.Step{Name: "take the lock row", Is: func(op faultdriver.Op) bool {
+		return strings.HasPrefix(op.Query, "UPDATE leafd_lock SET holder = ?, expires_ms")
+	}}
+)
 
 // syncBuffer is a log destination that several goroutines may write.
 type syncBuffer struct {
@@ -38,10 +55,10 @@ func (b *syncBuffer) String() string {
 
 // openRefusing opens a store on dsn whose server refuses GET_LOCK as PXC
 // does, logging to log.
-func openRefusing(t *testing.T, dsn string, log *syncBuffer) (*db, *faults) {
+func openRefusing(t *testing.T, dsn string, log *syncBuffer) (store.Store, *faultdriver.Faults) {
 	t.Helper()
-	s, f := openFaulty(t, dsn, WithLogger(slog.New(slog.NewTextHandler(log, nil))))
-	f.inject(stepGetLock, pxcRefusal, -1)
+	s, f := openFaulty(t, dsn, store.WithLogger(slog.New(slog.NewTextHandler(log, nil))))
+	f.Inject(getLock, pxcRefusal, -1)
 	return s, f
 }
 
@@ -50,8 +67,8 @@ func openRefusing(t *testing.T, dsn string, log *syncBuffer) (*db, *faults) {
 // is free.
 func wantMigratedOnce(t *testing.T, dsn string) {
 	t.Helper()
-	raw := openRaw(t, "mysql", dsn)
-	p, err := goose.NewProvider(goose.DialectMySQL, raw, lookup("mysql").Migrations)
+	raw := openRaw(t, dsn)
+	p, err := goose.NewProvider(goose.DialectMySQL, raw, dialect(t).Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,14 +111,14 @@ func wantMigratedOnce(t *testing.T, dsn string) {
 func TestMigrateLockRowConcurrent(t *testing.T) {
 	dsn := testdb.MySQL(t)
 	var logs [2]syncBuffer
-	var stores [2]*db
-	var fs [2]*faults
+	var stores [2]store.Store
+	var fs [2]*faultdriver.Faults
 	// Both read goose's version table before either migrates.
 	var read sync.WaitGroup
 	read.Add(2)
 	for i := range stores {
 		stores[i], fs[i] = openRefusing(t, dsn, &logs[i])
-		fs[i].inject(stepApplied, nil, 0).wait = func() {
+		fs[i].Inject(faultdriver.Applied, nil, 0).Wait = func() {
 			read.Done()
 			done := make(chan struct{})
 			go func() { read.Wait(); close(done) }()
@@ -128,16 +145,16 @@ func TestMigrateLockRowConcurrent(t *testing.T) {
 		if !strings.Contains(logs[i].String(), "migrating under leafd's lock row") {
 			t.Errorf("server %d logged %q, want the fallback to the lock row said", i, logs[i].String())
 		}
-		if fs[i].count(stepGetLock) != 1 || fs[i].saw("RELEASE_LOCK") {
+		if fs[i].Count(getLock) != 1 || fs[i].Saw("RELEASE_LOCK") {
 			t.Errorf("server %d: GET_LOCK asked %d times, RELEASE_LOCK sent %v; want once, and no release of a lock never held",
-				i, fs[i].count(stepGetLock), fs[i].saw("RELEASE_LOCK"))
+				i, fs[i].Count(getLock), fs[i].Saw("RELEASE_LOCK"))
 		}
 	}
 	ran := 0
 	for i := range fs {
-		if fs[i].saw("CREATE TABLE IF NOT EXISTS leaf_alloc") {
+		if fs[i].Saw("CREATE TABLE IF NOT EXISTS leaf_alloc") {
 			ran++
-		} else if n := countTakes(fs[i]); n < 2 {
+		} else if n := fs[i].Count(takeLockRow); n < 2 {
 			t.Errorf("server %d ran no migration but tried the lock row %d times: it did not wait for the other", i, n)
 		}
 	}
@@ -147,24 +164,11 @@ func TestMigrateLockRowConcurrent(t *testing.T) {
 	wantMigratedOnce(t, dsn)
 }
 
-// countTakes returns how often a store tried to take leafd's lock row.
-func countTakes(f *faults) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, op := range f.ops {
-		if strings.HasPrefix(op.query, "UPDATE leafd_lock SET holder = ?, expires_ms") {
-			n++
-		}
-	}
-	return n
-}
-
 // A server that refuses GET_LOCK, on a database whose migrations are all
 // applied: Migrate takes no lock at all and says so.
 func TestMigrateAlreadyAppliedNoLock(t *testing.T) {
 	dsn := testdb.MySQL(t)
-	openMigratedMySQL(t, dsn)
+	openMigrated(t, dsn)
 	var log syncBuffer
 	s, f := openRefusing(t, dsn, &log)
 	if err := s.Migrate(context.Background()); err != nil {
@@ -174,7 +178,7 @@ func TestMigrateAlreadyAppliedNoLock(t *testing.T) {
 		!strings.Contains(log.String(), "pxc_strict_mode") {
 		t.Errorf("logged %q, want an INFO line saying that no lock was taken, and why", log.String())
 	}
-	if f.saw("leafd_lock") || f.saw("CREATE TABLE") {
+	if f.Saw("leafd_lock") || f.Saw("CREATE TABLE") {
 		t.Errorf("statements sent: a lock row or a migration, on a database up to date")
 	}
 }

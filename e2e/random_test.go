@@ -527,14 +527,25 @@ func (w *world) adminCall(s *server, method, path, body string) (int, string) {
 	return status, e.Error.Code
 }
 
-// createBody is a POST /api/tags body for tag in a random format.
+// createBody is a POST /api/tags body for tag in a random format: dated
+// too, unless the store is sharded (which holds no dated tag).
 func (w *world) createBody(tag string) (string, string) {
 	step := 1 + w.rng.IntN(rndMaxStep)
-	switch w.rng.IntN(3) {
+	formats := 3
+	if unsharded(w) {
+		formats = 4
+	}
+	switch w.rng.IntN(formats) {
 	case 0:
 		return "sequential", fmt.Sprintf(`{"tag":%q,"step":%d}`, tag, step)
 	case 1:
 		return "opaque", fmt.Sprintf(`{"tag":%q,"step":%d,"format":"opaque"}`, tag, step)
+	case 3:
+		// Few digits, so that a number handed out again in the day is
+		// likely to meet one handed out before, and the day may fill.
+		zone := pick(w, []string{"UTC", "Asia/Shanghai", "America/New_York"})
+		return "dated", fmt.Sprintf(`{"tag":%q,"step":%d,"format":"dated","period":"day","zone":%q,"digits":%d}`,
+			tag, step, zone, 3+w.rng.IntN(4))
 	}
 	// A small domain, so that an ID handed out again in it is likely to
 	// meet one handed out before.

@@ -349,27 +349,16 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 	spent := 0
 	for attempt := 1; ; attempt++ {
 		alloc, until, took, err := a.allocate(a.ctx, t, step)
-		if errors.Is(err, errPeriodClosing) || errors.Is(err, ErrLaterPeriod) || (err == nil && closing(until, a.cfg.Now())) {
-			// The period ends in less than periodMargin, or has ended for
-			// the other servers: its numbers would be given up at once, or
-			// are gone. Wait for the next one.
-			if !a.sleep(max(until.Sub(a.cfg.Now()), periodMargin)) {
-				t.loadFailed(a.ctx.Err(), true)
-				return
+		if t.dated != nil {
+			var next bool
+			if err, next = a.periodOutcome(t, until, err); next {
+				if !a.sleep(max(until.Sub(a.cfg.Now()), periodMargin)) {
+					t.loadFailed(a.ctx.Err(), true)
+					return
+				}
+				attempt--
+				continue
 			}
-			attempt--
-			continue
-		}
-		if leafd.ErrorCode(err) == leafd.EPeriodExhausted {
-			err = t.periodFull(err, until.Add(-time.Nanosecond)) // the window's period
-		}
-		skewed := errors.Is(err, errClockSkew)
-		if skewed {
-			// Requests get the reason at once rather than after a wait;
-			// the clocks are compared again by the first request a second
-			// later.
-			a.log.Warn("segment: this server's clock differs from the database's; no range of the dated tag is loaded", "tag", t.name, "err", err)
-			t.refuse(err, a.cfg.Now().Add(clockRecheck))
 		}
 		if a.cfg.OnLoad != nil && a.ctx.Err() == nil {
 			a.cfg.OnLoad(t.name, step, took, err)
@@ -390,7 +379,7 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 			}
 			return
 		}
-		final := a.ctx.Err() != nil || finalCode(err) || skewed
+		final := a.ctx.Err() != nil || finalCode(err)
 		if leafd.ErrorCode(err) == leafd.ETagRewound && t.rewoundFirst(err) {
 			// Loud: IDs would have been issued twice, and only an operator
 			// can repair it. Once per tag until a load succeeds.
@@ -670,8 +659,13 @@ func (a *Allocator) dryTag() string {
 	return ""
 }
 
-// finalCode reports whether err ends a load for good: retrying cannot help.
+// finalCode reports whether err ends a load for good: retrying cannot help
+// (a dated tag's server with a clock too far off retries at a request a
+// second later: refuse).
 func finalCode(err error) bool {
+	if errors.Is(err, errClockSkew) {
+		return true
+	}
 	switch leafd.ErrorCode(err) {
 	case leafd.EUnknownTag, leafd.ETagExhausted, leafd.ETagRewound, leafd.EOpaqueKeyMismatch, leafd.EPeriodExhausted:
 		return true

@@ -172,6 +172,27 @@ func (a *Allocator) periodWindow(t *tag, before, dbNow time.Time) (Window, time.
 	return t.dated.window(now), until, nil
 }
 
+// periodOutcome sorts the outcome of a load of dated tag t, a range of the
+// period ending at until (or its error). next reports a load to ask again
+// once the period has changed: the period ends in less than periodMargin,
+// whose numbers would be given up at once, or has ended for the other
+// servers already. A full period, and a clock too far from the database's,
+// are answered to requests from memory (refuse): the first until the
+// period ends, the second for clockRecheck, so that requests get the
+// reason at once and the database is not asked at their pace.
+func (a *Allocator) periodOutcome(t *tag, until time.Time, err error) (_ error, next bool) {
+	switch {
+	case errors.Is(err, errPeriodClosing) || errors.Is(err, ErrLaterPeriod) || (err == nil && closing(until, a.cfg.Now())):
+		return err, true
+	case leafd.ErrorCode(err) == leafd.EPeriodExhausted:
+		return t.periodFull(err, until.Add(-time.Nanosecond)), false // dated by the window's period
+	case errors.Is(err, errClockSkew):
+		a.log.Warn("segment: this server's clock differs from the database's; no range of the dated tag is loaded", "tag", t.name, "err", err)
+		return t.refuse(err, a.cfg.Now().Add(clockRecheck)), false
+	}
+	return err, false
+}
+
 // periodFull words the store's period_exhausted for the period of now,
 // and answers it until that period ends.
 func (t *tag) periodFull(err error, now time.Time) error {

@@ -65,6 +65,10 @@ type loadSpec struct {
 	// ranges mixes in range leases (GET /segment/{tag}/range?size=N, N up
 	// to maxRange) for a tenth of the segment requests.
 	ranges bool
+	// dated are dated tags of datedDigits digits in datedZone, created
+	// by the scenario (createDated): asked for like the tags, never as
+	// range leases, and every number must carry a date its request saw.
+	dated []string
 	// anyOrder drops the order checks (a batch ascending, a connection's
 	// IDs of a tag increasing): an opaque tag's IDs come in no order, and
 	// a tag deleted and created again in another format may continue
@@ -177,13 +181,15 @@ func (l *load) client(s *server, rng *rand.Rand) {
 				o.path = "/api/snowflake/get/e2e"
 			}
 		} else {
-			o.mode, o.tag = modeSegment, l.spec.tags[rng.IntN(len(l.spec.tags))]
+			tags := append(l.spec.tags[:len(l.spec.tags):len(l.spec.tags)], l.spec.dated...)
+			o.mode, o.tag = modeSegment, tags[rng.IntN(len(tags))]
 			o.path = "/segment/" + o.tag
 			if leaf {
 				o.path = "/api/segment/get/" + o.tag
 			}
 		}
-		isRange := o.mode == modeSegment && !leaf && l.spec.ranges && rng.IntN(10) == 0
+		dated := o.mode == modeSegment && slices.Contains(l.spec.dated, o.tag)
+		isRange := o.mode == modeSegment && !leaf && !dated && l.spec.ranges && rng.IntN(10) == 0
 		if isRange {
 			n = 1 + rng.IntN(maxRange)
 			query = []string{"size=" + strconv.Itoa(n)}
@@ -226,6 +232,9 @@ func (l *load) client(s *server, rng *rand.Rand) {
 			o.code = e.Error.Code
 		}
 		o.ids = len(ids)
+		if dated {
+			checkDated(c, s.idx, &o, ids)
+		}
 		if isRange || l.spec.anyOrder {
 			// A range may come from the database directly, above the IDs
 			// the server buffers: ranges are not in order with the rest.

@@ -14,6 +14,46 @@ import (
 
 var segTags = []string{"a", "b", "c"}
 
+// The dated tag of the scenarios that have one: numbers of the day in
+// Shanghai, with a counter of datedDigits digits.
+const (
+	datedTag    = "d"
+	datedZone   = "Asia/Shanghai"
+	datedDigits = 8
+)
+
+// createDated creates the dated tag through the first server (started
+// with LEAFD_ADMIN_TOKEN=adminToken).
+func (c *cluster) createDated() {
+	body := fmt.Sprintf(`{"tag":%q,"step":100,"format":"dated","period":"day","zone":%q,"digits":%d}`, datedTag, datedZone, datedDigits)
+	if status, text := c.admin(c.servers[0].current(), "POST", "/api/tags", body); status != 201 {
+		c.t.Fatalf("POST /api/tags %s: %d %s", body, status, text)
+	}
+}
+
+// checkDated checks the numbers of the dated tag that a request sent at
+// o.sent got: each is the date of a day the request saw in datedZone,
+// followed by a counter of datedDigits digits from 1.
+func checkDated(c *cluster, server int, o *outcome, ids []int64) {
+	zone, err := time.LoadLocation(datedZone)
+	if err != nil {
+		c.violate("zone %s: %v", datedZone, err)
+		return
+	}
+	day := func(t time.Time) int64 {
+		y, m, d := t.In(zone).Date()
+		return int64(y)*10000 + int64(m)*100 + int64(d)
+	}
+	scale := int64(math.Pow10(datedDigits))
+	first, last := day(o.sent), day(time.Now())
+	for _, id := range ids {
+		if d, n := id/scale, id%scale; d < first || d > last || n < 1 {
+			c.violate("server %d: GET %s sent at %s: number %d is not dated to a day the request saw (%d to %d) with a counter from 1",
+				server, o.path, o.sent.Format(time.RFC3339Nano), id, first, last)
+		}
+	}
+}
+
 // window is a stretch of time during which a fault may fail requests.
 type window struct{ from, to time.Time }
 
@@ -67,12 +107,13 @@ func TestKillAndRestart(t *testing.T) {
 	enabled(t)
 	c := newCluster(t, "1 kill -9 / SIGTERM restarts", clusterOptions{env: []string{
 		"LEAFD_SEGMENT_SEED_TAGS=a:20 b:100 c:500", "LEAFD_SEGMENT_REFILL_MIN=1s", "LEAFD_SEGMENT_REFILL_MAX=2s",
-		"LEAFD_SEGMENT_MAX_STEP=5000", "LEAFD_SNOWFLAKE_LEASE_TTL=5s"},
+		"LEAFD_SEGMENT_MAX_STEP=5000", "LEAFD_SNOWFLAKE_LEASE_TTL=5s", "LEAFD_ADMIN_TOKEN=" + adminToken},
 		// Snowflake batches borrow future milliseconds: none may come
 		// twice across the kills.
 		maxBorrow: 5 * time.Millisecond})
 	c.startAll()
-	l := c.startLoad(loadSpec{tags: segTags, snowflake: true, ranges: true})
+	c.createDated()
+	l := c.startLoad(loadSpec{tags: segTags, dated: []string{datedTag}, snowflake: true, ranges: true})
 	bursts := c.snowflakeBursts()
 	time.Sleep(prof.phase)
 	for i := range prof.kills {
@@ -350,13 +391,14 @@ func TestLongDatabaseOutage(t *testing.T) {
 	const wait = 500 * time.Millisecond
 	c := newCluster(t, "2b database down > buffer life", clusterOptions{waitTimeout: wait, env: []string{
 		"LEAFD_SEGMENT_SEED_TAGS=a:20 b:20 c:20", "LEAFD_SEGMENT_REFILL_MIN=200ms", "LEAFD_SEGMENT_REFILL_MAX=400ms",
-		"LEAFD_SEGMENT_MAX_STEP=200", "LEAFD_SNOWFLAKE_LEASE_TTL=30s"}})
+		"LEAFD_SEGMENT_MAX_STEP=200", "LEAFD_SNOWFLAKE_LEASE_TTL=30s", "LEAFD_ADMIN_TOKEN=" + adminToken}})
 	var outage windows
 	c.allowed = func(o *outcome) bool {
 		return o.mode == modeSegment && o.code == "segment_unavailable" && outage.overlap(o)
 	}
 	c.startAll()
-	l := c.startLoad(loadSpec{tags: segTags, snowflake: true})
+	c.createDated()
+	l := c.startLoad(loadSpec{tags: segTags, dated: []string{datedTag}, snowflake: true})
 	time.Sleep(prof.phase)
 	down := time.Now()
 	c.databaseDown()
@@ -369,7 +411,7 @@ func TestLongDatabaseOutage(t *testing.T) {
 	}
 	c.databaseUp()
 	up := time.Now()
-	recovered, err := c.allReady(30*time.Second, segTags, true)
+	recovered, err := c.allReady(30*time.Second, append(segTags, datedTag), true)
 	if err != nil {
 		t.Fatalf("no recovery after the database came back: %v", err)
 	}

@@ -612,6 +612,44 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Error("the card of a sequential tag shows a domain")
 		}
 	})
+	t.Run("DatedPeriod", func(t *testing.T) {
+		d := newDashServer(t, openSQLite(t), segment.Config{WaitTimeout: 5 * time.Second},
+			leafd.Tag{Name: "orders", MaxID: 1, Step: 10, Format: segment.FormatDated, Period: segment.PeriodDay, Digits: 3})
+		before := time.Now().UTC().Format("2006-01-02")
+		if r := do(t, "GET", d.url+"/segment/orders?count=850"); r.status != 200 {
+			t.Fatalf("GET: %d %s", r.status, r.body)
+		}
+		var o apiTag
+		eventuallyState(t, d.url, "the numbers of the day used", func(st apiState) bool {
+			o = st.tag(t, "orders")
+			return !o.Loading && o.PeriodUsed != nil && *o.PeriodUsed >= 850
+		})
+		today := o.Period
+		if after := time.Now().UTC().Format("2006-01-02"); (today != before && today != after) || *o.PeriodCapacity != 999 {
+			t.Fatalf("the state of orders: %+v, want the period %s of 999 numbers", o, after)
+		}
+		tab, cancel := chromedp.NewContext(ctx)
+		defer cancel()
+		b.listen(tab)
+		b.do(t, tab, "open the dashboard of a dated tag", chromedp.Navigate(d.url+"/dashboard?poll=250"))
+		waitFor(t, tab, "the row", `document.querySelectorAll('#rows tr[data-tag=orders]').length === 1`)
+		b.openCard(t, tab, "orders")
+		waitFor(t, tab, "the period in the card", `!document.querySelector('#detail [data-tag=orders] .domain').hidden`)
+		label := eval[string](t, tab, `document.querySelector('#detail [data-tag=orders] .dom-label').textContent`)
+		text := eval[string](t, tab, `document.querySelector('#detail [data-tag=orders] [data-field=domain]').textContent`)
+		want := fmt.Sprintf("%.1f%% used · %d of 999 left", float64(*o.PeriodUsed)*100/999, 999-*o.PeriodUsed)
+		if label != "Period "+today || !strings.HasPrefix(text, want) {
+			t.Errorf("the card reads %q %q, want %q %q", label, text, "Period "+today, want)
+		}
+		if tone := eval[string](t, tab, `document.querySelector('#detail [data-tag=orders] .dom-bar').dataset.tone || ''`); tone != "warn" {
+			t.Errorf("the period bar of a day with %d of 999 numbers gone has tone %q, want warn", *o.PeriodUsed, tone)
+		}
+		row := eval[string](t, tab, `document.querySelector('#rows tr[data-tag=orders] .dom').textContent`)
+		if taken := fmt.Sprintf("period %s %.1f%% taken", today, float64(*o.PeriodUsed)*100/999); row != taken {
+			t.Errorf("the row reads %q, want %q", row, taken)
+		}
+		screenshot(t, tab, filepath.Join(artifacts, "dashboard-dated-period.png"))
+	})
 	t.Run("NoTags", func(t *testing.T) {
 		empty := newDashServer(t, openSQLite(t), segment.Config{})
 		tab, cancel := chromedp.NewContext(ctx)

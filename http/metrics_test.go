@@ -616,3 +616,31 @@ func TestMetricsScale(t *testing.T) {
 		}
 	}
 }
+
+// A dated tag exports how full its period is, in the default mode: the
+// series an alert before the period fills reads.
+func TestMetricsDatedPeriod(t *testing.T) {
+	d := newMetricsServer(t, leafmetrics.New(), openSQLite(t), segment.Config{WaitTimeout: time.Second},
+		leafd.Tag{Name: "orders", MaxID: 1, Step: 10, Format: segment.FormatDated, Period: segment.PeriodDay, Digits: 2},
+		leafd.Tag{Name: "order", MaxID: 1, Step: 10})
+	for _, path := range []string{"/segment/orders?count=30", "/segment/order"} {
+		if r := do(t, "GET", d.url+path); r.status != 200 {
+			t.Fatalf("GET %s = %d: %s", path, r.status, r.body)
+		}
+	}
+	var used int64
+	eventuallyState(t, d.url, "the loads settled", func(st apiState) bool {
+		o := st.tag(t, "orders")
+		if o.PeriodUsed != nil {
+			used = *o.PeriodUsed
+		}
+		return !o.Loading && used >= 30
+	})
+	m := getMetrics(t, d.url)
+	if v := m.value(t, "leafd_segment_period_used_ratio", "tag", "orders"); v != float64(used)/99 {
+		t.Errorf("period used ratio %v, want %d/99", v, used)
+	}
+	if v, ok := m.lookup("leafd_segment_period_used_ratio", "tag", "order"); ok {
+		t.Errorf("a sequential tag exports a period used ratio (%v)", v)
+	}
+}

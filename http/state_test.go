@@ -225,6 +225,10 @@ type apiTag struct {
 	Domain         *int64 `json:"domain"`
 	DomainUsed     *int64 `json:"domain_used"`
 	DomainReserved *int64 `json:"domain_reserved"`
+	Period         string `json:"period"`
+	PeriodEnd      string `json:"period_end"`
+	PeriodCapacity *int64 `json:"period_capacity"`
+	PeriodUsed     *int64 `json:"period_used"`
 }
 
 type apiBuffer struct {

@@ -8,6 +8,7 @@ import (
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/store"
 )
 
 // The baselines: a bare atomic add, the least any ID counter costs. The
@@ -202,5 +203,29 @@ func benchNextN1(b *testing.B, a *segment.Allocator) {
 		if _, err := a.NextN(ctx, "bench", 1, buf[:0]); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkNextDatedStepOne is a dated tag with max_step 1 on each engine:
+// one transaction per number, so no number is skipped but by a server
+// that stops. Its cost is the database's.
+func BenchmarkNextDatedStepOne(b *testing.B) {
+	for _, driver := range store.Drivers() {
+		b.Run(driver, func(b *testing.B) {
+			db := newDatabase(b, driver)
+			row := tagRow("bench", 1)
+			row.Format, row.Period, row.Digits, row.MaxStep = segment.FormatDated, segment.PeriodDay, 10, 1
+			ctx := context.Background()
+			if _, err := db.store(b).CreateTag(ctx, row); err != nil {
+				b.Fatal(err)
+			}
+			a := newAllocator(b, db.store(b), fastConfig())
+			var buf [1]segment.Range
+			for b.Loop() {
+				if _, err := a.NextN(ctx, "bench", 1, buf[:0]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

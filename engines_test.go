@@ -34,7 +34,6 @@ var notYet = []string{
 	"cmd/leafd/scale_process_test.go",
 	"cmd/leafd/shards_process_test.go",
 	"http/state_test.go",
-	"segment/outage_test.go",
 }
 
 // TestEnginesStayInTheirPackages: no Go file outside an engine's package

@@ -31,8 +31,6 @@ var engineImporters = []string{
 // longer needs its place here.
 var notYet = []string{
 	"cmd/leafd/errors_process_test.go",
-	"cmd/leafd/scale_process_test.go",
-	"cmd/leafd/shards_process_test.go",
 	"http/state_test.go",
 }
 

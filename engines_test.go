@@ -30,7 +30,6 @@ var engineImporters = []string{
 // MySQL's, for store/mysql). Each is to go; the test fails once one no
 // longer needs its place here.
 var notYet = []string{
-	"cmd/leafd/errors_process_test.go",
 	"http/state_test.go",
 }
 

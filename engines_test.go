@@ -24,23 +24,10 @@ var engineImporters = []string{
 	"deploy",           // tests of the deployment files, which parse their DSNs
 }
 
-// notYet are test files that still take a MySQL DSN apart with its
-// driver: to point it at a proxy (testdb.WithAddr does that for every
-// engine), or to log in as another user or to another database (a test of
-// MySQL's, for store/mysql). Each is to go; the test fails once one no
-// longer needs its place here.
-var notYet = []string{
-	"cmd/leafd/errors_process_test.go",
-	"cmd/leafd/scale_process_test.go",
-	"cmd/leafd/shards_process_test.go",
-	"http/state_test.go",
-	"segment/outage_test.go",
-}
-
 // TestEnginesStayInTheirPackages: no Go file outside an engine's package
 // (a package store/all imports) imports that package or an engine's
-// driver, but for engineImporters and notYet. Code that needs an engine
-// asks the registry (store.Drivers, testdb.Each) instead.
+// driver, but for engineImporters. Code that needs an engine asks the
+// registry (store.Drivers, testdb.Each and its look-ups) instead.
 func TestEnginesStayInTheirPackages(t *testing.T) {
 	engines := engineDirs(t)
 	if len(engines) == 0 {
@@ -58,10 +45,6 @@ func TestEnginesStayInTheirPackages(t *testing.T) {
 			}
 		}
 		return false
-	}
-	pending := map[string]bool{}
-	for _, f := range notYet {
-		pending[f] = true
 	}
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -86,19 +69,12 @@ func TestEnginesStayInTheirPackages(t *testing.T) {
 			if err != nil || !isEngine(imp) {
 				continue
 			}
-			if pending[path] {
-				delete(pending, path)
-				continue
-			}
 			t.Errorf("%s imports %s: only the engine's own package may; ask the registry (store.Drivers, testdb.Each and its look-ups), or move the test into the engine's package", path, imp)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	for f := range pending {
-		t.Errorf("%s imports no engine any more (or is gone): take it off notYet", f)
 	}
 }
 

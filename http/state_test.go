@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/health"
 	leafhttp "github.com/leafd/leafd/http"
@@ -496,18 +494,19 @@ func TestStateStoreDown(t *testing.T) {
 	}
 }
 
-// On MariaDB, an outage through a proxy shows in the state within a second
-// or two, and so does the recovery.
-func TestStateMySQLOutage(t *testing.T) {
+// On every engine reached at network addresses, an outage through a proxy
+// shows in the state within a second or two, and so does the recovery.
+func TestStateOutage(t *testing.T) {
 	t.Parallel()
-	cfg, err := mysql.ParseDSN(testdb.MySQL(t))
-	if err != nil {
-		t.Fatal(err)
+	for _, driver := range store.FallbackDrivers() { // the engines a fault proxy can come between
+		t.Run(driver, func(t *testing.T) { testStateOutage(t, driver) })
 	}
-	proxy := faultproxy.New(t, cfg.Addr)
-	cfg.Addr = proxy.Addr()
-	cfg.Timeout = 500 * time.Millisecond
-	s, err := store.Open("mysql", cfg.FormatDSN())
+}
+
+func testStateOutage(t *testing.T, driver string) {
+	dsn := testdb.DSN(t, driver)
+	proxy := faultproxy.New(t, testdb.Addr(t, driver, dsn))
+	s, err := store.Open(driver, testdb.WithAddr(t, driver, dsn, proxy.Addr()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,7 +517,7 @@ func TestStateMySQLOutage(t *testing.T) {
 		t.Fatalf("GET: %d %s", r.status, r.body)
 	}
 	st, body := getState(t, d.url)
-	if st.Store.Driver != "mysql" || !st.Store.OK {
+	if st.Store.Driver != driver || !st.Store.OK {
 		t.Fatalf("store before the outage: %s", body)
 	}
 	proxy.Down()
@@ -536,23 +535,24 @@ func TestStateMySQLOutage(t *testing.T) {
 
 // With store.fallback_dsns, the state names the address in use; when the
 // first goes away, the move to the next shows, with its time and reason,
-// and IDs keep flowing through it.
-func TestStateMySQLFallback(t *testing.T) {
+// and IDs keep flowing through it. On every engine fallback_dsns applies
+// to.
+func TestStateFallback(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.MySQL(t)
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
+	for _, driver := range store.FallbackDrivers() {
+		t.Run(driver, func(t *testing.T) { testStateFallback(t, driver) })
 	}
+}
+
+func testStateFallback(t *testing.T, driver string) {
+	dsn := testdb.DSN(t, driver)
 	var proxies []*faultproxy.Proxy
 	var dsns []string
 	for range 2 {
-		p := faultproxy.New(t, cfg.Addr)
-		c := cfg.Clone()
-		c.Addr = p.Addr()
-		proxies, dsns = append(proxies, p), append(dsns, c.FormatDSN())
+		p := faultproxy.New(t, testdb.Addr(t, driver, dsn))
+		proxies, dsns = append(proxies, p), append(dsns, testdb.WithAddr(t, driver, dsn, p.Addr()))
 	}
-	s, err := store.Open("mysql", dsns[0], store.WithFallbacks(dsns[1]), store.WithLogger(quiet))
+	s, err := store.Open(driver, dsns[0], store.WithFallbacks(dsns[1]), store.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -966,27 +966,28 @@ func TestStateHidesDatabaseAccount(t *testing.T) {
 		hidden                               []string
 	}{
 		{"Account", "leafd_no_such_user", "wrong-password", "", "refused the login", []string{"leafd_no_such_user", "wrong-password"}},
-		// The server's Unknown database 'leaf', and leafd's advice to
+		// The server's message that the database does not exist, and leafd's advice to
 		// create it, whatever the name holds.
 		{"Database", "", "", "leafd_no_such_db", "does not exist", []string{"leafd_no_such_db"}},
 		{"DatabaseWithSpaces", "", "", "Qxz absentdb", "does not exist", []string{"Qxz", "absentdb"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := mysql.ParseDSN(testdb.MySQL(t))
-			if err != nil {
-				t.Fatal(err)
+			for _, driver := range store.FallbackDrivers() { // the engines with accounts and database names
+				t.Run(driver, func(t *testing.T) {
+					dsn := testdb.DSN(t, driver)
+					if c.user != "" {
+						dsn = testdb.WithLogin(t, driver, dsn, c.user, c.password)
+					}
+					if c.database != "" {
+						dsn = testdb.WithDatabase(t, driver, dsn, c.database)
+					}
+					s, err := store.Open(driver, dsn)
+					if err != nil {
+						t.Fatal(err)
+					}
+					stateHides(t, s, c.says, c.hidden)
+				})
 			}
-			if c.user != "" {
-				cfg.User, cfg.Passwd = c.user, c.password
-			}
-			if c.database != "" {
-				cfg.DBName = c.database
-			}
-			s, err := store.Open("mysql", cfg.FormatDSN())
-			if err != nil {
-				t.Fatal(err)
-			}
-			stateHides(t, s, c.says, c.hidden)
 		})
 	}
 }

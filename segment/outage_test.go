@@ -6,21 +6,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/internal/testkit/faultproxy"
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/store"
 )
 
-// A real network outage between the allocator and MySQL, made by a proxy
-// that cuts every connection: the buffers keep serving, requests past them
-// fail with segment_unavailable within wait_timeout, and the allocator
-// recovers by itself once the network is back.
-func TestMySQLOutageThroughProxy(t *testing.T) {
-	dsn := testdb.MySQL(t)
-	direct := openStore(t, "mysql", dsn)
+// A real network outage between the allocator and its database, made by a
+// proxy that cuts every connection: the buffers keep serving, requests
+// past them fail with segment_unavailable within wait_timeout, and the
+// allocator recovers by itself once the network is back. On every engine
+// reached at network addresses.
+func TestOutageThroughProxy(t *testing.T) {
+	for _, driver := range store.FallbackDrivers() { // the engines a fault proxy can come between
+		t.Run(driver, func(t *testing.T) { testOutageThroughProxy(t, driver) })
+	}
+}
+
+func testOutageThroughProxy(t *testing.T, driver string) {
+	dsn := testdb.DSN(t, driver)
+	direct := openStore(t, driver, dsn)
 	ctx := context.Background()
 	if err := direct.Migrate(ctx); err != nil {
 		t.Fatal(err)
@@ -28,20 +34,13 @@ func TestMySQLOutageThroughProxy(t *testing.T) {
 	if _, err := direct.CreateTag(ctx, tagRow("t", 100)); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := faultproxy.New(t, cfg.Addr)
-	cfg.Addr = proxy.Addr()
-	cfg.Timeout = 200 * time.Millisecond
-	cfg.ReadTimeout = 500 * time.Millisecond
-	cfg.WriteTimeout = 500 * time.Millisecond
+	proxy := faultproxy.New(t, testdb.Addr(t, driver, dsn))
+	proxied := testdb.WithAddr(t, driver, dsn, proxy.Addr())
 
 	sc := fastConfig()
 	sc.MaxStep = 100
 	sc.WaitTimeout = 300 * time.Millisecond
-	a := newAllocator(t, openStore(t, "mysql", cfg.FormatDSN()), sc)
+	a := newAllocator(t, openStore(t, driver, proxied), sc)
 	if _, err := a.NextN(ctx, "t", 20, nil); err != nil {
 		t.Fatal(err)
 	}

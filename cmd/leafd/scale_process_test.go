@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/internal/testkit/testenv"
@@ -66,10 +65,6 @@ func scaleTag(i int) string { return fmt.Sprintf("scale%05d", i) }
 // more look-ups through the same requests.
 func TestScaleTenThousandTags(t *testing.T) {
 	dsn := testdb.MySQL(t)
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
 	raw, err := sql.Open("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -90,13 +85,11 @@ func TestScaleTenThousandTags(t *testing.T) {
 
 	// leafd reaches the database through a proxy that counts the
 	// commands it sends: robust to other tests using the same server.
-	proxy := newCountingProxy(t, cfg.Addr)
-	viaProxy := cfg.Clone()
-	viaProxy.Addr = proxy.Addr()
+	proxy := newCountingProxy(t, testdb.Addr(t, "mysql", dsn))
 	started := time.Now()
 	// tag_refresh is long, so that nothing in this test is served
 	// through a refresh of the list.
-	p := startLeafd(t, "LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN="+viaProxy.FormatDSN(),
+	p := startLeafd(t, "LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN="+testdb.WithAddr(t, "mysql", dsn, proxy.Addr()),
 		"LEAFD_SEGMENT_TAG_REFRESH=10m")
 	waitReady(t, p)
 	t.Logf("leafd ready %v after its start, with %d tags", time.Since(started).Round(time.Millisecond), scaleTags)
@@ -152,7 +145,7 @@ func TestScaleTenThousandTags(t *testing.T) {
 		leafdBin = bin // the tests of this package run one at a time
 		defer func() { leafdBin = saved }()
 		started := time.Now()
-		p := startLeafd(t, "LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN="+viaProxy.FormatDSN(), "LEAFD_SEGMENT_TAG_REFRESH=10m")
+		p := startLeafd(t, "LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN="+testdb.WithAddr(t, "mysql", dsn, proxy.Addr()), "LEAFD_SEGMENT_TAG_REFRESH=10m")
 		waitReady(t, p)
 		t.Logf("leafd (no -race) ready %v after its start, with %d tags", time.Since(started).Round(time.Millisecond), scaleTags+1)
 		segment := segmentGetter(client, p.addr)

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/leafd/leafd/internal/testkit/faultproxy"
 	"github.com/leafd/leafd/internal/testkit/testdb"
 )
@@ -118,13 +116,8 @@ func TestShardsEmptiedDatabaseStops(t *testing.T) {
 // loads from the database again once it answers.
 func TestShardsHungDatabaseProcess(t *testing.T) {
 	dsns := []string{testdb.MySQL(t), testdb.MySQL(t), testdb.MySQL(t)}
-	cfg, err := mysql.ParseDSN(dsns[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := faultproxy.New(t, cfg.Addr)
-	cfg.Addr, cfg.Timeout = proxy.Addr(), 500*time.Millisecond
-	dsns[0] = cfg.FormatDSN()
+	proxy := faultproxy.New(t, testdb.Addr(t, "mysql", dsns[0]))
+	dsns[0] = testdb.WithAddr(t, "mysql", dsns[0], proxy.Addr())
 	dir := t.TempDir()
 	// Ranges of 10 IDs, so that the server loads one every other request.
 	env := []string{"LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN=" + dsns[1], "LEAFD_STORE_SHARDS=" + strings.Join(dsns, " "),

@@ -19,7 +19,8 @@ import (
 // engine is what tests know of one engine of store.Drivers, besides how
 // it stores IDs: how to get a fresh database of it, and the facts about
 // its databases that tests look up by the engine's name (LeafTable,
-// Unreachable, MigrateLock, Addr, Missing) instead of switching on names.
+// Unreachable, MigrateLock, Addr, Missing, WithLogin, Account, Tables)
+// instead of switching on names.
 type engine struct {
 	fresh func(testing.TB) string
 	// sqlDriver and sqlDSN are how SQL opens a database of the engine:
@@ -39,9 +40,18 @@ type engine struct {
 	// one; nil for an engine of files.
 	addr     func(dsn string) (string, error)
 	withAddr func(dsn, addr string) (string, error)
-	// missing is dsn naming a database that does not exist on its
-	// server; nil for an engine of files.
-	missing func(dsn string) (string, error)
+	// withDatabase is dsn naming the database name of its server instead,
+	// and withLogin dsn logging in as user with password; nil for an
+	// engine of files.
+	withDatabase func(dsn, name string) (string, error)
+	withLogin    func(dsn, user, password string) (string, error)
+	// account is the SQL, run on the database dsn, that creates the
+	// account user as Account describes it, and the SQL that drops it
+	// again; nil for an engine without accounts.
+	account func(dsn, user, password string, kind AccountKind) (create, drop []string, err error)
+	// tables lists the names of the tables of the database, outside the
+	// engine's own catalogue.
+	tables string
 }
 
 // missingDatabase is the name of a database that no test creates.
@@ -95,14 +105,42 @@ var engines = map[string]engine{
 			cfg.Addr, cfg.Timeout = addr, 500*time.Millisecond
 			return cfg.FormatDSN(), nil
 		},
-		missing: func(dsn string) (string, error) {
+		withDatabase: func(dsn, name string) (string, error) {
 			cfg, err := mysql.ParseDSN(dsn)
 			if err != nil {
 				return "", err
 			}
-			cfg.DBName = missingDatabase
+			cfg.DBName = name
 			return cfg.FormatDSN(), nil
 		},
+		withLogin: func(dsn, user, password string) (string, error) {
+			cfg, err := mysql.ParseDSN(dsn)
+			if err != nil {
+				return "", err
+			}
+			cfg.User, cfg.Passwd = user, password
+			return cfg.FormatDSN(), nil
+		},
+		account: func(dsn, user, password string, kind AccountKind) (create, drop []string, err error) {
+			cfg, err := mysql.ParseDSN(dsn)
+			if err != nil {
+				return nil, nil, err
+			}
+			account := "'" + user + "'@'%'"
+			drop = []string{"DROP USER IF EXISTS " + account}
+			switch kind {
+			case Refused:
+				// Another password than the one the test logs in with.
+				return []string{"CREATE USER " + account + " IDENTIFIED BY " + sqlString("not-"+password)}, drop, nil
+			case Reader:
+				return []string{
+					"CREATE USER " + account + " IDENTIFIED BY " + sqlString(password),
+					"GRANT SELECT ON `" + cfg.DBName + "`.* TO " + account,
+				}, drop, nil
+			}
+			return nil, nil, fmt.Errorf("no account of kind %d", kind)
+		},
+		tables: "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()",
 	},
 	"postgres": {
 		fresh:     Postgres,
@@ -138,14 +176,44 @@ var engines = map[string]engine{
 			u.Host = addr
 			return withParam(u.String(), "connect_timeout", "1"), nil
 		},
-		missing: func(dsn string) (string, error) {
+		withDatabase: func(dsn, name string) (string, error) {
 			u, err := url.Parse(dsn)
 			if err != nil {
 				return "", err
 			}
-			u.Path = "/" + missingDatabase
+			u.Path = "/" + name
 			return u.String(), nil
 		},
+		withLogin: func(dsn, user, password string) (string, error) {
+			u, err := url.Parse(dsn)
+			if err != nil {
+				return "", err
+			}
+			u.User = url.UserPassword(user, password)
+			return u.String(), nil
+		},
+		account: func(_, user, password string, kind AccountKind) (create, drop []string, err error) {
+			// DROP OWNED takes away the default privileges Reader's has.
+			drop = []string{"DROP OWNED BY " + user, "DROP ROLE IF EXISTS " + user}
+			switch kind {
+			case Refused:
+				// A role that may not log in: a server may trust local
+				// clients whatever their password, as a test server's
+				// pg_hba.conf often does.
+				return []string{"CREATE ROLE " + user + " NOLOGIN PASSWORD " + sqlString(password)}, drop, nil
+			case Reader:
+				return []string{
+					"CREATE ROLE " + user + " LOGIN PASSWORD " + sqlString(password),
+					// Before PostgreSQL 15 anyone may create tables in public.
+					"REVOKE CREATE ON SCHEMA public FROM PUBLIC",
+					"GRANT SELECT ON ALL TABLES IN SCHEMA public TO " + user,
+					// The tables the test's own account makes later, too.
+					"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO " + user,
+				}, drop, nil
+			}
+			return nil, nil, fmt.Errorf("no account of kind %d", kind)
+		},
+		tables: "SELECT table_name FROM information_schema.tables WHERE table_schema NOT IN ('pg_catalog', 'information_schema')",
 	},
 	"sqlite": {
 		fresh:     SQLite,
@@ -163,6 +231,7 @@ var engines = map[string]engine{
 				return lockFile(tb, sqliteFile(dsn)+".migrate.lock") // what SQLite's Migrate flocks
 			}
 		}(),
+		tables: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
 	},
 }
 
@@ -275,15 +344,50 @@ func WithAddr(tb testing.TB, driver, dsn, addr string) string {
 // test as Addr does.
 func Missing(tb testing.TB, driver, dsn string) string {
 	tb.Helper()
+	return WithDatabase(tb, driver, dsn, missingDatabase)
+}
+
+// WithDatabase is the database dsn of engine driver, an engine reached at
+// network addresses, naming the database name on the same server instead,
+// written as it is (spaces, capitals). It fails the test as Addr does.
+func WithDatabase(tb testing.TB, driver, dsn, name string) string {
+	tb.Helper()
 	e := lookup(driver)
-	if e.missing == nil {
+	if e.withDatabase == nil {
 		tb.Fatalf("engine %s has no server", driver)
 	}
-	out, err := e.missing(dsn)
+	out, err := e.withDatabase(dsn, name)
 	if err != nil {
 		tb.Fatalf("%s DSN %q: %v", driver, dsn, err)
 	}
 	return out
+}
+
+// WithLogin is the database dsn of engine driver, an engine reached at
+// network addresses, logging in as user with password instead. It fails
+// the test as Addr does.
+func WithLogin(tb testing.TB, driver, dsn, user, password string) string {
+	tb.Helper()
+	e := lookup(driver)
+	if e.withLogin == nil {
+		tb.Fatalf("engine %s has no accounts", driver)
+	}
+	out, err := e.withLogin(dsn, user, password)
+	if err != nil {
+		tb.Fatalf("%s DSN %q: %v", driver, dsn, err)
+	}
+	return out
+}
+
+// Tables returns the names of the tables of the database dsn of engine
+// driver, those of the engine's own catalogue left out.
+func Tables(tb testing.TB, driver, dsn string) []string {
+	tb.Helper()
+	var names []string
+	if err := SQL(tb, driver, dsn).Select(&names, lookup(driver).tables); err != nil {
+		tb.Fatalf("the tables of %s: %v", driver, err)
+	}
+	return names
 }
 
 // withParam adds the query parameter key=value, written as it is, to a

@@ -173,7 +173,8 @@ func TestEach(t *testing.T) {
 // leaf_alloc creates there and takes Leaf's rows, a store on Unreachable
 // does not reach anything, MigrateLock keeps a store's Migrate waiting
 // until it is released, WithAddr reaches the database at its own
-// address and not at another, and Missing reaches none.
+// address and not at another, Missing reaches none, Tables lists
+// leaf_alloc, and Account's accounts are refused or may only read.
 func TestEngines(t *testing.T) {
 	testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) {
 		ctx := context.Background()
@@ -184,6 +185,13 @@ func TestEngines(t *testing.T) {
 		if _, err := raw.Exec(raw.Rebind("INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, 5001, 2000, 'Leaf')"), "leaf"); err != nil {
 			t.Fatalf("a row of Leaf's: %v", err)
 		}
+
+		// Before any Migrate.
+		t.Run("Tables", func(t *testing.T) {
+			if got := testdb.Tables(t, driver, dsn); len(got) != 1 || got[0] != "leaf_alloc" {
+				t.Fatalf("Tables = %q, want leaf_alloc alone", got)
+			}
+		})
 
 		t.Run("Unreachable", func(t *testing.T) {
 			s, err := store.Open(driver, testdb.Unreachable(driver, dsn))
@@ -250,6 +258,33 @@ func TestEngines(t *testing.T) {
 			}
 			if err := testdb.SQL(t, driver, testdb.Missing(t, driver, dsn)).Ping(); err == nil {
 				t.Fatal("Missing reached a database")
+			}
+		})
+
+		t.Run("Account", func(t *testing.T) {
+			if !store.HasAddresses(driver) {
+				t.Skipf("%s has no accounts", driver)
+			}
+			const password = "test-pw"
+			refused := testdb.Account(t, driver, dsn, password, testdb.Refused)
+			if err := testdb.SQL(t, driver, testdb.WithLogin(t, driver, dsn, refused, password)).Ping(); err == nil {
+				t.Fatalf("the Refused account %s logged in", refused)
+			}
+			reader := testdb.SQL(t, driver, testdb.WithLogin(t, driver, dsn, testdb.Account(t, driver, dsn, password, testdb.Reader), password))
+			var n int
+			if err := reader.QueryRow("SELECT COUNT(*) FROM leaf_alloc").Scan(&n); err != nil || n != 1 {
+				t.Fatalf("the Reader reads leaf_alloc: %d rows, %v", n, err)
+			}
+			if _, err := raw.Exec("CREATE TABLE later (n INT)"); err != nil {
+				t.Fatal(err)
+			}
+			if err := reader.QueryRow("SELECT COUNT(*) FROM later").Scan(&n); err != nil || n != 0 {
+				t.Fatalf("the Reader reads a table made after it: %d rows, %v", n, err)
+			}
+			for _, q := range []string{"CREATE TABLE mine (n INT)", "INSERT INTO later (n) VALUES (1)", "UPDATE leaf_alloc SET step = 1"} {
+				if _, err := reader.Exec(q); err == nil {
+					t.Errorf("the Reader may %s", q)
+				}
 			}
 		})
 	})

@@ -61,8 +61,11 @@ func exported(t *testing.T, s metricsStore) map[string]*dto.MetricFamily {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateTag(ctx, leafd.Tag{Name: "order", MaxID: 1, Step: 10}); err != nil {
-		t.Fatal(err)
+	for _, tag := range []leafd.Tag{{Name: "order", MaxID: 1, Step: 10},
+		{Name: "bill", Step: 10, Format: segment.FormatDated, Period: segment.PeriodDay, Digits: 6}} { // its period's series
+		if _, err := s.CreateTag(ctx, tag); err != nil {
+			t.Fatal(err)
+		}
 	}
 	m, err := leafmetrics.NewWith(leafmetrics.Options{PerTag: leafmetrics.PerTagFull})
 	if err != nil {
@@ -122,6 +125,7 @@ func exported(t *testing.T, s metricsStore) map[string]*dto.MetricFamily {
 		}
 	}
 	get("/segment/order?count=3", http.StatusOK)
+	get("/segment/bill", http.StatusOK)
 	get("/api/segment/get/order", http.StatusOK)
 	get("/snowflake?count=2", http.StatusOK)
 	get("/segment/nope", http.StatusNotFound)      // unknown_tag

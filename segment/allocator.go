@@ -350,9 +350,9 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 	for attempt := 1; ; attempt++ {
 		alloc, until, took, err := a.allocate(a.ctx, t, step)
 		if t.dated != nil {
-			var next bool
-			if err, next = a.periodOutcome(t, until, err); next {
-				if !a.sleep(max(until.Sub(a.cfg.Now()), periodMargin)) {
+			var wait time.Duration
+			if err, wait = a.periodOutcome(t, until, err); wait > 0 {
+				if !a.sleep(wait) {
 					t.loadFailed(a.ctx.Err(), true)
 					return
 				}
@@ -374,7 +374,13 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 		if err == nil {
 			b := newBuffer(alloc, a.cfg.PreloadAt)
 			b.until = until
-			if t.loaded(b, alloc.TableStep, ls, a.cfg.Now) {
+			recovered, done := t.loaded(b, alloc.TableStep, ls, a.cfg.Now)
+			if !done {
+				// The period closed meanwhile: load one of the next.
+				attempt--
+				continue
+			}
+			if recovered {
 				a.log.Info("segment: range load recovered", "tag", t.name, "start", alloc.Start)
 			}
 			return
@@ -667,7 +673,8 @@ func finalCode(err error) bool {
 		return true
 	}
 	switch leafd.ErrorCode(err) {
-	case leafd.EUnknownTag, leafd.ETagExhausted, leafd.ETagRewound, leafd.EOpaqueKeyMismatch, leafd.EPeriodExhausted:
+	case leafd.EUnknownTag, leafd.ETagExhausted, leafd.ETagRewound, leafd.EOpaqueKeyMismatch, leafd.EPeriodExhausted,
+		leafd.ERangeUnsupported: // a dated tag on a sharded store
 		return true
 	}
 	return false

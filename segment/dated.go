@@ -3,6 +3,7 @@ package segment
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/leafd/leafd"
@@ -77,6 +78,17 @@ func newDated(row leafd.Tag) (*dated, error) {
 	return d, nil
 }
 
+// canonicalZone reports whether zone names the same zone on every
+// server: not the server's own (Local, localtime, posixrules), nor a file
+// of a system's zone database that others may lack (posix/, right/).
+func canonicalZone(zone string) bool {
+	switch zone {
+	case "Local", "localtime", "posixrules", "Factory":
+		return false
+	}
+	return !strings.HasPrefix(zone, "posix/") && !strings.HasPrefix(zone, "right/")
+}
+
 func loadZone(zone string) (*time.Location, error) {
 	if zone == "" {
 		return time.UTC, nil
@@ -91,7 +103,7 @@ func ValidateDated(period, zone string, digits int) error {
 	if most == 0 {
 		return leafd.Errorf(leafd.EInvalidBody, "period %q is not known: use day, month or year", period)
 	}
-	if _, err := loadZone(zone); err != nil || zone == "Local" {
+	if _, err := loadZone(zone); err != nil || !canonicalZone(zone) {
 		return leafd.Errorf(leafd.EInvalidBody, "zone %q is not a time zone: use an IANA name such as UTC or Asia/Shanghai", zone)
 	}
 	if digits < 1 || digits > most {
@@ -176,6 +188,11 @@ type Window struct {
 	// Limit is the first ID past the window: the range ends at or below
 	// it, shorter than the step asked for when less room is left.
 	Limit int64
+	// Share, when not 0, bounds the range to 1/Share of the room left
+	// below Limit (at least one ID), as the store reads it in the
+	// transaction: whatever each server knows, a range takes a small part
+	// of what the fleet has left.
+	Share int64
 }
 
 // String words w for errors.

@@ -338,3 +338,81 @@ func TestDatedServerBehindAtMidnight(t *testing.T) {
 		t.Fatalf("waiting for the period counted as %d load errors: %v", st.LoadErrors, st.Err)
 	}
 }
+
+// A range of a period that closed while it was being loaded is given up
+// when it lands, not installed past the timer that closed the period; one
+// of a later period gives up the buffers of earlier ones; and a period
+// closed early (its timer fired) is armed again by its next range.
+func TestDatedLoadedAgainstTheTimer(t *testing.T) {
+	clock := &datedClock{now: time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)}
+	a, _ := newDatedAllocator(t, clock, leafd.Tag{Period: PeriodDay, Digits: 6})
+	nextOne(t, a)
+	tg := (*a.tags.Load())["orders"]
+	day1 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	buf := func(start int64, until time.Time) *buffer {
+		b := newBuffer(Allocation{Start: start, End: start + 10}, 0.1)
+		b.until = until
+		return b
+	}
+
+	clock.set(day1.Add(-periodMargin / 2))
+	tg.mu.Lock()
+	tg.load.loading = true
+	tg.mu.Unlock()
+	if _, done := tg.loaded(buf(20261127500001, day1), 10, loadStart{}, clock.Now); done {
+		t.Fatal("a range of a closing period was installed")
+	}
+	if cur := tg.bufs.cur.Load(); cur.until.Equal(day1) && cur.start == 20261127500001 {
+		t.Fatal("the closing period's range serves")
+	}
+
+	clock.set(day1.Add(time.Minute))
+	cur := tg.bufs.cur.Load()
+	if _, done := tg.loaded(buf(20261128000001, day1.Add(24*time.Hour)), 10, loadStart{}, clock.Now); !done {
+		t.Fatal("a range of the new period was not installed")
+	}
+	if !cur.exhausted() {
+		t.Fatal("the old period's buffer still serves after a range of the next one landed")
+	}
+
+	tg.closePeriod(day1.Add(24 * time.Hour)) // as a timer that fired early would
+	tg.mu.Lock()
+	tg.load.loading = true
+	tg.mu.Unlock()
+	clock.set(day1.Add(2 * time.Minute))
+	if _, done := tg.loaded(buf(20261128000011, day1.Add(24*time.Hour)), 10, loadStart{}, clock.Now); !done {
+		t.Fatal("a range of the period was not installed")
+	}
+	tg.mu.Lock()
+	armed := tg.per.armed && tg.per.timerFor.Equal(day1.Add(24*time.Hour))
+	tg.mu.Unlock()
+	if !armed {
+		t.Fatal("the period's timer, fired once, was not armed again for its next range")
+	}
+}
+
+// A max_id past the server's period is waited out for as long as two
+// clocks within the tolerance can differ; past that the load fails with a
+// reason that /api/state shows, instead of waiting in silence.
+func TestDatedMaxIDAhead(t *testing.T) {
+	clock := &datedClock{now: time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)}
+	a, s := newDatedAllocator(t, clock, leafd.Tag{Period: PeriodDay, Digits: 6, MaxID: 20261230000001})
+	a.cfg.ClockTolerance = 10 * time.Millisecond
+	go func() {
+		for range 40 {
+			time.Sleep(5 * time.Millisecond)
+			clock.set(clock.Now().Add(5 * time.Millisecond))
+		}
+	}()
+	_, err := a.NextN(context.Background(), "orders", 1, nil)
+	if leafd.ErrorCode(err) != leafd.ESegmentUnavailable {
+		t.Fatalf("a max_id a month ahead: %v", err)
+	}
+	st, _ := a.TagState("orders")
+	if st.Err == nil || !strings.Contains(leafd.ErrorMessage(st.Err), "set by hand") {
+		t.Fatalf("the tag's state does not say why: %v", st.Err)
+	}
+	if got := s.rows["orders"].MaxID; got != 20261230000001 {
+		t.Fatalf("max_id %d: something was taken", got)
+	}
+}

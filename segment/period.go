@@ -42,9 +42,15 @@ var ErrLaterPeriod = errors.New("a later period's numbers were handed out")
 // periodState is what a server knows of a dated tag's current period,
 // guarded by the tag's mu.
 type periodState struct {
-	// timer gives up the buffers of the period that ends at timerFor.
+	// timer gives up the buffers of the period that ends at timerFor;
+	// armed until it did.
 	timer    *time.Timer
 	timerFor time.Time
+	armed    bool
+	// laterSince is when loads began to find the tag's max_id past the
+	// period of this server's clock (ErrLaterPeriod); zero when they do
+	// not.
+	laterSince time.Time
 	// refusal is a failure answered from memory until refusedUntil,
 	// without asking the store again: period_exhausted until the period
 	// it names ends, a clock too far from the database's for a second.
@@ -79,11 +85,20 @@ func (t *tag) periodOpen(b *buffer, now func() time.Time) bool {
 func (t *tag) closePeriod(until time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if n := t.bufs.next; n != nil && !n.until.After(until) {
+	if t.per.timerFor.Equal(until) {
+		t.per.armed = false // a range of the period landing later arms it again
+	}
+	t.closeBeforeLocked(until.Add(time.Nanosecond))
+}
+
+// closeBeforeLocked gives up t's buffers of periods that end before
+// until. t.mu is held.
+func (t *tag) closeBeforeLocked(until time.Time) {
+	if n := t.bufs.next; n != nil && n.until.Before(until) {
 		n.drain()
 		t.bufs.next = nil
 	}
-	if c := t.bufs.cur.Load(); c != nil && !c.until.After(until) {
+	if c := t.bufs.cur.Load(); c != nil && c.until.Before(until) {
 		c.drain()
 	}
 }
@@ -92,13 +107,13 @@ func (t *tag) closePeriod(until time.Time) {
 // at until, periodMargin before it, as measured by now. t.mu is held.
 func (t *tag) armLocked(until, now time.Time) {
 	p := &t.per
-	if until.IsZero() || p.timerFor.Equal(until) {
+	if until.IsZero() || (p.armed && p.timerFor.Equal(until)) {
 		return
 	}
 	if p.timer != nil {
-		p.timer.Stop()
+		p.timer.Stop() // an earlier period's: loaded gave its buffers up
 	}
-	p.timerFor = until
+	p.timerFor, p.armed = until, true
 	p.timer = time.AfterFunc(until.Add(-periodMargin).Sub(now), func() { t.closePeriod(until) })
 }
 
@@ -144,6 +159,7 @@ func (t *tag) datedCapLocked(now time.Time) int64 {
 // and the timer of its period. t.mu is held.
 func (t *tag) landedDated(b *buffer, now time.Time) {
 	t.per.top = b.id(b.size - 1)
+	t.per.laterSince = time.Time{}
 	t.armLocked(b.until, now)
 }
 
@@ -169,28 +185,63 @@ func (a *Allocator) periodWindow(t *tag, before, dbNow time.Time) (Window, time.
 	if closing(until, now) {
 		return Window{}, until, errPeriodClosing
 	}
-	return t.dated.window(now), until, nil
+	w := t.dated.window(now)
+	w.Share = domainShare
+	return w, until, nil
 }
 
 // periodOutcome sorts the outcome of a load of dated tag t, a range of the
-// period ending at until (or its error). next reports a load to ask again
-// once the period has changed: the period ends in less than periodMargin,
-// whose numbers would be given up at once, or has ended for the other
-// servers already. A full period, and a clock too far from the database's,
+// period ending at until (or its error). wait, when not 0, is how long to
+// wait before the load asks again, for the period to change: it ends in
+// less than periodMargin, whose numbers would be given up at once, or has
+// ended for the other servers already. A full period, and a clock too far from the database's,
 // are answered to requests from memory (refuse): the first until the
 // period ends, the second for clockRecheck, so that requests get the
 // reason at once and the database is not asked at their pace.
-func (a *Allocator) periodOutcome(t *tag, until time.Time, err error) (_ error, next bool) {
+func (a *Allocator) periodOutcome(t *tag, until time.Time, err error) (_ error, wait time.Duration) {
+	now := a.cfg.Now()
+	toEnd := max(until.Sub(now), periodMargin)
 	switch {
-	case errors.Is(err, errPeriodClosing) || errors.Is(err, ErrLaterPeriod) || (err == nil && closing(until, a.cfg.Now())):
-		return err, true
+	case errors.Is(err, ErrLaterPeriod):
+		// The period is over for the fleet: none of its numbers more here.
+		// This server's clock passes its end within the tolerance, unless
+		// max_id was set ahead by hand: look again now and then.
+		t.closePeriod(until)
+		err, later := t.laterPeriod(err, now, a.cfg.ClockTolerance)
+		if later {
+			return err, min(toEnd, a.cfg.ClockTolerance/2+periodMargin)
+		}
+		return err, 0
+	case errors.Is(err, errPeriodClosing) || (err == nil && closing(until, now)):
+		return err, toEnd
 	case leafd.ErrorCode(err) == leafd.EPeriodExhausted:
-		return t.periodFull(err, until.Add(-time.Nanosecond)), false // dated by the window's period
+		return t.periodFull(err, until.Add(-time.Nanosecond)), 0 // dated by the window's period
 	case errors.Is(err, errClockSkew):
 		a.log.Warn("segment: this server's clock differs from the database's; no range of the dated tag is loaded", "tag", t.name, "err", err)
-		return t.refuse(err, a.cfg.Now().Add(clockRecheck)), false
+		return t.refuse(err, now.Add(clockRecheck)), 0
 	}
-	return err, false
+	return err, 0
+}
+
+// laterPeriod is the outcome of a load that found t's max_id past the
+// period of this server's clock, at now: wait for the clock (next), for as
+// long as two clocks within tolerance of the database's can differ; past
+// that, the max_id is not another server's doing but was set by hand (or
+// a clock is further off than its check allows), and the load fails with
+// a reason, retried with backoff like any failure.
+func (t *tag) laterPeriod(err error, now time.Time, tol time.Duration) (error, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.per.laterSince.IsZero() {
+		t.per.laterSince = now
+	}
+	if now.Sub(t.per.laterSince) <= 2*tol+2*periodMargin {
+		return err, true
+	}
+	return leafd.Wrap(leafd.ESegmentUnavailable, err, fmt.Sprintf(
+		"tag %q is dated, and its max_id lies past the numbers of this server's period (%s) for longer than the servers' clocks "+
+			"may differ: its max_id was set by hand, or another server's clock is ahead; numbers resume when this server's clock "+
+			"reaches the period of max_id", t.name, t.dated.label(now))), false
 }
 
 // periodFull words the store's period_exhausted for the period of now,

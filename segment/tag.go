@@ -370,13 +370,24 @@ func (t *tag) loadNotStarted() {
 
 // loaded ends the load begun as ls: b, its range (read with tableStep),
 // becomes the next buffer, or the current one when that is used up, and
-// waiters are woken. It reports whether the previous attempt had failed.
-func (t *tag) loaded(b *buffer, tableStep int64, ls loadStart, now func() time.Time) (recovered bool) {
+// waiters are woken. It reports whether the previous attempt had failed,
+// and done: false for a range of a dated tag whose period is closing by
+// now, which it gives up (the load goes on, for the next period).
+func (t *tag) loaded(b *buffer, tableStep int64, ls loadStart, now func() time.Time) (recovered, done bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.dated != nil && !t.removed {
+		// Checked under mu, with the timer that closes the period: a
+		// range installed after it fired would serve Next past the end.
+		at := now()
+		if closing(b.until, at) {
+			return false, false
+		}
+		t.closeBeforeLocked(b.until)
+	}
 	t.load.loading = false
 	if t.removed {
-		return false
+		return false, true
 	}
 	recovered, t.load.err = t.load.err != nil, nil
 	t.steps.landed(ls, b.size, tableStep)
@@ -392,7 +403,7 @@ func (t *tag) loaded(b *buffer, tableStep int64, ls loadStart, now func() time.T
 		t.switchLocked(now())
 	}
 	t.load.broadcast()
-	return recovered
+	return recovered, true
 }
 
 // loadFailed records a failed load attempt (a final one wakes the waiters,

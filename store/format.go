@@ -54,6 +54,11 @@ func validateFormat(t leafd.Tag) error {
 		if err := segment.ValidateDated(t.Period, t.Zone, t.Digits); err != nil {
 			return err
 		}
+		if t.MaxID > 1 {
+			// A max_id past the current period would hold the tag back
+			// until its period came; below it, it means nothing.
+			return leafd.Errorf(leafd.EInvalidBody, "max_id does not apply to a dated tag: its numbers start at 1 in each period; leave max_id out")
+		}
 		if t.MaxStep < 0 || t.MaxStep > MaxTableStep {
 			return leafd.Errorf(leafd.EInvalidBody, "max_step %d is out of range: use 1 to %d, or 0 for no cap", t.MaxStep, MaxTableStep)
 		}

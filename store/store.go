@@ -227,6 +227,23 @@ func (s *db) allocate(ctx context.Context, tag string, step int64, within func(t
 		if w, err = within(time.UnixMicro(us)); err != nil {
 			return segment.Allocation{}, windowError{err}
 		}
+		// Size the range from the room the window has left, read with the
+		// row locked: a server's own idea of it may be old.
+		var ids []int64
+		if err := tx.SelectContext(ctx, &ids, s.q(refusedSQL+s.dialect.LockSuffix), tag); err != nil {
+			return segment.Allocation{}, err
+		}
+		if len(ids) == 1 {
+			from := max(ids[0], w.Floor)
+			switch {
+			case from > w.Limit:
+				return segment.Allocation{}, laterPeriod(tag, ids[0], w)
+			case from == w.Limit:
+				return segment.Allocation{}, periodExhausted(tag, w)
+			case w.Share > 0:
+				step = min(step, max(1, (w.Limit-from)/w.Share))
+			}
+		}
 	}
 	for clips := 0; ; clips++ {
 		n, err := affected(tx.ExecContext(ctx, s.q(allocateSQL), w.Floor, w.Floor, step, tag, w.Floor, w.Floor, w.Limit-step))
@@ -259,11 +276,9 @@ func (s *db) allocate(ctx context.Context, tag string, step int64, within func(t
 		from := max(ids[0], w.Floor)
 		switch {
 		case from > w.Limit:
-			// Only a range of a later window takes max_id past this one's
-			// limit: other servers' clocks passed the period's end first.
-			return segment.Allocation{}, windowError{fmt.Errorf("tag %q: max_id %d is past %d: %w", tag, ids[0], w.Limit, segment.ErrLaterPeriod)}
+			return segment.Allocation{}, laterPeriod(tag, ids[0], w)
 		case from == w.Limit:
-			return segment.Allocation{}, leafd.Errorf(leafd.EPeriodExhausted, "tag %q has no number left below %d", tag, w.Limit)
+			return segment.Allocation{}, periodExhausted(tag, w)
 		case clips == maxClips:
 			return segment.Allocation{}, errRetry{fmt.Errorf("tag %q: the room left below %d kept shrinking", tag, w.Limit)}
 		}
@@ -290,6 +305,17 @@ func (s *db) allocate(ctx context.Context, tag string, step int64, within func(t
 		return segment.Allocation{}, err
 	}
 	return segment.Allocation{Start: maxID - step, End: maxID, TableStep: tableStep}, nil
+}
+
+// laterPeriod is AllocateIn's answer when max_id is past the window: only
+// a range of a later window takes it there (other servers' clocks passed
+// the period's end first, or max_id was set so by hand).
+func laterPeriod(tag string, maxID int64, w segment.Window) error {
+	return windowError{fmt.Errorf("tag %q: max_id %d is past %d: %w", tag, maxID, w.Limit, segment.ErrLaterPeriod)}
+}
+
+func periodExhausted(tag string, w segment.Window) error {
+	return leafd.Errorf(leafd.EPeriodExhausted, "tag %q has no number left below %d", tag, w.Limit)
 }
 
 // TagNames returns the name of every tag, sorted.

@@ -3,6 +3,7 @@ package mysql_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -169,6 +170,82 @@ func TestGalera(t *testing.T) {
 		}
 		if n == 0 {
 			t.Fatal("no certification conflict happened: the test did not exercise what it is for")
+		}
+	})
+
+	// A dated tag's windows through three nodes at once: the last range of
+	// a period is clipped at its limit while the cluster aborts
+	// transactions, no range leaves its window or comes twice, every
+	// number of the first period is handed out, and the next period starts
+	// at its first number.
+	t.Run("DatedWindows", func(t *testing.T) {
+		db := newDatabase(t, 5)
+		var stores []store.Store
+		for n := range 3 {
+			stores = append(stores, openStore(t, db, n))
+		}
+		if _, err := stores[0].CreateTag(context.Background(), leafd.Tag{Name: "d", MaxID: 1, Step: 7,
+			Format: segment.FormatDated, Period: segment.PeriodDay, Digits: 3}); err != nil {
+			t.Fatal(err)
+		}
+		days := []segment.Window{{Floor: 20261127001, Limit: 20261128000}, {Floor: 20261128001, Limit: 20261129000}}
+		var (
+			mu      sync.Mutex
+			wg      sync.WaitGroup
+			ranges  [2][]segment.Allocation
+			day     int // the day the servers ask for: 1 once the first is full
+			full    int // goroutines that found the second day full
+			ctx, cn = context.WithTimeout(context.Background(), 20*time.Second)
+		)
+		defer cn()
+		for _, s := range stores {
+			for range 4 {
+				wg.Go(func() {
+					for ctx.Err() == nil {
+						mu.Lock()
+						d := day
+						mu.Unlock()
+						a, err := s.AllocateIn(ctx, "d", 7, func(time.Time) (segment.Window, error) { return days[d], nil })
+						mu.Lock()
+						switch code := leafd.ErrorCode(err); {
+						case err == nil:
+							ranges[d] = append(ranges[d], a)
+						case code == leafd.EPeriodExhausted && d == 0:
+							day = 1
+						case code == leafd.EPeriodExhausted:
+							if full++; full == 12 {
+								cn()
+							}
+						case errors.Is(err, segment.ErrLaterPeriod) && d == 0:
+							// Asked for the first day after another server
+							// took numbers of the second.
+						case code == leafd.EUnknownTag, code == leafd.EStoreUnavailable:
+							// The tag not applied on this node yet, or a
+							// conflict retried past the attempts.
+						default:
+							t.Errorf("AllocateIn: %v (code %q)", err, code)
+						}
+						mu.Unlock()
+					}
+				})
+			}
+		}
+		wg.Wait()
+		if full < 12 {
+			t.Fatalf("the second day did not fill within 20 s: %d, %d ranges", len(ranges[0]), len(ranges[1]))
+		}
+		for i, rs := range ranges {
+			slices.SortFunc(rs, func(a, b segment.Allocation) int { return int(a.Start - b.Start) })
+			next := days[i].Floor
+			for _, r := range rs {
+				if r.Start != next || r.End > days[i].Limit || r.End <= r.Start {
+					t.Fatalf("day %d: range [%d, %d) where one from %d within %v was expected", i, r.Start, r.End, next, days[i])
+				}
+				next = r.End
+			}
+			if next != days[i].Limit {
+				t.Fatalf("day %d: the ranges end at %d, not at the window's limit %d", i, next, days[i].Limit)
+			}
 		}
 	})
 

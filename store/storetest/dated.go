@@ -93,6 +93,16 @@ func testDatedAllocate(t *testing.T, h *harness) {
 	}
 	h.unchanged("a window below max_id", "d", day2.Limit, day2.Limit)
 
+	// A share bounds a range to that part of the room left, read in the
+	// transaction: 99 numbers left, 1/8 of them; then 87, 1/8; at least 1.
+	create(t, s, dated("share", 10))
+	shared := day1
+	shared.Share = 8
+	h.allocateIn(s, "share", 50, shared, segment.Allocation{Start: day1.Floor, End: day1.Floor + 12, TableStep: 10})
+	h.allocateIn(s, "share", 50, shared, segment.Allocation{Start: day1.Floor + 12, End: day1.Floor + 22, TableStep: 10})
+	h.allocateIn(s, "share", day1.Limit-day1.Floor-22-3, day1, segment.Allocation{Start: day1.Floor + 22, End: day1.Limit - 3, TableStep: 10})
+	h.allocateIn(s, "share", 50, shared, segment.Allocation{Start: day1.Limit - 3, End: day1.Limit - 2, TableStep: 10})
+
 	// A sequential tag's Allocate is not concerned.
 	create(t, s, leafd.Tag{Name: "seq", Step: 10})
 	h.allocate(s, "seq", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
@@ -213,6 +223,9 @@ func testDatedTag(t *testing.T, h *harness) {
 		{leafd.Tag{Format: "dated", Digits: 6}, `period "" is not known`},
 		{leafd.Tag{Format: "dated", Period: "day", Zone: "Mars/Olympus", Digits: 6}, "not a time zone"},
 		{leafd.Tag{Format: "dated", Period: "day", Zone: "Local", Digits: 6}, "not a time zone"},
+		{leafd.Tag{Format: "dated", Period: "day", Zone: "localtime", Digits: 6}, "not a time zone"},
+		{leafd.Tag{Format: "dated", Period: "day", Zone: "posix/Asia/Shanghai", Digits: 6}, "not a time zone"},
+		{leafd.Tag{Format: "dated", Period: "day", Digits: 6, MaxID: 20261127000001}, "max_id does not apply"},
 		{leafd.Tag{Format: "dated", Period: "day", Digits: 11}, "use 1 to 10"},
 		{leafd.Tag{Format: "dated", Period: "month", Digits: 13}, "use 1 to 12"},
 		{leafd.Tag{Format: "dated", Period: "year", Digits: 15}, "use 1 to 14"},

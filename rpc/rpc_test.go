@@ -589,9 +589,9 @@ func TestShutdownBounded(t *testing.T) {
 		inFlight <- err
 	}()
 	<-f.called
+	start := time.Now() // before the deadline's clock starts, which Shutdown waits out
 	sctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	if err := s.srv.Shutdown(sctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Shutdown: %v, want the deadline", err)
 	}

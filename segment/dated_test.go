@@ -75,6 +75,16 @@ func TestDatedMidnightSeveralServers(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			clock.Advance(500 * time.Millisecond)
 		}
+		// Until numbers of the new day came, however slow the machine.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			mu.Lock()
+			n := len(issued)
+			newDay := n > 0 && issued[n-1].id/1_000_000 == 20261128
+			mu.Unlock()
+			if newDay {
+				break
+			}
+		}
 		close(stop)
 		wg.Wait()
 

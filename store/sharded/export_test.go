@@ -17,3 +17,8 @@ func AfterLayoutRead(s store.Store, f func()) {
 // SetBeforeClaim makes s call f before each database's step of an
 // initialisation, for tests that stop two initialisations between steps.
 func SetBeforeClaim(s *Store, f func(db int)) { s.beforeClaim = f }
+
+// SetAfterMetaRead makes s call f after each read of a database's record
+// while it checks the records, for tests that initialise the deployment
+// between two of those reads.
+func SetAfterMetaRead(s *Store, f func(db int)) { s.afterMetaRead = f }

@@ -135,6 +135,9 @@ type Store struct {
 	// beforeClaim, when not nil, runs before each database's step of an
 	// initialisation: tests stop two initialisations between their steps.
 	beforeClaim func(db int)
+	// afterMetaRead, when not nil, runs after each read of a database's
+	// record while the records are checked.
+	afterMetaRead func(db int)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -359,43 +362,56 @@ func (s *Store) Verify(ctx context.Context) error {
 // metas reads every database's record and id; a database that does not
 // answer has a nil record, an empty id and its error in errs.
 func (s *Store) metas(ctx context.Context) ([]*shardMeta, []error, []string, error) {
-	metas := make([]*shardMeta, len(s.dbs))
-	errs := make([]error, len(s.dbs))
-	ids := make([]string, len(s.dbs))
+	n := len(s.dbs)
+	metas := make([]*shardMeta, n)
+	errs := make([]error, n)
+	ids := make([]string, n)
 	reached := 0
-	// A database that answers without a record is read again after all
-	// the others: an initialisation marks the databases ready only once
-	// each has its record, so if any showed ready, a record written by an
-	// initialisation that ran between two of these reads shows now; a
-	// database still without one was really emptied or replaced.
-	order := make([]int, 0, 2*len(s.dbs))
-	for i := range s.dbs {
+	// An initialisation marks the databases ready only once each has its
+	// record. So once a read shows a database ready, every record was
+	// written before it: a database that answered without a record is read
+	// again after the first read that showed ready, and one still without
+	// a record then was really emptied or replaced. A record written by an
+	// initialisation that ran between two of these reads shows then.
+	readyAt := -1              // the first read that showed a database ready
+	lastRead := make([]int, n) // each database's last read
+	order := make([]int, 0, 2*n)
+	for i := range n {
 		order = append(order, i)
 	}
-	again := map[int]bool{}
-	for n := 0; n < len(order); n++ {
-		i := order[n]
+	for k := 0; k < len(order); k++ {
+		i := order[k]
 		d := s.dbs[i]
 		m, ok, err := d.readMeta(ctx)
-		if err != nil && !store.MissingTable(err) { // a missing table: not migrated yet, no record
-			errs[i] = err
-			continue
+		if s.afterMetaRead != nil {
+			s.afterMetaRead(i)
 		}
-		if !again[i] {
+		first := k < n
+		lastRead[i] = k
+		switch {
+		case err != nil && !store.MissingTable(err): // a missing table: not migrated yet, no record
+			errs[i] = err
+		case first:
 			id, ierr := d.identity(ctx, false)
 			if ierr != nil {
 				errs[i] = ierr
-				continue
+				break
 			}
 			ids[i] = id
 			reached++
 		}
-		switch {
-		case err == nil && ok:
+		if errs[i] == nil && err == nil && ok {
 			metas[i] = &m
-		case !again[i]:
-			again[i] = true
-			order = append(order, i)
+			if m.State == shardReady && readyAt < 0 {
+				readyAt = k
+			}
+		}
+		if k == len(order)-1 && readyAt >= 0 {
+			for j := range n {
+				if metas[j] == nil && errs[j] == nil && lastRead[j] < readyAt {
+					order = append(order, j)
+				}
+			}
 		}
 	}
 	if reached == 0 {

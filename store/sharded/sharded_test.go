@@ -1325,3 +1325,47 @@ func TestShardedMoveSlotElsewhere(t *testing.T) {
 		}
 	})
 }
+
+// A server checking the databases' records while another initialises
+// sharding takes the new deployment for what it is, whichever of its
+// reads the initialisation falls between: a database it read without a
+// record before another showed ready is read again, and is not taken for
+// one emptied or replaced.
+func TestShardedInitialisedWhileRecordsRead(t *testing.T) {
+	forEachDriver(t, store.Drivers(), func(t *testing.T, driver string) {
+		for k := 1; k <= 4; k++ {
+			t.Run(fmt.Sprintf("after read %d", k), func(t *testing.T) {
+				ctx := context.Background()
+				dsns := shardDSNs(t, driver, 2)
+				a, b := openSharded(t, driver, dsns, shardSlots), openSharded(t, driver, dsns, shardSlots)
+				reads, initialised := 0, false
+				initialise := func() {
+					initialised = true
+					if err := b.Migrate(ctx); err != nil {
+						t.Errorf("the other server's initialisation: %v", err)
+					}
+				}
+				sharded.SetAfterMetaRead(a, func(int) {
+					if reads++; reads == k && !initialised {
+						initialise()
+					}
+				})
+				if err := a.Migrate(ctx); err != nil {
+					t.Fatalf("Migrate while another server initialised after its read %d: %v", k, err)
+				}
+				if !initialised {
+					initialise()
+				}
+				sharded.SetAfterMetaRead(a, nil)
+				for _, s := range []*sharded.Store{a, b} {
+					if err := s.Migrate(ctx); err != nil {
+						t.Fatalf("Migrate again: %v", err)
+					}
+					if err := s.Verify(ctx); err != nil {
+						t.Fatalf("Verify: %v", err)
+					}
+				}
+			})
+		}
+	})
+}

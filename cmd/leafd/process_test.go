@@ -30,6 +30,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if !testenv.SlowPackage("cmd/leafd: the tests of the leafd command, which start it as processes") {
+		return
+	}
 	var err error
 	if leafdBin, err = built.Path(); err != nil {
 		fmt.Fprintln(os.Stderr, "building leafd:", err)

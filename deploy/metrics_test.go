@@ -139,11 +139,11 @@ func exported(t *testing.T, s metricsStore) map[string]*dto.MetricFamily {
 	return fams
 }
 
-// exports is what a real leafd's /metrics holds: each family's type and
-// the names of its labels.
+// exports is what a real leafd's /metrics holds: each family's type, and
+// the values seen of each of its labels.
 type exports struct {
 	types  map[string]dto.MetricType
-	labels map[string]map[string]bool
+	values map[string]map[string]map[string]bool // family → label → values
 	// mysqlToo is whether a MySQL store was scraped too: without it the
 	// mysqlOnly families are missing.
 	mysqlToo bool
@@ -153,16 +153,19 @@ type exports struct {
 // and, when a server answers, MySQL.
 func exportedMetrics(t *testing.T) exports {
 	t.Helper()
-	ex := exports{types: map[string]dto.MetricType{}, labels: map[string]map[string]bool{}}
+	ex := exports{types: map[string]dto.MetricType{}, values: map[string]map[string]map[string]bool{}}
 	add := func(fams map[string]*dto.MetricFamily) {
 		for name, f := range fams {
 			ex.types[name] = f.GetType()
-			if ex.labels[name] == nil {
-				ex.labels[name] = map[string]bool{}
+			if ex.values[name] == nil {
+				ex.values[name] = map[string]map[string]bool{}
 			}
 			for _, m := range f.GetMetric() {
 				for _, l := range m.GetLabel() {
-					ex.labels[name][l.GetName()] = true
+					if ex.values[name][l.GetName()] == nil {
+						ex.values[name][l.GetName()] = map[string]bool{}
+					}
+					ex.values[name][l.GetName()][l.GetValue()] = true
 				}
 			}
 		}

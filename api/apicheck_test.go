@@ -253,13 +253,15 @@ func TestPrismProxy(t *testing.T) {
 		// Admin routes first: the tags and tokens the ID routes use.
 		{server: "full", method: "POST", path: "/api/tags", header: jsonBody, body: `{"tag":"pay","step":500,"max_id":"7","description":"pay IDs"}`, status: 201},
 		{server: "full", method: "POST", path: "/api/tags", header: jsonBody, body: `{"tag":"secret","format":"opaque"}`, status: 201},
+		{server: "full", method: "POST", path: "/api/tags", header: jsonBody, body: `{"tag":"user","format":"opaque","digits":9}`, status: 201},
+		{server: "full", method: "POST", path: "/api/tags", header: jsonBody, body: `{"tag":"orders","format":"dated","period":"day","zone":"Asia/Shanghai","digits":8,"max_step":100}`, status: 201},
 		{server: "full", method: "POST", path: "/api/tags", header: jsonBody, body: `{"tag":"pay"}`, status: 409, code: "tag_exists"},
 		{server: "full", method: "POST", path: "/api/tags", header: jsonBody, body: `{"tag":"big","step":2000000}`, status: 400, code: "invalid_body"},
 		{server: "full", method: "POST", path: "/api/tags", header: jsonBody, body: `{"tag":"nul","description":"a\u0000b"}`, status: 400, code: "invalid_body"},
 		{server: "full", method: "POST", path: "/api/tags", header: wrongJSON, body: `{"tag":"x"}`, status: 401, code: "unauthorized"},
 		{server: "off", method: "POST", path: "/api/tags", header: jsonBody, body: `{"tag":"x"}`, status: 403, code: "admin_disabled"},
 		{server: "down", method: "POST", path: "/api/tags", header: jsonBody, body: `{"tag":"x"}`, status: 503, code: "store_unavailable"},
-		{server: "full", method: "GET", path: "/api/tags", header: bearer, status: 200},
+		{server: "full", method: "GET", path: "/api/tags", header: bearer, status: 200}, // every format
 		{server: "full", method: "GET", path: "/api/tags?a=1&a=2", header: bearer, status: 400, code: "invalid_query"},
 		{server: "full", method: "GET", path: "/api/tags", header: wrong, status: 401, code: "unauthorized"},
 		{server: "off", method: "GET", path: "/api/tags", header: bearer, status: 403, code: "admin_disabled"},
@@ -296,6 +298,10 @@ func TestPrismProxy(t *testing.T) {
 
 		// Segment IDs.
 		{server: "full", method: "GET", path: "/segment/order", header: all, status: 200},
+		{server: "full", method: "GET", path: "/segment/order?count=3", header: all, status: 200},
+		{server: "full", method: "GET", path: "/segment/user?count=2&format=json", header: all, status: 200},
+		{server: "full", method: "GET", path: "/segment/orders?count=2", header: all, status: 200},
+		{server: "full", method: "GET", path: "/segment/orders/range?size=5", header: all, status: 409, code: "range_unsupported"},
 		{server: "full", method: "GET", path: "/segment/order?count=3&format=json", header: orderOnly, status: 200},
 		{server: "full", method: "GET", path: "/segment/order", header: append([]string{"Accept", "application/json"}, all...), status: 200},
 		{server: "full", method: "GET", path: "/segment/secret?count=1&format=json", header: all, status: 200}, // secretID
@@ -330,6 +336,7 @@ func TestPrismProxy(t *testing.T) {
 		// Snowflake IDs.
 		{server: "full", method: "GET", path: "/snowflake", header: all, status: 200},
 		{server: "full", method: "GET", path: "/snowflake?count=2&format=json", header: all, status: 200},
+		{server: "full", method: "GET", path: "/snowflake?count=3", header: all, status: 200},
 		{server: "full", method: "GET", path: "/snowflake?count=20000", header: all, status: 400, code: "invalid_count"},
 		{server: "full", method: "GET", path: "/snowflake", status: 401, code: "token_required"},
 		{server: "full", method: "GET", path: "/snowflake", header: orderOnly, status: 403, code: "token_refused"},
@@ -359,6 +366,8 @@ func TestPrismProxy(t *testing.T) {
 		{server: "full", method: "GET", path: "/dashboard", status: 401, code: "unauthorized"},
 		{server: "full", method: "GET", path: "/api/state", header: bearer, status: 200},
 		{server: "full", method: "GET", path: "/api/state?q=ord&state=serving&sort=problems&offset=0&limit=10", header: basic, status: 200},
+		{server: "full", method: "GET", path: "/api/state?sort=rate&limit=2&offset=1", header: bearer, status: 200},
+		{server: "full", method: "GET", path: "/api/state?tag=secret", header: bearer, status: 200},
 		{server: "off", method: "GET", path: "/api/state", status: 200},
 		{server: "down", method: "GET", path: "/api/state", status: 200},
 		{server: "full", method: "GET", path: "/api/state?a=1&a=2", header: bearer, status: 400, code: "invalid_query"},

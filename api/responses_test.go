@@ -305,6 +305,15 @@ func TestResponsesMatchSpec(t *testing.T) {
 		{server: "tokens", method: "GET", path: "/api/snowflake/get/x", status: 401},
 		{server: "tokens", method: "GET", path: "/api/snowflake/get/x?token=" + testAccessToken, status: 403},
 		{server: "tokens", method: "DELETE", path: "/api/tokens/" + testAccessTokenID, header: bearer, status: 204},
+		// Every native route refuses a parameter given twice.
+		{server: "full", method: "GET", path: "/healthz?a=1&a=2", status: 400, code: "invalid_query"},
+		{server: "full", method: "GET", path: "/readyz?a=1;b=2", status: 400, code: "invalid_query"},
+		{server: "full", method: "GET", path: "/?poll=1&poll=2", status: 400, code: "invalid_query"},
+		{server: "full", method: "GET", path: "/dashboard?a=%zz", status: 400, code: "invalid_query"},
+		{server: "full", method: "GET", path: "/metrics?a=1&a=2", status: 400, code: "invalid_query"},
+		{server: "full", method: "GET", path: "/api/tags?a=1&a=2", header: bearer, status: 400, code: "invalid_query"},
+		{server: "full", method: "GET", path: "/api/tokens?a=1&a=2", header: bearer, status: 400, code: "invalid_query"},
+		{server: "full", method: "DELETE", path: "/api/tokens/nope?a=1&a=2", header: bearer, status: 400, code: "invalid_query"},
 	}
 
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -1,5 +1,8 @@
 // Package deploy holds no code: its tests check the deployment files —
-// docker-compose.yml (with the Compose specification's own loader), the
+// the Helm chart and the plain Kubernetes manifests rendered from it (helm
+// lint, helm template, the Kubernetes API's schema, leafd's own
+// configuration loader), docker-compose.yml (with the Compose
+// specification's own loader), the
 // Dockerfile's Go against go.mod, passwords in DSNs, and the Grafana
 // dashboard's queries and docs/metrics.md against what /metrics really
 // exports. They live in a package of their own so that their dependencies,

@@ -62,7 +62,7 @@ rendering with the reason and the fix.
 */}}
 {{- define "leafd.validate" -}}
 {{- if and (eq .Values.store.driver "sqlite") (gt (int .Values.replicaCount) 1) }}
-{{- fail (printf "store.driver is sqlite but replicaCount is %d: each pod would have its own SQLite file, on its own volume, and hand out the same IDs as the others. SQLite serves one pod only (replicaCount: 1); run several replicas over MySQL or PostgreSQL (store.driver mysql or postgres, with store.dsn or existingSecret)" (int .Values.replicaCount)) }}
+{{- fail (printf "store.driver is sqlite but replicaCount is %d: SQLite serves one pod only. On an emptyDir each pod would have its own file and hand out the same IDs as the others, and a file shared through a volume is not safely locked between nodes. Set replicaCount to 1, or run several replicas over MySQL or PostgreSQL (store.driver mysql or postgres, with store.dsn or existingSecret)" (int .Values.replicaCount)) }}
 {{- end }}
 {{- if and (ne .Values.store.driver "sqlite") (not .Values.store.dsn) (not .Values.existingSecret) }}
 {{- fail (printf "store.driver is %s but no DSN is given: set store.dsn, or existingSecret to a Secret holding the key dsn" .Values.store.driver) }}

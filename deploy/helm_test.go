@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leafd/leafd/internal/config"
+	"go.yaml.in/yaml/v3"
 )
 
 const (
@@ -305,7 +306,9 @@ func TestHelmRefuses(t *testing.T) {
 		{"listen address in config", "config: {http: {addr: \":9000\"}}", "config.http.addr is set by the chart: use service.port"},
 		{"fixed worker id with replicas", "store: {driver: mysql, dsn: \"u:p@tcp(db:3306)/leaf\"}\nreplicaCount: 2\nconfig: {snowflake: {worker_id: 0}}", "every pod would use the same worker id"},
 		{"fallbacks with sqlite", "store: {fallbackDsns: [a]}", "store.fallbackDsns is set but store.driver is sqlite"},
-		{"short admin token", "adminToken: short", "adminToken"},
+		{"short admin token", "adminToken: short", "/adminToken"},
+		{"admin token with a space", "adminToken: 0123456789 abcdef0123", "/adminToken"},
+		{"short opaque key", "opaqueKey: 0011223344", "/opaqueKey"},
 		{"unknown driver", "store: {driver: oracle}", "/store/driver"},
 		{"misspelt value", "replicas: 3", "replicas"},
 		{"unknown config section", "config: {segments: {}}", "segments"},
@@ -606,4 +609,52 @@ func volume(t *testing.T, pod map[string]any, name string) map[string]any {
 	}
 	t.Fatalf("no volume %s", name)
 	return nil
+}
+
+// renderNotes renders the chart's NOTES.txt, which helm template and helm
+// lint leave out, by rendering a copy of the chart in which it is a value.
+func renderNotes(t *testing.T, values string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "leafd")
+	if err := os.CopyFS(dir, os.DirFS(chartDir)); err != nil {
+		t.Fatal(err)
+	}
+	notes := readFile(t, filepath.Join(chartDir, "templates", "NOTES.txt"))
+	check := "{{- define \"leafd.notesCheck\" }}" + notes + "{{ end }}\nnotes: {{ include \"leafd.notesCheck\" . | toJson }}\n"
+	if err := os.WriteFile(filepath.Join(dir, "templates", "notes-check.yaml"), []byte(check), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(f, []byte(values), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := helm(t, "template", "leafd", dir, "--kube-version", kubeVersion, "-f", f, "--show-only", "templates/notes-check.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct{ Notes string }
+	if err := yaml.Unmarshal([]byte(out), &doc); err != nil || doc.Notes == "" {
+		t.Fatalf("notes %q: %v", out, err)
+	}
+	return doc.Notes
+}
+
+// TestHelmNotes: the notes shown after an install warn about SQLite on an
+// emptyDir and name the migration Job.
+func TestHelmNotes(t *testing.T) {
+	sqlite := renderNotes(t, "")
+	for _, want := range []string{"http://leafd.default.svc:8080", "WARNING: SQLite on an emptyDir", "hands out\nthe same IDs again", "No admin token"} {
+		if !strings.Contains(sqlite, want) {
+			t.Errorf("notes with the defaults lack %q:\n%s", want, sqlite)
+		}
+	}
+	mysql := renderNotes(t, readFile(t, manifestValues))
+	for _, want := range []string{"gRPC (plaintext h2c): leafd.default.svc:9090", "logs job/leafd-migrate-1"} {
+		if !strings.Contains(mysql, want) {
+			t.Errorf("notes of the manifests' values lack %q:\n%s", want, mysql)
+		}
+	}
+	if strings.Contains(mysql, "WARNING") || strings.Contains(mysql, "No admin token") {
+		t.Errorf("notes over MySQL with a Secret warn:\n%s", mysql)
+	}
 }

@@ -340,49 +340,22 @@ func TestHelmPlainManifests(t *testing.T) {
 	d := find1(t, objs, "Deployment")
 	pod := dig(t, d, "spec", "template", "spec")
 	c := container(t, d)
-	cm := find1(t, objs, "ConfigMap")
+	find1(t, objs, "ConfigMap")
 	if slices.ContainsFunc(objs, func(o map[string]any) bool { return o["kind"] == "Secret" }) {
 		t.Error("the plain manifests hold a Secret: the DSN and the tokens are the user's")
 	}
 
 	// The configuration, as the pod's leafd would load it.
-	env := map[string]string{}
 	secret := map[string]string{ // what the user's Secret leafd holds
 		"dsn":         "leafd:s3cr:t@tcp(db:3306)/leaf?parseTime=true",
 		"admin-token": "0123456789abcdef0123456789abcdef",
 		"opaque-key":  "00112233445566778899aabbccddeeff",
 	}
-	for _, e := range list(t, c["env"]) {
-		e := e.(map[string]any)
-		name := e["name"].(string)
-		if v, ok := e["value"].(string); ok {
-			env[name] = v
-			continue
-		}
-		ref := dig(t, e, "valueFrom", "secretKeyRef")
-		if ref["name"] != "leafd" {
-			t.Errorf("%s comes from Secret %v, want leafd", name, ref["name"])
-		}
-		if v, ok := secret[ref["key"].(string)]; ok {
-			env[name] = v
-		} else if ref["optional"] != true {
-			t.Errorf("%s needs key %v, which the documented Secret need not hold", name, ref["key"])
-		}
-	}
 	args := strings.Join(stringList(t, c["args"]), " ")
 	if args != "serve --config /etc/leafd/config.yaml" {
 		t.Errorf("args %q", args)
 	}
-	mount := mountOf(t, c, "/etc/leafd")
-	if vol := volume(t, pod, mount); dig(t, vol, "configMap")["name"] != dig(t, cm, "metadata")["name"] {
-		t.Errorf("/etc/leafd is %v, not the ConfigMap", vol)
-	}
-	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(dig(t, cm, "data")["config.yaml"].(string)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	loadLeafdConfig(t, env) // clears the environment of leafd's variables and sets env
-	cfg, err := config.Load(cfgPath)
+	cfg, err := podConfig(t, objs, pod, c, "leafd", secret)
 	if err != nil {
 		t.Fatalf("leafd refuses the manifests' configuration (it refuses an unknown LEAFD_ variable too): %v", err)
 	}
@@ -522,6 +495,121 @@ func TestHelmSQLite(t *testing.T) {
 	vol := volume(t, dig(t, claim, "spec", "template", "spec"), "data")
 	if dig(t, vol, "persistentVolumeClaim")["claimName"] != "leafd-data" {
 		t.Errorf("data volume %v, want the claim", vol)
+	}
+}
+
+// podConfig loads leafd's configuration as container c of pod would: the
+// ConfigMap mounted at /etc/leafd as its config.yaml, and its environment,
+// with the values of secretKeyRefs to the Secret secretName taken from
+// secret. A reference to another Secret, or to a key the Secret lacks
+// without optional, fails the test.
+func podConfig(t *testing.T, objs []map[string]any, pod, c map[string]any, secretName string, secret map[string]string) (*config.Config, error) {
+	t.Helper()
+	env := map[string]string{}
+	if c["env"] != nil {
+		for _, e := range list(t, c["env"]) {
+			e := e.(map[string]any)
+			name := e["name"].(string)
+			if v, ok := e["value"].(string); ok {
+				env[name] = v
+				continue
+			}
+			ref := dig(t, e, "valueFrom", "secretKeyRef")
+			if ref["name"] != secretName {
+				t.Errorf("%s comes from Secret %v, want %s", name, ref["name"], secretName)
+			}
+			if v, ok := secret[ref["key"].(string)]; ok {
+				env[name] = v
+			} else if ref["optional"] != true {
+				t.Errorf("%s needs key %v, which the Secret need not hold", name, ref["key"])
+			}
+		}
+	}
+	vol := volume(t, pod, mountOf(t, c, "/etc/leafd"))
+	var data string
+	for _, o := range objs {
+		if o["kind"] == "ConfigMap" && dig(t, o, "metadata")["name"] == dig(t, vol, "configMap")["name"] {
+			data, _ = dig(t, o, "data")["config.yaml"].(string)
+		}
+	}
+	if data == "" {
+		t.Fatalf("/etc/leafd is %v: no ConfigMap of the release with config.yaml", vol)
+	}
+	if got := stringList(t, c["args"]); !slices.Equal(got[1:], []string{"--config", "/etc/leafd/config.yaml"}) {
+		t.Errorf("args %v do not read /etc/leafd/config.yaml", got)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	loadLeafdConfig(t, env) // clears the environment of leafd's variables and sets env
+	return config.Load(path)
+}
+
+// TestHelmConfigAccepted: in every case, leafd's own configuration loader
+// accepts what the server and the migration Job would load: the
+// ConfigMap's config.yaml and the environment from the Secret (the
+// rendered one, or a user's Secret holding every documented key).
+func TestHelmConfigAccepted(t *testing.T) {
+	for _, tc := range helmCases {
+		t.Run(tc.name, func(t *testing.T) {
+			values := caseValues(t, tc.values)
+			objs := mustRender(t, values)
+			var v struct {
+				ExistingSecret string `yaml:"existingSecret"`
+			}
+			if err := yaml.Unmarshal([]byte(values[0]), &v); err != nil {
+				t.Fatal(err)
+			}
+			secretName, rendered := v.ExistingSecret, false
+			secret := map[string]string{ // a user's Secret
+				"admin-token":   "0123456789abcdef0123456789abcdef",
+				"opaque-key":    "00112233445566778899aabbccddeeff",
+				"dsn":           "leafd:pw@tcp(db:3306)/leaf?parseTime=true",
+				"migrate-dsn":   "owner:pw@tcp(db:3306)/leaf?parseTime=true",
+				"fallback-dsns": "leafd:pw@tcp(db2:3306)/leaf?parseTime=true",
+			}
+			for _, o := range objs {
+				if o["kind"] == "Secret" {
+					if secretName != "" {
+						t.Errorf("a Secret rendered beside existingSecret %s", secretName)
+					}
+					secretName = dig(t, o, "metadata")["name"].(string)
+					rendered = true
+					secret = map[string]string{}
+					for k, v := range dig(t, o, "stringData") {
+						secret[k] = v.(string)
+					}
+				}
+			}
+			if secretName == "" {
+				secret = nil // no Secret at all: SQLite's default file, no tokens
+			}
+			job := slices.ContainsFunc(objs, func(o map[string]any) bool { return o["kind"] == "Job" })
+			for _, o := range objs {
+				if o["kind"] != "Deployment" && o["kind"] != "Job" {
+					continue
+				}
+				cfg, err := podConfig(t, objs, dig(t, o, "spec", "template", "spec"), container(t, o), secretName, secret)
+				if err != nil {
+					t.Errorf("%s: leafd refuses its configuration: %v", o["kind"], err)
+					continue
+				}
+				if o["kind"] == "Deployment" && cfg.Store.Migrate == job {
+					t.Errorf("store.migrate is %v with a migration Job: %v", cfg.Store.Migrate, job)
+				}
+				want := secret["dsn"] // the servers' DSN, and the Job's unless the chart holds another
+				if want == "" {
+					want = config.Default().Store.DSN // SQLite without a DSN
+				}
+				if o["kind"] == "Job" && rendered && secret["migrate-dsn"] != "" {
+					want = secret["migrate-dsn"]
+				}
+				if cfg.Store.DSN != want {
+					t.Errorf("%s's DSN is %q, want %q", o["kind"], cfg.Store.DSN, want)
+				}
+			}
+		})
 	}
 }
 

@@ -104,19 +104,25 @@ rendering with the reason and the fix.
 {{- toYaml (mustMergeOverwrite (deepCopy (.Values.config | default dict)) $own) }}
 {{- end }}
 
-{{/* The environment from the Secret: the DSN and the tokens. */}}
+{{/*
+The environment from the Secret: the DSN and the tokens. Called with
+(dict "root" $ "dsnKey" KEY): KEY is the Secret's key of the DSN, dsn for the
+servers and migration.secretKey for the Job. The Job gets the tokens too:
+leafd migrate loads the whole configuration, and admin.protect_dashboard,
+for one, needs admin.token.
+*/}}
 {{- define "leafd.secretEnv" -}}
-{{- $secret := include "leafd.secretName" . }}
-{{- $external := .Values.existingSecret }}
-{{- if or (ne .Values.store.driver "sqlite") .Values.store.dsn }}
+{{- $ := .root }}
+{{- $secret := include "leafd.secretName" $ }}
+{{- $external := $.Values.existingSecret }}
+{{- if or (ne $.Values.store.driver "sqlite") $.Values.store.dsn }}
 - name: LEAFD_STORE_DSN
   valueFrom:
     secretKeyRef:
       name: {{ $secret }}
-      key: dsn
+      key: {{ .dsnKey }}
 {{- end }}
-{{- if or $external .Values.store.fallbackDsns }}
-{{- if ne .Values.store.driver "sqlite" }}
+{{- if and (or $external $.Values.store.fallbackDsns) (ne $.Values.store.driver "sqlite") }}
 - name: LEAFD_STORE_FALLBACK_DSNS
   valueFrom:
     secretKeyRef:
@@ -124,8 +130,7 @@ rendering with the reason and the fix.
       key: fallback-dsns
       optional: true
 {{- end }}
-{{- end }}
-{{- if or $external .Values.adminToken }}
+{{- if or $external $.Values.adminToken }}
 - name: LEAFD_ADMIN_TOKEN
   valueFrom:
     secretKeyRef:
@@ -135,7 +140,7 @@ rendering with the reason and the fix.
       optional: true
       {{- end }}
 {{- end }}
-{{- if or $external .Values.opaqueKey }}
+{{- if or $external $.Values.opaqueKey }}
 - name: LEAFD_SEGMENT_OPAQUE_KEY
   valueFrom:
     secretKeyRef:

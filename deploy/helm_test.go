@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -235,6 +236,11 @@ func caseValues(t *testing.T, v string) []string {
 	return []string{v}
 }
 
+var (
+	dnsLabel   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	labelValue = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
+)
+
 // TestHelmObjectsValid: every object the chart renders, in every case
 // above, is valid against the Kubernetes API's own schema (OpenAPI, v1.37)
 // or the ServiceMonitor CRD, with unknown fields refused; so is every
@@ -252,6 +258,18 @@ func TestHelmObjectsValid(t *testing.T) {
 			name := fmt.Sprintf("%v %v", obj["kind"], obj["metadata"].(map[string]any)["name"])
 			if err := v.validate(obj); err != nil {
 				t.Errorf("%s: %v", name, err)
+			}
+			// What the schema leaves to the API server: names and labels.
+			meta := obj["metadata"].(map[string]any)
+			if n, _ := meta["name"].(string); len(n) > 63 || !dnsLabel.MatchString(n) {
+				t.Errorf("%s: the name is not a DNS label (RFC 1123) of at most 63 characters", name)
+			}
+			if labels, ok := meta["labels"].(map[string]any); ok {
+				for k, l := range labels {
+					if l, _ := l.(string); len(l) > 63 || !labelValue.MatchString(l) {
+						t.Errorf("%s: label %s=%v is not a valid label value", name, k, labels[k])
+					}
+				}
 			}
 		}
 	}

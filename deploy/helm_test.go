@@ -241,10 +241,24 @@ var (
 	labelValue = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
 )
 
+// TestKubernetesManifestsValid: every object of the plain manifests is
+// valid against the Kubernetes API's own schema. It needs no helm.
+func TestKubernetesManifestsValid(t *testing.T) {
+	v := newKubeValidator(t)
+	objs := splitManifests(t, readFile(t, manifestsFile))
+	if len(objs) != 6 {
+		t.Errorf("%d objects in %s, want 6", len(objs), manifestsFile)
+	}
+	for _, obj := range objs {
+		if err := v.validate(obj); err != nil {
+			t.Errorf("%v %v: %v", obj["kind"], obj["metadata"].(map[string]any)["name"], err)
+		}
+	}
+}
+
 // TestHelmObjectsValid: every object the chart renders, in every case
 // above, is valid against the Kubernetes API's own schema (OpenAPI, v1.37)
-// or the ServiceMonitor CRD, with unknown fields refused; so is every
-// object of the plain manifests.
+// or the ServiceMonitor CRD, with unknown fields refused.
 func TestHelmObjectsValid(t *testing.T) {
 	helmPath(t)
 	v := newKubeValidator(t)
@@ -276,7 +290,6 @@ func TestHelmObjectsValid(t *testing.T) {
 	for _, c := range helmCases {
 		t.Run(c.name, func(t *testing.T) { check(t, mustRender(t, caseValues(t, c.values))) })
 	}
-	t.Run("plain manifests", func(t *testing.T) { check(t, splitManifests(t, readFile(t, manifestsFile))) })
 	for _, k := range []string{"Deployment", "Service", "ConfigMap", "Secret", "PodDisruptionBudget", "ServiceAccount", "ServiceMonitor", "Job"} {
 		if !kinds[k] {
 			t.Errorf("no case renders a %s", k)

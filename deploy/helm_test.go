@@ -72,6 +72,18 @@ func helmPath(t *testing.T) string {
 	return ""
 }
 
+// TestHelmVersion: the helm the tests run is Helm 3, whose output the
+// committed manifests hold (go install helm.sh/helm/v3/cmd/helm@v3.22.0).
+func TestHelmVersion(t *testing.T) {
+	out, err := helm(t, "version", "--template", "{{.Version}}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "v3.") {
+		t.Fatalf("helm version %q: the chart and its tests are for Helm 3 (go install helm.sh/helm/v3/cmd/helm@v3.22.0)", out)
+	}
+}
+
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil

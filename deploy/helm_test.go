@@ -789,3 +789,25 @@ func TestHelmNotes(t *testing.T) {
 		t.Errorf("notes over MySQL with a Secret warn:\n%s", mysql)
 	}
 }
+
+// TestHelmSecretKeepsDSN: a DSN and tokens holding every printable ASCII
+// character reach the Secret the chart renders unchanged (the password of
+// a MySQL DSN is written as it is: docs/deployment.md#mysql).
+func TestHelmSecretKeepsDSN(t *testing.T) {
+	var ascii strings.Builder
+	for c := byte(0x21); c < 0x7f; c++ {
+		ascii.WriteByte(c)
+	}
+	want := map[string]string{
+		"dsn":         "leafd:" + ascii.String() + " '\"{{ .Values }}@tcp(db:3306)/leaf?parseTime=true",
+		"admin-token": ascii.String(),
+	}
+	values := fmt.Sprintf("store: {driver: mysql, dsn: %s}\nadminToken: %s\n", strconv.Quote(want["dsn"]), strconv.Quote(want["admin-token"]))
+	secret := find1(t, mustRender(t, []string{values}), "Secret")
+	got := dig(t, secret, "stringData")
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %q in the Secret, want %q", k, got[k], v)
+		}
+	}
+}

@@ -323,7 +323,7 @@ func TestHelmObjectsValid(t *testing.T) {
 		d := dep(mustRender(t, nil))
 		breakIt(d)
 		if err := v.validate(d); err == nil {
-			t.Errorf("a Deployment with an %s passes the schema: the validator checks nothing", name)
+			t.Errorf("a Deployment with this change passes the schema (%s): the validator checks nothing", name)
 		}
 	}
 	sm := find1(t, mustRender(t, caseValues(t, helmCases[2].values)), "ServiceMonitor")

@@ -157,6 +157,7 @@ var accessTokenText = regexp.MustCompile(`leafd_[0-9a-f]{16}_[A-Za-z0-9_-]{43}`)
 // openapi.yaml must be exercised, and every status it documents except
 // the few no server here can be made to give.
 func TestPrismProxy(t *testing.T) {
+	testenv.Slow(t)
 	dir := apicheckTools(t)
 	if testing.Short() {
 		t.Skip("builds leafd and starts six processes")

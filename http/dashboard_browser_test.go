@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafd/leafd/internal/testkit/testenv"
+
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
@@ -369,6 +371,7 @@ func (b *browser) typeSearch(t *testing.T, ctx context.Context, text string) {
 // a phone, the store-down banner shows when the store breaks, and a server
 // without tags says so.
 func TestDashboardInBrowser(t *testing.T) {
+	testenv.Slow(t)
 	b := startBrowser(t)
 	artifacts := artifactDir(t)
 	d := scenario(t)
@@ -702,6 +705,7 @@ func traffic(t *testing.T, d *dashServer, run time.Duration) {
 // every count of the header and of the filters filters to its state, and a
 // row opens its card.
 func TestDashboardManyTags(t *testing.T) {
+	testenv.Slow(t)
 	b := startBrowser(t)
 	artifacts := artifactDir(t)
 	const n = 10_000

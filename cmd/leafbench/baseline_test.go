@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafd/leafd/internal/testkit/testenv"
+
 	leafdhttp "github.com/leafd/leafd/http"
 )
 
@@ -343,6 +345,7 @@ func deref(x *float64) any {
 // process, and checks that every answer passed the checks and that each
 // has its ratios; it never judges a figure. It needs no leafd.
 func TestQuickRunBaselines(t *testing.T) {
+	testenv.Slow(t)
 	if testing.Short() {
 		t.Skip("starts three servers and loads them for a few seconds")
 	}

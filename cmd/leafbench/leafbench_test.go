@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 // every scenario measured, no request failed, latencies in order. It never
 // judges a timing or a throughput.
 func TestQuickRun(t *testing.T) {
+	testenv.Slow(t)
 	if testing.Short() {
 		t.Skip("starts two servers and loads them for several seconds")
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // TestQuickRunGRPCAndRanges runs the gRPC scenarios (leafd's and the bare
@@ -18,6 +20,7 @@ import (
 // where /proc gives it, and leases for client_range. It never judges a
 // timing, a throughput or a ratio's value.
 func TestQuickRunGRPCAndRanges(t *testing.T) {
+	testenv.Slow(t)
 	if testing.Short() {
 		t.Skip("starts three servers and loads them for several seconds")
 	}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafd/leafd/internal/testkit/testenv"
+
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/internal/testkit/galera"
 	"github.com/leafd/leafd/segment"
@@ -27,6 +29,7 @@ import (
 // had succeeded. They skip when Galera is not installed, unless
 // LEAFD_TEST_REQUIRE_GALERA=1.
 func TestGalera(t *testing.T) {
+	testenv.Slow(t)
 	if testing.Short() {
 		t.Skip("starts a Galera cluster")
 	}

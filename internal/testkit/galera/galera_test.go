@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafd/leafd/internal/testkit/testenv"
+
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/leafd/leafd/internal/testkit/galera"
@@ -31,6 +33,7 @@ func open(t *testing.T, n *galera.Node, db string, causal bool) *sql.DB {
 
 // One cluster for every case: starting it is the slow part.
 func TestCluster(t *testing.T) {
+	testenv.Slow(t)
 	c := galera.MustStart(t, galera.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -149,6 +152,7 @@ func TestCluster(t *testing.T) {
 // Standalone servers are independent: what one holds the other does not,
 // and a server killed with SIGKILL comes back with what it committed.
 func TestStandalone(t *testing.T) {
+	testenv.Slow(t)
 	c := galera.MustStart(t, galera.Options{Nodes: 2, Standalone: true})
 	a, b := open(t, c.Node(0), "", false), open(t, c.Node(1), "", false)
 	for _, q := range []string{"CREATE DATABASE s", "CREATE TABLE s.t (n INT)", "INSERT INTO s.t VALUES (7)"} {

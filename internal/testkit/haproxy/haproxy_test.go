@@ -115,6 +115,7 @@ func cut(c net.Conn, d time.Duration) bool {
 // active one goes (cutting its sessions), back when it returns (cutting
 // the backup's sessions), and a restart cuts everything.
 func TestFailoverAndRestart(t *testing.T) {
+	testenv.Slow(t)
 	b0, b1, b2 := newBackend(t, "b0"), newBackend(t, "b1"), newBackend(t, "b2")
 	p := haproxy.MustStart(t, haproxy.Options{Backends: []string{b0.addr, b1.addr, b2.addr}, Inter: 100 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"testing"
 
+	"github.com/leafd/leafd/internal/testkit/testenv"
+
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/leafd/leafd/internal/testkit/pgserver"
@@ -11,6 +13,7 @@ import (
 
 // A server of the test's own keeps what was committed across a crash.
 func TestCrashKeepsCommitted(t *testing.T) {
+	testenv.Slow(t)
 	s := pgserver.Start(t)
 	if err := s.CreateDatabase("leafd"); err != nil {
 		t.Fatal(err)

@@ -644,3 +644,37 @@ func TestMetricsDatedPeriod(t *testing.T) {
 		t.Errorf("a sequential tag exports a period used ratio (%v)", v)
 	}
 }
+
+// An opaque tag exports how much of its domain is gone, in the default
+// mode: the series an alert before the tag runs out reads. A sequential
+// tag exports none.
+func TestMetricsOpaqueDomain(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	d := newMetricsServer(t, leafmetrics.New(), openSQLite(t), segment.Config{WaitTimeout: 5 * time.Second, OpaqueKey: key},
+		leafd.Tag{Name: "user", MaxID: 900_001, Step: 1000, Format: segment.FormatOpaque, Digits: 6,
+			KeyFingerprint: segment.KeyFingerprint(key, "user")},
+		leafd.Tag{Name: "order", MaxID: 1, Step: 10})
+	for _, path := range []string{"/segment/user?count=101", "/segment/order"} {
+		if r := do(t, "GET", d.url+path); r.status != 200 {
+			t.Fatalf("GET %s = %d: %s", path, r.status, r.body)
+		}
+	}
+	var used int64
+	eventuallyState(t, d.url, "the loads settled", func(st apiState) bool {
+		u := st.tag(t, "user")
+		if u.DomainUsed != nil {
+			used = *u.DomainUsed
+		}
+		return !u.Loading && u.Loads == 2
+	})
+	if used < 900_101 {
+		t.Fatalf("domain used %d, want at least 900,101", used)
+	}
+	m := getMetrics(t, d.url)
+	if v := m.value(t, "leafd_segment_domain_used_ratio", "tag", "user"); v != float64(used)/999_999 {
+		t.Errorf("domain used ratio %v, want %d/999999", v, used)
+	}
+	if v, ok := m.lookup("leafd_segment_domain_used_ratio", "tag", "order"); ok {
+		t.Errorf("a sequential tag exports a domain used ratio (%v)", v)
+	}
+}

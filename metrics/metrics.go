@@ -290,6 +290,8 @@ var (
 		"1 while a range load is in flight.", []string{"tag"}, nil)
 	descPeriodUsed = prometheus.NewDesc("leafd_segment_period_used_ratio",
 		"Share of the numbers of a dated tag's current period that are gone, 0 to 1: at 1 the tag answers period_exhausted until the period ends.", []string{"tag"}, nil)
+	descDomainUsed = prometheus.NewDesc("leafd_segment_domain_used_ratio",
+		"Share of an opaque tag's IDs (1 to the largest its digits allow) that are gone, 0 to 1: at 1 the tag answers tag_exhausted.", []string{"tag"}, nil)
 	descPeriod = prometheus.NewDesc("leafd_segment_last_period_seconds",
 		"Time between the last two range loads: how long a range lasted.", []string{"tag"}, nil)
 
@@ -410,7 +412,7 @@ func remaining(b segment.BufferState) int64 {
 // Describe sends every description, whether or not the mode is on.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descIssued, descLoads, descLoadErrors, descWaits, descTagErrors,
-		descRemaining, descFailing, descPeriodUsed, descStep, descTableStep, descLoading, descPeriod,
+		descRemaining, descFailing, descPeriodUsed, descDomainUsed, descStep, descTableStep, descLoading, descPeriod,
 		descAllIssued, descAllLoads, descAllLoadErrors, descAllWaits, descAllErrors, descTags,
 		descBackward, descRenewals, descWorker, descWorkers, descLeaseUntil, descLastMs, descBorrowed, descLead, descMaxLead,
 		descStoreUp, descStoreAddress, descStoreSwitches} {
@@ -442,6 +444,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descFailing, boolFloat(t.Err != nil || t.Status == segment.StatusFailing), t.Tag)
 			if t.PeriodCapacity > 0 {
 				gauge(descPeriodUsed, float64(t.PeriodUsed)/float64(t.PeriodCapacity), t.Tag)
+			}
+			if t.Domain > 0 {
+				gauge(descDomainUsed, float64(t.DomainUsed)/float64(t.Domain), t.Tag)
 			}
 			if c.perTag != PerTagFull {
 				continue

@@ -62,7 +62,7 @@ func exported(t *testing.T, s metricsStore) map[string]*dto.MetricFamily {
 	}
 	key := []byte("0123456789abcdef0123456789abcdef")
 	for _, tag := range []leafd.Tag{{Name: "order", MaxID: 1, Step: 10},
-		{Name: "bill", Step: 10, Format: segment.FormatDated, Period: segment.PeriodDay, Digits: 6}, // its period's series
+		{Name: "bill", Step: 10, Format: segment.FormatDated, Period: segment.PeriodDay, Digits: 6},                                        // its period's series
 		{Name: "user", MaxID: 1, Step: 10, Format: segment.FormatOpaque, Digits: 6, KeyFingerprint: segment.KeyFingerprint(key, "user")}} { // its domain's
 		if _, err := s.CreateTag(ctx, tag); err != nil {
 			t.Fatal(err)

@@ -44,9 +44,9 @@ func TestPatroni(t *testing.T) {
 		"multi-host URL with target_session_attrs=read-write", pc.DSN("leafd")+"&connect_timeout=2")
 }
 
-// TestPatroniHAProxy is scenario 12b: scenario 12a with every server given
+// TestPatroniBehindProxy is scenario 12b: scenario 12a with every server given
 // an HAProxy's address only, HAProxy checking Patroni's GET /primary.
-func TestPatroniHAProxy(t *testing.T) {
+func TestPatroniBehindProxy(t *testing.T) {
 	enabled(t)
 	haproxy.Require(t)
 	pc := patroni.MustStart(t, patroni.Options{Logf: t.Logf})

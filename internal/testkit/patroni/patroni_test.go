@@ -65,7 +65,13 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("%s: INSERT through %s: %v", step, c.DSN("p"), err)
 		}
 		if got := "127.0.0.1:" + strconv.Itoa(port); got != c.Node(want).Addr() {
-			t.Errorf("%s: the multi-host URL reached %s, want the primary node %d (%s)", step, got, want, c.Node(want).Addr())
+			// On a loaded machine Patroni may have failed over by
+			// itself since: the URL must reach the primary of now.
+			if now, err := c.Primary(ctx); err != nil || c.Node(now).Addr() != got {
+				t.Errorf("%s: the multi-host URL reached %s, want the primary node %d (%s)", step, got, want, c.Node(want).Addr())
+			} else {
+				t.Logf("%s: node %d became the primary by itself since", step, now)
+			}
 		}
 		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&count); err != nil {
 			t.Fatal(err)

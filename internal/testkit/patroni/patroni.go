@@ -775,14 +775,28 @@ func (n *Node) writable(ctx context.Context) error {
 }
 
 // postmasterPID reads the node's postmaster's pid from its data
-// directory; 0 when there is none.
+// directory; 0 when there is none, or when that process is not a postgres
+// of this data directory (the file outlives a killed postmaster, and its
+// pid may since be another process's).
 func (n *Node) postmasterPID() int {
-	b, err := os.ReadFile(filepath.Join(n.dir, "data", "postmaster.pid"))
+	data := filepath.Join(n.dir, "data")
+	b, err := os.ReadFile(filepath.Join(data, "postmaster.pid"))
 	if err != nil {
 		return 0
 	}
 	first, _, _ := strings.Cut(string(b), "\n")
 	pid, _ := strconv.Atoi(strings.TrimSpace(first))
+	if pid <= 0 {
+		return 0
+	}
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return 0
+	}
+	args := strings.Split(string(cmdline), "\x00")
+	if !strings.HasSuffix(args[0], "postgres") || !slices.Contains(args, data) {
+		return 0
+	}
 	return pid
 }
 

@@ -194,7 +194,7 @@ type Node struct {
 // Start starts etcd and o.Nodes Patroni nodes in dir (created if needed;
 // etcd's data in dir/etcd, each node's configuration, data directory and
 // log in dir/nodeI), and returns once one node is the primary and every
-// other one a replica streaming from it. It takes about 15 seconds on two
+// other one a replica streaming from it. It takes 6 to 20 seconds on two
 // cores. When run as root the nodes run as the postgres user: dir is made
 // searchable (0755) and the node directories are given to that user, so
 // dir's parents must be searchable by it too (under /tmp, say).

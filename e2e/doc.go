@@ -24,8 +24,10 @@
 //	                               suite fails, rather than skips, without one
 //	LEAFD_TEST_REQUIRE_GALERA=1    fail, rather than skip, the Galera scenarios (7a-7e)
 //	                               when galera-4 and rsync are not installed
-//	LEAFD_TEST_REQUIRE_HAPROXY=1   fail, rather than skip, scenarios 7d and 7e when
+//	LEAFD_TEST_REQUIRE_HAPROXY=1   fail, rather than skip, scenarios 7d, 7e and 12b when
 //	                               Debian's haproxy is not installed
+//	LEAFD_TEST_REQUIRE_PATRONI=1   fail, rather than skip, scenarios 12a and 12b when
+//	                               Debian's patroni and etcd-server are not installed
 //
 // Scenario 8 runs three servers over a PostgreSQL server of its own
 // (internal/testkit/pgserver, Debian's postgresql package; required once the suite
@@ -45,6 +47,15 @@
 //
 //	LEAFD_E2E=short LEAFD_TEST_REQUIRE_GALERA=1 go test -count=1 -run Galera -v ./e2e/
 //	LEAFD_E2E=short LEAFD_TEST_REQUIRE_GALERA=1 LEAFD_TEST_REQUIRE_HAPROXY=1 go test -count=1 -run HAProxy -v ./e2e/
+//
+// Scenarios 12a and 12b (TestPatroni, TestPatroniBehindProxy) run three servers
+// over a real three-node PostgreSQL cluster under Patroni, with etcd, of
+// their own (internal/testkit/patroni): through a multi-host URL with
+// target_session_attrs=read-write, and through HAProxy checking Patroni's
+// GET /primary. The primary is killed with kill -9 and a switchover is
+// asked for under load. Only them:
+//
+//	LEAFD_E2E=short LEAFD_TEST_REQUIRE_PATRONI=1 LEAFD_TEST_REQUIRE_HAPROXY=1 go test -count=1 -run Patroni -v ./e2e/
 //
 // Scenario 11 (TestRandomOperations) runs a seeded random sequence of
 // operator actions and faults on SQLite, MariaDB, PostgreSQL and

@@ -6,8 +6,9 @@
 //     free ports, waiting), and the leafd runner built on it.
 //   - testdb: a fresh database per test on each engine, and Each, which
 //     runs a test on every engine store.Drivers names.
-//   - pgserver, galera, haproxy: PostgreSQL, MariaDB Galera and HAProxy
-//     servers of a test's own, which it can crash and restart.
+//   - pgserver, galera, haproxy, patroni: PostgreSQL, MariaDB Galera,
+//     HAProxy servers and a PostgreSQL cluster under Patroni of a test's
+//     own, which it can crash, fail over and restart.
 //   - faultproxy: a TCP proxy that cuts, stalls or delays connections.
 //   - faultdriver: a database/sql driver over an engine's own that answers
 //     a chosen error at a chosen step of a store's transactions.

@@ -17,6 +17,11 @@
 // shutdown-backup-sessions), so that the clients reconnect to it: a
 // connection can be cut in the middle of a transaction either way.
 //
+// With Options.HTTPCheck the proxy is the one Patroni's documentation
+// describes instead: every server active, each checked with an HTTP GET of
+// a health endpoint of Patroni's REST API (/primary) on a port of its own,
+// so that connections go to the one server that is the primary now.
+//
 // HAProxy runs in the foreground (-db), in a process group of its own,
 // with SIGKILL as its parent-death signal; a stats socket in its directory
 // answers Servers. Kill ends it with SIGKILL (every connection through it
@@ -82,7 +87,8 @@ func Require(tb testing.TB) {
 type Options struct {
 	// Backends are the servers' addresses (host:port), in order: the
 	// first is the active server, the others backups, used one at a
-	// time in this order while every one before them is down. They are
+	// time in this order while every one before them is down (all are
+	// active with HTTPCheck). They are
 	// named node0, node1, … in the configuration and in Servers.
 	Backends []string
 	// Inter is the time between two health checks of a server; 0 means
@@ -90,6 +96,14 @@ type Options struct {
 	// up; 0 means 2.
 	Inter      time.Duration
 	Fall, Rise int
+	// HTTPCheck, when set, checks each server with an HTTP GET of this
+	// path on its port in CheckPorts, instead of a TCP connect, expecting
+	// 200, and makes every server active (no backups): HAProxy sends
+	// connections to whichever servers pass. It is how a proxy finds a
+	// Patroni cluster's primary: only its REST API answers GET /primary
+	// with 200.
+	HTTPCheck  string
+	CheckPorts []int
 	// Logf, when set, is told how the proxy is doing (t.Logf, say).
 	Logf func(format string, args ...any)
 }
@@ -118,6 +132,9 @@ func Start(ctx context.Context, dir string, o Options) (*Proxy, error) {
 	}
 	if len(o.Backends) == 0 {
 		return nil, errors.New("haproxy: no backend")
+	}
+	if o.HTTPCheck != "" && len(o.CheckPorts) != len(o.Backends) {
+		return nil, fmt.Errorf("haproxy: %d check ports for %d backends", len(o.CheckPorts), len(o.Backends))
 	}
 	if o.Inter == 0 {
 		o.Inter = 500 * time.Millisecond
@@ -228,6 +245,13 @@ listen galera
     option tcpka
     default-server inter %dms downinter %dms fall %d rise %d on-marked-down shutdown-sessions
 `, p.socketPath(), p.port, o.Inter.Milliseconds(), o.Inter.Milliseconds(), o.Fall, o.Rise)
+	if o.HTTPCheck != "" {
+		fmt.Fprintf(&b, "    option httpchk GET %s\n    http-check expect status 200\n", o.HTTPCheck)
+		for i, addr := range o.Backends {
+			fmt.Fprintf(&b, "    server node%d %s check port %d\n", i, addr, o.CheckPorts[i])
+		}
+		return b.String()
+	}
 	for i, addr := range o.Backends {
 		fmt.Fprintf(&b, "    server node%d %s check", i, addr)
 		if i == 0 {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafd/leafd/internal/testkit/testenv"
+
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/leafd/leafd/internal/testkit/patroni"
@@ -16,6 +18,7 @@ import (
 // checks that a row committed through the multi-host URL before a change
 // of primary is there after it, and that the URL reaches the new primary.
 func TestCluster(t *testing.T) {
+	testenv.Slow(t)
 	c := patroni.MustStart(t, patroni.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

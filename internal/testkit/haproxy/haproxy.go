@@ -178,28 +178,12 @@ func Start(ctx context.Context, dir string, o Options) (*Proxy, error) {
 func MustStart(tb testing.TB, o Options) *Proxy {
 	tb.Helper()
 	Require(tb)
-	dir, err := os.MkdirTemp("", "leafd-haproxy-")
-	if err != nil {
-		tb.Fatal(err)
-	}
 	if o.Logf == nil {
 		o.Logf = tb.Logf
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	p, err := Start(ctx, dir, o)
-	if err != nil {
-		tb.Fatalf("%v\n(its files are kept in %s)", err, dir)
-	}
-	tb.Cleanup(func() {
-		p.Stop()
-		if tb.Failed() {
-			tb.Logf("haproxy's output, the last lines:\n%s\n(its files are kept in %s)", p.LogTail(40), dir)
-			return
-		}
-		os.RemoveAll(dir)
-	})
-	return p
+	return testenv.MustStartIn(tb, "haproxy", 30*time.Second,
+		func(ctx context.Context, dir string) (*Proxy, error) { return Start(ctx, dir, o) },
+		func(p *Proxy) string { return p.LogTail(40) })
 }
 
 // Addr returns the proxy's address, 127.0.0.1:port: the one address the

@@ -281,28 +281,12 @@ func Start(ctx context.Context, dir string, o Options) (*Cluster, error) {
 func MustStart(tb testing.TB, o Options) *Cluster {
 	tb.Helper()
 	Require(tb)
-	dir, err := os.MkdirTemp("", "leafd-patroni-")
-	if err != nil {
-		tb.Fatal(err)
-	}
 	if o.Logf == nil {
 		o.Logf = tb.Logf
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := Start(ctx, dir, o)
-	if err != nil {
-		tb.Fatalf("%v\n(the cluster's files are kept in %s)", err, dir)
-	}
-	tb.Cleanup(func() {
-		c.Stop()
-		if tb.Failed() {
-			tb.Logf("patroni cluster's logs, the last lines of each:\n%s\n(every file is kept in %s)", c.Logs(60), dir)
-			return
-		}
-		os.RemoveAll(dir)
-	})
-	return c
+	return testenv.MustStartIn(tb, "patroni", 2*time.Minute,
+		func(ctx context.Context, dir string) (*Cluster, error) { return Start(ctx, dir, o) },
+		func(c *Cluster) string { return c.Logs(60) })
 }
 
 // startEtcd starts a single-node etcd on 127.0.0.1:etcdPort (peers on

@@ -49,6 +49,8 @@ public final class LeafdClient implements AutoCloseable {
     private final Transport transport;
     private final ConcurrentHashMap<String, TagBuffer> buffers = new ConcurrentHashMap<>();
     private volatile boolean closed;
+    /** Tests: told of every block fetched, before it serves. */
+    volatile java.util.function.BiConsumer<String, TagBuffer.Block> onBlock;
 
     private LeafdClient(Builder b) {
         this.timeout = b.timeout;

@@ -179,6 +179,10 @@ final class TagBuffer {
         Throwable err = null;
         try {
             b = fetch();
+            java.util.function.BiConsumer<String, Block> l = client.onBlock;
+            if (l != null) {
+                l.accept(tag, b);
+            }
         } catch (Throwable t) {
             err = t;
         }

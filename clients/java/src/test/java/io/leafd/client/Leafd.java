@@ -84,7 +84,7 @@ final class Leafd implements AutoCloseable {
         String name = "leafd_java_" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
         String err;
         try {
-            Process p = new ProcessBuilder("mysql", "-h127.0.0.1", "-P3306", "-uroot", "-e", "CREATE DATABASE " + name)
+            Process p = new ProcessBuilder("mysql", "--protocol=tcp", "-h127.0.0.1", "-P3306", "-uroot", "-e", "CREATE DATABASE " + name)
                     .redirectErrorStream(true).start();
             err = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
             if (p.waitFor(30, TimeUnit.SECONDS) && p.exitValue() == 0) {
@@ -102,7 +102,7 @@ final class Leafd implements AutoCloseable {
 
     /** One value of a SQL query with the mysql client. */
     static String mysqlQuery(String db, String sql) throws Exception {
-        Process p = new ProcessBuilder("mysql", "-h127.0.0.1", "-P3306", "-uroot", "-N", "-B", db, "-e", sql)
+        Process p = new ProcessBuilder("mysql", "--protocol=tcp", "-h127.0.0.1", "-P3306", "-uroot", "-N", "-B", db, "-e", sql)
                 .redirectErrorStream(true).start();
         String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
         if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) {
@@ -113,7 +113,7 @@ final class Leafd implements AutoCloseable {
 
     static void dropMysqlDatabase(String name) {
         try {
-            new ProcessBuilder("mysql", "-h127.0.0.1", "-P3306", "-uroot", "-e", "DROP DATABASE IF EXISTS " + name)
+            new ProcessBuilder("mysql", "--protocol=tcp", "-h127.0.0.1", "-P3306", "-uroot", "-e", "DROP DATABASE IF EXISTS " + name)
                     .redirectErrorStream(true).start().waitFor(30, TimeUnit.SECONDS);
         } catch (Exception ignored) {
             // best effort
@@ -153,9 +153,14 @@ final class Leafd implements AutoCloseable {
 
     /** A server on a free port with env (store, tags, …), started and ready. */
     Leafd(Path dir, Map<String, String> env) throws Exception {
+        this(dir, env, freePort());
+    }
+
+    /** A server on the given port. */
+    Leafd(Path dir, Map<String, String> env, int port) throws Exception {
         this.dir = dir;
         this.env = new HashMap<>(env);
-        this.port = freePort();
+        this.port = port;
         start();
     }
 

@@ -149,6 +149,63 @@ class LeafdClientTest {
     }
 
     @Test
+    void passedOverServerIsAskedAgainLater(@TempDir Path own) throws Exception {
+        Map<String, String> env = Leafd.sqliteEnv(own.resolve("leafd.db"));
+        env.put("LEAFD_SEGMENT_SEED_TAGS", "order:1000");
+        int later = Leafd.freePort(); // nothing listens there yet
+        try (Leafd first = new Leafd(own, env);
+                LeafdClient c = LeafdClient.builder().servers("http://127.0.0.1:" + later, first.url())
+                        .timeout(Duration.ofSeconds(2)).retryAfter(Duration.ofMillis(300)).build()) {
+            long a = c.nextId("order"); // the first URL refuses: passed over, the second answers
+            first.kill9();
+            Thread.sleep(400);
+            // One server at a time on the SQLite file: the second comes up where the first URL points.
+            try (Leafd second = new Leafd(own, env, later)) {
+                long b = c.nextId("order"); // the second URL refuses now; the first is asked again
+                assertTrue(b > a, b + " after " + a);
+                assertTrue(c.nextSnowflake() > 0);
+            }
+        }
+    }
+
+    @Test
+    void slowServerIsPassedOver() throws Exception {
+        // A server that accepts connections and never answers.
+        try (java.net.ServerSocket hang = new java.net.ServerSocket(0, 50, java.net.InetAddress.getLoopbackAddress())) {
+            List<java.net.Socket> held = new CopyOnWriteArrayList<>();
+            Thread acceptor = new Thread(() -> {
+                try {
+                    while (true) {
+                        held.add(hang.accept());
+                    }
+                } catch (java.io.IOException e) {
+                    // closed
+                }
+            });
+            acceptor.setDaemon(true);
+            acceptor.start();
+            try (LeafdClient c = client().servers("http://127.0.0.1:" + hang.getLocalPort(), server.url())
+                    .timeout(Duration.ofMillis(300)).retryAfter(Duration.ofSeconds(1)).build()) {
+                long t0 = System.nanoTime();
+                assertTrue(c.nextId("order") > 0);
+                long first = System.nanoTime() - t0;
+                assertTrue(first >= 250_000_000L, "the first call waited for the slow server: " + first / 1_000_000 + " ms");
+                t0 = System.nanoTime();
+                for (int k = 0; k < 10; k++) {
+                    assertTrue(c.nextId("order") > 0);
+                }
+                long next = System.nanoTime() - t0;
+                assertTrue(next < 250_000_000L, "later calls skip it: " + next / 1_000_000 + " ms for 10");
+                assertEquals(1, held.size(), "the slow server was asked once");
+            } finally {
+                for (java.net.Socket s : held) {
+                    s.close();
+                }
+            }
+        }
+    }
+
+    @Test
     void localRangesServeFromLeases() throws Exception {
         List<long[]> leases = new CopyOnWriteArrayList<>();
         try (LeafdClient c = client().localRanges(100).refillInterval(Duration.ofHours(1)).build()) {

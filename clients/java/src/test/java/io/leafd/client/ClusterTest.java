@@ -1,0 +1,207 @@
+package io.leafd.client;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Three servers over one MariaDB database, several clients on several threads, one server killed
+ * with -9 mid-load and started again: no ID twice, every leased ID inside a lease a server granted,
+ * every segment ID below the tag's max_id in the database.
+ */
+class ClusterTest {
+    @TempDir
+    Path dir;
+
+    @Test
+    void threeServersKillNineMidLoad() throws Exception {
+        String db = Leafd.createMysqlDatabase();
+        List<Leafd> servers = new ArrayList<>();
+        try {
+            Map<String, String> env = Leafd.mysqlEnv(db);
+            env.put("LEAFD_SEGMENT_SEED_TAGS", "load:1000");
+            Leafd.run(dir, env, "migrate");
+            Leafd.run(dir, env, "tag", "add", "day", "--format", "dated", "--period", "day");
+            for (int k = 0; k < 3; k++) {
+                servers.add(new Leafd(dir, env));
+            }
+            String[] urls = servers.stream().map(Leafd::url).toArray(String[]::new);
+            // Each client starts at another server, as clients of a fleet do.
+            List<LeafdClient> clients = new ArrayList<>();
+            List<long[]> leases = new CopyOnWriteArrayList<>();
+            for (int k = 0; k < 4; k++) {
+                String[] order = {urls[k % 3], urls[(k + 1) % 3], urls[(k + 2) % 3]};
+                LeafdClient.Builder b = LeafdClient.builder().servers(order).timeout(Duration.ofSeconds(3))
+                        .retryAfter(Duration.ofSeconds(1));
+                if (k < 3) {
+                    b.localRanges(k == 0 ? 37 : 500).refillInterval(Duration.ofMillis(200));
+                }
+                LeafdClient c = b.build();
+                c.onBlock = (tag, blk) -> {
+                    if (tag.equals("load")) {
+                        leases.add(new long[] {blk.start, blk.start + blk.size});
+                    }
+                };
+                clients.add(c);
+            }
+            // Every thread records its IDs in arrays of its own; duplicates are found by sorting.
+            LongList[] segIds = new LongList[8];
+            LongList[] directIds = new LongList[8];
+            LongList[] datedIds = new LongList[8];
+            LongList[] sfIds = new LongList[8];
+            List<Throwable> failures = new CopyOnWriteArrayList<>();
+            AtomicBoolean stop = new AtomicBoolean();
+            AtomicLong calls = new AtomicLong();
+            AtomicLong segCount = new AtomicLong();
+            ExecutorService pool = Executors.newFixedThreadPool(8);
+            List<Future<?>> fs = new ArrayList<>();
+            for (int t = 0; t < 8; t++) {
+                LeafdClient c = clients.get(t % 4);
+                boolean leased = t % 4 < 3;
+                int kind = t;
+                LongList mine = segIds[t] = new LongList();
+                LongList mineDirect = directIds[t] = new LongList();
+                LongList mineDated = datedIds[t] = new LongList();
+                LongList mineSf = sfIds[t] = new LongList();
+                fs.add(pool.submit(() -> {
+                    long n = 0;
+                    while (!stop.get()) {
+                        try {
+                            if (kind == 1 && n % 50 == 0) {
+                                mineSf.add(c.nextSnowflake());
+                            } else if (kind == 2 && n % 20 == 0) {
+                                mineDated.add(c.nextId("day"));
+                            } else if (kind >= 4 && n % 3 == 0) {
+                                for (long id : c.nextIds("load", 5)) {
+                                    (leased ? mine : mineDirect).add(id);
+                                }
+                                segCount.addAndGet(5);
+                            } else {
+                                (leased ? mine : mineDirect).add(c.nextId("load"));
+                                segCount.incrementAndGet();
+                            }
+                            calls.incrementAndGet();
+                        } catch (Throwable e) {
+                            failures.add(e);
+                        }
+                        n++;
+                        if (n % 100 == 0) {
+                            Thread.sleep(1); // bounds the IDs recorded: about 100 calls per ms per thread
+                        }
+                    }
+                    return null;
+                }));
+            }
+            Thread.sleep(2500);
+            // The first server of clients 0 (leases of 37) and 3 (no leases).
+            Leafd victim = servers.get(0);
+            victim.kill9();
+            long atKill = segCount.get();
+            Thread.sleep(2500);
+            assertTrue(segCount.get() > atKill, "IDs kept coming with a server killed");
+            victim.start();
+            Thread.sleep(2500);
+            stop.set(true);
+            for (Future<?> f : fs) {
+                f.get();
+            }
+            pool.shutdown();
+            for (LeafdClient c : clients) {
+                c.close();
+            }
+
+            long[] leased = LongList.sorted(segIds);
+            long[] directOnes = LongList.sorted(directIds);
+            long[] all = LongList.sorted(segIds, directIds);
+            long[] datedAll = LongList.sorted(datedIds);
+            long[] sfAll = LongList.sorted(sfIds);
+            List<String> dups = new ArrayList<>();
+            LongList.duplicates("load", all, dups);
+            LongList.duplicates("day", datedAll, dups);
+            LongList.duplicates("snowflake", sfAll, dups);
+            assertEquals(List.of(), dups, "IDs handed out twice");
+            if (!failures.isEmpty()) {
+                failures.get(0).printStackTrace();
+            }
+            assertEquals(0, failures.size(), "calls failed, the first: " + failures.subList(0, Math.min(5, failures.size())));
+            assertTrue(all.length > 10_000, "too few IDs: " + all.length);
+            assertTrue(directOnes.length > 100, "too few IDs without leases: " + directOnes.length);
+            assertTrue(sfAll.length > 10 && datedAll.length > 10, "snowflake " + sfAll.length + ", dated " + datedAll.length);
+            long maxId = Long.parseLong(Leafd.mysqlQuery(db, "SELECT max_id FROM leaf_alloc WHERE biz_tag='load'"));
+            for (long id : all) {
+                assertTrue(id >= 1 && id < maxId, "ID " + id + " beyond max_id " + maxId);
+            }
+            long[][] ls = leases.toArray(new long[0][]);
+            java.util.Arrays.sort(ls, (x, y) -> Long.compare(x[0], y[0]));
+            for (int k = 1; k < ls.length; k++) {
+                assertTrue(ls[k][0] >= ls[k - 1][1], "leases overlap: " + java.util.Arrays.toString(ls[k - 1])
+                        + " and " + java.util.Arrays.toString(ls[k]));
+            }
+            for (long id : leased) {
+                int i = java.util.Arrays.binarySearch(ls, new long[] {id, id + 1}, (x, y) -> Long.compare(x[0], y[0]));
+                int at = i >= 0 ? i : -i - 2;
+                assertTrue(at >= 0 && id >= ls[at][0] && id < ls[at][1], "leased ID " + id + " from no lease");
+            }
+            System.out.printf("ClusterTest: %d calls, %d segment IDs (%d leases, %d direct), %d dated, %d snowflake%n",
+                    calls.get(), all.length, ls.length, directOnes.length, datedAll.length, sfAll.length);
+        } finally {
+            for (Leafd s : servers) {
+                s.close();
+            }
+            Leafd.dropMysqlDatabase(db);
+        }
+    }
+
+    /** A growable array of longs, for one thread. */
+    static final class LongList {
+        long[] a = new long[1024];
+        int n;
+
+        void add(long v) {
+            if (n == a.length) {
+                a = java.util.Arrays.copyOf(a, n * 2);
+            }
+            a[n++] = v;
+        }
+
+        static long[] sorted(LongList[]... groups) {
+            int total = 0;
+            for (LongList[] g : groups) {
+                for (LongList l : g) {
+                    total += l.n;
+                }
+            }
+            long[] out = new long[total];
+            int at = 0;
+            for (LongList[] g : groups) {
+                for (LongList l : g) {
+                    System.arraycopy(l.a, 0, out, at, l.n);
+                    at += l.n;
+                }
+            }
+            java.util.Arrays.sort(out);
+            return out;
+        }
+
+        static void duplicates(String what, long[] sorted, List<String> out) {
+            for (int k = 1; k < sorted.length && out.size() < 20; k++) {
+                if (sorted[k] == sorted[k - 1]) {
+                    out.add(what + " " + sorted[k]);
+                }
+            }
+        }
+    }
+}

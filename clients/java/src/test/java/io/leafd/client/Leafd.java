@@ -1,0 +1,221 @@
+package io.leafd.client;
+
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import java.io.File;
+import java.io.IOException;
+import java.net.HttpURLConnection;
+import java.net.ServerSocket;
+import java.net.URL;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A real leafd process for the tests: built once per test run with {@code go build ./cmd/leafd}
+ * from the repository that holds clients/java, started with LEAFD_* variables on a free port.
+ */
+final class Leafd implements AutoCloseable {
+    private static Path binary;
+
+    /** The repository's root: clients/java's grandparent. */
+    static Path repoRoot() {
+        Path p = Path.of(System.getProperty("user.dir")).toAbsolutePath();
+        for (Path q = p; q != null; q = q.getParent()) {
+            if (Files.exists(q.resolve("go.mod")) && Files.isDirectory(q.resolve("cmd/leafd"))) {
+                return q;
+            }
+        }
+        throw new IllegalStateException("no leafd repository (go.mod, cmd/leafd) above " + p);
+    }
+
+    /** Builds leafd once; LEAFD_JAVA_TEST_BINARY names a binary built already. */
+    static synchronized Path binary() throws Exception {
+        if (binary != null) {
+            return binary;
+        }
+        String given = System.getenv("LEAFD_JAVA_TEST_BINARY");
+        if (given != null && !given.isEmpty()) {
+            binary = Path.of(given);
+            return binary;
+        }
+        Path root = repoRoot();
+        Path out = root.resolve("clients/java/target/leafd-test/leafd");
+        Files.createDirectories(out.getParent());
+        Process p = new ProcessBuilder("go", "build", "-o", out.toString(), "./cmd/leafd")
+                .directory(root.toFile())
+                .redirectErrorStream(true)
+                .start();
+        String log = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        if (!p.waitFor(300, TimeUnit.SECONDS) || p.exitValue() != 0) {
+            throw new IllegalStateException("go build ./cmd/leafd failed: " + log);
+        }
+        binary = out;
+        return binary;
+    }
+
+    static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket(0)) {
+            s.setReuseAddress(true);
+            return s.getLocalPort();
+        }
+    }
+
+    /** The LEAFD_* variables of a server over a SQLite file. */
+    static Map<String, String> sqliteEnv(Path db) {
+        Map<String, String> env = new HashMap<>();
+        env.put("LEAFD_STORE_DRIVER", "sqlite");
+        env.put("LEAFD_STORE_DSN", "file:" + db);
+        return env;
+    }
+
+    /**
+     * A fresh MariaDB database at 127.0.0.1:3306 (root, no password), made with the mysql
+     * client; skips the test when the database cannot be reached, unless
+     * LEAFD_TEST_REQUIRE_MYSQL=1, when it fails.
+     */
+    static String createMysqlDatabase() throws Exception {
+        String name = "leafd_java_" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
+        String err;
+        try {
+            Process p = new ProcessBuilder("mysql", "--protocol=tcp", "-h127.0.0.1", "-P3306", "-uroot", "-e", "CREATE DATABASE " + name)
+                    .redirectErrorStream(true).start();
+            err = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            if (p.waitFor(30, TimeUnit.SECONDS) && p.exitValue() == 0) {
+                return name;
+            }
+        } catch (IOException e) {
+            err = e.toString();
+        }
+        if ("1".equals(System.getenv("LEAFD_TEST_REQUIRE_MYSQL"))) {
+            throw new IllegalStateException("LEAFD_TEST_REQUIRE_MYSQL=1 but MariaDB at 127.0.0.1:3306 is not usable: " + err);
+        }
+        assumeTrue(false, "MariaDB at 127.0.0.1:3306 is not usable (set LEAFD_TEST_REQUIRE_MYSQL=1 to fail): " + err);
+        return null;
+    }
+
+    /** One value of a SQL query with the mysql client. */
+    static String mysqlQuery(String db, String sql) throws Exception {
+        Process p = new ProcessBuilder("mysql", "--protocol=tcp", "-h127.0.0.1", "-P3306", "-uroot", "-N", "-B", db, "-e", sql)
+                .redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
+        if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) {
+            throw new IllegalStateException("mysql " + sql + ": " + out);
+        }
+        return out;
+    }
+
+    static void dropMysqlDatabase(String name) {
+        try {
+            new ProcessBuilder("mysql", "--protocol=tcp", "-h127.0.0.1", "-P3306", "-uroot", "-e", "DROP DATABASE IF EXISTS " + name)
+                    .redirectErrorStream(true).start().waitFor(30, TimeUnit.SECONDS);
+        } catch (Exception ignored) {
+            // best effort
+        }
+    }
+
+    static Map<String, String> mysqlEnv(String db) {
+        Map<String, String> env = new HashMap<>();
+        env.put("LEAFD_STORE_DRIVER", "mysql");
+        env.put("LEAFD_STORE_DSN", "root@tcp(127.0.0.1:3306)/" + db + "?parseTime=true");
+        return env;
+    }
+
+    /** Runs a leafd command (tag add, token add) to its end and returns its stdout. */
+    static String run(Path dir, Map<String, String> env, String... args) throws Exception {
+        List<String> cmd = new ArrayList<>();
+        cmd.add(binary().toString());
+        cmd.addAll(List.of(args));
+        ProcessBuilder pb = new ProcessBuilder(cmd).directory(dir.toFile());
+        pb.environment().putAll(env);
+        File errFile = Files.createTempFile(dir, "cmd", ".err").toFile();
+        pb.redirectError(errFile);
+        Process p = pb.start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        if (!p.waitFor(60, TimeUnit.SECONDS) || p.exitValue() != 0) {
+            throw new IllegalStateException("leafd " + String.join(" ", args) + " failed: " + out
+                    + Files.readString(errFile.toPath()));
+        }
+        return out.trim();
+    }
+
+    final Path dir;
+    final Map<String, String> env;
+    final int port;
+    private Process process;
+    private int starts;
+
+    /** A server on a free port with env (store, tags, …), started and ready. */
+    Leafd(Path dir, Map<String, String> env) throws Exception {
+        this(dir, env, freePort());
+    }
+
+    /** A server on the given port. */
+    Leafd(Path dir, Map<String, String> env, int port) throws Exception {
+        this.dir = dir;
+        this.env = new HashMap<>(env);
+        this.port = port;
+        start();
+    }
+
+    String url() {
+        return "http://127.0.0.1:" + port;
+    }
+
+    /** Starts the process (again, after kill) on the same port, and waits for /readyz. */
+    void start() throws Exception {
+        Map<String, String> e = new HashMap<>(env);
+        e.put("LEAFD_HTTP_ADDR", "127.0.0.1:" + port);
+        ProcessBuilder pb = new ProcessBuilder(binary().toString(), "serve").directory(dir.toFile());
+        pb.environment().putAll(e);
+        File log = dir.resolve("leafd-" + port + "-" + (++starts) + ".log").toFile();
+        pb.redirectErrorStream(true).redirectOutput(log);
+        process = pb.start();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (System.nanoTime() < deadline) {
+            if (!process.isAlive()) {
+                throw new IllegalStateException("leafd exited " + process.exitValue() + ": " + Files.readString(log.toPath()));
+            }
+            if (status("/readyz") == 200) {
+                return;
+            }
+            Thread.sleep(50);
+        }
+        throw new IllegalStateException("leafd not ready within 30 s: " + Files.readString(log.toPath()));
+    }
+
+    int status(String path) {
+        try {
+            HttpURLConnection c = (HttpURLConnection) new URL(url() + path).openConnection();
+            c.setConnectTimeout(500);
+            c.setReadTimeout(2000);
+            int st = c.getResponseCode();
+            c.disconnect();
+            return st;
+        } catch (IOException e) {
+            return -1;
+        }
+    }
+
+    /** kill -9: no shutdown, the buffers' IDs and the snowflake lease are left as they are. */
+    void kill9() throws Exception {
+        process.destroyForcibly(); // SIGKILL on Unix
+        process.waitFor(10, TimeUnit.SECONDS);
+    }
+
+    @Override
+    public void close() throws Exception {
+        if (process != null && process.isAlive()) {
+            process.destroy(); // SIGTERM
+            if (!process.waitFor(15, TimeUnit.SECONDS)) {
+                process.destroyForcibly();
+            }
+        }
+    }
+}

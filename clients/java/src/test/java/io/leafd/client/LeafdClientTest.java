@@ -1,0 +1,323 @@
+package io.leafd.client;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.function.LongSupplier;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The client against one real leafd over a SQLite file. */
+class LeafdClientTest {
+    @TempDir
+    static Path dir;
+    static Leafd server;
+
+    @BeforeAll
+    static void start() throws Exception {
+        Map<String, String> env = Leafd.sqliteEnv(dir.resolve("leafd.db"));
+        env.put("LEAFD_SEGMENT_SEED_TAGS", "order:1000 pay:10 other:1000");
+        Leafd.run(dir, env, "migrate");
+        Leafd.run(dir, env, "tag", "add", "daily", "--format", "dated", "--period", "day");
+        server = new Leafd(dir, env);
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        if (server != null) {
+            server.close();
+        }
+    }
+
+    private static LeafdClient.Builder client() {
+        return LeafdClient.builder().servers(server.url()).timeout(Duration.ofSeconds(5));
+    }
+
+    @Test
+    void nextIdAndNextIds() {
+        try (LeafdClient c = client().build()) {
+            long a = c.nextId("order");
+            long b = c.nextId("order");
+            assertTrue(a >= 1, "first ID " + a);
+            assertTrue(b > a, b + " after " + a);
+            long[] ids = c.nextIds("order", 50);
+            assertEquals(50, ids.length);
+            assertTrue(ids[0] > b, ids[0] + " after " + b);
+            for (int k = 1; k < ids.length; k++) {
+                assertTrue(ids[k] > ids[k - 1], "ascending at " + k);
+            }
+            // A batch larger than the tag's step spans several ranges, still ascending and unique.
+            long[] big = c.nextIds("pay", 35);
+            assertEquals(35, new HashSet<>(box(big)).size());
+        }
+    }
+
+    @Test
+    void snowflakeAndDecode() {
+        try (LeafdClient c = client().build()) {
+            Instant before = Instant.now().minusSeconds(1);
+            long id = c.nextSnowflake();
+            assertTrue(id > 0);
+            SnowflakeId d = c.decode(id);
+            assertEquals(id, d.id());
+            assertTrue(d.time().isAfter(before) && d.time().isBefore(Instant.now().plusSeconds(1)), "time " + d.time());
+            assertTrue(d.workerId() >= 0 && d.workerId() < 1024, "worker " + d.workerId());
+            assertTrue(d.sequence() >= 0 && d.sequence() < 4096, "sequence " + d.sequence());
+            // The default layout 41/10/12 from the Twitter epoch: the fields put back together.
+            long rebuilt = ((d.unixMillis() - 1288834974657L) << 22) | (d.workerId() << 12) | d.sequence();
+            assertEquals(id, rebuilt);
+            long[] ids = c.nextSnowflakes(100);
+            assertEquals(100, ids.length);
+            assertTrue(ids[0] > id);
+            for (int k = 1; k < ids.length; k++) {
+                assertTrue(ids[k] > ids[k - 1]);
+            }
+            assertThrows(IllegalArgumentException.class, () -> c.decode(0));
+        }
+    }
+
+    @Test
+    void errorsCarryTheContractsCode() {
+        for (int ranges : new int[] {0, 100}) {
+            try (LeafdClient c = client().localRanges(ranges).build()) {
+                LeafdException e = assertThrows(LeafdException.class, () -> c.nextId("nosuchtag"));
+                assertEquals("unknown_tag", e.code());
+                assertEquals(404, e.status());
+                assertFalse(e.retryable());
+                assertTrue(e.getMessage().contains("nosuchtag"), e.getMessage());
+                e = assertThrows(LeafdException.class, () -> c.nextIds("nosuchtag", 3));
+                assertEquals("unknown_tag", e.code());
+                e = assertThrows(LeafdException.class, () -> c.nextId("a/b"));
+                assertEquals("invalid_tag", e.code());
+                e = assertThrows(LeafdException.class, () -> c.nextId(".."));
+                assertEquals("invalid_tag", e.code());
+            }
+        }
+        try (LeafdClient c = client().build()) {
+            LeafdException e = assertThrows(LeafdException.class, () -> c.nextIds("order", 10_001));
+            assertEquals("invalid_count", e.code());
+            assertEquals(400, e.status());
+        }
+    }
+
+    @Test
+    void unreachableServersAreAnErrorNotAnId() throws Exception {
+        int dead = Leafd.freePort();
+        try (LeafdClient c = LeafdClient.builder().servers("http://127.0.0.1:" + dead)
+                .timeout(Duration.ofMillis(500)).build()) {
+            LeafdException e = assertThrows(LeafdException.class, () -> c.nextId("order"));
+            assertEquals(LeafdException.UNREACHABLE, e.code());
+            assertTrue(e.retryable());
+            assertEquals(LeafdException.UNREACHABLE, assertThrows(LeafdException.class, c::nextSnowflake).code());
+        }
+    }
+
+    @Test
+    void deadServerIsPassedOver() throws Exception {
+        int dead = Leafd.freePort();
+        try (LeafdClient c = client().servers("http://127.0.0.1:" + dead, server.url())
+                .retryAfter(Duration.ofMinutes(1)).build()) {
+            long last = 0;
+            long t0 = System.nanoTime();
+            for (int k = 0; k < 20; k++) {
+                long id = c.nextId("order");
+                assertTrue(id > last);
+                last = id;
+            }
+            assertTrue(c.nextSnowflake() > 0);
+            assertTrue(System.nanoTime() - t0 < 5_000_000_000L, "20 calls past a dead server took too long");
+        }
+    }
+
+    @Test
+    void passedOverServerIsAskedAgainLater(@TempDir Path own) throws Exception {
+        Map<String, String> env = Leafd.sqliteEnv(own.resolve("leafd.db"));
+        env.put("LEAFD_SEGMENT_SEED_TAGS", "order:1000");
+        int later = Leafd.freePort(); // nothing listens there yet
+        try (Leafd first = new Leafd(own, env);
+                LeafdClient c = LeafdClient.builder().servers("http://127.0.0.1:" + later, first.url())
+                        .timeout(Duration.ofSeconds(2)).retryAfter(Duration.ofMillis(300)).build()) {
+            long a = c.nextId("order"); // the first URL refuses: passed over, the second answers
+            first.kill9();
+            Thread.sleep(400);
+            // One server at a time on the SQLite file: the second comes up where the first URL points.
+            try (Leafd second = new Leafd(own, env, later)) {
+                long b = c.nextId("order"); // the second URL refuses now; the first is asked again
+                assertTrue(b > a, b + " after " + a);
+                assertTrue(c.nextSnowflake() > 0);
+            }
+        }
+    }
+
+    @Test
+    void slowServerIsPassedOver() throws Exception {
+        // A server that accepts connections and never answers.
+        try (java.net.ServerSocket hang = new java.net.ServerSocket(0, 50, java.net.InetAddress.getLoopbackAddress())) {
+            List<java.net.Socket> held = new CopyOnWriteArrayList<>();
+            Thread acceptor = new Thread(() -> {
+                try {
+                    while (true) {
+                        held.add(hang.accept());
+                    }
+                } catch (java.io.IOException e) {
+                    // closed
+                }
+            });
+            acceptor.setDaemon(true);
+            acceptor.start();
+            try (LeafdClient c = client().servers("http://127.0.0.1:" + hang.getLocalPort(), server.url())
+                    .timeout(Duration.ofMillis(300)).retryAfter(Duration.ofSeconds(1)).build()) {
+                long t0 = System.nanoTime();
+                assertTrue(c.nextId("order") > 0);
+                long first = System.nanoTime() - t0;
+                assertTrue(first >= 250_000_000L, "the first call waited for the slow server: " + first / 1_000_000 + " ms");
+                t0 = System.nanoTime();
+                for (int k = 0; k < 10; k++) {
+                    assertTrue(c.nextId("order") > 0);
+                }
+                long next = System.nanoTime() - t0;
+                assertTrue(next < 250_000_000L, "later calls skip it: " + next / 1_000_000 + " ms for 10");
+                assertEquals(1, held.size(), "the slow server was asked once");
+            } finally {
+                for (java.net.Socket s : held) {
+                    s.close();
+                }
+            }
+        }
+    }
+
+    @Test
+    void localRangesServeFromLeases() throws Exception {
+        List<long[]> leases = new CopyOnWriteArrayList<>();
+        try (LeafdClient c = client().localRanges(100).refillInterval(Duration.ofHours(1)).build()) {
+            c.onBlock = (tag, b) -> {
+                assertNull(b.ids, "order is leased in ranges, not batches");
+                leases.add(new long[] {b.start, b.start + b.size});
+            };
+            ExecutorService pool = Executors.newFixedThreadPool(4);
+            Set<Long> seen = ConcurrentHashMap.newKeySet();
+            List<Future<?>> fs = new ArrayList<>();
+            for (int t = 0; t < 4; t++) {
+                boolean batches = t % 2 == 0;
+                fs.add(pool.submit(() -> {
+                    LongSupplier s = c.supplier("order");
+                    long last = 0;
+                    for (int k = 0; k < 500; k++) {
+                        if (batches) {
+                            for (long id : c.nextIds("order", 7)) {
+                                assertTrue(seen.add(id), "ID twice: " + id);
+                            }
+                        } else {
+                            long id = s.getAsLong();
+                            assertTrue(seen.add(id), "ID twice: " + id);
+                            last = id;
+                        }
+                    }
+                    return last;
+                }));
+            }
+            for (Future<?> f : fs) {
+                f.get();
+            }
+            pool.shutdown();
+            assertEquals(2 * 500 * 7 + 2 * 500, seen.size());
+            for (long id : seen) {
+                assertTrue(leases.stream().anyMatch(l -> id >= l[0] && id < l[1]), "ID " + id + " from no lease");
+            }
+            // ~4,500 IDs in leases of 100 (growing: sizes double while a lease lasts under half an
+            // hour): far fewer requests than IDs.
+            assertTrue(leases.size() < 40, leases.size() + " leases");
+            assertTrue(leases.stream().anyMatch(l -> l[1] - l[0] > 100), "the lease size grew");
+        }
+    }
+
+    @Test
+    void datedTagsFallBackToBatches() {
+        List<TagBuffer.Block> blocks = new CopyOnWriteArrayList<>();
+        try (LeafdClient c = client().localRanges(50).build()) {
+            c.onBlock = (tag, b) -> blocks.add(b);
+            Set<Long> seen = new HashSet<>();
+            for (int k = 0; k < 120; k++) {
+                assertTrue(seen.add(c.nextId("daily")));
+            }
+            assertTrue(blocks.size() >= 2);
+            for (TagBuffer.Block b : blocks) {
+                assertTrue(b.ids != null, "a dated tag is served from batches");
+            }
+            // Another tag of the same client is still leased in ranges.
+            blocks.clear();
+            c.nextId("other");
+            assertNull(blocks.get(0).ids);
+        }
+    }
+
+    @Test
+    void closedClientThrows() {
+        LeafdClient c = client().localRanges(100).build();
+        long id = c.nextId("order");
+        assertTrue(id > 0);
+        c.close();
+        assertEquals(LeafdException.CLOSED, assertThrows(LeafdException.class, () -> c.nextId("order")).code());
+        assertEquals(LeafdException.CLOSED, assertThrows(LeafdException.class, c::nextSnowflake).code());
+    }
+
+    @Test
+    void builderRefusesBadSettings() {
+        assertThrows(IllegalArgumentException.class, () -> LeafdClient.builder().build());
+        assertThrows(IllegalArgumentException.class, () -> LeafdClient.builder().servers("leafd:8080"));
+        assertThrows(IllegalArgumentException.class, () -> LeafdClient.builder().servers("http://leafd:8080/?a=b"));
+        assertThrows(IllegalArgumentException.class, () -> LeafdClient.builder().timeout(Duration.ZERO));
+        assertThrows(IllegalArgumentException.class,
+                () -> LeafdClient.builder().servers("http://x:1").localRanges(20_000).build());
+    }
+
+    @Test
+    void strictAnswers() {
+        assertArrayEquals(new long[] {1, 2}, Ids.parseIds("{\"tag\":\"t\",\"ids\":[\"2\",\"1\"]}", 2, "t"));
+        for (String bad : new String[] {
+            "{\"tag\":\"t\",\"ids\":[1]}", "{\"tag\":\"t\",\"ids\":[\"01\"]}", "{\"tag\":\"t\",\"ids\":[\"-1\"]}",
+            "{\"tag\":\"t\",\"ids\":[\"0\"]}", "{\"tag\":\"t\",\"ids\":[\"9223372036854775808\"]}",
+            "{\"tag\":\"u\",\"ids\":[\"1\"]}", "{\"tag\":\"t\",\"ids\":[\"1\",\"2\"]}", "1\n", "<html>",
+        }) {
+            LeafdException e = assertThrows(LeafdException.class, () -> Ids.parseIds(bad, 1, "t"), bad);
+            assertEquals(LeafdException.BAD_ANSWER, e.code());
+        }
+        assertThrows(LeafdException.class, () -> Ids.parseIds("{\"tag\":\"t\",\"ids\":[\"1\",\"1\"]}", 2, "t"));
+        assertArrayEquals(new long[] {5, 15}, Ids.parseRange("{\"tag\":\"t\",\"start\":\"5\",\"end\":\"15\"}", "t", 10));
+        assertThrows(LeafdException.class, () -> Ids.parseRange("{\"tag\":\"t\",\"start\":\"5\",\"end\":\"16\"}", "t", 10));
+        LeafdException e = Transport.errorOf("x", 502, "<html>bad gateway</html>");
+        assertEquals(LeafdException.BAD_ANSWER, e.code());
+        assertTrue(e.retryable(), "a proxy's 502 moves on to the next server");
+        e = Transport.errorOf("x", 503, "{\"error\":{\"code\":\"tag_exhausted\",\"message\":\"m\"}}");
+        assertEquals("tag_exhausted", e.code());
+        assertFalse(e.retryable(), "tag_exhausted is the same on every server");
+        assertTrue(Transport.errorOf("x", 503, "{\"error\":{\"code\":\"segment_unavailable\",\"message\":\"m\"}}").retryable());
+    }
+
+    static List<Long> box(long[] a) {
+        List<Long> l = new ArrayList<>();
+        for (long v : a) {
+            l.add(v);
+        }
+        return l;
+    }
+}

@@ -472,3 +472,41 @@ func TestDocSection(t *testing.T) {
 		}
 	}
 }
+
+// LeafdServerErrors counts, on the Leaf-compatible ID routes (which answer
+// every error with 500), the codes whose native status is 5xx: exactly
+// those, so that a new server-side code is not missed and a client's
+// mistake (unknown_tag, mode_disabled) never counts.
+func TestPrometheusServerErrorsCodes(t *testing.T) {
+	var want []string
+	for _, c := range leafd.Codes() {
+		if s, _ := leafd.HTTPStatus(c); s >= 500 {
+			want = append(want, c)
+		}
+	}
+	found := false
+	for _, r := range alertRules(t) {
+		if r.Alert != "LeafdServerErrors" {
+			continue
+		}
+		for _, s := range selectors(t, r.Expr) {
+			if s.name != "leafd_errors_total" {
+				continue
+			}
+			for _, m := range s.matchers {
+				if m.label != "code" {
+					continue
+				}
+				found = true
+				got := strings.Split(m.value, "|")
+				slices.Sort(got)
+				if m.op != "=~" || !slices.Equal(got, want) {
+					t.Errorf("LeafdServerErrors: leafd_errors_total{code%s%q}: want code=~ the codes whose status is 5xx, %q", m.op, m.value, strings.Join(want, "|"))
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("LeafdServerErrors does not pick the Leaf-compatible routes' server errors from leafd_errors_total by code")
+	}
+}

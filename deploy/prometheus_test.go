@@ -449,11 +449,20 @@ func docSection(ref string) error {
 	return fmt.Errorf("%s has no heading with the anchor #%s", path, anchor)
 }
 
-// headingAnchor returns the anchor GitHub gives a heading: lower case,
+// markdownLink is a link or an image of Markdown, whose text alone is in
+// a heading's anchor.
+var markdownLink = regexp.MustCompile(`!?\[([^\]]*)\]\([^)]*\)`)
+
+// headingAnchor returns the anchor GitHub gives a heading: its text (links
+// reduced to their text, emphasis and code marks dropped) in lower case,
 // with every character but letters, digits, spaces, hyphens and
-// underscores removed, and spaces turned into hyphens (as TestDocLinks
-// resolves the documentation's own links).
+// underscores removed, and spaces turned into hyphens. It is the slug of
+// the repository's docs_test.go, with which TestDocLinks resolves the
+// documentation's own links (a test package cannot import another's, so
+// TestHeadingAnchor holds both to the same cases).
 func headingAnchor(h string) string {
+	h = markdownLink.ReplaceAllString(h, "$1")
+	h = strings.ReplaceAll(h, "**", "")
 	var b strings.Builder
 	for _, r := range strings.ToLower(h) {
 		switch {
@@ -520,5 +529,21 @@ func TestPrometheusServerErrorsCodes(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("LeafdServerErrors does not pick the Leaf-compatible routes' server errors from leafd_errors_total by code")
+	}
+}
+
+func TestHeadingAnchor(t *testing.T) {
+	for _, tt := range []struct{ heading, want string }{
+		{"A tag's row is locked", "a-tags-row-is-locked"},
+		{"2. The ID routes", "2-the-id-routes"},
+		{"How much per tag: `metrics.per_tag`", "how-much-per-tag-metricsper_tag"},
+		{"**Bold** words", "bold-words"},
+		{"The [contract](contract.md#errors) says", "the-contract-says"},
+		{"![logo](logo.png) leafd", "logo-leafd"},
+		{"Upgrading from a server without `metrics.per_tag`", "upgrading-from-a-server-without-metricsper_tag"},
+	} {
+		if got := headingAnchor(tt.heading); got != tt.want {
+			t.Errorf("headingAnchor(%q) = %q, want %q", tt.heading, got, tt.want)
+		}
 	}
 }

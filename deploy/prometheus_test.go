@@ -547,3 +547,32 @@ func TestHeadingAnchor(t *testing.T) {
 		}
 	}
 }
+
+// operationsDoc is the operations guide, whose "Metrics and alerts" table
+// leads from each shipped alert to its incident.
+const operationsDoc = "../docs/operations.md"
+
+// The operations guide names the shipped alerts rather than expressions of
+// its own: every Leafd… name in it is an alert of the rule file, and every
+// alert of the rule file is in its table.
+func TestOperationsAlertsShipped(t *testing.T) {
+	doc, err := os.ReadFile(operationsDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := map[string]bool{}
+	for _, r := range alertRules(t) {
+		alerts[r.Alert] = true
+		if !strings.Contains(string(doc), "`"+r.Alert+"`") {
+			t.Errorf("%s does not name the alert %s", operationsDoc, r.Alert)
+		}
+	}
+	for _, m := range regexp.MustCompile("`(Leafd[A-Za-z]*)`").FindAllStringSubmatch(string(doc), -1) {
+		if !alerts[m[1]] {
+			t.Errorf("%s names an alert %s that %s does not have", operationsDoc, m[1], rulesFile)
+		}
+	}
+	if regexp.MustCompile(`(?m)^\|[^|\n]*\b(?:increase|rate)\(|^\| ` + "`leafd_[a-z_]+[^`]*(?:==|>|<)").Match(doc) {
+		t.Errorf("%s lists an alert's expression in a table: name the shipped alert instead", operationsDoc)
+	}
+}

@@ -555,7 +555,7 @@ const operationsDoc = "../docs/operations.md"
 // The operations guide names the shipped alerts rather than expressions of
 // its own: every Leafd… name in it is an alert of the rule file, and every
 // alert of the rule file is in its table.
-func TestOperationsAlertsShipped(t *testing.T) {
+func TestPrometheusAlertsInOperations(t *testing.T) {
 	doc, err := os.ReadFile(operationsDoc)
 	if err != nil {
 		t.Fatal(err)

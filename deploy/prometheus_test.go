@@ -36,6 +36,10 @@ const (
 // the rules keep them and the unit tests' series carry them.
 var targetLabels = []string{"job", "instance"}
 
+// prometheusSeries are the series Prometheus itself writes for each target
+// it scrapes (LeafdDown reads up), with only the target's labels.
+var prometheusSeries = []string{"up"}
+
 // alertRule is one rule of the rule file.
 type alertRule struct {
 	Alert       string            `yaml:"alert"`
@@ -313,8 +317,16 @@ func TestPrometheusRulesMetricsExist(t *testing.T) {
 				continue
 			}
 			series++
-			ex.checkName(t, where, ss[0].name)
-			lr.checkSelector(t, where, ss[0])
+			if slices.Contains(prometheusSeries, ss[0].name) {
+				for _, m := range ss[0].matchers {
+					if !slices.Contains(targetLabels, m.label) {
+						t.Errorf("%s: Prometheus gives %s only the target's labels %v, not %s", where, ss[0].name, targetLabels, m.label)
+					}
+				}
+			} else {
+				ex.checkName(t, where, ss[0].name)
+				lr.checkSelector(t, where, ss[0])
+			}
 			for _, l := range targetLabels {
 				if !slices.ContainsFunc(ss[0].matchers, func(m matcher) bool { return m.label == l }) {
 					t.Errorf("%s: no %s label, which every scraped series has", where, l)
@@ -437,11 +449,20 @@ func docSection(ref string) error {
 	return fmt.Errorf("%s has no heading with the anchor #%s", path, anchor)
 }
 
-// headingAnchor returns the anchor GitHub gives a heading: lower case,
+// markdownLink is a link or an image of Markdown, whose text alone is in
+// a heading's anchor.
+var markdownLink = regexp.MustCompile(`!?\[([^\]]*)\]\([^)]*\)`)
+
+// headingAnchor returns the anchor GitHub gives a heading: its text (links
+// reduced to their text, emphasis and code marks dropped) in lower case,
 // with every character but letters, digits, spaces, hyphens and
-// underscores removed, and spaces turned into hyphens (as TestDocLinks
-// resolves the documentation's own links).
+// underscores removed, and spaces turned into hyphens. It is the slug of
+// the repository's docs_test.go, with which TestDocLinks resolves the
+// documentation's own links (a test package cannot import another's, so
+// TestHeadingAnchor holds both to the same cases).
 func headingAnchor(h string) string {
+	h = markdownLink.ReplaceAllString(h, "$1")
+	h = strings.ReplaceAll(h, "**", "")
 	var b strings.Builder
 	for _, r := range strings.ToLower(h) {
 		switch {
@@ -470,5 +491,88 @@ func TestDocSection(t *testing.T) {
 		if err := docSection(tt.ref); (err == nil) != tt.ok {
 			t.Errorf("docSection(%s) = %v, want ok %v", tt.ref, err, tt.ok)
 		}
+	}
+}
+
+// LeafdServerErrors counts, on the Leaf-compatible ID routes (which answer
+// every error with 500), the codes whose native status is 5xx: exactly
+// those, so that a new server-side code is not missed and a client's
+// mistake (unknown_tag, mode_disabled) never counts.
+func TestPrometheusServerErrorsCodes(t *testing.T) {
+	var want []string
+	for _, c := range leafd.Codes() {
+		if s, _ := leafd.HTTPStatus(c); s >= 500 {
+			want = append(want, c)
+		}
+	}
+	found := false
+	for _, r := range alertRules(t) {
+		if r.Alert != "LeafdServerErrors" {
+			continue
+		}
+		for _, s := range selectors(t, r.Expr) {
+			if s.name != "leafd_errors_total" {
+				continue
+			}
+			for _, m := range s.matchers {
+				if m.label != "code" {
+					continue
+				}
+				found = true
+				got := strings.Split(m.value, "|")
+				slices.Sort(got)
+				if m.op != "=~" || !slices.Equal(got, want) {
+					t.Errorf("LeafdServerErrors: leafd_errors_total{code%s%q}: want code=~ the codes whose status is 5xx, %q", m.op, m.value, strings.Join(want, "|"))
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("LeafdServerErrors does not pick the Leaf-compatible routes' server errors from leafd_errors_total by code")
+	}
+}
+
+func TestHeadingAnchor(t *testing.T) {
+	for _, tt := range []struct{ heading, want string }{
+		{"A tag's row is locked", "a-tags-row-is-locked"},
+		{"2. The ID routes", "2-the-id-routes"},
+		{"How much per tag: `metrics.per_tag`", "how-much-per-tag-metricsper_tag"},
+		{"**Bold** words", "bold-words"},
+		{"The [contract](contract.md#errors) says", "the-contract-says"},
+		{"![logo](logo.png) leafd", "logo-leafd"},
+		{"Upgrading from a server without `metrics.per_tag`", "upgrading-from-a-server-without-metricsper_tag"},
+	} {
+		if got := headingAnchor(tt.heading); got != tt.want {
+			t.Errorf("headingAnchor(%q) = %q, want %q", tt.heading, got, tt.want)
+		}
+	}
+}
+
+// operationsDoc is the operations guide, whose "Metrics and alerts" table
+// leads from each shipped alert to its incident.
+const operationsDoc = "../docs/operations.md"
+
+// The operations guide names the shipped alerts rather than expressions of
+// its own: every Leafd… name in it is an alert of the rule file, and every
+// alert of the rule file is in its table.
+func TestPrometheusAlertsInOperations(t *testing.T) {
+	doc, err := os.ReadFile(operationsDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := map[string]bool{}
+	for _, r := range alertRules(t) {
+		alerts[r.Alert] = true
+		if !strings.Contains(string(doc), "`"+r.Alert+"`") {
+			t.Errorf("%s does not name the alert %s", operationsDoc, r.Alert)
+		}
+	}
+	for _, m := range regexp.MustCompile("`(Leafd[A-Za-z]*)`").FindAllStringSubmatch(string(doc), -1) {
+		if !alerts[m[1]] {
+			t.Errorf("%s names an alert %s that %s does not have", operationsDoc, m[1], rulesFile)
+		}
+	}
+	if regexp.MustCompile(`(?m)^\|[^|\n]*\b(?:increase|rate)\(|^\| ` + "`leafd_[a-z_]+[^`]*(?:==|>|<)").Match(doc) {
+		t.Errorf("%s lists an alert's expression in a table: name the shipped alert instead", operationsDoc)
 	}
 }

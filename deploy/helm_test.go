@@ -2,12 +2,14 @@ package deploy_test
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"go/build"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -215,6 +217,7 @@ service: {type: LoadBalancer, port: 8081, annotations: {a: b}}
 serviceMonitor: {enabled: true, labels: {release: prom}}
 config:
   admin: {protect_dashboard: true}
+  log: {format: text, level: debug}
   segment: {seed_tags: [{tag: order, step: 1000}]}
   snowflake: {lease_ttl: 20s}
 migration: {ttlSecondsAfterFinished: 600}
@@ -414,21 +417,7 @@ func TestHelmPlainManifests(t *testing.T) {
 
 	// Ports: leafd listens on every interface, on the container's ports,
 	// which the Service targets by name.
-	ports := map[string]float64{}
-	for _, p := range list(t, c["ports"]) {
-		p := p.(map[string]any)
-		ports[p["name"].(string)] = toFloat(p["containerPort"])
-	}
-	for name, addr := range map[string]string{"http": cfg.HTTP.Addr, "grpc": cfg.GRPC.Addr} {
-		host, port, err := net.SplitHostPort(addr)
-		if err != nil || host != "0.0.0.0" && host != "" {
-			t.Errorf("%s address %q: not every interface", name, addr)
-			continue
-		}
-		if n, _ := strconv.Atoi(port); float64(n) != ports[name] {
-			t.Errorf("%s listens on %s, the container port %s is %v", name, port, name, ports[name])
-		}
-	}
+	checkListens(t, c, cfg)
 	svc := find1(t, objs, "Service")
 	var svcPorts []string
 	for _, p := range list(t, dig(t, svc, "spec")["ports"]) {
@@ -542,32 +531,47 @@ func TestHelmSQLite(t *testing.T) {
 }
 
 // podConfig loads leafd's configuration as container c of pod would: the
-// ConfigMap mounted at /etc/leafd as its config.yaml, and its environment,
-// with the values of secretKeyRefs to the Secret secretName taken from
-// secret. A reference to another Secret, or to a key the Secret lacks
-// without optional, fails the test.
+// ConfigMap mounted at /etc/leafd as its config.yaml, and the image's ENV
+// (../Dockerfile) overridden by the container's environment (podEnv).
 func podConfig(t *testing.T, objs []map[string]any, pod, c map[string]any, secretName string, secret map[string]string) (*config.Config, error) {
 	t.Helper()
+	return loadConfigEnv(t, podConfigFile(t, objs, pod, c), withImageEnv(t, podEnv(t, c, secretName, secret)))
+}
+
+// podEnv returns the environment of container c, with the values of
+// secretKeyRefs to the Secret secretName taken from secret. A reference
+// to another Secret, or to a key the Secret lacks without optional, fails
+// the test.
+func podEnv(t *testing.T, c map[string]any, secretName string, secret map[string]string) map[string]string {
+	t.Helper()
 	env := map[string]string{}
-	if c["env"] != nil {
-		for _, e := range list(t, c["env"]) {
-			e := e.(map[string]any)
-			name := e["name"].(string)
-			if v, ok := e["value"].(string); ok {
-				env[name] = v
-				continue
-			}
-			ref := dig(t, e, "valueFrom", "secretKeyRef")
-			if ref["name"] != secretName {
-				t.Errorf("%s comes from Secret %v, want %s", name, ref["name"], secretName)
-			}
-			if v, ok := secret[ref["key"].(string)]; ok {
-				env[name] = v
-			} else if ref["optional"] != true {
-				t.Errorf("%s needs key %v, which the Secret need not hold", name, ref["key"])
-			}
+	if c["env"] == nil {
+		return env
+	}
+	for _, e := range list(t, c["env"]) {
+		e := e.(map[string]any)
+		name := e["name"].(string)
+		if v, ok := e["value"].(string); ok {
+			env[name] = v
+			continue
+		}
+		ref := dig(t, e, "valueFrom", "secretKeyRef")
+		if ref["name"] != secretName {
+			t.Errorf("%s comes from Secret %v, want %s", name, ref["name"], secretName)
+		}
+		if v, ok := secret[ref["key"].(string)]; ok {
+			env[name] = v
+		} else if ref["optional"] != true {
+			t.Errorf("%s needs key %v, which the Secret need not hold", name, ref["key"])
 		}
 	}
+	return env
+}
+
+// podConfigFile writes the config.yaml that container c of pod reads, the
+// ConfigMap mounted at /etc/leafd, to a file and returns its path.
+func podConfigFile(t *testing.T, objs []map[string]any, pod, c map[string]any) string {
+	t.Helper()
 	vol := volume(t, pod, mountOf(t, c, "/etc/leafd"))
 	var data string
 	for _, o := range objs {
@@ -585,8 +589,55 @@ func podConfig(t *testing.T, objs []map[string]any, pod, c map[string]any, secre
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	loadLeafdConfig(t, env) // clears the environment of leafd's variables and sets env
-	return config.Load(path)
+	return path
+}
+
+// checkListens checks that the server container c listens where its
+// ports say: leafd's http.addr and grpc.addr (if it serves gRPC) on every
+// interface, on the container ports named http and grpc, which the
+// probes and the Service target.
+func checkListens(t *testing.T, c map[string]any, cfg *config.Config) {
+	t.Helper()
+	ports := map[string]float64{}
+	for _, p := range list(t, c["ports"]) {
+		p := p.(map[string]any)
+		ports[p["name"].(string)] = toFloat(p["containerPort"])
+	}
+	addrs := map[string]string{"http": cfg.HTTP.Addr}
+	if cfg.GRPC.Addr != "" || ports["grpc"] != 0 {
+		addrs["grpc"] = cfg.GRPC.Addr
+	}
+	for name, addr := range addrs {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil || host != "0.0.0.0" && host != "" {
+			t.Errorf("%s address %q: not every interface", name, addr)
+			continue
+		}
+		if n, _ := strconv.Atoi(port); float64(n) != ports[name] {
+			t.Errorf("%s listens on %s, the container port %s is %v", name, port, name, ports[name])
+		}
+	}
+}
+
+// TestImageEnv: the tests load leafd's configuration with the image's ENV,
+// read from the Dockerfile as docker reads it.
+func TestImageEnv(t *testing.T) {
+	env := imageEnv(t)
+	if env["LEAFD_HTTP_ADDR"] != "0.0.0.0:8080" || env["LEAFD_LOG_FORMAT"] != "json" {
+		t.Errorf("the image's ENV is %v, want LEAFD_HTTP_ADDR=0.0.0.0:8080 and LEAFD_LOG_FORMAT=json as the Dockerfile says", env)
+	}
+	for in, want := range map[string][]string{
+		`A=1 B=2`:               {"A=1", "B=2"},
+		`A="x y" B='$z' C=a\ b`: {"A=x y", "B=$z", "C=a b"},
+		`A="q\"r"  B=`:          {`A=q"r`, "B="},
+	} {
+		if got, err := dockerWords(in); err != nil || !slices.Equal(got, want) {
+			t.Errorf("dockerWords(%s) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := dockerWords(`A="x`); err == nil {
+		t.Error("an unclosed quote is accepted")
+	}
 }
 
 // TestHelmConfigAccepted: in every case, leafd's own configuration loader
@@ -651,9 +702,38 @@ func TestHelmConfigAccepted(t *testing.T) {
 				if cfg.Store.DSN != want {
 					t.Errorf("%s's DSN is %q, want %q", o["kind"], cfg.Store.DSN, want)
 				}
+				if o["kind"] == "Deployment" {
+					checkListens(t, container(t, o), cfg)
+				}
+				// The image's ENV (LEAFD_HTTP_ADDR, LEAFD_LOG_FORMAT) outranks
+				// config.yaml: what the chart configures must win over it.
+				pod, c := dig(t, o, "spec", "template", "spec"), container(t, o)
+				own, err := loadConfigEnv(t, podConfigFile(t, objs, pod, c), podEnv(t, c, secretName, secret))
+				if err != nil {
+					t.Fatalf("%s: leafd refuses its configuration without the image's ENV: %v", o["kind"], err)
+				}
+				if !reflect.DeepEqual(cfg, own) {
+					t.Errorf("%s: the image's ENV changes the configuration the chart gives: http.addr %q, log.format %q in the pod; %q, %q from the chart", o["kind"], cfg.HTTP.Addr, cfg.Log.Format, own.HTTP.Addr, own.Log.Format)
+				}
+				if f := chartLogFormat(t, objs); cfg.Log.Format != f {
+					t.Errorf("%s logs %s, config.log.format is %s", o["kind"], cfg.Log.Format, f)
+				}
 			}
 		})
 	}
+}
+
+// chartLogFormat returns config.log.format of the release's config.yaml,
+// or the image's json if it sets none.
+func chartLogFormat(t *testing.T, objs []map[string]any) string {
+	t.Helper()
+	var cfg struct {
+		Log struct{ Format string }
+	}
+	if err := yaml.Unmarshal([]byte(find1(t, objs, "ConfigMap")["data"].(map[string]any)["config.yaml"].(string)), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cmp.Or(cfg.Log.Format, "json")
 }
 
 func find1(t *testing.T, objs []map[string]any, kind string) map[string]any {

@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"go/build"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/leafd/leafd/internal/config"
+	"github.com/leafd/leafd/segment"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -355,6 +357,7 @@ func TestHelmRefuses(t *testing.T) {
 		{"short admin token", "adminToken: short", "/adminToken"},
 		{"admin token with a space", "adminToken: 0123456789 abcdef0123", "/adminToken"},
 		{"short opaque key", "opaqueKey: 0011223344", "/opaqueKey"},
+		{"opaque key of an odd length", "opaqueKey: 00112233445566778899aabbccddeeff0", "/opaqueKey"},
 		{"unknown driver", "store: {driver: oracle}", "/store/driver"},
 		{"misspelt value", "replicas: 3", "replicas"},
 		{"unknown config section", "config: {segments: {}}", "segments"},
@@ -370,9 +373,38 @@ func TestHelmRefuses(t *testing.T) {
 		})
 	}
 	// The same values with one replica, or a database, render.
-	for _, ok := range []string{"replicaCount: 1", "replicaCount: 3\nstore: {driver: mysql, dsn: \"u:p@tcp(db:3306)/leaf\"}", "shutdownTimeoutSeconds: 15", "shutdownTimeoutSeconds: 30\nterminationGracePeriodSeconds: 40"} {
+	for _, ok := range []string{"opaqueKey: 00112233445566778899aabbccddeeff00", "replicaCount: 1", "replicaCount: 3\nstore: {driver: mysql, dsn: \"u:p@tcp(db:3306)/leaf\"}", "shutdownTimeoutSeconds: 15", "shutdownTimeoutSeconds: 30\nterminationGracePeriodSeconds: 40"} {
 		if _, err := render(t, []string{ok}); err != nil {
 			t.Errorf("values %q: %v", ok, err)
+		}
+	}
+}
+
+// TestHelmSchemaOpaqueKey: the schema's pattern for opaqueKey accepts
+// exactly the keys leafd accepts (segment.ParseOpaqueKey): whole bytes of
+// hex, at least 16 of them, or none. A key leafd refuses would pass helm
+// and crash-loop the pods.
+func TestHelmSchemaOpaqueKey(t *testing.T) {
+	var schema struct {
+		Properties struct {
+			OpaqueKey struct{ Pattern string }
+		}
+	}
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(chartDir, "values.schema.json"))), &schema); err != nil {
+		t.Fatal(err)
+	}
+	re, err := regexp.Compile(schema.Properties.OpaqueKey.Pattern)
+	if err != nil || schema.Properties.OpaqueKey.Pattern == "" {
+		t.Fatalf("opaqueKey pattern %q: %v", schema.Properties.OpaqueKey.Pattern, err)
+	}
+	keys := []string{"", " ", strings.Repeat("0", 32) + " ", "0x" + strings.Repeat("a", 32), strings.Repeat("g", 32), strings.Repeat("Ab", 16) + "\n"}
+	for n := 1; n <= 70; n++ {
+		keys = append(keys, strings.Repeat("aF", n)[:n])
+	}
+	for _, k := range keys {
+		_, perr := segment.ParseOpaqueKey(k)
+		if re.MatchString(k) != (perr == nil) {
+			t.Errorf("opaque key %q (%d characters): the schema accepts it: %v; leafd: %v", k, len(k), re.MatchString(k), perr)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -555,11 +556,51 @@ func TestHelmSQLite(t *testing.T) {
 		t.Error("a migration Job with SQLite")
 	}
 
+	checkSQLiteTemp(t, d)
+
 	claim := find1(t, mustRender(t, []string{"store: {sqlite: {existingClaim: leafd-data}}"}), "Deployment")
 	vol := volume(t, dig(t, claim, "spec", "template", "spec"), "data")
 	if dig(t, vol, "persistentVolumeClaim")["claimName"] != "leafd-data" {
 		t.Errorf("data volume %v, want the claim", vol)
 	}
+	checkSQLiteTemp(t, claim)
+}
+
+// checkSQLiteTemp checks that SQLite finds a directory for its temporary
+// files (statement journals, sorts, temporary tables) in the pods of the
+// Deployment d. SQLite takes the first of SQLITE_TMPDIR, TMPDIR, /var/tmp,
+// /usr/tmp, /tmp and the working directory that it may write
+// (unixTempFileDir): under a read-only root filesystem, only a writable
+// volume counts, at its mount path (a directory below it need not exist).
+func checkSQLiteTemp(t *testing.T, d map[string]any) {
+	t.Helper()
+	c := container(t, d)
+	if dig(t, c, "securityContext")["readOnlyRootFilesystem"] != true {
+		return // any of /var/tmp, /tmp and the working directory will do
+	}
+	writable := map[string]bool{}
+	for _, m := range list(t, c["volumeMounts"]) {
+		m := m.(map[string]any)
+		vol := volume(t, dig(t, d, "spec", "template", "spec"), m["name"].(string))
+		if m["readOnly"] != true && (vol["emptyDir"] != nil || vol["persistentVolumeClaim"] != nil) {
+			writable[path.Clean(m["mountPath"].(string))] = true
+		}
+	}
+	env := imageEnv(t)
+	if c["env"] != nil {
+		for _, e := range list(t, c["env"]) {
+			if e := e.(map[string]any); e["value"] != nil {
+				env[e["name"].(string)] = fmt.Sprint(e["value"])
+			}
+		}
+	}
+	tried := []string{env["SQLITE_TMPDIR"], env["TMPDIR"], "/var/tmp", "/usr/tmp", "/tmp", "/var/lib/leafd"} // the image's WORKDIR
+	for _, dir := range tried {
+		if dir != "" && writable[path.Clean(dir)] {
+			return
+		}
+	}
+	t.Errorf("SQLite has no writable directory for its temporary files: it tries %q, the writable volumes are %v (set TMPDIR to one)", tried, writable)
 }
 
 // podConfig loads leafd's configuration as container c of pod would: the

@@ -360,6 +360,7 @@ func TestHelmRefuses(t *testing.T) {
 		{"short opaque key", "opaqueKey: 0011223344", "/opaqueKey"},
 		{"opaque key of an odd length", "opaqueKey: 00112233445566778899aabbccddeeff0", "/opaqueKey"},
 		{"unknown driver", "store: {driver: oracle}", "/store/driver"},
+		{"managedBy not a label value", "managedBy: \"kubectl apply\"", "/managedBy"},
 		{"misspelt value", "replicas: 3", "replicas"},
 		{"unknown config section", "config: {segments: {}}", "segments"},
 	} {
@@ -523,9 +524,54 @@ func TestHelmPlainManifests(t *testing.T) {
 			t.Errorf("volume %v: leafd over MySQL writes nothing", vol)
 		}
 	}
+	// Applied with kubectl: no object says Helm manages it, so that
+	// neither a person nor a tool takes them for a release's.
+	for _, o := range objs {
+		for _, v := range managedBy(o) {
+			if v != "kubectl" {
+				t.Errorf("%s %v: app.kubernetes.io/managed-by %v, want kubectl", o["kind"], dig(t, o, "metadata")["name"], v)
+			}
+		}
+		if len(managedBy(o)) == 0 {
+			t.Errorf("%s %v: no app.kubernetes.io/managed-by label", o["kind"], dig(t, o, "metadata")["name"])
+		}
+	}
 	res := dig(t, c, "resources")
 	if dig(t, res, "limits")["memory"] == nil || dig(t, res, "requests")["memory"] == nil {
 		t.Errorf("resources %v: want memory requests and limits", res)
+	}
+}
+
+// managedBy returns the app.kubernetes.io/managed-by labels of obj and
+// of the templates inside it.
+func managedBy(obj any) []any {
+	var out []any
+	switch o := obj.(type) {
+	case map[string]any:
+		for k, v := range o {
+			if l, ok := v.(map[string]any); ok && k == "labels" {
+				if m, ok := l["app.kubernetes.io/managed-by"]; ok {
+					out = append(out, m)
+				}
+			}
+			out = append(out, managedBy(v)...)
+		}
+	case []any:
+		for _, v := range o {
+			out = append(out, managedBy(v)...)
+		}
+	}
+	return out
+}
+
+// TestHelmManagedBy: a release's objects say Helm manages them.
+func TestHelmManagedBy(t *testing.T) {
+	for _, o := range mustRender(t, caseValues(t, helmCases[2].values)) {
+		for _, v := range managedBy(o) {
+			if v != "Helm" {
+				t.Errorf("%s: app.kubernetes.io/managed-by %v, want Helm", o["kind"], v)
+			}
+		}
 	}
 }
 

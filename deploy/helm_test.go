@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,26 +61,88 @@ func missing(t *testing.T, why string) {
 	t.Skipf("%s; set %s=1 to fail instead", why, requireHelm)
 }
 
-// helmPath finds helm on PATH, or where go install puts it.
+// helmPath returns the first Helm 3 on PATH or in go install's directory
+// (findHelm), or skips the test without one (missing). A Helm 4 is passed
+// over: the committed manifests hold Helm 3's output.
 func helmPath(t *testing.T) string {
 	t.Helper()
-	if p, err := exec.LookPath("helm"); err == nil {
-		return p
+	p, why := foundHelm()
+	if p == "" {
+		missing(t, why)
 	}
-	gobin := os.Getenv("GOBIN")
+	return p
+}
+
+// foundHelm is findHelm over PATH and go install's directory, once.
+var foundHelm = sync.OnceValues(func() (string, string) {
+	dirs := filepath.SplitList(os.Getenv("PATH"))
+	gobin, gopath := os.Getenv("GOBIN"), build.Default.GOPATH
+	if out, err := exec.Command("go", "env", "GOBIN", "GOPATH").Output(); err == nil {
+		if l := strings.Split(string(out), "\n"); len(l) >= 2 {
+			gobin, gopath = l[0], l[1]
+		}
+	}
 	if gobin == "" {
-		gobin = filepath.Join(build.Default.GOPATH, "bin")
+		gobin = filepath.Join(gopath, "bin")
 	}
-	if p := filepath.Join(gobin, "helm"); fileExists(p) {
-		return p
+	return findHelm(append(dirs, gobin))
+})
+
+// findHelm returns the path of the first helm in dirs that is Helm 3, or
+// why there is none.
+func findHelm(dirs []string) (path, why string) {
+	var others []string
+	for _, d := range dirs {
+		p := filepath.Join(d, "helm")
+		if fi, err := os.Stat(p); d == "" || err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			continue
+		}
+		out, err := exec.Command(p, "version", "--template", "{{.Version}}").Output()
+		v := strings.TrimSpace(string(out))
+		if err == nil && strings.HasPrefix(v, "v3.") {
+			return p, ""
+		}
+		if err != nil {
+			v = err.Error()
+		}
+		others = append(others, p+" is "+v)
 	}
-	missing(t, "no helm on PATH or in "+gobin)
-	return ""
+	if len(others) > 0 {
+		return "", "no Helm 3 (" + strings.Join(others, "; ") + ")"
+	}
+	return "", "no helm on PATH or in " + dirs[len(dirs)-1]
 }
 
 // TestHelmVersion: the helm the tests run is Helm 3, whose output the
-// committed manifests hold (go install helm.sh/helm/v3/cmd/helm@v3.22.0).
+// committed manifests hold; a Helm 4 found first is passed over, and one
+// found alone skips the tests (unless LEAFD_TEST_REQUIRE_HELM=1).
 func TestHelmVersion(t *testing.T) {
+	fake := func(version string) string {
+		dir := t.TempDir()
+		script := "#!/bin/sh\nprintf %s " + version + "\n"
+		if err := os.WriteFile(filepath.Join(dir, "helm"), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	v4, v3, none := fake("v4.0.1"), fake("v3.22.0"), t.TempDir()
+	if p, why := findHelm([]string{none, v4, v3}); p != filepath.Join(v3, "helm") {
+		t.Errorf("a Helm 4 on PATH, a Helm 3 after it: found %q (%s), want the Helm 3", p, why)
+	}
+	p, why := findHelm([]string{v4, none})
+	if p != "" || !strings.Contains(why, "v4.0.1") {
+		t.Errorf("only a Helm 4: found %q (%s), want none and the reason", p, why)
+	}
+	var sub *testing.T
+	t.Run("only a Helm 4", func(t *testing.T) {
+		sub = t
+		t.Setenv(requireHelm, "")
+		missing(t, why)
+	})
+	if !sub.Skipped() {
+		t.Error("without a Helm 3, and without " + requireHelm + "=1, the tests do not skip")
+	}
+
 	out, err := helm(t, "version", "--template", "{{.Version}}")
 	if err != nil {
 		t.Fatal(err)
@@ -87,11 +150,6 @@ func TestHelmVersion(t *testing.T) {
 	if !strings.HasPrefix(out, "v3.") {
 		t.Fatalf("helm version %q: the chart and its tests are for Helm 3 (go install helm.sh/helm/v3/cmd/helm@v3.22.0)", out)
 	}
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 // helm runs helm with args and returns its standard output, and its

@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -268,12 +269,30 @@ func TestComposeLeafdConfig(t *testing.T) {
 }
 
 // loadLeafdConfig loads leafd's configuration as the image does: from a
-// directory without config.yaml, with the environment e and nothing else
-// of leafd's. It changes the test's directory and environment, so the
-// test may not be parallel.
+// directory without config.yaml, with the image's ENV (imageEnv)
+// overridden by the environment e, and nothing else of leafd's. It
+// changes the test's environment, so the test may not be parallel.
 func loadLeafdConfig(t *testing.T, e map[string]string) (*config.Config, error) {
 	t.Helper()
-	t.Chdir(t.TempDir())
+	return loadConfigEnv(t, "", withImageEnv(t, e))
+}
+
+// loadConfigEnv loads leafd's configuration from the file path (none if
+// empty) in an empty directory, with the environment e and no other
+// variable of leafd's: neither this machine's nor the image's. It leaves
+// the directory as it was, and the environment so until the test ends.
+func loadConfigEnv(t *testing.T, path string, e map[string]string) (*config.Config, error) {
+	t.Helper()
+	back, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir()) // which also refuses a parallel test
+	defer func() {
+		if err := os.Chdir(back); err != nil { // the test reads files relative to deploy/
+			t.Fatal(err)
+		}
+	}()
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "LEAFD_") {
 			t.Setenv(k, "") // empty counts as unset
@@ -282,7 +301,95 @@ func loadLeafdConfig(t *testing.T, e map[string]string) (*config.Config, error) 
 	for k, v := range e {
 		t.Setenv(k, v)
 	}
-	return config.Load("")
+	return config.Load(path)
+}
+
+// withImageEnv returns the environment of a container of the image whose
+// own environment is e: the image's ENV, each variable of e replacing it.
+func withImageEnv(t *testing.T, e map[string]string) map[string]string {
+	t.Helper()
+	env := imageEnv(t)
+	for k, v := range e {
+		env[k] = v
+	}
+	return env
+}
+
+// imageEnv returns the variables the final stage of ../Dockerfile sets
+// with ENV, in both of its forms (ENV K=V K2="V 2", and ENV K V).
+func imageEnv(t *testing.T) map[string]string {
+	t.Helper()
+	stages := readDockerfile(t)
+	env := map[string]string{}
+	for _, args := range find(stages[len(stages)-1], "ENV") {
+		k, rest, _ := strings.Cut(args, " ")
+		if !strings.Contains(k, "=") { // ENV K V: the rest of the line is the value
+			env[k] = strings.TrimSpace(rest)
+			continue
+		}
+		words, err := dockerWords(args)
+		if err != nil {
+			t.Fatalf("Dockerfile ENV %s: %v", args, err)
+		}
+		for _, w := range words {
+			k, v, ok := strings.Cut(w, "=")
+			if !ok || k == "" {
+				t.Fatalf("Dockerfile ENV %s: %q is not NAME=value", args, w)
+			}
+			env[k] = v
+		}
+	}
+	if len(env) == 0 {
+		t.Fatal("the Dockerfile's final stage sets no ENV: not the file this parser was written for?")
+	}
+	return env
+}
+
+// dockerWords splits s into words at unquoted blanks, as the Dockerfile
+// does for ENV: double and single quotes group, and a backslash outside
+// single quotes escapes the next character.
+func dockerWords(s string) ([]string, error) {
+	var (
+		words []string
+		word  strings.Builder
+		in    bool // a word has begun
+		quote rune
+	)
+	rs := []rune(s)
+	for i := 0; i < len(rs); i++ {
+		r := rs[i]
+		switch {
+		case r == '\\' && quote != '\'':
+			if i+1 == len(rs) {
+				return nil, fmt.Errorf("a backslash at the end")
+			}
+			i++
+			word.WriteRune(rs[i])
+			in = true
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			word.WriteRune(r)
+		case r == '"' || r == '\'':
+			quote, in = r, true
+		case r == ' ' || r == '\t':
+			if in {
+				words = append(words, word.String())
+				word.Reset()
+				in = false
+			}
+		default:
+			word.WriteRune(r)
+			in = true
+		}
+	}
+	if quote != 0 {
+		return nil, fmt.Errorf("an unclosed %c", quote)
+	}
+	if in {
+		words = append(words, word.String())
+	}
+	return words, nil
 }
 
 // configKeys returns the LEAFD_* names of every key of the shipped

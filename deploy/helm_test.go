@@ -2,20 +2,26 @@ package deploy_test
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/json"
 	"fmt"
 	"go/build"
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/leafd/leafd/internal/config"
+	"github.com/leafd/leafd/segment"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -55,26 +61,88 @@ func missing(t *testing.T, why string) {
 	t.Skipf("%s; set %s=1 to fail instead", why, requireHelm)
 }
 
-// helmPath finds helm on PATH, or where go install puts it.
+// helmPath returns the first Helm 3 on PATH or in go install's directory
+// (findHelm), or skips the test without one (missing). A Helm 4 is passed
+// over: the committed manifests hold Helm 3's output.
 func helmPath(t *testing.T) string {
 	t.Helper()
-	if p, err := exec.LookPath("helm"); err == nil {
-		return p
+	p, why := foundHelm()
+	if p == "" {
+		missing(t, why)
 	}
-	gobin := os.Getenv("GOBIN")
+	return p
+}
+
+// foundHelm is findHelm over PATH and go install's directory, once.
+var foundHelm = sync.OnceValues(func() (string, string) {
+	dirs := filepath.SplitList(os.Getenv("PATH"))
+	gobin, gopath := os.Getenv("GOBIN"), build.Default.GOPATH
+	if out, err := exec.Command("go", "env", "GOBIN", "GOPATH").Output(); err == nil {
+		if l := strings.Split(string(out), "\n"); len(l) >= 2 {
+			gobin, gopath = l[0], l[1]
+		}
+	}
 	if gobin == "" {
-		gobin = filepath.Join(build.Default.GOPATH, "bin")
+		gobin = filepath.Join(gopath, "bin")
 	}
-	if p := filepath.Join(gobin, "helm"); fileExists(p) {
-		return p
+	return findHelm(append(dirs, gobin))
+})
+
+// findHelm returns the path of the first helm in dirs that is Helm 3, or
+// why there is none.
+func findHelm(dirs []string) (path, why string) {
+	var others []string
+	for _, d := range dirs {
+		p := filepath.Join(d, "helm")
+		if fi, err := os.Stat(p); d == "" || err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			continue
+		}
+		out, err := exec.Command(p, "version", "--template", "{{.Version}}").Output()
+		v := strings.TrimSpace(string(out))
+		if err == nil && strings.HasPrefix(v, "v3.") {
+			return p, ""
+		}
+		if err != nil {
+			v = err.Error()
+		}
+		others = append(others, p+" is "+v)
 	}
-	missing(t, "no helm on PATH or in "+gobin)
-	return ""
+	if len(others) > 0 {
+		return "", "no Helm 3 (" + strings.Join(others, "; ") + ")"
+	}
+	return "", "no helm on PATH or in " + dirs[len(dirs)-1]
 }
 
 // TestHelmVersion: the helm the tests run is Helm 3, whose output the
-// committed manifests hold (go install helm.sh/helm/v3/cmd/helm@v3.22.0).
+// committed manifests hold; a Helm 4 found first is passed over, and one
+// found alone skips the tests (unless LEAFD_TEST_REQUIRE_HELM=1).
 func TestHelmVersion(t *testing.T) {
+	fake := func(version string) string {
+		dir := t.TempDir()
+		script := "#!/bin/sh\nprintf %s " + version + "\n"
+		if err := os.WriteFile(filepath.Join(dir, "helm"), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	v4, v3, none := fake("v4.0.1"), fake("v3.22.0"), t.TempDir()
+	if p, why := findHelm([]string{none, v4, v3}); p != filepath.Join(v3, "helm") {
+		t.Errorf("a Helm 4 on PATH, a Helm 3 after it: found %q (%s), want the Helm 3", p, why)
+	}
+	p, why := findHelm([]string{v4, none})
+	if p != "" || !strings.Contains(why, "v4.0.1") {
+		t.Errorf("only a Helm 4: found %q (%s), want none and the reason", p, why)
+	}
+	var sub *testing.T
+	t.Run("only a Helm 4", func(t *testing.T) {
+		sub = t
+		t.Setenv(requireHelm, "")
+		missing(t, why)
+	})
+	if !sub.Skipped() {
+		t.Error("without a Helm 3, and without " + requireHelm + "=1, the tests do not skip")
+	}
+
 	out, err := helm(t, "version", "--template", "{{.Version}}")
 	if err != nil {
 		t.Fatal(err)
@@ -82,11 +150,6 @@ func TestHelmVersion(t *testing.T) {
 	if !strings.HasPrefix(out, "v3.") {
 		t.Fatalf("helm version %q: the chart and its tests are for Helm 3 (go install helm.sh/helm/v3/cmd/helm@v3.22.0)", out)
 	}
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 // helm runs helm with args and returns its standard output, and its
@@ -215,6 +278,7 @@ service: {type: LoadBalancer, port: 8081, annotations: {a: b}}
 serviceMonitor: {enabled: true, labels: {release: prom}}
 config:
   admin: {protect_dashboard: true}
+  log: {format: text, level: debug}
   segment: {seed_tags: [{tag: order, step: 1000}]}
   snowflake: {lease_ttl: 20s}
 migration: {ttlSecondsAfterFinished: 600}
@@ -352,7 +416,9 @@ func TestHelmRefuses(t *testing.T) {
 		{"short admin token", "adminToken: short", "/adminToken"},
 		{"admin token with a space", "adminToken: 0123456789 abcdef0123", "/adminToken"},
 		{"short opaque key", "opaqueKey: 0011223344", "/opaqueKey"},
+		{"opaque key of an odd length", "opaqueKey: 00112233445566778899aabbccddeeff0", "/opaqueKey"},
 		{"unknown driver", "store: {driver: oracle}", "/store/driver"},
+		{"managedBy not a label value", "managedBy: \"kubectl apply\"", "/managedBy"},
 		{"misspelt value", "replicas: 3", "replicas"},
 		{"unknown config section", "config: {segments: {}}", "segments"},
 	} {
@@ -367,9 +433,38 @@ func TestHelmRefuses(t *testing.T) {
 		})
 	}
 	// The same values with one replica, or a database, render.
-	for _, ok := range []string{"replicaCount: 1", "replicaCount: 3\nstore: {driver: mysql, dsn: \"u:p@tcp(db:3306)/leaf\"}", "shutdownTimeoutSeconds: 15", "shutdownTimeoutSeconds: 30\nterminationGracePeriodSeconds: 40"} {
+	for _, ok := range []string{"opaqueKey: 00112233445566778899aabbccddeeff00", "replicaCount: 1", "replicaCount: 3\nstore: {driver: mysql, dsn: \"u:p@tcp(db:3306)/leaf\"}", "shutdownTimeoutSeconds: 15", "shutdownTimeoutSeconds: 30\nterminationGracePeriodSeconds: 40"} {
 		if _, err := render(t, []string{ok}); err != nil {
 			t.Errorf("values %q: %v", ok, err)
+		}
+	}
+}
+
+// TestHelmSchemaOpaqueKey: the schema's pattern for opaqueKey accepts
+// exactly the keys leafd accepts (segment.ParseOpaqueKey): whole bytes of
+// hex, at least 16 of them, or none. A key leafd refuses would pass helm
+// and crash-loop the pods.
+func TestHelmSchemaOpaqueKey(t *testing.T) {
+	var schema struct {
+		Properties struct {
+			OpaqueKey struct{ Pattern string }
+		}
+	}
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(chartDir, "values.schema.json"))), &schema); err != nil {
+		t.Fatal(err)
+	}
+	re, err := regexp.Compile(schema.Properties.OpaqueKey.Pattern)
+	if err != nil || schema.Properties.OpaqueKey.Pattern == "" {
+		t.Fatalf("opaqueKey pattern %q: %v", schema.Properties.OpaqueKey.Pattern, err)
+	}
+	keys := []string{"", " ", strings.Repeat("0", 32) + " ", "0x" + strings.Repeat("a", 32), strings.Repeat("g", 32), strings.Repeat("Ab", 16) + "\n"}
+	for n := 1; n <= 70; n++ {
+		keys = append(keys, strings.Repeat("aF", n)[:n])
+	}
+	for _, k := range keys {
+		_, perr := segment.ParseOpaqueKey(k)
+		if re.MatchString(k) != (perr == nil) {
+			t.Errorf("opaque key %q (%d characters): the schema accepts it: %v; leafd: %v", k, len(k), re.MatchString(k), perr)
 		}
 	}
 }
@@ -414,21 +509,7 @@ func TestHelmPlainManifests(t *testing.T) {
 
 	// Ports: leafd listens on every interface, on the container's ports,
 	// which the Service targets by name.
-	ports := map[string]float64{}
-	for _, p := range list(t, c["ports"]) {
-		p := p.(map[string]any)
-		ports[p["name"].(string)] = toFloat(p["containerPort"])
-	}
-	for name, addr := range map[string]string{"http": cfg.HTTP.Addr, "grpc": cfg.GRPC.Addr} {
-		host, port, err := net.SplitHostPort(addr)
-		if err != nil || host != "0.0.0.0" && host != "" {
-			t.Errorf("%s address %q: not every interface", name, addr)
-			continue
-		}
-		if n, _ := strconv.Atoi(port); float64(n) != ports[name] {
-			t.Errorf("%s listens on %s, the container port %s is %v", name, port, name, ports[name])
-		}
-	}
+	checkListens(t, c, cfg)
 	svc := find1(t, objs, "Service")
 	var svcPorts []string
 	for _, p := range list(t, dig(t, svc, "spec")["ports"]) {
@@ -501,9 +582,54 @@ func TestHelmPlainManifests(t *testing.T) {
 			t.Errorf("volume %v: leafd over MySQL writes nothing", vol)
 		}
 	}
+	// Applied with kubectl: no object says Helm manages it, so that
+	// neither a person nor a tool takes them for a release's.
+	for _, o := range objs {
+		for _, v := range managedBy(o) {
+			if v != "kubectl" {
+				t.Errorf("%s %v: app.kubernetes.io/managed-by %v, want kubectl", o["kind"], dig(t, o, "metadata")["name"], v)
+			}
+		}
+		if len(managedBy(o)) == 0 {
+			t.Errorf("%s %v: no app.kubernetes.io/managed-by label", o["kind"], dig(t, o, "metadata")["name"])
+		}
+	}
 	res := dig(t, c, "resources")
 	if dig(t, res, "limits")["memory"] == nil || dig(t, res, "requests")["memory"] == nil {
 		t.Errorf("resources %v: want memory requests and limits", res)
+	}
+}
+
+// managedBy returns the app.kubernetes.io/managed-by labels of obj and
+// of the templates inside it.
+func managedBy(obj any) []any {
+	var out []any
+	switch o := obj.(type) {
+	case map[string]any:
+		for k, v := range o {
+			if l, ok := v.(map[string]any); ok && k == "labels" {
+				if m, ok := l["app.kubernetes.io/managed-by"]; ok {
+					out = append(out, m)
+				}
+			}
+			out = append(out, managedBy(v)...)
+		}
+	case []any:
+		for _, v := range o {
+			out = append(out, managedBy(v)...)
+		}
+	}
+	return out
+}
+
+// TestHelmManagedBy: a release's objects say Helm manages them.
+func TestHelmManagedBy(t *testing.T) {
+	for _, o := range mustRender(t, caseValues(t, helmCases[2].values)) {
+		for _, v := range managedBy(o) {
+			if v != "Helm" {
+				t.Errorf("%s: app.kubernetes.io/managed-by %v, want Helm", o["kind"], v)
+			}
+		}
 	}
 }
 
@@ -534,40 +660,95 @@ func TestHelmSQLite(t *testing.T) {
 		t.Error("a migration Job with SQLite")
 	}
 
+	checkSQLiteTemp(t, d)
+
 	claim := find1(t, mustRender(t, []string{"store: {sqlite: {existingClaim: leafd-data}}"}), "Deployment")
 	vol := volume(t, dig(t, claim, "spec", "template", "spec"), "data")
 	if dig(t, vol, "persistentVolumeClaim")["claimName"] != "leafd-data" {
 		t.Errorf("data volume %v, want the claim", vol)
 	}
+	checkSQLiteTemp(t, claim)
 }
 
-// podConfig loads leafd's configuration as container c of pod would: the
-// ConfigMap mounted at /etc/leafd as its config.yaml, and its environment,
-// with the values of secretKeyRefs to the Secret secretName taken from
-// secret. A reference to another Secret, or to a key the Secret lacks
-// without optional, fails the test.
-func podConfig(t *testing.T, objs []map[string]any, pod, c map[string]any, secretName string, secret map[string]string) (*config.Config, error) {
+// checkSQLiteTemp checks that SQLite finds a directory for its temporary
+// files (statement journals, sorts, temporary tables) in the pods of the
+// Deployment d. SQLite takes the first of SQLITE_TMPDIR, TMPDIR, /var/tmp,
+// /usr/tmp, /tmp and the working directory that it may write
+// (unixTempFileDir): under a read-only root filesystem, only a writable
+// volume counts, at its mount path (a directory below it need not exist).
+func checkSQLiteTemp(t *testing.T, d map[string]any) {
 	t.Helper()
-	env := map[string]string{}
+	c := container(t, d)
+	if dig(t, c, "securityContext")["readOnlyRootFilesystem"] != true {
+		return // any of /var/tmp, /tmp and the working directory will do
+	}
+	writable := map[string]bool{}
+	for _, m := range list(t, c["volumeMounts"]) {
+		m := m.(map[string]any)
+		vol := volume(t, dig(t, d, "spec", "template", "spec"), m["name"].(string))
+		if m["readOnly"] != true && (vol["emptyDir"] != nil || vol["persistentVolumeClaim"] != nil) {
+			writable[path.Clean(m["mountPath"].(string))] = true
+		}
+	}
+	env := imageEnv(t)
 	if c["env"] != nil {
 		for _, e := range list(t, c["env"]) {
-			e := e.(map[string]any)
-			name := e["name"].(string)
-			if v, ok := e["value"].(string); ok {
-				env[name] = v
-				continue
-			}
-			ref := dig(t, e, "valueFrom", "secretKeyRef")
-			if ref["name"] != secretName {
-				t.Errorf("%s comes from Secret %v, want %s", name, ref["name"], secretName)
-			}
-			if v, ok := secret[ref["key"].(string)]; ok {
-				env[name] = v
-			} else if ref["optional"] != true {
-				t.Errorf("%s needs key %v, which the Secret need not hold", name, ref["key"])
+			if e := e.(map[string]any); e["value"] != nil {
+				env[e["name"].(string)] = fmt.Sprint(e["value"])
 			}
 		}
 	}
+	tried := []string{env["SQLITE_TMPDIR"], env["TMPDIR"], "/var/tmp", "/usr/tmp", "/tmp", "/var/lib/leafd"} // the image's WORKDIR
+	for _, dir := range tried {
+		if dir != "" && writable[path.Clean(dir)] {
+			return
+		}
+	}
+	t.Errorf("SQLite has no writable directory for its temporary files: it tries %q, the writable volumes are %v (set TMPDIR to one)", tried, writable)
+}
+
+// podConfig loads leafd's configuration as container c of pod would: the
+// ConfigMap mounted at /etc/leafd as its config.yaml, and the image's ENV
+// (../Dockerfile) overridden by the container's environment (podEnv).
+func podConfig(t *testing.T, objs []map[string]any, pod, c map[string]any, secretName string, secret map[string]string) (*config.Config, error) {
+	t.Helper()
+	return loadConfigEnv(t, podConfigFile(t, objs, pod, c), withImageEnv(t, podEnv(t, c, secretName, secret)))
+}
+
+// podEnv returns the environment of container c, with the values of
+// secretKeyRefs to the Secret secretName taken from secret. A reference
+// to another Secret, or to a key the Secret lacks without optional, fails
+// the test.
+func podEnv(t *testing.T, c map[string]any, secretName string, secret map[string]string) map[string]string {
+	t.Helper()
+	env := map[string]string{}
+	if c["env"] == nil {
+		return env
+	}
+	for _, e := range list(t, c["env"]) {
+		e := e.(map[string]any)
+		name := e["name"].(string)
+		if v, ok := e["value"].(string); ok {
+			env[name] = v
+			continue
+		}
+		ref := dig(t, e, "valueFrom", "secretKeyRef")
+		if ref["name"] != secretName {
+			t.Errorf("%s comes from Secret %v, want %s", name, ref["name"], secretName)
+		}
+		if v, ok := secret[ref["key"].(string)]; ok {
+			env[name] = v
+		} else if ref["optional"] != true {
+			t.Errorf("%s needs key %v, which the Secret need not hold", name, ref["key"])
+		}
+	}
+	return env
+}
+
+// podConfigFile writes the config.yaml that container c of pod reads, the
+// ConfigMap mounted at /etc/leafd, to a file and returns its path.
+func podConfigFile(t *testing.T, objs []map[string]any, pod, c map[string]any) string {
+	t.Helper()
 	vol := volume(t, pod, mountOf(t, c, "/etc/leafd"))
 	var data string
 	for _, o := range objs {
@@ -585,8 +766,55 @@ func podConfig(t *testing.T, objs []map[string]any, pod, c map[string]any, secre
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	loadLeafdConfig(t, env) // clears the environment of leafd's variables and sets env
-	return config.Load(path)
+	return path
+}
+
+// checkListens checks that the server container c listens where its
+// ports say: leafd's http.addr and grpc.addr (if it serves gRPC) on every
+// interface, on the container ports named http and grpc, which the
+// probes and the Service target.
+func checkListens(t *testing.T, c map[string]any, cfg *config.Config) {
+	t.Helper()
+	ports := map[string]float64{}
+	for _, p := range list(t, c["ports"]) {
+		p := p.(map[string]any)
+		ports[p["name"].(string)] = toFloat(p["containerPort"])
+	}
+	addrs := map[string]string{"http": cfg.HTTP.Addr}
+	if cfg.GRPC.Addr != "" || ports["grpc"] != 0 {
+		addrs["grpc"] = cfg.GRPC.Addr
+	}
+	for name, addr := range addrs {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil || host != "0.0.0.0" && host != "" {
+			t.Errorf("%s address %q: not every interface", name, addr)
+			continue
+		}
+		if n, _ := strconv.Atoi(port); float64(n) != ports[name] {
+			t.Errorf("%s listens on %s, the container port %s is %v", name, port, name, ports[name])
+		}
+	}
+}
+
+// TestImageEnv: the tests load leafd's configuration with the image's ENV,
+// read from the Dockerfile as docker reads it.
+func TestImageEnv(t *testing.T) {
+	env := imageEnv(t)
+	if env["LEAFD_HTTP_ADDR"] != "0.0.0.0:8080" || env["LEAFD_LOG_FORMAT"] != "json" {
+		t.Errorf("the image's ENV is %v, want LEAFD_HTTP_ADDR=0.0.0.0:8080 and LEAFD_LOG_FORMAT=json as the Dockerfile says", env)
+	}
+	for in, want := range map[string][]string{
+		`A=1 B=2`:               {"A=1", "B=2"},
+		`A="x y" B='$z' C=a\ b`: {"A=x y", "B=$z", "C=a b"},
+		`A="q\"r"  B=`:          {`A=q"r`, "B="},
+	} {
+		if got, err := dockerWords(in); err != nil || !slices.Equal(got, want) {
+			t.Errorf("dockerWords(%s) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := dockerWords(`A="x`); err == nil {
+		t.Error("an unclosed quote is accepted")
+	}
 }
 
 // TestHelmConfigAccepted: in every case, leafd's own configuration loader
@@ -651,9 +879,38 @@ func TestHelmConfigAccepted(t *testing.T) {
 				if cfg.Store.DSN != want {
 					t.Errorf("%s's DSN is %q, want %q", o["kind"], cfg.Store.DSN, want)
 				}
+				if o["kind"] == "Deployment" {
+					checkListens(t, container(t, o), cfg)
+				}
+				// The image's ENV (LEAFD_HTTP_ADDR, LEAFD_LOG_FORMAT) outranks
+				// config.yaml: what the chart configures must win over it.
+				pod, c := dig(t, o, "spec", "template", "spec"), container(t, o)
+				own, err := loadConfigEnv(t, podConfigFile(t, objs, pod, c), podEnv(t, c, secretName, secret))
+				if err != nil {
+					t.Fatalf("%s: leafd refuses its configuration without the image's ENV: %v", o["kind"], err)
+				}
+				if !reflect.DeepEqual(cfg, own) {
+					t.Errorf("%s: the image's ENV changes the configuration the chart gives: http.addr %q, log.format %q in the pod; %q, %q from the chart", o["kind"], cfg.HTTP.Addr, cfg.Log.Format, own.HTTP.Addr, own.Log.Format)
+				}
+				if f := chartLogFormat(t, objs); cfg.Log.Format != f {
+					t.Errorf("%s logs %s, config.log.format is %s", o["kind"], cfg.Log.Format, f)
+				}
 			}
 		})
 	}
+}
+
+// chartLogFormat returns config.log.format of the release's config.yaml,
+// or the image's json if it sets none.
+func chartLogFormat(t *testing.T, objs []map[string]any) string {
+	t.Helper()
+	var cfg struct {
+		Log struct{ Format string }
+	}
+	if err := yaml.Unmarshal([]byte(find1(t, objs, "ConfigMap")["data"].(map[string]any)["config.yaml"].(string)), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cmp.Or(cfg.Log.Format, "json")
 }
 
 func find1(t *testing.T, objs []map[string]any, kind string) map[string]any {

@@ -21,7 +21,7 @@
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{ include "leafd.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/managed-by: {{ .Values.managedBy | default .Release.Service }}
 {{- end }}
 
 {{- define "leafd.selectorLabels" -}}
@@ -95,13 +95,30 @@ rendering with the reason and the fix.
 {{/* config.yaml: config with the keys the chart owns. */}}
 {{- define "leafd.config" -}}
 {{- $own := dict
-  "http" (dict "addr" (printf "0.0.0.0:%d" (int .Values.service.port)) "shutdown_timeout" (printf "%ds" (int .Values.shutdownTimeoutSeconds)))
+  "http" (dict "addr" (include "leafd.httpAddr" .) "shutdown_timeout" (printf "%ds" (int .Values.shutdownTimeoutSeconds)))
   "store" (dict "driver" .Values.store.driver "migrate" (not (include "leafd.migrationJob" .)))
 }}
 {{- if .Values.grpc.enabled }}
 {{- $_ := set $own "grpc" (dict "addr" (printf "0.0.0.0:%d" (int .Values.grpc.port))) }}
 {{- end }}
 {{- toYaml (mustMergeOverwrite (deepCopy (.Values.config | default dict)) $own) }}
+{{- end }}
+
+{{- define "leafd.httpAddr" -}}
+{{- printf "0.0.0.0:%d" (int .Values.service.port) }}
+{{- end }}
+
+{{/*
+The image's ENV again, with the chart's values: the Dockerfile sets
+LEAFD_HTTP_ADDR and LEAFD_LOG_FORMAT, and leafd's environment outranks
+config.yaml, so without these the pod would listen on 8080 and log JSON
+whatever service.port and config.log.format say.
+*/}}
+{{- define "leafd.imageEnv" -}}
+- name: LEAFD_HTTP_ADDR
+  value: {{ include "leafd.httpAddr" . | quote }}
+- name: LEAFD_LOG_FORMAT
+  value: {{ dig "log" "format" "json" (.Values.config | default dict) | toString | quote }}
 {{- end }}
 
 {{/*

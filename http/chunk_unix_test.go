@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafd/leafd/internal/testkit/testenv"
+
 	"github.com/leafd/leafd"
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/segment"
@@ -26,9 +28,7 @@ import (
 // connection, the chunk and net/http's own buffers, where a whole answer
 // would pin some 220 KiB.
 func TestNonReadingClientPinsOneChunk(t *testing.T) {
-	if testing.Short() {
-		t.Skip("opens 200 connections")
-	}
+	testenv.Slow(t) // opens 200 connections
 	const conns = 200
 	s := openSQLite(t)
 	ctx := context.Background()

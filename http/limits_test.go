@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafd/leafd/internal/testkit/testenv"
+
 	"github.com/leafd/leafd"
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/testkit/testdb"
@@ -314,9 +316,7 @@ func TestConnectionCapKeepsBusyConnection(t *testing.T) {
 // (http.max_connections) and comes back; a well-behaved client keeps being
 // served fast beside them.
 func TestNonReadingClientsAreCut(t *testing.T) {
-	if testing.Short() {
-		t.Skip("opens 400 connections")
-	}
+	testenv.Slow(t) // opens 400 connections
 	const attackers = 400
 	// Under the race detector the server is ten times slower: the
 	// attack's answers take longer to make, and the client's bound is

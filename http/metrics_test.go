@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafd/leafd/internal/testkit/testenv"
+
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -485,9 +487,7 @@ func TestMetricsStoreDown(t *testing.T) {
 // scrape of each (go test -run TestMetricsScale -v ./http/).
 func TestMetricsScale(t *testing.T) {
 	const tags, inUse = 10_000, 2_000
-	if testing.Short() {
-		t.Skip("creates 10,000 tags")
-	}
+	testenv.Slow(t) // creates 10,000 tags
 	t.Parallel()
 	ctx := context.Background()
 	s := openSQLite(t)

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leafd/leafd/internal/testkit/testenv"
 )
 
 // A sudden, sustained 100x rise in one tag's rate, against a store that
@@ -15,9 +17,7 @@ import (
 // The refill window is scaled down to 400-800 ms so that the test runs in
 // seconds; the policy only ever sees ratios of durations.
 func TestSpikeAdaptsWithinThreeLoads(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs for about 5 s")
-	}
+	testenv.Slow(t) // runs for about 5 s
 	forEachDatabase(t, func(t *testing.T, db *database) {
 		const (
 			table     = 50 // at the base rate, a range lasts 500 ms

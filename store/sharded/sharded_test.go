@@ -673,9 +673,11 @@ func TestShardedInitialiseDifferentLists(t *testing.T) {
 				}
 				orders = append(orders, order{fmt.Sprintf("inTurn%c", "ab"[first]), first, -1})
 			}
+			databases := 1 + slices.Max(slices.Concat(c.pre, lists[0], lists[1]))
 			for _, o := range orders {
 				t.Run(fmt.Sprintf("%v%v%v/%s", c.pre, lists[0], lists[1], o.name), func(t *testing.T) {
-					dsns := shardDSNs(t, driver, 4)
+					t.Parallel() // each with databases of its own
+					dsns := shardDSNs(t, driver, databases)
 					pick := func(l []int) []string {
 						var out []string
 						for _, i := range l {

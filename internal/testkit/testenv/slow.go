@@ -16,9 +16,13 @@ const SlowEnv = "LEAFD_TEST_SLOW"
 // SlowEnabled reports whether LEAFD_TEST_SLOW=1.
 func SlowEnabled() bool { return os.Getenv(SlowEnv) == "1" }
 
-// Slow skips t unless the slow tests were asked for.
+// Slow skips t unless the slow tests were asked for, and always under
+// go test -short.
 func Slow(t testing.TB) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a slow test, left out under -short")
+	}
 	if !SlowEnabled() {
 		t.Skip("a slow test, left out of go test ./...: set " + SlowEnv + "=1 to run it (bash .ci/run does)")
 	}

@@ -59,7 +59,7 @@ public final class LeafdClient implements AutoCloseable {
     /** Expires background fetches that outlive fetchTimeout. */
     final ScheduledExecutorService timer;
     /** HttpClient's own threads, owned by this client and stopped by close(). */
-    private final ExecutorService httpExecutor;
+    final ExecutorService httpExecutor;
     private final Transport transport;
     final ConcurrentHashMap<String, TagBuffer> buffers = new ConcurrentHashMap<>();
 

@@ -166,6 +166,40 @@ class FakeServerTest {
     }
 
     @Test
+    void stuckFetchIsForgottenAtItsDeadline() throws Exception {
+        AtomicLong ranges = new AtomicLong(1);
+        Fake f = fake((self, ex, n) -> range(ex, ranges));
+        CountDownLatch stuck = new CountDownLatch(1);
+        AtomicInteger fetched = new AtomicInteger();
+        try (LeafdClient c = LeafdClient.builder().servers(f.url()).timeout(Duration.ofMillis(300))
+                .localRanges(10).build()) {
+            // The first fetch gets its lease and then hangs (past the HTTP exchange, which is
+            // bounded on its own); its deadline, 2 × 300 ms with one server, forgets it.
+            c.onBlock = (tag, b) -> {
+                if (fetched.incrementAndGet() == 1) {
+                    try {
+                        stuck.await();
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                }
+            };
+            assertEquals(LeafdException.UNREACHABLE, assertThrows(LeafdException.class, () -> c.nextId("t")).code());
+            Thread.sleep(1000);
+            assertEquals(11, c.nextId("t"), "a new fetch serves; the stuck one's lease [1, 11) is skipped");
+            stuck.countDown();
+            Thread.sleep(100); // the stuck fetch ends: its late lease must not serve
+            java.util.Set<Long> seen = new java.util.HashSet<>();
+            for (int k = 0; k < 40; k++) {
+                long id = c.nextId("t");
+                assertTrue(id > 11 && seen.add(id), "ID " + id + ": none of [1, 11), none twice");
+            }
+        } finally {
+            stuck.countDown();
+        }
+    }
+
+    @Test
     void eachServerIsAskedOncePerCall() throws Exception {
         List<Fake> hung = new ArrayList<>();
         for (int k = 0; k < 3; k++) {

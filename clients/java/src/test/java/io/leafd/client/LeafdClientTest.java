@@ -299,7 +299,11 @@ class LeafdClientTest {
         LeafdClient c = client().localRanges(100).build();
         long id = c.nextId("order");
         assertTrue(id > 0);
+        assertEquals(LeafdClient.REFILL_THREADS,
+                ((java.util.concurrent.ThreadPoolExecutor) c.executor).getMaximumPoolSize(), "a bounded refill pool");
         c.close();
+        assertTrue(c.executor.isShutdown() && c.timer.isShutdown() && c.httpExecutor.isShutdown(),
+                "close() stops the client's threads, HttpClient's included");
         assertEquals(LeafdException.CLOSED, assertThrows(LeafdException.class, () -> c.nextId("order")).code());
         assertEquals(LeafdException.CLOSED, assertThrows(LeafdException.class, c::nextSnowflake).code());
     }

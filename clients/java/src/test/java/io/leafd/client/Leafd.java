@@ -88,7 +88,7 @@ final class Leafd implements AutoCloseable {
 
         MysqlDsn(String dsn) {
             java.util.regex.Matcher m = java.util.regex.Pattern
-                    .compile("([^:@/]*)(?::([^@]*))?@tcp\\(([^:()]+)(?::([0-9]+))?\\)/[^?]*(\\?.*)?")
+                    .compile("([^:@/]*)(?::(.*))?@tcp\\(([^:()]+)(?::([0-9]+))?\\)/[^?]*(\\?.*)?")
                     .matcher(dsn);
             if (!m.matches()) {
                 throw new IllegalArgumentException("LEAFD_TEST_MYSQL_DSN " + dsn

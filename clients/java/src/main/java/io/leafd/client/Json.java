@@ -203,11 +203,15 @@ final class Json {
                     if (i + 4 > s.length()) {
                         throw err("short \\u escape");
                     }
-                    try {
-                        b.append((char) Integer.parseInt(s.substring(i, i + 4), 16));
-                    } catch (NumberFormatException ex) {
-                        throw err("bad \\u escape");
+                    int cp = 0;
+                    for (int k = 0; k < 4; k++) {
+                        int d = Character.digit(s.charAt(i + k), 16);
+                        if (d < 0 || s.charAt(i + k) > 'f') { // 4 ASCII hex digits: no sign
+                            throw err("bad \\u escape");
+                        }
+                        cp = cp * 16 + d;
                     }
+                    b.append((char) cp);
                     i += 4;
                     break;
                 default:

@@ -12,7 +12,14 @@ import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Consumer;
 import java.util.function.LongSupplier;
 import java.util.regex.Pattern;
 
@@ -23,7 +30,7 @@ import java.util.regex.Pattern;
  * try (LeafdClient c = LeafdClient.builder()
  *         .servers("http://leafd1:8080", "http://leafd2:8080")
  *         .token(System.getenv("LEAFD_TOKEN"))   // optional
- *         .timeout(Duration.ofSeconds(2))
+ *         .timeout(Duration.ofSeconds(5))
  *         .localRanges(1000)                     // optional: serve IDs from leased ranges
  *         .build()) {
  *     long id = c.nextId("order");
@@ -42,12 +49,22 @@ public final class LeafdClient implements AutoCloseable {
     final Duration timeout;
     final int rangeSize; // 0: no local ranges
     final long maxRangeSize;
-    final int maxBatch;
+    final int batchFallback; // 0: a tag that cannot be leased is one request per call
     final double refillAt;
     final Duration refillInterval;
+    /** The longest one background fetch may take before it is failed and forgotten. */
+    final Duration fetchTimeout;
+    /** Runs the background fetches: at most {@link #REFILL_THREADS} at once. */
     final ExecutorService executor;
+    /** Expires background fetches that outlive fetchTimeout. */
+    final ScheduledExecutorService timer;
+    /** HttpClient's own threads, owned by this client and stopped by close(). */
+    final ExecutorService httpExecutor;
     private final Transport transport;
-    private final ConcurrentHashMap<String, TagBuffer> buffers = new ConcurrentHashMap<>();
+    final ConcurrentHashMap<String, TagBuffer> buffers = new ConcurrentHashMap<>();
+
+    /** The most background fetches that run at once; more wait their turn. */
+    static final int REFILL_THREADS = 4;
     private volatile boolean closed;
     /** Tests: told of every block fetched, before it serves. */
     volatile java.util.function.BiConsumer<String, TagBuffer.Block> onBlock;
@@ -56,20 +73,34 @@ public final class LeafdClient implements AutoCloseable {
         this.timeout = b.timeout;
         this.rangeSize = b.rangeSize;
         this.maxRangeSize = b.maxRangeSize;
-        this.maxBatch = b.maxBatch;
+        this.batchFallback = b.batchFallback;
         this.refillAt = b.refillAt;
         this.refillInterval = b.refillInterval;
+        // One round over every server, each taking the whole timeout, and one more timeout.
+        this.fetchTimeout = b.timeout.multipliedBy(b.servers.size() + 1L);
+        this.httpExecutor = Executors.newCachedThreadPool(daemons("leafd-http-"));
         HttpClient http = HttpClient.newBuilder()
                 .version(HttpClient.Version.HTTP_1_1)
                 .connectTimeout(b.timeout)
+                .executor(httpExecutor)
                 .build();
         this.transport = new Transport(b.servers, b.token, b.timeout, b.retryAfter, http);
+        ThreadPoolExecutor pool = new ThreadPoolExecutor(REFILL_THREADS, REFILL_THREADS, 30, TimeUnit.SECONDS,
+                new LinkedBlockingQueue<>(), daemons("leafd-refill-"));
+        pool.allowCoreThreadTimeOut(true);
+        this.executor = pool;
+        ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, daemons("leafd-timer-"));
+        t.setRemoveOnCancelPolicy(true);
+        this.timer = t;
+    }
+
+    private static ThreadFactory daemons(String prefix) {
         AtomicInteger n = new AtomicInteger();
-        this.executor = Executors.newCachedThreadPool(r -> {
-            Thread t = new Thread(r, "leafd-refill-" + n.incrementAndGet());
+        return r -> {
+            Thread t = new Thread(r, prefix + n.incrementAndGet());
             t.setDaemon(true);
             return t;
-        });
+        };
     }
 
     public static Builder builder() {
@@ -81,11 +112,18 @@ public final class LeafdClient implements AutoCloseable {
      * most of the time; else one request, {@code GET /segment/{tag}}.
      */
     public long nextId(String tag) {
+        if (rangeSize > 0) {
+            // The map first: a tag that has a buffer was checked when the buffer was made.
+            TagBuffer b = buffers.get(tag);
+            if (b == null) {
+                checkTag(tag);
+                b = buffer(tag);
+            }
+            checkOpen();
+            return b.next();
+        }
         checkTag(tag);
         checkOpen();
-        if (rangeSize > 0) {
-            return buffer(tag).next();
-        }
         return nextIdsDirect(tag, 1)[0];
     }
 
@@ -182,9 +220,11 @@ public final class LeafdClient implements AutoCloseable {
     public void close() {
         closed = true;
         executor.shutdownNow();
+        timer.shutdownNow();
         for (TagBuffer b : buffers.values()) {
             b.drop();
         }
+        httpExecutor.shutdownNow();
     }
 
     boolean isClosed() {
@@ -197,6 +237,11 @@ public final class LeafdClient implements AutoCloseable {
         }
     }
 
+    /** Forgets a tag's buffer (after unknown_tag), so that tags that stopped existing hold no memory. */
+    void forget(String tag, TagBuffer b) {
+        buffers.remove(tag, b);
+    }
+
     private TagBuffer buffer(String tag) {
         TagBuffer b = buffers.get(tag);
         if (b == null) {
@@ -205,23 +250,25 @@ public final class LeafdClient implements AutoCloseable {
         return b;
     }
 
-    private long[] nextIdsDirect(String tag, int n) {
+    long[] nextIdsDirect(String tag, int n) {
         String body = transport.get("/segment/" + tag + "?format=json" + (n > 1 ? "&count=" + n : ""));
         return Ids.parseIds(body, n, tag);
     }
 
     /**
      * A GET of a background fetch: up to 3 rounds over the servers, 50 ms then 100 ms apart,
-     * while the failures are retryable. Safe: a server never issues an ID twice, so a failed
+     * while the failures are retryable and the deadline (a System.nanoTime()) has not passed;
+     * every failure is told to onError. Safe: a server never issues an ID twice, so a failed
      * request can only lose IDs.
      */
-    String getWithRetry(String path) {
+    String getWithRetry(String path, long deadline, Consumer<LeafdException> onError) {
         long pause = 50;
         for (int round = 1; ; round++) {
             try {
                 return transport.get(path);
             } catch (LeafdException e) {
-                if (!e.retryable() || round == 3 || closed) {
+                onError.accept(e);
+                if (!e.retryable() || round == 3 || closed || deadline - System.nanoTime() - pause * 1_000_000L <= 0) {
                     throw e;
                 }
             }
@@ -258,11 +305,11 @@ public final class LeafdClient implements AutoCloseable {
     public static final class Builder {
         private List<String> servers = new ArrayList<>();
         private String token;
-        private Duration timeout = Duration.ofSeconds(2);
+        private Duration timeout = Duration.ofSeconds(5);
         private Duration retryAfter = Duration.ofSeconds(5);
         private int rangeSize;
-        private long maxRangeSize = 1_000_000;
-        private int maxBatch = 10_000;
+        private long maxRangeSize = 250_000;
+        private int batchFallback;
         private double refillAt = 0.2;
         private Duration refillInterval = Duration.ofSeconds(10);
 
@@ -299,11 +346,18 @@ public final class LeafdClient implements AutoCloseable {
 
         /** An access token ({@code leafd token add}), sent as {@code Authorization: Bearer}. */
         public Builder token(String token) {
+            if (token != null && (token.indexOf('\r') >= 0 || token.indexOf('\n') >= 0)) {
+                throw new IllegalArgumentException("token must not hold a CR or LF");
+            }
             this.token = token == null || token.isEmpty() ? null : token;
             return this;
         }
 
-        /** The time one request may take, and the longest a call waits for IDs; default 2 s. */
+        /**
+         * The time one request may take (connection, headers and body), and the longest a call
+         * waits for IDs; default 5 s, longer than the servers' {@code segment.wait_timeout}
+         * (default 2 s), so that their 503 {@code segment_unavailable} reaches the caller.
+         */
         public Builder timeout(Duration timeout) {
             if (timeout == null || timeout.isNegative() || timeout.isZero()) {
                 throw new IllegalArgumentException("timeout must be positive");
@@ -324,8 +378,9 @@ public final class LeafdClient implements AutoCloseable {
         /**
          * Serve segment IDs from memory: lease ranges of consecutive IDs per tag, starting at
          * {@code initialSize} IDs and growing (up to {@link #maxRangeSize}) so that one range lasts
-         * about {@link #refillInterval}. Tags the servers do not lease ranges of (opaque, dated)
-         * are served from batches of at most {@link #maxBatch} IDs. 0, the default, is off.
+         * about {@link #refillInterval}. Tags the servers do not lease ranges of (opaque, dated,
+         * any tag of a sharded store) are served by one request per call, unless
+         * {@link #batchFallback} is set. 0, the default, is off.
          */
         public Builder localRanges(int initialSize) {
             if (initialSize < 0) {
@@ -335,7 +390,12 @@ public final class LeafdClient implements AutoCloseable {
             return this;
         }
 
-        /** The largest range asked for; at most the servers' {@code segment.max_range} (default 1,000,000). */
+        /**
+         * The largest range asked for; default 250,000, a quarter of the servers' default
+         * {@code segment.max_step}. A size the servers refuse ({@code invalid_size}, above their
+         * {@code segment.max_range}) caps that tag's ranges at the largest size that worked, or
+         * half the refused one.
+         */
         public Builder maxRangeSize(long n) {
             if (n < 1) {
                 throw new IllegalArgumentException("maxRangeSize must be at least 1");
@@ -344,12 +404,20 @@ public final class LeafdClient implements AutoCloseable {
             return this;
         }
 
-        /** The largest batch asked for; at most the servers' {@code segment.max_batch} (default 10,000). */
-        public Builder maxBatch(int n) {
-            if (n < 1) {
-                throw new IllegalArgumentException("maxBatch must be at least 1");
+        /**
+         * With {@link #localRanges}, serve a tag the servers do not lease ranges of
+         * ({@code range_unsupported}) from batches of at most {@code maxBatch} IDs,
+         * {@code GET /segment/{tag}?count=N}, held in memory like leases. Off (0) by default: such
+         * a tag is one request per call. Do not set it for clients of dated tags: a batch fetched
+         * before the end of a period is handed out after it, with the old period's numbers.
+         * {@code invalid_count} (above the servers' {@code segment.max_batch}, default 10,000)
+         * caps the batches as {@code invalid_size} caps ranges.
+         */
+        public Builder batchFallback(int maxBatch) {
+            if (maxBatch < 0) {
+                throw new IllegalArgumentException("batchFallback must not be negative");
             }
-            this.maxBatch = n;
+            this.batchFallback = maxBatch;
             return this;
         }
 
@@ -377,9 +445,6 @@ public final class LeafdClient implements AutoCloseable {
             }
             if (rangeSize > maxRangeSize) {
                 throw new IllegalArgumentException("localRanges " + rangeSize + " is above maxRangeSize " + maxRangeSize);
-            }
-            if (rangeSize > maxBatch) {
-                throw new IllegalArgumentException("localRanges " + rangeSize + " is above maxBatch " + maxBatch);
             }
             return new LeafdClient(this);
         }

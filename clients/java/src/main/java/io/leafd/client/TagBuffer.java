@@ -9,9 +9,11 @@ import java.util.concurrent.atomic.AtomicLong;
 /**
  * One tag's IDs in memory: the current block and the next one (a double buffer). A block is a
  * range lease [start, end) from {@code GET /segment/{tag}/range}, or, for a tag the servers do not
- * lease ranges of, a batch from {@code GET /segment/{tag}?count=N}. An ID is claimed with one
- * atomic add on the current block; the next block is fetched in the background once no more than
- * {@code refillAt} of the current one is left.
+ * lease ranges of and only with {@link LeafdClient.Builder#batchFallback}, a batch from
+ * {@code GET /segment/{tag}?count=N}. An ID is claimed with one atomic add on the current block;
+ * the next block is fetched in the background once no more than {@code refillAt} of the current
+ * one is left. A tag that cannot be leased, without batchFallback, is served by one request per
+ * call.
  */
 final class TagBuffer {
     /** A run of IDs: start + i for a lease, ids[i] for a batch. */
@@ -36,6 +38,8 @@ final class TagBuffer {
     }
 
     static final Block EMPTY = new Block(0, new long[0], 0, 0);
+    /** A claim index no block reaches: set on close so that no claim succeeds after it. */
+    private static final long SPENT = Long.MAX_VALUE / 2;
 
     final String tag;
     private final LeafdClient client;
@@ -44,13 +48,26 @@ final class TagBuffer {
     // Guarded by this.
     private Block pending;
     private CompletableFuture<Block> inflight;
-    private long backoffUntil; // nanoTime before which a background fetch is not started
+    /** Whether a fetch is in flight or a block is pending: read without the lock past the mark. */
+    private volatile boolean busy;
+    /** nanoTime before which a background fetch is not started; 0 = none. */
+    private volatile long backoffUntil;
     private long backoffNanos;
     /** The size of the next fetch: grown or shrunk toward the target refill interval. */
     private long size;
     private long lastFetchNanos;
     /** nanoTime until which ranges are not asked for: 0 = ask; Long.MAX_VALUE = never. */
     private long rangesOffUntil;
+    /** nanoTime until which calls are one request each (ranges off, no batchFallback); 0 = not. */
+    private volatile long directUntil;
+    /** The largest range / batch the servers took; 0 = not known yet. */
+    private long rangeOk;
+    private long batchOk;
+    /** The size the servers' max_range / max_batch refused the last was above: Long.MAX_VALUE = none. */
+    private long rangeCap = Long.MAX_VALUE;
+    private long batchCap = Long.MAX_VALUE;
+    /** The last error of the fetch in flight (any round, any server), for a caller that gives up. */
+    private volatile LeafdException lastError;
 
     TagBuffer(LeafdClient client, String tag) {
         this.client = client;
@@ -63,7 +80,7 @@ final class TagBuffer {
         Block b = current;
         long i = b.next.getAndIncrement();
         if (i < b.size) {
-            if (i == b.mark) {
+            if (i >= b.mark && (i == b.mark || refillWanted())) {
                 refillInBackground();
             }
             return b.at(i);
@@ -76,12 +93,24 @@ final class TagBuffer {
         Block b = current;
         long i = b.next.getAndAdd(n);
         if (i + n <= b.size) {
-            if (i <= b.mark && b.mark < i + n) {
+            if (i + n > b.mark && ((i <= b.mark) || refillWanted())) {
                 refillInBackground();
             }
             return copy(b, i, n);
         }
         return slow(n);
+    }
+
+    /**
+     * Past the mark of the current block with no fetch in flight and no block pending: the fetch
+     * started at the mark failed; start another once its backoff has passed.
+     */
+    private boolean refillWanted() {
+        if (busy) {
+            return false;
+        }
+        long u = backoffUntil;
+        return u == 0 || u - System.nanoTime() <= 0;
     }
 
     private static long[] copy(Block b, long i, int n) {
@@ -92,16 +121,24 @@ final class TagBuffer {
         return out;
     }
 
+    private boolean isDirect() {
+        long d = directUntil;
+        return d != 0 && (d == Long.MAX_VALUE || d - System.nanoTime() > 0);
+    }
+
     private long[] slow(int n) {
         long deadline = System.nanoTime() + client.timeout.toNanos();
         while (true) {
             client.checkOpen();
+            if (isDirect()) {
+                return client.nextIdsDirect(tag, n);
+            }
             CompletableFuture<Block> wait;
             synchronized (this) {
                 Block b = current;
                 long i = b.next.getAndAdd(n);
                 if (i + n <= b.size) {
-                    if (i <= b.mark && b.mark < i + n) {
+                    if (i + n > b.mark) {
                         startFetchLocked(false);
                     }
                     return copy(b, i, n);
@@ -111,6 +148,7 @@ final class TagBuffer {
                 if (pending != null) {
                     current = pending;
                     pending = null;
+                    busy = inflight != null;
                     if (current.next.get() >= current.mark) {
                         startFetchLocked(false);
                     }
@@ -120,12 +158,14 @@ final class TagBuffer {
             }
             long left = deadline - System.nanoTime();
             if (left <= 0) {
-                throw new LeafdException(LeafdException.UNREACHABLE, 0,
-                        "no IDs of tag " + tag + " within " + client.timeout.toMillis() + " ms");
+                throw gaveUp();
             }
             try {
                 wait.get(left, TimeUnit.NANOSECONDS);
             } catch (ExecutionException e) {
+                if (isDirect()) {
+                    continue; // range_unsupported: this call and the next are direct requests
+                }
                 Throwable c = e.getCause();
                 if (c instanceof LeafdException) {
                     LeafdException le = (LeafdException) c;
@@ -133,13 +173,25 @@ final class TagBuffer {
                 }
                 throw new LeafdException(LeafdException.BAD_ANSWER, 0, "fetch of tag " + tag + ": " + c, c);
             } catch (TimeoutException e) {
-                throw new LeafdException(LeafdException.UNREACHABLE, 0,
-                        "no IDs of tag " + tag + " within " + client.timeout.toMillis() + " ms");
+                throw gaveUp();
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 throw new LeafdException(LeafdException.INTERRUPTED, 0, "interrupted waiting for tag " + tag);
             }
         }
+    }
+
+    /**
+     * The error of a call that waited its timeout for a fetch: the fetch's last error when it had
+     * one (a server's 503 segment_unavailable, say), else unreachable.
+     */
+    private LeafdException gaveUp() {
+        String msg = "no IDs of tag " + tag + " within " + client.timeout.toMillis() + " ms";
+        LeafdException e = lastError;
+        if (e != null) {
+            return new LeafdException(e.code(), e.status(), msg + "; last error: " + e.getMessage(), e);
+        }
+        return new LeafdException(LeafdException.UNREACHABLE, 0, msg);
     }
 
     private void refillInBackground() {
@@ -165,20 +217,51 @@ final class TagBuffer {
         }
         CompletableFuture<Block> f = new CompletableFuture<>();
         inflight = f;
+        busy = true;
+        lastError = null;
+        long deadline = System.nanoTime() + client.fetchTimeout.toNanos();
         try {
-            client.executor.execute(() -> runFetch(f));
+            client.executor.execute(() -> runFetch(f, deadline));
+            // The fetch's own deadline: a fetch that is stuck past it is failed and forgotten,
+            // so that the next call starts another.
+            client.timer.schedule(() -> expire(f), client.fetchTimeout.toNanos(), TimeUnit.NANOSECONDS);
         } catch (RuntimeException e) { // executor shut down: closed
             inflight = null;
+            busy = pending != null;
             f.completeExceptionally(new LeafdException(LeafdException.CLOSED, 0, "leafd client closed"));
         }
         return f;
     }
 
-    private void runFetch(CompletableFuture<Block> f) {
+    private void expire(CompletableFuture<Block> f) {
+        LeafdException e;
+        synchronized (this) {
+            if (inflight != f) {
+                return;
+            }
+            inflight = null;
+            busy = pending != null;
+            backOffLocked();
+            LeafdException last = lastError;
+            String msg = "fetch of tag " + tag + " took more than " + client.fetchTimeout.toMillis() + " ms";
+            e = last != null
+                    ? new LeafdException(last.code(), last.status(), msg + "; last error: " + last.getMessage(), last)
+                    : new LeafdException(LeafdException.UNREACHABLE, 0, msg);
+        }
+        f.completeExceptionally(e);
+    }
+
+    private void backOffLocked() {
+        backoffNanos = backoffNanos == 0 ? 50_000_000L : Math.min(backoffNanos * 2, 5_000_000_000L);
+        long u = System.nanoTime() + backoffNanos;
+        backoffUntil = u == 0 ? 1 : u;
+    }
+
+    private void runFetch(CompletableFuture<Block> f, long deadline) {
         Block b = null;
         Throwable err = null;
         try {
-            b = fetch();
+            b = fetch(deadline);
             java.util.function.BiConsumer<String, Block> l = client.onBlock;
             if (l != null) {
                 l.accept(tag, b);
@@ -186,20 +269,28 @@ final class TagBuffer {
         } catch (Throwable t) {
             err = t;
         }
+        boolean unknown = false;
         synchronized (this) {
+            if (inflight != f) {
+                return; // expired or dropped: a block fetched late is skipped (IDs lost, never twice)
+            }
             inflight = null;
             if (err == null && !client.isClosed()) {
                 pending = b;
                 backoffUntil = 0;
                 backoffNanos = 0;
             } else if (err != null) {
-                backoffNanos = backoffNanos == 0 ? 50_000_000L : Math.min(backoffNanos * 2, 5_000_000_000L);
-                long u = System.nanoTime() + backoffNanos;
-                backoffUntil = u == 0 ? 1 : u;
+                backOffLocked();
                 if (err instanceof LeafdException && "unknown_tag".equals(((LeafdException) err).code())) {
                     current = EMPTY; // the tag stopped existing: drop what is left of it
+                    pending = null;
+                    unknown = true;
                 }
             }
+            busy = pending != null;
+        }
+        if (unknown) {
+            client.forget(tag, this);
         }
         if (err != null) {
             f.completeExceptionally(err);
@@ -209,7 +300,7 @@ final class TagBuffer {
     }
 
     /** Fetches one block: a range lease, or a batch for a tag that cannot be leased. */
-    private Block fetch() {
+    private Block fetch(long deadline) {
         long n;
         boolean ranges;
         synchronized (this) {
@@ -224,39 +315,104 @@ final class TagBuffer {
                 }
             }
             lastFetchNanos = now;
-            n = size;
             ranges = rangesOffUntil == 0 || (rangesOffUntil != Long.MAX_VALUE && rangesOffUntil - now <= 0);
         }
-        if (ranges) {
+        while (ranges) {
+            synchronized (this) {
+                size = Math.min(size, rangeCap);
+                n = size;
+            }
             try {
-                String body = client.getWithRetry("/segment/" + tag + "/range?size=" + n);
+                String body = client.getWithRetry("/segment/" + tag + "/range?size=" + n, deadline, this::noteError);
                 long[] r = Ids.parseRange(body, tag, n);
+                synchronized (this) {
+                    rangeOk = Math.max(rangeOk, n);
+                }
                 return new Block(r[0], null, r[1] - r[0], client.refillAt);
             } catch (LeafdException e) {
+                if ("invalid_size".equals(e.code())) {
+                    shrink(true, n, e); // above the servers' max_range: ask again at once, smaller
+                    continue;
+                }
                 if ("range_unsupported".equals(e.code())) {
                     synchronized (this) {
                         rangesOffUntil = Long.MAX_VALUE; // opaque, dated or sharded: for good
+                        if (client.batchFallback == 0) {
+                            directUntil = Long.MAX_VALUE;
+                            throw e;
+                        }
                     }
                 } else if ("not_found".equals(e.code())) {
                     synchronized (this) { // a server without the range route: ask again in a minute
                         long u = System.nanoTime() + 60_000_000_000L;
                         rangesOffUntil = (u == 0 || u == Long.MAX_VALUE) ? 1 : u;
+                        if (client.batchFallback == 0) {
+                            directUntil = rangesOffUntil;
+                            throw e;
+                        }
                     }
                 } else {
                     throw e;
                 }
+                ranges = false;
             }
         }
-        int count = (int) Math.min(n, client.maxBatch);
-        String body = client.getWithRetry("/segment/" + tag + "?format=json&count=" + count);
-        long[] ids = Ids.parseIds(body, count, tag);
-        return new Block(0, ids, ids.length, client.refillAt);
+        while (true) {
+            int count;
+            synchronized (this) {
+                count = (int) Math.min(Math.min(size, client.batchFallback), batchCap);
+            }
+            try {
+                String body = client.getWithRetry("/segment/" + tag + "?format=json&count=" + count, deadline,
+                        this::noteError);
+                long[] ids = Ids.parseIds(body, count, tag);
+                synchronized (this) {
+                    batchOk = Math.max(batchOk, count);
+                }
+                return new Block(0, ids, ids.length, client.refillAt);
+            } catch (LeafdException e) {
+                if (!"invalid_count".equals(e.code())) {
+                    throw e;
+                }
+                shrink(false, count, e); // above the servers' max_batch
+            }
+        }
     }
 
-    /** Drops the blocks held: their IDs are skipped, never handed out. */
+    private void noteError(LeafdException e) {
+        lastError = e;
+    }
+
+    /**
+     * After a size the servers refused: cap the tag's size at the largest that worked below it,
+     * or at half of it, and fetch again at once; a size of 1 refused is the error.
+     */
+    private synchronized void shrink(boolean range, long refused, LeafdException e) {
+        long ok = range ? rangeOk : batchOk;
+        long cap = ok > 0 && ok < refused ? ok : refused / 2;
+        if (cap < 1) {
+            throw e;
+        }
+        if (range) {
+            rangeCap = cap;
+        } else {
+            batchCap = cap;
+        }
+        size = Math.min(size, cap);
+    }
+
+    /**
+     * Drops the blocks held: their IDs are skipped, never handed out, and no claim on them
+     * succeeds once this returns.
+     */
     synchronized void drop() {
+        current.next.set(SPENT);
+        if (pending != null) {
+            pending.next.set(SPENT);
+        }
         current = EMPTY;
         pending = null;
+        busy = false;
         if (inflight != null) {
             inflight.completeExceptionally(new LeafdException(LeafdException.CLOSED, 0, "leafd client closed"));
             inflight = null;

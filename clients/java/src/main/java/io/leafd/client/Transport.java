@@ -1,21 +1,28 @@
 package io.leafd.client;
 
-import java.io.IOException;
+import java.io.ByteArrayOutputStream;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Flow;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Sends GET requests to leafd servers in turn. A server that cannot be reached or does not answer
- * within the timeout is passed over for {@code retryAfter}; requests then start at the server that
- * answered last. A 5xx that another server may not give moves on to the next server; any other
+ * within the timeout (the whole exchange: connection, headers and body) is passed over for
+ * {@code retryAfter}; requests then start at the server that answered last. A 5xx that another server may not give moves on to the next server; any other
  * answer is the answer.
  */
 final class Transport {
@@ -35,6 +42,9 @@ final class Transport {
     private final Duration timeout;
     private final long retryAfterNanos;
     private final String auth;
+
+    /** The most of an error answer's body that is read. */
+    static final int MAX_ERROR_BODY = 64 * 1024;
 
     Transport(List<String> bases, String token, Duration timeout, Duration retryAfter, HttpClient http) {
         this.servers = new Server[bases.size()];
@@ -58,20 +68,27 @@ final class Transport {
 
     /**
      * GETs path (starting with '/') from the servers, and returns the body of the first 200
-     * answer. Servers passed over are asked last, so a call fails only when every server failed.
+     * answer. Servers passed over when the call starts are asked last, so a call fails only when
+     * every server failed; each server is asked at most once per call.
      */
     String get(String path) {
         int n = servers.length;
         int start = preferred.get();
         long now = System.nanoTime();
+        // Which servers are passed over is decided once, at the start of the call: a server that
+        // fails during the call is not asked again in the second pass.
+        boolean[] down = new boolean[n];
+        for (int k = 0; k < n; k++) {
+            long u = servers[k].downUntil;
+            down[k] = u != 0 && u - now > 0;
+        }
         LeafdException last = null;
         // First the servers not passed over, in order from the preferred one; then the others.
         for (int pass = 0; pass < 2; pass++) {
             for (int k = 0; k < n; k++) {
                 int idx = (start + k) % n;
                 Server s = servers[idx];
-                boolean down = s.downUntil != 0 && s.downUntil - now > 0;
-                if ((pass == 0) == down) {
+                if ((pass == 0) == down[idx]) {
                     continue;
                 }
                 try {
@@ -104,13 +121,24 @@ final class Transport {
         if (auth != null) {
             rb.header("Authorization", auth);
         }
+        // HttpClient's request timeout covers the headers only: the whole exchange, body
+        // included, is bounded here, and a stalled one is cancelled.
+        CompletableFuture<HttpResponse<String>> f = http.sendAsync(rb.build(), info -> info.statusCode() == 200
+                ? HttpResponse.BodySubscribers.ofString(StandardCharsets.UTF_8)
+                : new Capped(MAX_ERROR_BODY));
         HttpResponse<String> resp;
         try {
-            resp = http.send(rb.build(), HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8));
-        } catch (IOException e) {
+            resp = f.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
+        } catch (TimeoutException e) {
+            f.cancel(true);
             throw new LeafdException(LeafdException.UNREACHABLE, 0,
-                    "GET " + s.base + path + ": " + e, e);
+                    "GET " + s.base + path + ": no whole answer within " + timeout.toMillis() + " ms", e);
+        } catch (ExecutionException e) {
+            Throwable c = e.getCause() == null ? e : e.getCause();
+            throw new LeafdException(LeafdException.UNREACHABLE, 0,
+                    "GET " + s.base + path + ": " + c, c);
         } catch (InterruptedException e) {
+            f.cancel(true);
             Thread.currentThread().interrupt();
             throw new LeafdException(LeafdException.INTERRUPTED, 0, "GET " + s.base + path + ": interrupted", e);
         }
@@ -119,6 +147,60 @@ final class Transport {
             return resp.body();
         }
         throw errorOf(s.base + path, st, resp.body());
+    }
+
+    /** A body read up to a limit; the rest is not read (the connection is dropped). */
+    static final class Capped implements HttpResponse.BodySubscriber<String> {
+        private final int cap;
+        private final ByteArrayOutputStream buf = new ByteArrayOutputStream();
+        private final CompletableFuture<String> result = new CompletableFuture<>();
+        private Flow.Subscription sub;
+
+        Capped(int cap) {
+            this.cap = cap;
+        }
+
+        @Override
+        public CompletionStage<String> getBody() {
+            return result;
+        }
+
+        @Override
+        public void onSubscribe(Flow.Subscription s) {
+            sub = s;
+            s.request(Long.MAX_VALUE);
+        }
+
+        @Override
+        public void onNext(List<ByteBuffer> items) {
+            if (result.isDone()) {
+                return;
+            }
+            for (ByteBuffer b : items) {
+                int take = Math.min(b.remaining(), cap - buf.size());
+                byte[] a = new byte[take];
+                b.get(a);
+                buf.write(a, 0, take);
+            }
+            if (buf.size() >= cap) {
+                result.complete(text());
+                sub.cancel();
+            }
+        }
+
+        @Override
+        public void onError(Throwable t) {
+            result.completeExceptionally(t);
+        }
+
+        @Override
+        public void onComplete() {
+            result.complete(text());
+        }
+
+        private String text() {
+            return new String(buf.toByteArray(), StandardCharsets.UTF_8);
+        }
     }
 
     /** The error of a non-200 answer: leafd's {"error":{"code","message"}}, or a bad answer. */

@@ -27,6 +27,21 @@ class ClusterTest {
     Path dir;
 
     @Test
+    void testDatabaseDsn() {
+        Leafd.MysqlDsn d = new Leafd.MysqlDsn("u:p@ss@tcp(db.local:3307)/");
+        assertEquals("u", d.user);
+        assertEquals("p@ss", d.password);
+        assertEquals("db.local", d.host);
+        assertEquals("3307", d.port);
+        assertEquals("u:p@ss@tcp(db.local:3307)/x?parseTime=true", d.forDb("x"));
+        d = new Leafd.MysqlDsn("root@tcp(127.0.0.1:3306)/");
+        assertEquals(null, d.password);
+        assertEquals("root@tcp(127.0.0.1:3306)/x?parseTime=true", d.forDb("x"));
+        org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> new Leafd.MysqlDsn("127.0.0.1:3306"));
+    }
+
+    @Test
     void threeServersKillNineMidLoad() throws Exception {
         String db = Leafd.createMysqlDatabase();
         List<Leafd> servers = new ArrayList<>();

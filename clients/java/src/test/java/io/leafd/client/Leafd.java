@@ -76,16 +76,74 @@ final class Leafd implements AutoCloseable {
     }
 
     /**
-     * A fresh MariaDB database at 127.0.0.1:3306 (root, no password), made with the mysql
-     * client; skips the test when the database cannot be reached, unless
-     * LEAFD_TEST_REQUIRE_MYSQL=1, when it fails.
+     * The test database server: LEAFD_TEST_MYSQL_DSN in go-sql-driver's form
+     * {@code user[:password]@tcp(host:port)/}, default {@code root@tcp(127.0.0.1:3306)/}, as the
+     * Go tests take it.
+     */
+    static final class MysqlDsn {
+        final String user;
+        final String password; // null: none
+        final String host;
+        final String port;
+
+        MysqlDsn(String dsn) {
+            java.util.regex.Matcher m = java.util.regex.Pattern
+                    .compile("([^:@/]*)(?::(.*))?@tcp\\(([^:()]+)(?::([0-9]+))?\\)/[^?]*(\\?.*)?")
+                    .matcher(dsn);
+            if (!m.matches()) {
+                throw new IllegalArgumentException("LEAFD_TEST_MYSQL_DSN " + dsn
+                        + " is not of the form user[:password]@tcp(host:port)/");
+            }
+            user = m.group(1);
+            password = m.group(2);
+            host = m.group(3);
+            port = m.group(4) == null ? "3306" : m.group(4);
+        }
+
+        static MysqlDsn fromEnv() {
+            String d = System.getenv("LEAFD_TEST_MYSQL_DSN");
+            return new MysqlDsn(d == null || d.isEmpty() ? "root@tcp(127.0.0.1:3306)/" : d);
+        }
+
+        /** A DSN for leafd of database db. */
+        String forDb(String db) {
+            return user + (password != null ? ":" + password : "") + "@tcp(" + host + ":" + port + ")/" + db
+                    + "?parseTime=true";
+        }
+
+        /** A mysql client command with args after the connection's. */
+        Process mysql(String... args) throws IOException {
+            List<String> cmd = new ArrayList<>(List.of("mysql", "--protocol=tcp", "-h" + host, "-P" + port, "-u" + user));
+            cmd.addAll(List.of(args));
+            ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+            if (password != null) {
+                pb.environment().put("MYSQL_PWD", password);
+            }
+            return pb.start();
+        }
+
+        @Override
+        public String toString() {
+            return user + "@" + host + ":" + port;
+        }
+    }
+
+    /**
+     * A fresh MariaDB database on the LEAFD_TEST_MYSQL_DSN server, made with the mysql client;
+     * skips the test when the database cannot be reached, unless LEAFD_TEST_REQUIRE_MYSQL=1, when
+     * it fails.
      */
     static String createMysqlDatabase() throws Exception {
         String name = "leafd_java_" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
         String err;
+        MysqlDsn dsn;
         try {
-            Process p = new ProcessBuilder("mysql", "--protocol=tcp", "-h127.0.0.1", "-P3306", "-uroot", "-e", "CREATE DATABASE " + name)
-                    .redirectErrorStream(true).start();
+            dsn = MysqlDsn.fromEnv();
+        } catch (IllegalArgumentException e) {
+            throw new IllegalStateException(e.getMessage(), e); // a wrong setting fails, never skips
+        }
+        try {
+            Process p = dsn.mysql("-e", "CREATE DATABASE " + name);
             err = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
             if (p.waitFor(30, TimeUnit.SECONDS) && p.exitValue() == 0) {
                 return name;
@@ -94,16 +152,15 @@ final class Leafd implements AutoCloseable {
             err = e.toString();
         }
         if ("1".equals(System.getenv("LEAFD_TEST_REQUIRE_MYSQL"))) {
-            throw new IllegalStateException("LEAFD_TEST_REQUIRE_MYSQL=1 but MariaDB at 127.0.0.1:3306 is not usable: " + err);
+            throw new IllegalStateException("LEAFD_TEST_REQUIRE_MYSQL=1 but MariaDB at " + dsn + " is not usable: " + err);
         }
-        assumeTrue(false, "MariaDB at 127.0.0.1:3306 is not usable (set LEAFD_TEST_REQUIRE_MYSQL=1 to fail): " + err);
+        assumeTrue(false, "MariaDB at " + dsn + " is not usable (set LEAFD_TEST_REQUIRE_MYSQL=1 to fail): " + err);
         return null;
     }
 
     /** One value of a SQL query with the mysql client. */
     static String mysqlQuery(String db, String sql) throws Exception {
-        Process p = new ProcessBuilder("mysql", "--protocol=tcp", "-h127.0.0.1", "-P3306", "-uroot", "-N", "-B", db, "-e", sql)
-                .redirectErrorStream(true).start();
+        Process p = MysqlDsn.fromEnv().mysql("-N", "-B", db, "-e", sql);
         String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
         if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) {
             throw new IllegalStateException("mysql " + sql + ": " + out);
@@ -113,8 +170,7 @@ final class Leafd implements AutoCloseable {
 
     static void dropMysqlDatabase(String name) {
         try {
-            new ProcessBuilder("mysql", "--protocol=tcp", "-h127.0.0.1", "-P3306", "-uroot", "-e", "DROP DATABASE IF EXISTS " + name)
-                    .redirectErrorStream(true).start().waitFor(30, TimeUnit.SECONDS);
+            MysqlDsn.fromEnv().mysql("-e", "DROP DATABASE IF EXISTS " + name).waitFor(30, TimeUnit.SECONDS);
         } catch (Exception ignored) {
             // best effort
         }
@@ -123,7 +179,7 @@ final class Leafd implements AutoCloseable {
     static Map<String, String> mysqlEnv(String db) {
         Map<String, String> env = new HashMap<>();
         env.put("LEAFD_STORE_DRIVER", "mysql");
-        env.put("LEAFD_STORE_DSN", "root@tcp(127.0.0.1:3306)/" + db + "?parseTime=true");
+        env.put("LEAFD_STORE_DSN", MysqlDsn.fromEnv().forDb(db));
         return env;
     }
 

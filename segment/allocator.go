@@ -149,6 +149,7 @@ type Allocator struct {
 
 	tags      atomic.Pointer[map[string]*tag]
 	refreshMu sync.Mutex // serialises changes of tags
+	listAsked time.Time  // when the tag list in tags was asked for; guarded by refreshMu
 	finder    *finder
 	// pingMu guards the last ping of the store that Ready made, which
 	// is reused for a second: probes may come often.
@@ -459,7 +460,8 @@ func (a *Allocator) unavailable(t *tag, why string) error {
 // then on, deleted ones stop and their buffered IDs are dropped. A list with
 // no tags at all, while some were served, is ignored with a warning (as Leaf
 // does), since it is far more likely a broken database than a deliberate
-// deletion of every tag.
+// deletion of every tag. Of two refreshes at once, the list asked for last
+// is the one served, whichever is read first.
 func (a *Allocator) Refresh(ctx context.Context) error {
 	asked := time.Now()
 	rows, err := a.store.ListTags(ctx)
@@ -468,11 +470,15 @@ func (a *Allocator) Refresh(ctx context.Context) error {
 	}
 	a.refreshMu.Lock()
 	defer a.refreshMu.Unlock()
+	if asked.Before(a.listAsked) {
+		return nil // a list asked for after this one was applied first: it is newer
+	}
 	old := *a.tags.Load()
 	if len(rows) == 0 && len(old) > 0 {
 		a.log.Warn("segment: the store lists no tags; keeping the ones served", "tags", len(old))
 		return nil
 	}
+	a.listAsked = asked
 	m := make(map[string]*tag, len(rows))
 	var added, deleted []string
 	for _, row := range rows {

@@ -2,10 +2,12 @@ package segment_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/segment"
 )
 
 // A Handle shares its tag's sequence with Allocator.Next, follows the tag
@@ -122,6 +124,66 @@ func TestPreloadOnceAtThePoint(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		if n := rec.allocations(); n != 2 {
 			t.Fatalf("%d loads while the first range lasted, want 2", n)
+		}
+	})
+}
+
+// listGate is a store whose next ListTags, once armed, reads the list and
+// then waits for the test: a refresh held between its read and its change
+// of the tags.
+type listGate struct {
+	segment.Store
+	mu    sync.Mutex
+	armed bool
+	read  chan struct{} // closed once the held ListTags has read
+	go_   chan struct{} // closed to let it return
+}
+
+func (g *listGate) ListTags(ctx context.Context) ([]leafd.Tag, error) {
+	g.mu.Lock()
+	held := g.armed
+	g.armed = false
+	g.mu.Unlock()
+	tags, err := g.Store.ListTags(ctx)
+	if held {
+		close(g.read)
+		<-g.go_
+	}
+	return tags, err
+}
+
+// Two refreshes at once: one reads the list before a tag is created, the
+// other after, and the first applies its list last. The newer list is the
+// one served: the new tag is not dropped by the older list.
+func TestRefreshOlderListLosesToNewer(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db *database) {
+		db.addTag(t, "order", 1, 10)
+		g := &listGate{Store: db.store(t), read: make(chan struct{}), go_: make(chan struct{})}
+		a := newAllocator(t, g, fastConfig())
+		ctx := context.Background()
+		g.mu.Lock()
+		g.armed = true
+		g.mu.Unlock()
+		older := make(chan error, 1)
+		go func() { older <- a.Refresh(ctx) }()
+		<-g.read // the older list, without "later", is read
+		db.addTag(t, "later", 100, 10)
+		if err := a.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		close(g.go_)
+		if err := <-older; err != nil {
+			t.Fatal(err)
+		}
+		served := false
+		for _, st := range a.State() {
+			served = served || st.Tag == "later"
+		}
+		if !served {
+			t.Fatal("the tag of the newer list is not served: the older list replaced it")
+		}
+		if id, err := a.Next(ctx, "later"); err != nil || id != 100 {
+			t.Fatalf("Next of the tag the newer list has: %d, %v; want 100", id, err)
 		}
 	})
 }

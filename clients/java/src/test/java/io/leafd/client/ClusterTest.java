@@ -149,6 +149,7 @@ class ClusterTest {
 
             // The database unreachable for 2.5 s: every connection of the servers cut, new ones refused.
             double loadErrorsBefore = sum(servers, "leafd_segment_all_range_load_errors_total");
+            double requestErrorsBefore = sum(servers, "leafd_segment_all_request_errors_total");
             long atCut = System.nanoTime();
             long leasedAtCut = leasedCount.get();
             proxy.cut();
@@ -163,6 +164,7 @@ class ClusterTest {
             Thread.sleep(3500);
             long segAfterRestore = segCount.get() - segAtRestore;
             double loadErrors = sum(servers, "leafd_segment_all_range_load_errors_total") - loadErrorsBefore;
+            double requestErrors = sum(servers, "leafd_segment_all_request_errors_total") - requestErrorsBefore;
             stop.set(true);
             for (Future<?> f : fs) {
                 f.get();
@@ -196,9 +198,10 @@ class ClusterTest {
                 }
                 codes.merge(((LeafdException) f.error).code(), 1, Integer::sum);
             }
-            // The outage happened: connections were cut and the servers' loads failed.
+            // The outage happened: connections were cut, and the servers' loads of ranges (into
+            // their buffers, or of a lease straight from the database) failed.
             assertTrue(proxy.cutOff.get() > 0, "no connection was cut");
-            assertTrue(loadErrors > 0, "no range load failed during the outage");
+            assertTrue(loadErrors + requestErrors > 0, "no range load and no segment request failed during the outage");
             assertTrue(leasedDuringOutage > 0, "the leases served nothing during the outage:" + timeline + " failures " + failures.size());
             assertTrue(segAfterRestore > 1000, "IDs after the database came back: " + segAfterRestore);
             assertTrue(all.length > 10_000, "too few IDs: " + all.length);
@@ -220,10 +223,11 @@ class ClusterTest {
                 assertTrue(at >= 0 && id >= ls[at][0] && id < ls[at][1], "leased ID " + id + " from no lease");
             }
             System.out.printf("ClusterTest: %d calls, %d segment IDs (%d leases, %d direct), %d dated, %d snowflake;"
-                    + " outage: %d connections cut, %d refused, %.0f range loads failed, %d leased IDs served,"
+                    + " outage: %d connections cut, %d refused, %.0f range loads and %.0f segment requests failed,"
+                    + " %d leased IDs served,"
                     + " failed calls by code %s, %d segment IDs in the 3.5 s after it%n",
                     calls.get(), all.length, ls.length, directOnes.length, datedAll.length, sfAll.length,
-                    proxy.cutOff.get(), proxy.refused.get(), loadErrors, leasedDuringOutage, codes, segAfterRestore);
+                    proxy.cutOff.get(), proxy.refused.get(), loadErrors, requestErrors, leasedDuringOutage, codes, segAfterRestore);
         } finally {
             for (Leafd s : servers) {
                 s.close();

@@ -112,18 +112,23 @@ public final class LeafdClient implements AutoCloseable {
      * most of the time; else one request, {@code GET /segment/{tag}}.
      */
     public long nextId(String tag) {
-        if (rangeSize > 0) {
-            // The map first: a tag that has a buffer was checked when the buffer was made.
-            TagBuffer b = buffers.get(tag);
-            if (b == null) {
-                checkTag(tag);
-                b = buffer(tag);
-            }
-            checkOpen();
+        // A tag that has a buffer was checked when the buffer was made, and is leased: one map
+        // lookup and the buffer's fast path. Whether the client is open is the buffer's to know
+        // (close() spends its blocks).
+        TagBuffer b = buffers.get(tag);
+        if (b != null) {
             return b.next();
         }
+        return nextIdFirst(tag);
+    }
+
+    /** nextId of a tag without a buffer: made now with local ranges, else one request. */
+    private long nextIdFirst(String tag) {
         checkTag(tag);
         checkOpen();
+        if (rangeSize > 0) {
+            return buffer(tag).next();
+        }
         return nextIdsDirect(tag, 1)[0];
     }
 
@@ -152,10 +157,8 @@ public final class LeafdClient implements AutoCloseable {
         checkTag(tag);
         if (rangeSize > 0) {
             TagBuffer b = buffer(tag);
-            return () -> {
-                checkOpen();
-                return b.next();
-            };
+            // A closed client's blocks are spent: its claims take the slow path, which checks.
+            return b::next;
         }
         return () -> nextId(tag);
     }

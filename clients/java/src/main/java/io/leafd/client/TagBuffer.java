@@ -1,10 +1,11 @@
 package io.leafd.client;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * One tag's IDs in memory: the current block and the next one (a double buffer). A block is a
@@ -16,13 +17,27 @@ import java.util.concurrent.atomic.AtomicLong;
  * call.
  */
 final class TagBuffer {
-    /** A run of IDs: start + i for a lease, ids[i] for a batch. */
+    /**
+     * A run of IDs: start + i for a lease, ids[i] for a batch. IDs are claimed by index with one
+     * atomic add on the block's own field (no AtomicLong to follow).
+     */
     static final class Block {
+        private static final VarHandle NEXT;
+
+        static {
+            try {
+                NEXT = MethodHandles.lookup().findVarHandle(Block.class, "next", long.class);
+            } catch (ReflectiveOperationException e) {
+                throw new ExceptionInInitializerError(e);
+            }
+        }
+
         final long start;
         final long[] ids; // null for a lease
         final long size;
         final long mark; // the index whose claim starts the next fetch
-        final AtomicLong next = new AtomicLong();
+        /** The next index to claim; only through claim, claimed and spend. */
+        private volatile long next;
 
         Block(long start, long[] ids, long size, double refillAt) {
             this.start = start;
@@ -32,8 +47,23 @@ final class TagBuffer {
             this.mark = Math.max(0, size - Math.max(1, left));
         }
 
+        /** Claims n indexes: returns the first; the claim holds only when it ends at or below size. */
+        long claim(long n) {
+            return (long) NEXT.getAndAdd(this, n);
+        }
+
+        long claimed() {
+            return next;
+        }
+
+        /** No claim succeeds after this. */
+        void spend() {
+            next = SPENT;
+        }
+
         long at(long i) {
-            return ids == null ? start + i : ids[(int) i];
+            long[] a = ids;
+            return a == null ? start + i : a[(int) i];
         }
     }
 
@@ -75,12 +105,25 @@ final class TagBuffer {
         this.size = client.rangeSize;
     }
 
-    /** One ID: the fast path is one atomic add. */
+    /**
+     * One ID: the fast path is one volatile read of the current block, one atomic add on it and
+     * one comparison, small enough to be inlined into the caller. Whether the client is open is
+     * not read here: close() spends every block before it returns, so that a closed client's
+     * claims all take the slow path, which checks.
+     */
     long next() {
         Block b = current;
-        long i = b.next.getAndIncrement();
+        long i = b.claim(1);
+        if (i < b.mark) {
+            return b.at(i);
+        }
+        return pastMark(b, i);
+    }
+
+    /** A claim at or past the mark: start the next fetch, or, past the end, the slow path. */
+    private long pastMark(Block b, long i) {
         if (i < b.size) {
-            if (i >= b.mark && (i == b.mark || refillWanted())) {
+            if (i == b.mark || refillWanted()) {
                 refillInBackground();
             }
             return b.at(i);
@@ -91,7 +134,7 @@ final class TagBuffer {
     /** n IDs, ascending, consecutive within one block; n at most the block size. */
     long[] next(int n) {
         Block b = current;
-        long i = b.next.getAndAdd(n);
+        long i = b.claim(n);
         if (i + n <= b.size) {
             if (i + n > b.mark && ((i <= b.mark) || refillWanted())) {
                 refillInBackground();
@@ -136,7 +179,7 @@ final class TagBuffer {
             CompletableFuture<Block> wait;
             synchronized (this) {
                 Block b = current;
-                long i = b.next.getAndAdd(n);
+                long i = b.claim(n);
                 if (i + n <= b.size) {
                     if (i + n > b.mark) {
                         startFetchLocked(false);
@@ -149,7 +192,7 @@ final class TagBuffer {
                     current = pending;
                     pending = null;
                     busy = inflight != null;
-                    if (current.next.get() >= current.mark) {
+                    if (current.claimed() >= current.mark) {
                         startFetchLocked(false);
                     }
                     continue;
@@ -406,9 +449,9 @@ final class TagBuffer {
      * succeeds once this returns.
      */
     synchronized void drop() {
-        current.next.set(SPENT);
+        current.spend();
         if (pending != null) {
-            pending.next.set(SPENT);
+            pending.spend();
         }
         current = EMPTY;
         pending = null;

@@ -12,9 +12,11 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * nextId and a supplier served from a local lease beside a bare AtomicLong.incrementAndGet, one thread, against a
- * real leafd over SQLite. Prints ns per call and the ratio; asserts that the IDs are consecutive
- * within leases and that almost no call made a request.
+ * nextId and a supplier served from a local lease beside a bare AtomicLong.incrementAndGet, one
+ * thread, against a real leafd over SQLite: one warm-up round, then three rounds, each printed
+ * with ns per call and the ratios to AtomicLong. Asserts nothing on time (the machine may be
+ * loaded); asserts that the IDs are consecutive within leases and that almost no call made a
+ * request.
  */
 class BenchTest {
     @TempDir
@@ -34,7 +36,8 @@ class BenchTest {
             int n = 10_000_000;
             long last = 0;
             long gaps = 0;
-            for (int round = 1; round <= 3; round++) { // the first rounds warm up
+            int rounds = 4; // round 0 warms up
+            for (int round = 0; round < rounds; round++) {
                 long t0 = System.nanoTime();
                 long prev = last;
                 for (int k = 0; k < n; k++) {
@@ -63,11 +66,11 @@ class BenchTest {
                 double idNs = (t1 - t0) / (double) n;
                 double supNs = (t2 - t1) / (double) n;
                 double atomicNs = (t3 - t2) / (double) n;
-                System.out.printf("BenchTest round %d: nextId %.2f ns/call, supplier %.2f ns/call,"
+                System.out.printf("BenchTest %s: nextId %.2f ns/call, supplier %.2f ns/call,"
                         + " AtomicLong.incrementAndGet %.2f ns/call; ratios %.2f, %.2f%n",
-                        round, idNs, supNs, atomicNs, idNs / atomicNs, supNs / atomicNs);
+                        round == 0 ? "warm-up" : "round " + round, idNs, supNs, atomicNs, idNs / atomicNs, supNs / atomicNs);
             }
-            long ids = 3L * 2 * n;
+            long ids = (long) rounds * 2 * n;
             System.out.printf("BenchTest: %d leases for %d IDs%n", blocks.get(), ids);
             // Every gap between consecutive IDs is a lease boundary.
             assertTrue(gaps <= blocks.get(), gaps + " gaps, " + blocks.get() + " leases");

@@ -19,8 +19,10 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Three servers over one MariaDB database, several clients on several threads, one server killed
- * with -9 mid-load and started again: no ID twice, every leased ID inside a lease a server granted,
- * every segment ID below the tag's max_id in the database.
+ * with -9 mid-load and started again, then the database unreachable for 2.5 s (a TCP proxy between
+ * the servers and MariaDB cuts every connection and refuses new ones): no ID twice, every leased ID
+ * inside a lease a server granted, every segment ID below the tag's max_id in the database; no call
+ * fails before the outage, and a call that fails during it fails with the contract's code.
  */
 class ClusterTest {
     @TempDir
@@ -42,14 +44,20 @@ class ClusterTest {
     }
 
     @Test
-    void threeServersKillNineMidLoad() throws Exception {
+    void threeServersKillNineMidLoadThenDatabaseOutage() throws Exception {
         String db = Leafd.createMysqlDatabase();
         List<Leafd> servers = new ArrayList<>();
+        Leafd.MysqlDsn dsn = Leafd.MysqlDsn.fromEnv();
+        TcpProxy proxy = new TcpProxy(dsn.host, Integer.parseInt(dsn.port));
         try {
             Map<String, String> env = Leafd.mysqlEnv(db);
             env.put("LEAFD_SEGMENT_SEED_TAGS", "load:1000");
             Leafd.run(dir, env, "migrate");
             Leafd.run(dir, env, "tag", "add", "day", "--format", "dated", "--period", "day");
+            // The servers reach the database through the proxy, and load small ranges (a step of
+            // at most 20,000) so that they load often, during the outage too.
+            env.put("LEAFD_STORE_DSN", dsn.forDb(db, "127.0.0.1", String.valueOf(proxy.port())));
+            env.put("LEAFD_SEGMENT_MAX_STEP", "20000");
             for (int k = 0; k < 3; k++) {
                 servers.add(new Leafd(dir, env));
             }
@@ -62,7 +70,9 @@ class ClusterTest {
                 LeafdClient.Builder b = LeafdClient.builder().servers(order).timeout(Duration.ofSeconds(3))
                         .retryAfter(Duration.ofSeconds(1));
                 if (k < 3) {
-                    b.localRanges(k == 0 ? 37 : 500).refillInterval(Duration.ofMillis(200));
+                    // Leases that turn over every 200 ms, and (client 2) leases that last about a
+                    // second: they hold IDs through the first part of the outage.
+                    b.localRanges(k == 0 ? 37 : 500).refillInterval(Duration.ofMillis(k == 2 ? 2000 : 200));
                 }
                 LeafdClient c = b.build();
                 c.onBlock = (tag, blk) -> {
@@ -77,10 +87,11 @@ class ClusterTest {
             LongList[] directIds = new LongList[8];
             LongList[] datedIds = new LongList[8];
             LongList[] sfIds = new LongList[8];
-            List<Throwable> failures = new CopyOnWriteArrayList<>();
+            List<Failure> failures = new CopyOnWriteArrayList<>();
             AtomicBoolean stop = new AtomicBoolean();
             AtomicLong calls = new AtomicLong();
             AtomicLong segCount = new AtomicLong();
+            AtomicLong leasedCount = new AtomicLong();
             ExecutorService pool = Executors.newFixedThreadPool(8);
             List<Future<?>> fs = new ArrayList<>();
             for (int t = 0; t < 8; t++) {
@@ -104,13 +115,19 @@ class ClusterTest {
                                     (leased ? mine : mineDirect).add(id);
                                 }
                                 segCount.addAndGet(5);
+                                if (leased) {
+                                    leasedCount.addAndGet(5);
+                                }
                             } else {
                                 (leased ? mine : mineDirect).add(c.nextId("load"));
                                 segCount.incrementAndGet();
+                                if (leased) {
+                                    leasedCount.incrementAndGet();
+                                }
                             }
                             calls.incrementAndGet();
                         } catch (Throwable e) {
-                            failures.add(e);
+                            failures.add(new Failure(System.nanoTime(), e));
                         }
                         n++;
                         if (n % 100 == 0) {
@@ -128,7 +145,26 @@ class ClusterTest {
             Thread.sleep(2500);
             assertTrue(segCount.get() > atKill, "IDs kept coming with a server killed");
             victim.start();
-            Thread.sleep(2500);
+            Thread.sleep(2000);
+
+            // The database unreachable for 2.5 s: every connection of the servers cut, new ones refused.
+            double loadErrorsBefore = sum(servers, "leafd_segment_all_range_load_errors_total");
+            double requestErrorsBefore = sum(servers, "leafd_segment_all_request_errors_total");
+            long atCut = System.nanoTime();
+            long leasedAtCut = leasedCount.get();
+            proxy.cut();
+            StringBuilder timeline = new StringBuilder(" before " + leasedAtCut + " seg " + segCount.get() + ";");
+            for (int k = 0; k < 10; k++) {
+                Thread.sleep(250);
+                timeline.append(' ').append(leasedCount.get() - leasedAtCut).append('/').append(segCount.get());
+            }
+            long leasedDuringOutage = leasedCount.get() - leasedAtCut;
+            proxy.restore();
+            long segAtRestore = segCount.get();
+            Thread.sleep(3500);
+            long segAfterRestore = segCount.get() - segAtRestore;
+            double loadErrors = sum(servers, "leafd_segment_all_range_load_errors_total") - loadErrorsBefore;
+            double requestErrors = sum(servers, "leafd_segment_all_request_errors_total") - requestErrorsBefore;
             stop.set(true);
             for (Future<?> f : fs) {
                 f.get();
@@ -148,10 +184,26 @@ class ClusterTest {
             LongList.duplicates("day", datedAll, dups);
             LongList.duplicates("snowflake", sfAll, dups);
             assertEquals(List.of(), dups, "IDs handed out twice");
-            if (!failures.isEmpty()) {
-                failures.get(0).printStackTrace();
+            // No call fails before the outage (a server killed is passed over); during it and until
+            // the calls that waited through it end, a call fails only with the contract's codes
+            // of an unreachable store, never with anything else and never with an ID.
+            java.util.Map<String, Integer> codes = new java.util.TreeMap<>();
+            for (Failure f : failures) {
+                if (f.at < atCut || !(f.error instanceof LeafdException)
+                        || !OUTAGE_CODES.contains(((LeafdException) f.error).code())) {
+                    f.error.printStackTrace();
+                    org.junit.jupiter.api.Assertions.fail("a call failed "
+                            + (f.at < atCut ? "before the outage" : (f.at - atCut) / 1_000_000 + " ms after the cut")
+                            + ": " + f.error);
+                }
+                codes.merge(((LeafdException) f.error).code(), 1, Integer::sum);
             }
-            assertEquals(0, failures.size(), "calls failed, the first: " + failures.subList(0, Math.min(5, failures.size())));
+            // The outage happened: connections were cut, and the servers' loads of ranges (into
+            // their buffers, or of a lease straight from the database) failed.
+            assertTrue(proxy.cutOff.get() > 0, "no connection was cut");
+            assertTrue(loadErrors + requestErrors > 0, "no range load and no segment request failed during the outage");
+            assertTrue(leasedDuringOutage > 0, "the leases served nothing during the outage:" + timeline + " failures " + failures.size());
+            assertTrue(segAfterRestore > 1000, "IDs after the database came back: " + segAfterRestore);
             assertTrue(all.length > 10_000, "too few IDs: " + all.length);
             assertTrue(directOnes.length > 100, "too few IDs without leases: " + directOnes.length);
             assertTrue(sfAll.length > 10 && datedAll.length > 10, "snowflake " + sfAll.length + ", dated " + datedAll.length);
@@ -170,14 +222,41 @@ class ClusterTest {
                 int at = i >= 0 ? i : -i - 2;
                 assertTrue(at >= 0 && id >= ls[at][0] && id < ls[at][1], "leased ID " + id + " from no lease");
             }
-            System.out.printf("ClusterTest: %d calls, %d segment IDs (%d leases, %d direct), %d dated, %d snowflake%n",
-                    calls.get(), all.length, ls.length, directOnes.length, datedAll.length, sfAll.length);
+            System.out.printf("ClusterTest: %d calls, %d segment IDs (%d leases, %d direct), %d dated, %d snowflake;"
+                    + " outage: %d connections cut, %d refused, %.0f range loads and %.0f segment requests failed,"
+                    + " %d leased IDs served,"
+                    + " failed calls by code %s, %d segment IDs in the 3.5 s after it%n",
+                    calls.get(), all.length, ls.length, directOnes.length, datedAll.length, sfAll.length,
+                    proxy.cutOff.get(), proxy.refused.get(), loadErrors, requestErrors, leasedDuringOutage, codes, segAfterRestore);
         } finally {
             for (Leafd s : servers) {
                 s.close();
             }
+            proxy.close();
             Leafd.dropMysqlDatabase(db);
         }
+    }
+
+    /** The codes a call may fail with while the database cannot be reached. */
+    static final java.util.Set<String> OUTAGE_CODES = java.util.Set.of("segment_unavailable", "store_unavailable",
+            "snowflake_unavailable", LeafdException.UNREACHABLE);
+
+    static final class Failure {
+        final long at;
+        final Throwable error;
+
+        Failure(long at, Throwable error) {
+            this.at = at;
+            this.error = error;
+        }
+    }
+
+    private static double sum(List<Leafd> servers, String metric) throws Exception {
+        double s = 0;
+        for (Leafd l : servers) {
+            s += l.metric(metric);
+        }
+        return s;
     }
 
     /** A growable array of longs, for one thread. */

@@ -292,10 +292,14 @@ class FakeServerTest {
         Fake f = fake((self, ex, n) -> range(ex, ranges));
         LeafdClient c = LeafdClient.builder().servers(f.url()).localRanges(1000).build();
         assertEquals(1, c.nextId("t"));
+        java.util.function.LongSupplier s = c.supplier("t");
+        assertEquals(2, s.getAsLong());
         TagBuffer.Block held = c.buffers.get("t").current; // as a thread inside nextId holds it
         c.close();
-        assertTrue(held.next.getAndIncrement() >= held.size, "a claim on a dropped lease fails");
+        assertTrue(held.claim(1) >= held.size, "a claim on a dropped lease fails");
         assertEquals(LeafdException.CLOSED, assertThrows(LeafdException.class, () -> c.nextId("t")).code());
+        assertEquals(LeafdException.CLOSED, assertThrows(LeafdException.class, s::getAsLong).code());
+        assertEquals(LeafdException.CLOSED, assertThrows(LeafdException.class, () -> c.nextIds("t", 2)).code());
     }
 
     @Test

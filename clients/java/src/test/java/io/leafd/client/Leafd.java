@@ -107,7 +107,12 @@ final class Leafd implements AutoCloseable {
 
         /** A DSN for leafd of database db. */
         String forDb(String db) {
-            return user + (password != null ? ":" + password : "") + "@tcp(" + host + ":" + port + ")/" + db
+            return forDb(db, host, port);
+        }
+
+        /** A DSN for leafd of database db at another address (a proxy in front of the server). */
+        String forDb(String db, String atHost, String atPort) {
+            return user + (password != null ? ":" + password : "") + "@tcp(" + atHost + ":" + atPort + ")/" + db
                     + "?parseTime=true";
         }
 
@@ -189,7 +194,7 @@ final class Leafd implements AutoCloseable {
         cmd.add(binary().toString());
         cmd.addAll(List.of(args));
         ProcessBuilder pb = new ProcessBuilder(cmd).directory(dir.toFile());
-        pb.environment().putAll(env);
+        environment(pb, env);
         File errFile = Files.createTempFile(dir, "cmd", ".err").toFile();
         pb.redirectError(errFile);
         Process p = pb.start();
@@ -199,6 +204,15 @@ final class Leafd implements AutoCloseable {
                     + Files.readString(errFile.toPath()));
         }
         return out.trim();
+    }
+
+    /**
+     * The process's environment: the test's own without LEAFD_JAVA_TEST_BINARY (leafd refuses
+     * LEAFD_ variables it does not know), and env.
+     */
+    private static void environment(ProcessBuilder pb, Map<String, String> env) {
+        pb.environment().remove("LEAFD_JAVA_TEST_BINARY");
+        pb.environment().putAll(env);
     }
 
     final Path dir;
@@ -229,7 +243,7 @@ final class Leafd implements AutoCloseable {
         Map<String, String> e = new HashMap<>(env);
         e.put("LEAFD_HTTP_ADDR", "127.0.0.1:" + port);
         ProcessBuilder pb = new ProcessBuilder(binary().toString(), "serve").directory(dir.toFile());
-        pb.environment().putAll(e);
+        environment(pb, e);
         File log = dir.resolve("leafd-" + port + "-" + (++starts) + ".log").toFile();
         pb.redirectErrorStream(true).redirectOutput(log);
         process = pb.start();
@@ -257,6 +271,29 @@ final class Leafd implements AutoCloseable {
         } catch (IOException e) {
             return -1;
         }
+    }
+
+    /**
+     * The sum of an unlabelled counter or gauge in the server's /metrics (Prometheus text); 0 when
+     * the metric is not there.
+     */
+    double metric(String name) throws IOException {
+        HttpURLConnection c = (HttpURLConnection) new URL(url() + "/metrics").openConnection();
+        c.setConnectTimeout(2000);
+        c.setReadTimeout(5000);
+        String body;
+        try (java.io.InputStream in = c.getInputStream()) {
+            body = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        } finally {
+            c.disconnect();
+        }
+        double sum = 0;
+        for (String line : body.split("\n")) {
+            if (line.startsWith(name + " ")) {
+                sum += Double.parseDouble(line.substring(name.length() + 1).trim());
+            }
+        }
+        return sum;
     }
 
     /** kill -9: no shutdown, the buffers' IDs and the snowflake lease are left as they are. */

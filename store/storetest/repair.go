@@ -128,6 +128,13 @@ func testRepairUnderLoad(t *testing.T, h *harness) {
 			stop atomic.Bool
 			wg   sync.WaitGroup
 		)
+		// Deferred, so that a Fatal of this goroutine (h.exec) still stops
+		// and waits for the others before the test ends: an Errorf of
+		// theirs after it would panic and hide the Fatal's message.
+		defer func() {
+			stop.Store(true)
+			wg.Wait()
+		}()
 		for i, s := range ss {
 			for g := range 2 {
 				wg.Go(func() {
@@ -183,8 +190,6 @@ func testRepairUnderLoad(t *testing.T, h *harness) {
 				t.Errorf("RepairTag: %v", err)
 			}
 		}
-		stop.Store(true)
-		wg.Wait()
 	}
 	run(0)
 	if t.Failed() {

@@ -1,5 +1,7 @@
 package io.leafd.client;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.time.Duration;
@@ -45,6 +47,15 @@ import java.util.regex.Pattern;
  */
 public final class LeafdClient implements AutoCloseable {
     private static final Pattern TAG = Pattern.compile("[A-Za-z0-9_.:-]{1,128}");
+    private static final VarHandle HOT;
+
+    static {
+        try {
+            HOT = MethodHandles.lookup().findVarHandle(LeafdClient.class, "hot", TagBuffer.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
 
     final Duration timeout;
     final int rangeSize; // 0: no local ranges
@@ -62,6 +73,12 @@ public final class LeafdClient implements AutoCloseable {
     final ExecutorService httpExecutor;
     private final Transport transport;
     final ConcurrentHashMap<String, TagBuffer> buffers = new ConcurrentHashMap<>();
+    /**
+     * The buffer of the tag nextId found in the map last, so that calls on one tag skip the map:
+     * read as a volatile, written with release semantics (a plain store on x86, no fence) by the
+     * call that missed it. Its tag is final. Null until the first lookup, and after forget.
+     */
+    private volatile TagBuffer hot;
 
     /** The most background fetches that run at once; more wait their turn. */
     static final int REFILL_THREADS = 4;
@@ -112,11 +129,24 @@ public final class LeafdClient implements AutoCloseable {
      * most of the time; else one request, {@code GET /segment/{tag}}.
      */
     public long nextId(String tag) {
-        // A tag that has a buffer was checked when the buffer was made, and is leased: one map
-        // lookup and the buffer's fast path. Whether the client is open is the buffer's to know
-        // (close() spends its blocks).
+        // A tag that has a buffer was checked when the buffer was made, and is leased: the tag of
+        // the last lookup compared (by reference, then by equals), and the buffer's fast path.
+        // Whether the client is open is the buffer's to know (close() spends its blocks).
+        TagBuffer h = hot;
+        if (h != null) {
+            String t = h.tag;
+            if (t == tag || t.equals(tag)) {
+                return h.next();
+            }
+        }
+        return nextIdLookup(tag);
+    }
+
+    /** nextId of a tag other than the last one: the map, and the tag becomes the last one. */
+    private long nextIdLookup(String tag) {
         TagBuffer b = buffers.get(tag);
         if (b != null) {
+            HOT.setRelease(this, b);
             return b.next();
         }
         return nextIdFirst(tag);
@@ -158,6 +188,7 @@ public final class LeafdClient implements AutoCloseable {
         if (rangeSize > 0) {
             TagBuffer b = buffer(tag);
             // A closed client's blocks are spent: its claims take the slow path, which checks.
+            // A lambda, not the buffer itself: callers must not be able to lock its monitor.
             return b::next;
         }
         return () -> nextId(tag);
@@ -243,6 +274,10 @@ public final class LeafdClient implements AutoCloseable {
     /** Forgets a tag's buffer (after unknown_tag), so that tags that stopped existing hold no memory. */
     void forget(String tag, TagBuffer b) {
         buffers.remove(tag, b);
+        // A nextId that found b in the map just before may set it again: its next fetch answers
+        // unknown_tag again and forgets it again (or, should the tag exist again, it leases as
+        // any buffer does: its IDs are still the servers' grant, never handed out twice).
+        HOT.compareAndSet(this, b, null);
     }
 
     private TagBuffer buffer(String tag) {

@@ -36,6 +36,8 @@ final class TagBuffer {
         final long[] ids; // null for a lease
         final long size;
         final long mark; // the index whose claim starts the next fetch
+        /** Below it a claim is start + index, nothing else to do: the mark of a lease, 0 for a batch. */
+        final long fast;
         /** The next index to claim; only through claim, claimed and spend. */
         private volatile long next;
 
@@ -45,6 +47,7 @@ final class TagBuffer {
             this.size = size;
             long left = (long) Math.ceil(size * refillAt);
             this.mark = Math.max(0, size - Math.max(1, left));
+            this.fast = ids == null ? mark : 0;
         }
 
         /** Claims n indexes: returns the first; the claim holds only when it ends at or below size. */
@@ -106,24 +109,27 @@ final class TagBuffer {
     }
 
     /**
-     * One ID: the fast path is one volatile read of the current block, one atomic add on it and
-     * one comparison, small enough to be inlined into the caller. Whether the client is open is
-     * not read here: close() spends every block before it returns, so that a closed client's
-     * claims all take the slow path, which checks.
+     * One ID: the fast path is one volatile read of the current block, one atomic add on it, one
+     * comparison and one addition, small enough to be inlined into the caller. Whether the client
+     * is open is not read here: close() spends every block before it returns, so that a closed
+     * client's claims all take the slow path, which checks.
      */
     long next() {
         Block b = current;
         long i = b.claim(1);
-        if (i < b.mark) {
-            return b.at(i);
+        if (i < b.fast) {
+            return b.start + i;
         }
-        return pastMark(b, i);
+        return pastFast(b, i);
     }
 
-    /** A claim at or past the mark: start the next fetch, or, past the end, the slow path. */
-    private long pastMark(Block b, long i) {
+    /**
+     * A claim the fast path does not serve: at or past the mark (start the next fetch), past the
+     * end (the slow path), or any claim of a batch.
+     */
+    private long pastFast(Block b, long i) {
         if (i < b.size) {
-            if (i == b.mark || refillWanted()) {
+            if (i >= b.mark && (i == b.mark || refillWanted())) {
                 refillInBackground();
             }
             return b.at(i);

@@ -28,6 +28,9 @@ import org.junit.jupiter.api.io.TempDir;
 
 /** The client against one real leafd over a SQLite file. */
 class LeafdClientTest {
+    /** The first ID of the tag high. */
+    static final long HIGH = 1_000_000_001L;
+
     @TempDir
     static Path dir;
     static Leafd server;
@@ -38,6 +41,8 @@ class LeafdClientTest {
         env.put("LEAFD_SEGMENT_SEED_TAGS", "order:1000 pay:10 other:1000");
         Leafd.run(dir, env, "migrate");
         Leafd.run(dir, env, "tag", "add", "daily", "--format", "dated", "--period", "day");
+        // IDs far above order's: an ID of one handed out for the other is caught.
+        Leafd.run(dir, env, "tag", "add", "high", "--max-id", String.valueOf(HIGH));
         server = new Leafd(dir, env);
     }
 
@@ -233,6 +238,50 @@ class LeafdClientTest {
         }
     }
 
+    /**
+     * nextId skips the map for the tag it looked up last: two tags alternating on four threads
+     * (two of them passing copies of the names, compared by equals) switch it at nearly every
+     * call. Every ID comes from a lease of its own tag, none twice.
+     */
+    @Test
+    void twoTagsAlternatingOnThreads() throws Exception {
+        Map<String, List<long[]>> leases = new ConcurrentHashMap<>();
+        Map<String, Set<Long>> seen = Map.of("order", ConcurrentHashMap.newKeySet(), "high",
+                ConcurrentHashMap.newKeySet());
+        int calls = 3000;
+        try (LeafdClient c = client().localRanges(40).refillInterval(Duration.ofHours(1)).build()) {
+            c.onBlock = (tag, b) -> leases.computeIfAbsent(tag, t -> new CopyOnWriteArrayList<>())
+                    .add(new long[] {b.start, b.start + b.size});
+            ExecutorService pool = Executors.newFixedThreadPool(4);
+            List<Future<?>> fs = new ArrayList<>();
+            for (int t = 0; t < 4; t++) {
+                int th = t;
+                fs.add(pool.submit(() -> {
+                    for (int k = 0; k < calls; k++) {
+                        String tag = (k + th) % 2 == 0 ? "order" : "high";
+                        String asked = th < 2 ? tag : new String(tag.toCharArray());
+                        long id = c.nextId(asked);
+                        assertTrue(seen.get(tag).add(id), "ID of " + tag + " twice: " + id);
+                    }
+                    return null;
+                }));
+            }
+            for (Future<?> f : fs) {
+                f.get();
+            }
+            pool.shutdown();
+        }
+        for (String tag : List.of("order", "high")) {
+            assertEquals(2 * calls, seen.get(tag).size(), tag);
+            List<long[]> ls = leases.getOrDefault(tag, List.of());
+            for (long id : seen.get(tag)) {
+                assertTrue(ls.stream().anyMatch(l -> id >= l[0] && id < l[1]), "ID " + id + " of " + tag
+                        + " from none of its leases");
+                assertEquals(tag.equals("high"), id >= HIGH, "ID " + id + " of " + tag);
+            }
+        }
+    }
+
     @Test
     void datedTagsAreOneRequestPerCall() {
         List<TagBuffer.Block> blocks = new CopyOnWriteArrayList<>();
@@ -299,6 +348,7 @@ class LeafdClientTest {
         LeafdClient c = client().localRanges(100).build();
         long id = c.nextId("order");
         assertTrue(id > 0);
+        assertTrue(c.nextId("order") > id); // the tag of the last lookup: close() must reach it too
         assertEquals(LeafdClient.REFILL_THREADS,
                 ((java.util.concurrent.ThreadPoolExecutor) c.executor).getMaximumPoolSize(), "a bounded refill pool");
         c.close();

@@ -127,6 +127,11 @@ func testRepairUnderLoad(t *testing.T, h *harness) {
 		var (
 			stop atomic.Bool
 			wg   sync.WaitGroup
+			// gate lets the rewind wait for the stores' calls in flight
+			// and go before the next: a file database would otherwise
+			// starve it of its write lock under nine busy writers. The
+			// stores' own repairs still run among the allocations.
+			gate sync.RWMutex
 		)
 		// Deferred, so that a Fatal of this goroutine (h.exec) still stops
 		// and waits for the others before the test ends: an Errorf of
@@ -140,7 +145,9 @@ func testRepairUnderLoad(t *testing.T, h *harness) {
 				wg.Go(func() {
 					for n := 0; !stop.Load() || n < 20; n++ {
 						before := top.Load()
+						gate.RLock()
 						a, err := s.Allocate(context.Background(), "order", int64(1+(i+g+n)%10))
+						gate.RUnlock()
 						switch {
 						case leafd.ErrorCode(err) == leafd.ETagRewound && rewinds > 0:
 							continue
@@ -167,7 +174,9 @@ func testRepairUnderLoad(t *testing.T, h *harness) {
 			// nothing.
 			wg.Go(func() {
 				for n := 0; !stop.Load() || n < 5; n++ {
+					gate.RLock()
 					r, err := s.RepairTag(context.Background(), "order")
+					gate.RUnlock()
 					switch {
 					case err != nil:
 						t.Errorf("store %d: RepairTag: %v", i, err)
@@ -185,7 +194,11 @@ func testRepairUnderLoad(t *testing.T, h *harness) {
 			})
 		}
 		for range rewinds {
-			h.exec("UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = 'order'")
+			func() {
+				gate.Lock()
+				defer gate.Unlock()
+				h.exec("UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = 'order'")
+			}()
 			if _, err := first.RepairTag(context.Background(), "order"); err != nil {
 				t.Errorf("RepairTag: %v", err)
 			}

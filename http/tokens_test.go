@@ -124,7 +124,12 @@ func createToken(t *testing.T, url string, tags ...string) (id, text string) {
 	return out.ID, out.Token
 }
 
-func TestTokens(t *testing.T) { testdb.Each(t, store.Drivers(), testTokens) }
+func TestTokens(t *testing.T) {
+	testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) {
+		t.Parallel() // the engines at once: most of it is waiting for a refresh
+		testTokens(t, driver, dsn)
+	})
+}
 
 // testTokens: the ID routes refuse a request without a token (401), with
 // a token for other tags (403), and serve one with a token that allows the

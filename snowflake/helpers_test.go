@@ -112,6 +112,7 @@ func (d *leaseDB) watermark(tb testing.TB, worker int64) int64 {
 // unless LEAFD_TEST_REQUIRE_* says otherwise).
 func forEachDatabase(t *testing.T, f func(t *testing.T, db *leaseDB)) {
 	testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) {
+		t.Parallel() // the engines at once: each has its own database
 		db := &leaseDB{driver: driver, dsn: dsn}
 		if err := db.store(t).Migrate(context.Background()); err != nil {
 			t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 func TestConformance(t *testing.T) {
 	for _, driver := range store.Drivers() {
 		t.Run(driver, func(t *testing.T) {
+			t.Parallel() // the engines at once: each case has a database of its own
 			storetest.Run(t, func(t *testing.T) *storetest.Database {
 				dsn := testdb.DSN(t, driver)
 				return &storetest.Database{
@@ -36,6 +37,7 @@ func TestConformance(t *testing.T) {
 // file: storetest's RowLockedNoRange covers it.)
 func TestRowLockNamed(t *testing.T) {
 	testdb.Each(t, store.FallbackDrivers(), func(t *testing.T, driver, dsn string) {
+		t.Parallel() // each waits out a lock
 		s, err := store.Open(driver, dsn)
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,8 @@
 package sharded
 
 import (
+	"time"
+
 	"github.com/leafd/leafd/store"
 	"github.com/leafd/leafd/store/internal/testhook"
 )
@@ -22,3 +24,11 @@ func SetBeforeClaim(s *Store, f func(db int)) { s.beforeClaim = f }
 // while it checks the records, for tests that initialise the deployment
 // between two of those reads.
 func SetAfterMetaRead(s *Store, f func(db int)) { s.afterMetaRead = f }
+
+// SetOwnersRefresh makes s read the slot placement again every d rather
+// than every 10 s, for tests that wait for a refresh.
+func SetOwnersRefresh(s *Store, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refresh = d
+}

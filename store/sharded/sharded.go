@@ -70,7 +70,8 @@ const (
 	shardDownMax = 16 * time.Second
 )
 
-// ownersRefresh is how often the slot placement is read again.
+// ownersRefresh is how often the slot placement is read again (a Store's
+// refresh, which tests shorten).
 const ownersRefresh = 10 * time.Second
 
 // The sharded store's SQL. %[1]s is the dialect's greatest function.
@@ -129,6 +130,7 @@ type Store struct {
 	members    []string         // the ids of the deployment's databases, as recorded
 	owner      []int            // slot → database index; -1 when no database serves it
 	ownersAt   time.Time        // when owner was read
+	refresh    time.Duration    // how often owner is read again: ownersRefresh
 	floors     map[string]int64 // tag → the highest ID handed out for it by this store
 	cursor     map[string]int   // tag → the slot its next load tries first
 
@@ -171,7 +173,7 @@ func Open(driver string, dsns []string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("store.shard_slots is %d: use %d (the number of databases) to %d", o.Slots, len(dsns), store.MaxShardSlots)
 	}
 	s := &Store{driver: driver, slots: int64(o.Slots), log: o.Logger, attempt: o.AttemptTimeout,
-		floors: map[string]int64{}, cursor: map[string]int{}}
+		refresh: ownersRefresh, floors: map[string]int64{}, cursor: map[string]int{}}
 	for i, dsn := range dsns {
 		n, err := store.OpenNode(driver, dsn)
 		if err != nil {
@@ -1004,12 +1006,12 @@ func (s *Store) repairTag(ctx context.Context, i int, tag string) bool {
 }
 
 // owners returns the slot placement, read again when it is older than
-// ownersRefresh.
+// s.refresh.
 func (s *Store) owners(ctx context.Context) ([]int, error) {
 	s.mu.Lock()
-	owner, at := s.owner, s.ownersAt
+	owner, at, refresh := s.owner, s.ownersAt, s.refresh
 	s.mu.Unlock()
-	if owner != nil && time.Since(at) < ownersRefresh {
+	if owner != nil && time.Since(at) < refresh {
 		return owner, nil
 	}
 	owner, err := s.readOwners(ctx)

@@ -843,9 +843,14 @@ func TestShardedRefusedInitialisationCleared(t *testing.T) {
 // for as long as it hangs, the store still answers Ping, and the database
 // is used again once it answers.
 func TestShardedDatabaseHung(t *testing.T) {
-	const waitTimeout = time.Second                  // segment.wait_timeout of the server
+	t.Parallel() // with the other tests that wait for a database that hangs
+	const (
+		waitTimeout = time.Second // segment.wait_timeout of the server
+		refresh     = time.Second // of the slot placement, 10 s in a server
+	)
 	for _, driver := range store.FallbackDrivers() { // the engines a fault proxy can come between
 		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
 			dsns := shardDSNs(t, driver, 3)
 			var proxy *faultproxy.Proxy
 			dsns[0], proxy = proxied(t, driver, dsns[0]) // the first, which every other loop asks first
@@ -854,6 +859,7 @@ func TestShardedDatabaseHung(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
+			sharded.SetOwnersRefresh(s, refresh)
 			ctx := context.Background()
 			if err := s.Migrate(ctx); err != nil {
 				t.Fatal(err)
@@ -889,10 +895,10 @@ func TestShardedDatabaseHung(t *testing.T) {
 				load("before")
 			}
 			proxy.Stall()
-			// Longer than a second's pass-over, and past the slot
-			// placement's refresh, so that the database is tried again
-			// while it still hangs.
-			for deadline := time.Now().Add(12 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			// Longer than a second's pass-over and the next two
+			// seconds', and past the slot placement's refresh, so that
+			// the database is tried again while it still hangs.
+			for deadline := time.Now().Add(3*refresh + time.Second/2); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 				if a := load("while store.shards[0] hangs"); onDB0[a.Start%shardSlots] {
 					t.Fatalf("served by slot %d of the database that hangs", a.Start%shardSlots)
 				}
@@ -929,8 +935,12 @@ func TestShardedTagReadsDatabaseHung(t *testing.T) {
 		attempt     = waitTimeout / 2
 		slack       = 300 * time.Millisecond // scheduling on a busy machine
 	)
+	// With the other tests that wait for a database that hangs.
+	t.Parallel()
+
 	for _, driver := range store.FallbackDrivers() { // the engines a fault proxy can come between
 		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
 			dsns := shardDSNs(t, driver, 3)
 			var proxy *faultproxy.Proxy
 			dsns[0], proxy = proxied(t, driver, dsns[0])

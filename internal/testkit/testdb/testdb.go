@@ -187,6 +187,8 @@ var pgServer struct {
 	cfg  *pgx.ConnConfig
 	db   *sql.DB // the server's admin database, to create and drop others
 	err  error   // why there is no server; nil when there is one
+	mu   sync.Mutex
+	pool pgPool // this process's test databases (pgpool.go)
 }
 
 func findPostgres() {
@@ -209,14 +211,20 @@ func findPostgres() {
 			cfg.Host, cfg.Port, err, DefaultPostgresDSN)
 		return
 	}
-	pgServer.cfg, pgServer.db = cfg, db
+	pool, err := startPool(ctx, db)
+	if err != nil {
+		db.Close()
+		pgServer.err = fmt.Errorf("PostgreSQL at %s:%d: %w", cfg.Host, cfg.Port, err)
+		return
+	}
+	pgServer.cfg, pgServer.db, pgServer.pool = cfg, db, pool
 }
 
-// Postgres returns the DSN, a postgres:// URL, of a new, empty database
-// named leafd_test_<8 hex digits> that is dropped when the test ends. When
-// no server answers within 2 seconds it skips the test, or fails it if
-// LEAFD_TEST_REQUIRE_POSTGRES=1. The server is looked for once per test
-// process.
+// Postgres returns the DSN, a postgres:// URL, of an empty database named
+// leafd_test_<8 hex digits>_<n>, which is emptied and kept for another test
+// when this one ends (pgpool.go). When no server answers within 2 seconds
+// it skips the test, or fails it if LEAFD_TEST_REQUIRE_POSTGRES=1. The
+// server is looked for once per test process.
 func Postgres(tb testing.TB) string {
 	tb.Helper()
 	pgServer.once.Do(findPostgres)
@@ -226,22 +234,13 @@ func Postgres(tb testing.TB) string {
 		}
 		tb.Skip(pgServer.err)
 	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	name := "leafd_test_" + hex.EncodeToString(b[:])
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := pgServer.db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		tb.Fatalf("create the test database %s: %v", name, err)
+	name, err := pgAcquire(ctx)
+	if err != nil {
+		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		// FORCE ends the sessions of stores a test left open.
-		if _, err := pgServer.db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			tb.Errorf("drop the test database %s: %v", name, err)
-		}
-	})
+	tb.Cleanup(func() { pgRelease(name) })
 	u := url.URL{
 		Scheme:   "postgres",
 		Host:     net.JoinHostPort(pgServer.cfg.Host, strconv.Itoa(int(pgServer.cfg.Port))),

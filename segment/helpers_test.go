@@ -59,7 +59,10 @@ func (d *database) addTag(tb testing.TB, name string, maxID, step int64) {
 // engine: SQLite always, MySQL and PostgreSQL when a server is reachable
 // (CI requires both).
 func forEachDatabase(t *testing.T, f func(t *testing.T, db *database)) {
-	testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) { f(t, migrated(t, driver, dsn)) })
+	testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) {
+		t.Parallel() // the engines at once: each has its own database
+		f(t, migrated(t, driver, dsn))
+	})
 }
 
 // newDatabase makes a fresh, migrated database of driver; for a server

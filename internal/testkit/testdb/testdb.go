@@ -1,6 +1,7 @@
-// Package testdb gives tests real, empty databases: a fresh MySQL or
-// PostgreSQL database per test on a server found through the environment,
-// and a fresh SQLite file per test. Nothing is mocked: leafd's guarantees
+// Package testdb gives tests real, empty databases: a MySQL or PostgreSQL
+// database of its own per test on a server found through the environment
+// (PostgreSQL's emptied and reused, pgpool.go), and a fresh SQLite file
+// per test. Nothing is mocked: leafd's guarantees
 // are about what real databases do. Each runs a test on every engine of
 // the store's registry, so that no engine is left out by a hand-written
 // list, and what tests need to know of an engine's databases is looked up

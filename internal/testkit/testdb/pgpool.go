@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"sync"
@@ -20,7 +21,8 @@ import (
 // the whole server, and the suite asks for hundreds of databases. A
 // database goes back to the pool when its test ends and is reset there:
 // its sessions ended, every schema, table, sequence, view, routine and
-// type dropped, its settings reset. It is used again only when its
+// type dropped, its settings reset, and renamed, so that nothing left of
+// the test reaches it by its old name. It is used again only when its
 // catalog then reads exactly as it did when it was created (fingerprint,
 // kept as the database's comment); otherwise it is dropped.
 //
@@ -101,10 +103,9 @@ type pgPool struct {
 	free  []string  // databases reset and ready
 	made  int       // databases named so far, for the next name
 	// resetting counts the databases being reset; ready is signalled
-	// when one is done, and failed holds why the last that failed did.
+	// when one is done.
 	resetting int
 	ready     *sync.Cond
-	failed    error
 }
 
 // startPool opens the session that marks this process's databases as in
@@ -121,6 +122,9 @@ func startPool(ctx context.Context, db *sql.DB) (pgPool, error) {
 		c.Close()
 		return pgPool{}, err
 	}
+	// Idle between tests, it must not be timed out (PostgreSQL 14 and
+	// later; older servers have no such limit and refuse the name).
+	_, _ = c.ExecContext(ctx, "SET idle_session_timeout = 0")
 	return pgPool{token: token, lease: c, ready: sync.NewCond(&pgServer.mu)}, nil
 }
 
@@ -128,21 +132,15 @@ func startPool(ctx context.Context, db *sql.DB) (pgPool, error) {
 // process's, else one an ended process left (taken over), else a new one.
 func pgAcquire(ctx context.Context) (string, error) {
 	p := &pgServer.pool
-	pgServer.mu.Lock()
 	// The lease must hold: without it, another process would take this
 	// one's databases for its own.
 	if err := p.lease.PingContext(ctx); err != nil {
-		pgServer.mu.Unlock()
 		return "", fmt.Errorf("the session that marks this process's test databases as in use ended: %w", err)
 	}
+	pgServer.mu.Lock()
 	// A database being reset is worth waiting for: no sooner made anew.
 	for len(p.free) == 0 && p.resetting > 0 {
 		p.ready.Wait()
-	}
-	if err := p.failed; err != nil {
-		p.failed = nil
-		pgServer.mu.Unlock()
-		return "", err
 	}
 	if n := len(p.free); n > 0 {
 		name := p.free[n-1]
@@ -151,10 +149,10 @@ func pgAcquire(ctx context.Context) (string, error) {
 		return name, nil
 	}
 	pgServer.mu.Unlock()
-	name := pgNewName()
-	if ok, err := adoptOrphan(ctx, name); err != nil || ok {
-		return name, err
+	if name := adoptOrphan(ctx); name != "" {
+		return name, nil
 	}
+	name := pgNewName()
 	if _, err := pgServer.db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
 		return "", fmt.Errorf("create the test database %s: %w", name, err)
 	}
@@ -184,44 +182,48 @@ func pgNewName() string {
 	return "leafd_test_" + p.token + "_" + strconv.Itoa(p.made-1)
 }
 
-// adoptOrphan renames a database that an ended process left to name and
-// resets it; false when there is none to take.
-func adoptOrphan(ctx context.Context, name string) (bool, error) {
+// adoptOrphan takes over a database that an ended process left and resets
+// it; it returns its new name, or "" when there is none to take.
+func adoptOrphan(ctx context.Context) string {
 	rows, err := pgServer.db.QueryContext(ctx, `SELECT datname FROM pg_database d
 		WHERE datname LIKE 'leafd\_test\_%'
 		  AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.application_name = $1 || substr(d.datname, 12, 8))
 		ORDER BY datname`, pgPoolApp)
 	if err != nil {
-		return false, err
+		pgLog(fmt.Errorf("look for the test databases of ended processes: %w", err))
+		return ""
 	}
 	var orphans []string
 	for rows.Next() {
 		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return false, err
-		}
-		if pgPoolName.MatchString(n) {
+		if err := rows.Scan(&n); err == nil && pgPoolName.MatchString(n) {
 			orphans = append(orphans, n)
 		}
 	}
 	rows.Close()
-	if err := rows.Err(); err != nil {
-		return false, err
-	}
 	for _, o := range orphans {
 		// Another process may take it first, or the ended process's
 		// sessions may not have closed yet: then the rename fails and
 		// the next is tried.
+		name := pgNewName()
 		if _, err := pgServer.db.ExecContext(ctx, "ALTER DATABASE "+o+" RENAME TO "+name); err != nil {
 			continue
 		}
-		if ok, err := pgReset(ctx, name); err != nil || ok {
-			return ok, err
+		name, err := pgReset(ctx, name)
+		if err != nil {
+			pgLog(err)
+		}
+		if name != "" {
+			return name
 		}
 	}
-	return false, nil
+	return ""
 }
+
+// pgLog tells of a test database that could be neither reset nor dropped:
+// nothing a test did, so no test fails of it; the next run takes it over
+// again.
+func pgLog(err error) { fmt.Fprintf(os.Stderr, "testdb: %v\n", err) }
 
 // pgRelease gives a test's database back: it is reset in the background,
 // so that the test ends without waiting, and joins the pool, or is dropped
@@ -234,25 +236,28 @@ func pgRelease(name string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		ok, err := pgReset(ctx, name)
+		name, err := pgReset(ctx, name)
+		if err != nil {
+			pgLog(err)
+		}
 		pgServer.mu.Lock()
 		defer pgServer.mu.Unlock()
 		p.resetting--
-		if ok {
+		if name != "" {
 			p.free = append(p.free, name)
-		}
-		if err != nil {
-			p.failed = fmt.Errorf("reset the test database %s a test gave back: %w", name, err)
 		}
 		p.ready.Broadcast()
 	}()
 }
 
-// pgReset ends the sessions of database name, drops what tests made in it
-// and checks its catalog against the one it had when it was created. When
-// that fails, or the catalog differs, it drops the database and returns
-// false, with an error only when even that fails.
-func pgReset(ctx context.Context, name string) (bool, error) {
+// pgReset ends the sessions of database name, drops what tests made in it,
+// checks its catalog against the one it had when it was created and
+// renames it, so that whatever still holds its old DSN reaches nothing
+// (the rename fails while a session is connected: it also shows that none
+// is). It returns the new name. When any of that fails, or the catalog
+// differs, it drops the database and returns "", with an error only when
+// even that fails.
+func pgReset(ctx context.Context, name string) (string, error) {
 	// A test's stores are closed by now; these are sessions it left open.
 	_, err := pgServer.db.ExecContext(ctx,
 		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", name)
@@ -278,13 +283,20 @@ func pgReset(ctx context.Context, name string) (bool, error) {
 			return err
 		})
 	}
+	fresh := pgNewName()
 	if err == nil {
-		return true, nil
+		_, err = pgServer.db.ExecContext(ctx, "ALTER DATABASE "+name+" RENAME TO "+fresh)
 	}
-	if _, err := pgServer.db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-		return false, fmt.Errorf("drop the test database %s: %w", name, err)
+	if err == nil {
+		return fresh, nil
 	}
-	return false, nil
+	// Its own time: the reset's may be what ran out.
+	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := pgServer.db.ExecContext(dctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		return "", fmt.Errorf("drop the test database %s, which could not be reset: %w", name, err)
+	}
+	return "", nil
 }
 
 // pgNoFlush makes the commits of a test database's sessions return before

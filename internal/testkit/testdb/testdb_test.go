@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,9 +93,13 @@ func TestSQLite(t *testing.T) {
 	}
 }
 
-// Each test gets its own empty PostgreSQL database, dropped when it ends.
+// Each test gets its own empty PostgreSQL database; given back, it is
+// emptied, renamed and reused, or dropped when it cannot be made as new.
 func TestPostgres(t *testing.T) {
-	var name string
+	var (
+		name string // of the first database
+		oid  int    // of the first database, which keeps it when renamed
+	)
 	t.Run("Fresh", func(t *testing.T) {
 		dsn := testdb.Postgres(t)
 		u, err := url.Parse(dsn)
@@ -109,6 +114,7 @@ func TestPostgres(t *testing.T) {
 			t.Fatal("two calls returned the same database")
 		}
 		db := pgOpen(t, dsn)
+		oid = pgCount(t, db, "SELECT oid::int FROM pg_database WHERE datname = current_database()")
 		if n := pgCount(t, db, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'public'"); n != 0 {
 			t.Fatalf("a fresh database has %d tables", n)
 		}
@@ -132,21 +138,25 @@ func TestPostgres(t *testing.T) {
 	if name == "" {
 		return // skipped
 	}
-	// The database comes back to the next test, empty again.
+	// The database comes back to the next test, empty again, under
+	// another name: the old one reaches nothing.
 	t.Run("Reused", func(t *testing.T) {
 		testdb.SettlePostgres()
+		admin := pgOpen(t, testdb.DefaultPostgresDSN)
+		if n := pgCount(t, admin, "SELECT COUNT(*) FROM pg_database WHERE datname = '"+name+"'"); n != 0 {
+			t.Errorf("a database named %s, the name of one a test gave back, still exists", name)
+		}
 		// The pool holds it among others: take them until it comes.
-		var dsn string
+		var db *sql.DB
 		for n := 0; ; n++ {
-			dsn = testdb.Postgres(t)
-			if u, _ := url.Parse(dsn); strings.TrimPrefix(u.Path, "/") == name {
+			db = pgOpen(t, testdb.Postgres(t))
+			if pgCount(t, db, "SELECT oid::int FROM pg_database WHERE datname = current_database()") == oid {
 				break
 			}
-			if n == 100 {
-				t.Fatalf("%s, given back by the last test, is not reused", name)
+			if n == 20 {
+				t.Fatalf("the database a test gave back (%s) is not reused", name)
 			}
 		}
-		db := pgOpen(t, dsn)
 		for q, want := range map[string]int{
 			"SELECT COUNT(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname IN ('public', 'other')": 0,
 			"SELECT COUNT(*) FROM pg_namespace WHERE nspname = 'other'":                                                            0,
@@ -167,8 +177,8 @@ func TestPostgres(t *testing.T) {
 	})
 	testdb.SettlePostgres()
 	admin := pgOpen(t, testdb.DefaultPostgresDSN)
-	if n := pgCount(t, admin, "SELECT COUNT(*) FROM pg_database WHERE datname = '"+name+"'"); n != 0 {
-		t.Fatalf("database %s, whose public schema's privileges a test changed, still exists after its test", name)
+	if n := pgCount(t, admin, "SELECT COUNT(*) FROM pg_database WHERE oid = "+strconv.Itoa(oid)); n != 0 {
+		t.Fatalf("the database first named %s, whose public schema's privileges a test changed, still exists after its test", name)
 	}
 }
 

@@ -41,36 +41,53 @@ const pgPoolApp = "leafd_testdb_"
 // pgPoolName matches the names of pooled databases and captures the token.
 var pgPoolName = regexp.MustCompile(`^leafd_test_([0-9a-f]{8})_[0-9]+$`)
 
-// pgFingerprint is a database's catalog as far as a test can change it
-// and a fresh database shows it: the schemas with their owners and
-// privileges, how many relations, routines and types lie outside the
-// system's schemas, the extensions, default privileges, settings and the
-// database's own privileges and limits. Temporary schemas are left out:
-// they stay in the catalog after their sessions end, empty.
-const pgFingerprint = `SELECT concat_ws(' | ',
-	(SELECT string_agg(nspname || ':' || nspowner::regrole || ':' || coalesce(nspacl::text, '-'), ',' ORDER BY nspname)
-	   FROM pg_namespace WHERE nspname !~ '^pg_(toast_)?temp_'),
-	(SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-	  WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') AND n.nspname !~ '^pg_(toast_)?temp_'),
-	(SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-	  WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')),
-	(SELECT count(*) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
-	  WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')),
-	(SELECT string_agg(extname || ' ' || extversion, ',' ORDER BY extname) FROM pg_extension),
-	(SELECT count(*) FROM pg_default_acl),
-	(SELECT count(*) FROM pg_event_trigger),
-	(SELECT count(*) FROM pg_publication),
-	(SELECT count(*) FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase WHERE d.datname = current_database()),
-	(SELECT datdba::regrole || ':' || coalesce(datacl::text, '-') || ':' || datconnlimit || ':' || datallowconn
-	   FROM pg_database WHERE datname = current_database()))`
+// pgFingerprint returns a database's catalog as far as a test can change
+// it and a fresh database shows it: its schemas with their owners and
+// privileges, its extensions, its settings, privileges and limits, and,
+// for every catalog of the database, how many of its objects were made
+// after the server was set up (an oid from 16384, FirstNormalObjectId, on:
+// what a test made, of whatever kind). Temporary schemas are left out:
+// they stay in the catalog, empty, after their sessions end.
+func pgFingerprint(ctx context.Context, c *pgx.Conn) (string, error) {
+	rows, err := c.Query(ctx, `SELECT c.relname FROM pg_class c
+		JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'oid'
+		WHERE c.relnamespace = 'pg_catalog'::regnamespace AND c.relkind = 'r' AND NOT c.relisshared
+		  AND c.relname <> 'pg_user_mapping' -- only a superuser may read it; a server's count shows in pg_foreign_server
+		ORDER BY c.relname`)
+	if err != nil {
+		return "", err
+	}
+	catalogs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", err
+	}
+	q := `SELECT concat_ws(' | ',
+		(SELECT string_agg(nspname || ':' || nspowner::regrole || ':' || coalesce(nspacl::text, '-'), ',' ORDER BY nspname)
+		   FROM pg_namespace WHERE nspname !~ '^pg_(toast_)?temp_'),
+		(SELECT string_agg(extname || ' ' || extversion, ',' ORDER BY extname) FROM pg_extension),
+		(SELECT count(*) FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase WHERE d.datname = current_database()),
+		(SELECT datdba::regrole || ':' || coalesce(datacl::text, '-') || ':' || datconnlimit || ':' || datallowconn
+		   FROM pg_database WHERE datname = current_database())`
+	for _, name := range catalogs {
+		cond := "oid >= 16384"
+		if name == "pg_namespace" {
+			cond += ` AND nspname !~ '^pg_(toast_)?temp_'`
+		}
+		q += fmt.Sprintf(",\n\t\t(SELECT '%s=' || count(*) FROM pg_catalog.%s WHERE %s HAVING count(*) > 0)", name, name, cond)
+	}
+	var fp string
+	err = c.QueryRow(ctx, q+")").Scan(&fp)
+	return fp, err
+}
 
-// pgDropAll drops what a test made in a database: every schema but public
-// and the system's, and everything in public. Each list of names is read
+// pgDropAll drops what a test made in a database: its large objects, every
+// schema but public and the system's, and everything in public. Each list of names is read
 // whole before the first drop, since a drop may cascade to later entries
 // (IF EXISTS then passes over them).
 const pgDropAll = `DO $$
 DECLARE q text;
 BEGIN
+	PERFORM lo_unlink(oid) FROM pg_largeobject_metadata;
 	FOREACH q IN ARRAY coalesce((SELECT array_agg(format('DROP SCHEMA IF EXISTS %I CASCADE', nspname)) FROM pg_namespace
 	          WHERE nspname NOT IN ('public', 'information_schema') AND nspname !~ '^pg_'), '{}') LOOP
 		EXECUTE q;
@@ -157,14 +174,14 @@ func pgAcquire(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("create the test database %s: %w", name, err)
 	}
 	err := withDatabase(ctx, name, func(c *pgx.Conn) error {
-		var fp string
-		if err := c.QueryRow(ctx, pgFingerprint).Scan(&fp); err != nil {
+		fp, err := pgFingerprint(ctx, c)
+		if err != nil {
 			return err
 		}
 		if _, err := c.Exec(ctx, "COMMENT ON DATABASE "+name+" IS "+sqlString(fp)); err != nil {
 			return err
 		}
-		_, err := c.Exec(ctx, pgNoFlush(name))
+		_, err = c.Exec(ctx, pgNoFlush(name))
 		return err
 	})
 	if err != nil {
@@ -269,17 +286,18 @@ func pgReset(ctx context.Context, name string) (string, error) {
 			if _, err := c.Exec(ctx, pgDropAll); err != nil {
 				return err
 			}
-			var fp, want sql.NullString
-			if err := c.QueryRow(ctx, pgFingerprint).Scan(&fp); err != nil {
+			fp, err := pgFingerprint(ctx, c)
+			if err != nil {
 				return err
 			}
+			var want sql.NullString
 			if err := c.QueryRow(ctx, "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = current_database()").Scan(&want); err != nil {
 				return err
 			}
-			if !want.Valid || fp != want {
+			if !want.Valid || fp != want.String {
 				return errors.New("its catalog differs from a fresh database's")
 			}
-			_, err := c.Exec(ctx, pgNoFlush(name))
+			_, err = c.Exec(ctx, pgNoFlush(name))
 			return err
 		})
 	}

@@ -59,6 +59,20 @@ func TestPostgresOrphansTakenOver(t *testing.T) {
 	inUse := pgNewName()
 	exec("CREATE DATABASE " + inUse)
 	t.Cleanup(func() { _, _ = pgServer.db.Exec("DROP DATABASE IF EXISTS " + inUse) })
+	// A database of another process, which runs: its session is open.
+	_, _ = rand.Read(b[:])
+	otherToken := hex.EncodeToString(b[:])
+	otherLease, err := pgServer.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer otherLease.Close()
+	if _, err := otherLease.ExecContext(ctx, "SET application_name = '"+pgPoolApp+otherToken+"'"); err != nil {
+		t.Fatal(err)
+	}
+	otherDB := "leafd_test_" + otherToken + "_0"
+	exec("CREATE DATABASE " + otherDB)
+	t.Cleanup(func() { _, _ = pgServer.db.Exec("DROP DATABASE IF EXISTS " + otherDB) })
 
 	// Take orphans until there are none: another test process may take
 	// this one first, and either way it must go.
@@ -77,5 +91,8 @@ func TestPostgresOrphansTakenOver(t *testing.T) {
 	}
 	if !exists(inUse) {
 		t.Errorf("the database %s of this process, which is running, was taken over", inUse)
+	}
+	if !exists(otherDB) {
+		t.Errorf("the database %s of another process, which is running, was taken over", otherDB)
 	}
 }

@@ -128,6 +128,7 @@ func TestPostgres(t *testing.T) {
 			"CREATE VIEW v AS SELECT n FROM t",
 			"CREATE FUNCTION f() RETURNS INT LANGUAGE sql AS 'SELECT 1'",
 			"CREATE TYPE mood AS ENUM ('ok')",
+			"SELECT lo_create(0)",
 			"ALTER DATABASE " + name + " SET statement_timeout = '5s'",
 		} {
 			if _, err := db.Exec(q); err != nil {
@@ -164,6 +165,7 @@ func TestPostgres(t *testing.T) {
 			"SELECT COUNT(*) FROM pg_type WHERE typname = 'mood'":                                                                  0,
 			"SELECT COUNT(*) FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase WHERE d.datname = current_database() AND array_to_string(s.setconfig, ',') LIKE '%statement_timeout%'": 0,
 			"SELECT COUNT(*) FROM pg_namespace WHERE nspname = 'public'": 1,
+			"SELECT COUNT(*) FROM pg_largeobject_metadata":               0,
 		} {
 			if n := pgCount(t, db, q); n != want {
 				t.Errorf("%s = %d, want %d", q, n, want)
@@ -175,10 +177,23 @@ func TestPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	// An object of a kind the reset does not drop: the database is
+	// dropped too.
+	var other int
+	t.Run("UnknownObject", func(t *testing.T) {
+		db := pgOpen(t, testdb.Postgres(t))
+		other = pgCount(t, db, "SELECT oid::int FROM pg_database WHERE datname = current_database()")
+		if _, err := db.Exec(`CREATE COLLATION leftover FROM "C"`); err != nil {
+			t.Fatal(err)
+		}
+	})
 	testdb.SettlePostgres()
 	admin := pgOpen(t, testdb.DefaultPostgresDSN)
 	if n := pgCount(t, admin, "SELECT COUNT(*) FROM pg_database WHERE oid = "+strconv.Itoa(oid)); n != 0 {
-		t.Fatalf("the database first named %s, whose public schema's privileges a test changed, still exists after its test", name)
+		t.Errorf("the database first named %s, whose public schema's privileges a test changed, still exists after its test", name)
+	}
+	if n := pgCount(t, admin, "SELECT COUNT(*) FROM pg_database WHERE oid = "+strconv.Itoa(other)); n != 0 {
+		t.Errorf("the database in which a test made a collation still exists after its test")
 	}
 }
 

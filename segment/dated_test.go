@@ -17,19 +17,42 @@ type issuedNumber struct {
 }
 
 // Three servers over one real database serve a dated tag while their
-// clock passes midnight in Shanghai: no number twice, each dated to a day
+// clock passes midnight in its zone: no number twice, each dated to a day
 // the clock was in during its request, and the new day's counter starting
-// at 1.
+// at 1. East of UTC (Shanghai, UTC+8), west of it (Los Angeles, UTC-8),
+// and where daylight saving time began at midnight (São Paulo on 4
+// November 2018: 00:00 -03 became 01:00 -02, so the 4th began at 01:00).
 func TestDatedMidnightSeveralServers(t *testing.T) {
+	for _, c := range []struct {
+		zone   string
+		y      int
+		m      time.Month
+		d      int
+		newDay int64
+	}{
+		{"Asia/Shanghai", 2026, 11, 27, 20261128},
+		{"America/Los_Angeles", 2026, 11, 27, 20261128},
+		{"America/Sao_Paulo", 2018, 11, 3, 20181104},
+	} {
+		t.Run(c.zone, func(t *testing.T) {
+			loc, err := time.LoadLocation(c.zone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			midnightSeveralServers(t, c.zone, time.Date(c.y, c.m, c.d, 23, 59, 58, 0, loc), c.newDay)
+		})
+	}
+}
+
+// midnightSeveralServers runs TestDatedMidnightSeveralServers in zone,
+// the servers' clock starting at start, 2 s before newDay begins.
+func midnightSeveralServers(t *testing.T, zone string, start time.Time, newDay int64) {
 	forEachDatabase(t, func(t *testing.T, db *database) {
-		sh, err := time.LoadLocation("Asia/Shanghai")
-		if err != nil {
-			t.Fatal(err)
-		}
+		loc := start.Location()
 		clock := newFakeClock()
-		clock.now = time.Date(2026, 11, 27, 23, 59, 58, 0, sh)
+		clock.now = start
 		if _, err := db.store(t).CreateTag(context.Background(), leafd.Tag{Name: "orders", Step: 5, MaxID: 1,
-			Format: segment.FormatDated, Period: segment.PeriodDay, Zone: "Asia/Shanghai", Digits: 6}); err != nil {
+			Format: segment.FormatDated, Period: segment.PeriodDay, Zone: zone, Digits: 6}); err != nil {
 			t.Fatal(err)
 		}
 		cfg := fastConfig()
@@ -79,9 +102,9 @@ func TestDatedMidnightSeveralServers(t *testing.T) {
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 			mu.Lock()
 			n := len(issued)
-			newDay := n > 0 && issued[n-1].id/1_000_000 == 20261128
+			reached := n > 0 && issued[n-1].id/1_000_000 == newDay
 			mu.Unlock()
-			if newDay {
+			if reached {
 				break
 			}
 		}
@@ -96,16 +119,16 @@ func TestDatedMidnightSeveralServers(t *testing.T) {
 			}
 			seen[n.id] = true
 			day := n.id / 1_000_000
-			lo, hi := dateNumber(n.before.In(sh)), dateNumber(n.after.In(sh))
+			lo, hi := dateNumber(n.before.In(loc)), dateNumber(n.after.In(loc))
 			if day < lo || day > hi {
-				t.Fatalf("number %d dated %d, issued between %v and %v", n.id, day, n.before.In(sh), n.after.In(sh))
+				t.Fatalf("number %d dated %d, issued between %v and %v", n.id, day, n.before.In(loc), n.after.In(loc))
 			}
-			if day == 20261128 && (first == 0 || n.id < first) {
+			if day == newDay && (first == 0 || n.id < first) {
 				first = n.id
 			}
 		}
-		if first != 20261128000001 {
-			t.Fatalf("the first number of the new day is %d, want 20261128000001 (%d numbers issued)", first, len(issued))
+		if first != newDay*1_000_000+1 {
+			t.Fatalf("the first number of the new day is %d, want %d000001 (%d numbers issued)", first, newDay, len(issued))
 		}
 	})
 }

@@ -11,8 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/leafd/leafd/internal/testkit/testenv"
 
@@ -20,6 +23,7 @@ import (
 	"github.com/leafd/leafd/internal/testkit/galera"
 	"github.com/leafd/leafd/segment"
 	"github.com/leafd/leafd/store"
+	"github.com/leafd/leafd/store/storetest"
 )
 
 // These tests run the MySQL store against a real three-node MariaDB
@@ -250,6 +254,35 @@ func TestGalera(t *testing.T) {
 				t.Fatalf("day %d: the ranges end at %d, not at the window's limit %d", i, next, days[i].Limit)
 			}
 		}
+	})
+
+	// The conformance suite's cases of dated tags, each store a server
+	// writing through another node than the one before it: the counter
+	// of each period, its rewind protection and a tag created again hold
+	// when every node takes writes.
+	t.Run("DatedConformance", func(t *testing.T) {
+		storetest.RunDated(t, func(t *testing.T) *storetest.Database {
+			dbs++
+			name := fmt.Sprintf("leaf%d", dbs)
+			if _, err := openGaleraRaw(t, c.Node(0), "").Exec("CREATE DATABASE " + name); err != nil {
+				t.Fatal(err)
+			}
+			var opened atomic.Int64
+			return &storetest.Database{
+				Open: func() (storetest.Store, error) {
+					first := int(opened.Add(1)-1) % c.Size()
+					var fallbacks []string
+					for i := 1; i < c.Size(); i++ {
+						fallbacks = append(fallbacks, c.Node((first+i)%c.Size()).DSN(name))
+					}
+					return store.Open("mysql", c.Node(first).DSN(name), store.WithFallbacks(fallbacks...), store.WithLogger(quiet))
+				},
+				// Reads wait until the node has applied every write the
+				// cluster committed before them.
+				Raw:       sqlx.NewDb(openGaleraRaw(t, c.Node(0), name), "mysql"),
+				Conflicts: true,
+			}
+		})
 	})
 
 	// Every server listing the nodes in the same order writes through one

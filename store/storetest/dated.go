@@ -323,12 +323,18 @@ func testDatedConcurrent(t *testing.T, h *harness) {
 		}
 		for g := range goroutines {
 			wg.Go(func() {
+				conflicts := 0 // in a row
 				for n := 0; ; n++ {
 					step := steps[(i+g+n)%len(steps)]
 					a, err := s.AllocateIn(context.Background(), "d", step, in(w))
 					if leafd.ErrorCode(err) == leafd.EPeriodExhausted {
 						return
 					}
+					if h.db.Conflicts && leafd.ErrorCode(err) == leafd.EStoreUnavailable && conflicts < 100 {
+						conflicts++
+						continue // conflicts past the store's retries: the allocator retries too
+					}
+					conflicts = 0
 					if err != nil {
 						t.Errorf("store %d: AllocateIn(d, %d): %v", i, step, err)
 						return

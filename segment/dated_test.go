@@ -1,7 +1,10 @@
 package segment_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -136,4 +139,81 @@ func midnightSeveralServers(t *testing.T, zone string, start time.Time, newDay i
 func dateNumber(t time.Time) int64 {
 	y, m, d := t.Date()
 	return int64(y)*10000 + int64(m)*100 + int64(d)
+}
+
+// syncWriter is a log destination that the test reads while the
+// allocator writes.
+type syncWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// A server whose clock is more than segment.clock_tolerance (1 s) ahead
+// of or behind a real database's loads no range of a dated tag: requests
+// get segment_unavailable saying how far off the clock is, the tag's state
+// and the log say the same, nothing is taken from the period, and a
+// server with a right clock then starts the day at 1.
+func TestDatedClockSkewOnEachDatabase(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db *database) {
+		s := db.store(t)
+		if _, err := s.CreateTag(context.Background(), leafd.Tag{Name: "orders", Step: 10, MaxID: 1,
+			Format: segment.FormatDated, Period: segment.PeriodDay, Zone: "America/New_York", Digits: 6}); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			off time.Duration
+			way string
+		}{{3 * time.Second, "ahead of"}, {-time.Hour, "behind"}} {
+			var log syncWriter
+			cfg := fastConfig()
+			cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+			cfg.Now = func() time.Time { return time.Now().Add(c.off) }
+			a := newAllocator(t, db.store(t), cfg)
+			_, err := a.NextN(context.Background(), "orders", 1, nil)
+			msg := leafd.ErrorMessage(err)
+			if leafd.ErrorCode(err) != leafd.ESegmentUnavailable || !strings.Contains(msg, c.way+" the database's") ||
+				!strings.Contains(msg, "segment.clock_tolerance (1s)") {
+				t.Fatalf("clock %v off: %v (code %q), want segment_unavailable saying it is %s the database's", c.off, err, leafd.ErrorCode(err), c.way)
+			}
+			if st, _ := a.TagState("orders"); st.Err == nil || !strings.Contains(st.Err.Error(), c.way+" the database's") {
+				t.Fatalf("clock %v off: the tag's state says %v", c.off, st.Err)
+			}
+			if l := log.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "tag=orders") || !strings.Contains(l, c.way+" the database's") {
+				t.Fatalf("clock %v off: the log does not say why: %q", c.off, l)
+			}
+		}
+		var maxID int64
+		if err := db.raw.QueryRow("SELECT max_id FROM leaf_alloc WHERE biz_tag = 'orders'").Scan(&maxID); err != nil {
+			t.Fatal(err)
+		}
+		if maxID != 1 {
+			t.Fatalf("max_id %d after the refusals: a range was taken", maxID)
+		}
+		ny, err := time.LoadLocation("America/New_York")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := newAllocator(t, db.store(t), fastConfig())
+		before := time.Now()
+		id, err := a.Next(context.Background(), "orders")
+		after := time.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := id / 1_000_000; id%1_000_000 != 1 || d < dateNumber(before.In(ny)) || d > dateNumber(after.In(ny)) {
+			t.Fatalf("the right clock's first number is %d, want today in New York followed by 000001", id)
+		}
+	})
 }

@@ -30,7 +30,9 @@ func BenchmarkBareGin(b *testing.B) {
 // million IDs, so that loads stay in the background as in production.
 func benchSegment(b *testing.B) http.Handler { return benchSegmentT(b) }
 
-func benchSegmentT(b testing.TB) http.Handler {
+func benchSegmentT(b testing.TB) http.Handler { return benchSegmentServer(b).Handler() }
+
+func benchSegmentServer(b testing.TB) *leafhttp.Server {
 	b.Helper()
 	s, err := store.Open("sqlite", testdb.SQLite(b))
 	if err != nil {
@@ -53,19 +55,21 @@ func benchSegmentT(b testing.TB) http.Handler {
 		b.Fatal(err)
 	}
 	a.Start()
-	return leafhttp.New(leafhttp.Config{Segment: a, Logger: quiet}).Handler()
+	return leafhttp.New(leafhttp.Config{Segment: a, Logger: quiet})
 }
 
 func benchSnowflake(b *testing.B) http.Handler { return benchSnowflakeT(b) }
 
-func benchSnowflakeT(b testing.TB) http.Handler {
+func benchSnowflakeT(b testing.TB) http.Handler { return benchSnowflakeServer(b).Handler() }
+
+func benchSnowflakeServer(b testing.TB) *leafhttp.Server {
 	b.Helper()
 	g, err := snowflake.New(snowflake.Settings{WorkerID: 1, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { g.Close() })
-	return leafhttp.New(leafhttp.Config{Snowflake: g, Logger: quiet}).Handler()
+	return leafhttp.New(leafhttp.Config{Snowflake: g, Logger: quiet})
 }
 
 func BenchmarkSegmentRoute(b *testing.B) { serve(b, benchSegment(b), "/segment/bench", 1) }

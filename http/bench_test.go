@@ -32,7 +32,7 @@ func benchSegment(b *testing.B) http.Handler { return benchSegmentT(b) }
 
 func benchSegmentT(b testing.TB) http.Handler {
 	b.Helper()
-	s, err := store.Open("sqlite", testdb.SQLite(b))
+	s, err := store.Open(store.DefaultDriver(), testdb.DSN(b, store.DefaultDriver()))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,13 +1,19 @@
 package leafd_test
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/leafd/leafd/internal/testkit/testdb"
+	"github.com/leafd/leafd/store"
+	_ "github.com/leafd/leafd/store/all" // every engine, whose names the files must not hold
 )
 
 // engineDrivers are the database drivers of the engines, by module path:
@@ -75,6 +81,97 @@ func TestEnginesStayInTheirPackages(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// engineNamesLeft are the files, outside the engines and engineImporters,
+// that still select an engine by its name: each is to move onto the
+// registry (store.DefaultDriver, store.FallbackDrivers, testdb.Each and its
+// look-ups) or into the engine's package, and none is to be added.
+var engineNamesLeft = map[string]string{
+	// Its proxy counts the commands of MySQL's wire protocol.
+	"cmd/leafd/scale_process_test.go": "mysql",
+	// The messages of a DSN of one engine given to another, by name.
+	"internal/config/config_test.go": "mysql sqlite",
+	"internal/config/rules_test.go":  "mysql postgres sqlite",
+	// Tests of the allocator and the snowflake generator over the default
+	// engine, or about one engine's outage.
+	"segment/bench_test.go":       "sqlite",
+	"segment/domain_test.go":      "sqlite",
+	"segment/opaque_test.go":      "sqlite",
+	"segment/outage_test.go":      "sqlite",
+	"segment/range_test.go":       "sqlite",
+	"snowflake/generator_test.go": "sqlite",
+}
+
+// TestEngineNamesStayInTheirPackages: no Go file outside an engine's
+// package and engineImporters holds a string literal that is an engine's
+// name, store.driver's (store.Drivers) or its database/sql driver's
+// (testdb.SQLDriver): code that needs an engine asks the registry for one
+// by what it can do (store.DefaultDriver, store.FallbackDrivers,
+// store.HasAddresses) and the test kit for its databases, rather than
+// name it; a test about one engine's behaviour lives in the engine's
+// package. The files of engineNamesLeft may hold only the names they list.
+func TestEngineNamesStayInTheirPackages(t *testing.T) {
+	engines := engineDirs(t)
+	names := map[string]bool{}
+	for _, d := range store.Drivers() {
+		names[d], names[testdb.SQLDriver(d)] = true, true
+	}
+	if len(names) == 0 {
+		t.Fatal("no engine registered")
+	}
+	found := map[string]bool{} // "path name" of the names engineNamesLeft's files hold
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		path = filepath.ToSlash(path)
+		if d.IsDir() {
+			if name := d.Name(); path != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || within(path, engines) || within(path, engineImporters) {
+			return nil
+		}
+		if path == "engines_test.go" { // this test, and engineNamesLeft
+			return nil
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		left := strings.Fields(engineNamesLeft[path])
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			s, err := strconv.Unquote(lit.Value)
+			if err != nil || !names[s] {
+				return true
+			}
+			if slices.Contains(left, s) {
+				found[path+" "+s] = true
+			} else {
+				t.Errorf("%s: %s names an engine: ask the registry (store.DefaultDriver, store.FallbackDrivers) and testdb for it, or move the test into the engine's package", fset.Position(lit.Pos()), lit.Value)
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, list := range engineNamesLeft {
+		for _, name := range strings.Fields(list) {
+			if !found[path+" "+name] {
+				t.Errorf("%s no longer holds %q: take it off engineNamesLeft", path, name)
+			}
+		}
 	}
 }
 

@@ -159,7 +159,7 @@ var testOpaqueKey = []byte("0123456789abcdef0123456789abcdef")
 // store's health.
 func newServer(t *testing.T, opts options) *leafhttp.Server {
 	t.Helper()
-	s, err := store.Open("sqlite", testdb.SQLite(t))
+	s, err := store.Open(store.DefaultDriver(), testdb.DSN(t, store.DefaultDriver()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/leafd/leafd/client"
 	"github.com/leafd/leafd/internal/testkit/testdb"
+	"github.com/leafd/leafd/store"
 )
 
 // BenchmarkAtomicAdd is the floor BenchmarkNext is compared with: one
@@ -99,7 +100,7 @@ func BenchmarkNextHTTP(b *testing.B) {
 }
 
 func benchmarkNextDirect(b *testing.B, newClient func(*leafdPair) (*client.Client, error)) {
-	s := openStore(b, testdb.SQLite(b))
+	s := openStore(b, testdb.DSN(b, store.DefaultDriver()))
 	createTag(b, s, "order", 1_000_000)
 	c, err := newClient(newPair(b, s, bothModes))
 	if err != nil {

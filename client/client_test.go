@@ -17,6 +17,7 @@ import (
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/client"
 	"github.com/leafd/leafd/internal/testkit/testdb"
+	"github.com/leafd/leafd/store"
 )
 
 func newClient(tb testing.TB, baseURL string, opts ...client.Option) *client.Client {
@@ -270,7 +271,7 @@ func TestFailover(t *testing.T) {
 		{"Buffered", []client.Option{client.WithBuffer(20, 0.5)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dsn := testdb.SQLite(t)
+			dsn := testdb.DSN(t, store.DefaultDriver())
 			storeA, storeB := openStore(t, dsn), openStore(t, dsn)
 			createTag(t, storeA, "order", 100)
 			a := newServer(t, storeA, modes{segment: true, snowflake: true, workerID: 1})
@@ -486,7 +487,7 @@ func TestTypedErrors(t *testing.T) {
 	}
 
 	t.Run("ModeDisabled", func(t *testing.T) {
-		s := openStore(t, testdb.SQLite(t))
+		s := openStore(t, testdb.DSN(t, store.DefaultDriver()))
 		createTag(t, s, "order", 1000)
 		segOnly := newServer(t, s, modes{segment: true})
 		sfOnly := newServer(t, s, modes{snowflake: true, workerID: 3})

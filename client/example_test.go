@@ -154,8 +154,8 @@ func ExampleNewGRPC() {
 	// unknown_tag 404 NotFound
 }
 
-// exampleDatabase returns the DSN of a new SQLite file and a function that
-// removes it.
+// exampleDatabase returns the DSN of a new database of the default engine
+// (store.DefaultDriver, an embedded file) and a function that removes it.
 func exampleDatabase() (dsn string, remove func()) {
 	dir, err := os.MkdirTemp("", "leafd-example")
 	if err != nil {
@@ -164,8 +164,8 @@ func exampleDatabase() (dsn string, remove func()) {
 	return "file:" + filepath.Join(dir, "leafd.db"), func() { os.RemoveAll(dir) }
 }
 
-// startLeafd starts a real leafd HTTP server in-process over the SQLite
-// database dsn, creating tag first unless it is "".
+// startLeafd starts a real leafd HTTP server in-process over the database
+// dsn of the default engine, creating tag first unless it is "".
 func startLeafd(dsn, tag string) (url string, stop func()) {
 	url, _, stop = start(dsn, tag, false)
 	return url, stop
@@ -179,7 +179,7 @@ func startLeafdGRPC(dsn, tag string) (url, addr string, stop func()) {
 
 func start(dsn, tag string, withGRPC bool) (url, addr string, stop func()) {
 	ctx := context.Background()
-	s, err := store.Open("sqlite", dsn)
+	s, err := store.Open(store.DefaultDriver(), dsn)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -170,7 +170,7 @@ func newGRPCClient(tb testing.TB, addr string, opts ...client.Option) *client.Cl
 func TestGRPC(t *testing.T) {
 	ctx := context.Background()
 	setup := func(t *testing.T, opts ...client.Option) (*leafdPair, *rpcCounter, *client.Client) {
-		s := openStore(t, testdb.SQLite(t))
+		s := openStore(t, testdb.DSN(t, store.DefaultDriver()))
 		createTag(t, s, "order", 1000)
 		p := newPair(t, s, bothModes)
 		rc := &rpcCounter{}
@@ -268,7 +268,7 @@ func TestGRPCFailover(t *testing.T) {
 		{"Ranged", []client.Option{client.WithRanges(50, 0.5)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dsn := testdb.SQLite(t)
+			dsn := testdb.DSN(t, store.DefaultDriver())
 			storeA, storeB := openStore(t, dsn), openStore(t, dsn)
 			createTag(t, storeA, "order", 100)
 			a := newPair(t, storeA, modes{segment: true, snowflake: true, workerID: 1})
@@ -342,7 +342,7 @@ func TestGRPCFailover(t *testing.T) {
 	}
 
 	t.Run("Refused", func(t *testing.T) {
-		s := openStore(t, testdb.SQLite(t))
+		s := openStore(t, testdb.DSN(t, store.DefaultDriver()))
 		createTag(t, s, "order", 100)
 		p := newPair(t, s, bothModes)
 		refused := strings.TrimPrefix(refusedURL(t), "http://")
@@ -371,7 +371,7 @@ func TestGRPCFailover(t *testing.T) {
 // both transports (Code and Status; Message too), matched by the same
 // sentinels; over gRPC GRPCCode says what came.
 func TestGRPCErrorsLikeHTTP(t *testing.T) {
-	s := openStore(t, testdb.SQLite(t))
+	s := openStore(t, testdb.DSN(t, store.DefaultDriver()))
 	createTag(t, s, "order", 1000)
 	if _, err := s.CreateTag(context.Background(), leafd.Tag{Name: "user", Step: 1000, MaxID: 1,
 		Format: segment.FormatOpaque, KeyFingerprint: segment.KeyFingerprint(opaqueKey, "user")}); err != nil {
@@ -666,7 +666,7 @@ func TestGRPCContextDeadline(t *testing.T) {
 // TestGRPCClose: Close closes the connections; every later call is
 // ErrClosed.
 func TestGRPCClose(t *testing.T) {
-	s := openStore(t, testdb.SQLite(t))
+	s := openStore(t, testdb.DSN(t, store.DefaultDriver()))
 	createTag(t, s, "order", 1000)
 	p := newPair(t, s, bothModes)
 	c, err := client.NewGRPC(p.addr, client.WithFailover(p.addr), client.WithBuffer(100, 0.2))

@@ -23,11 +23,11 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// openStore opens and migrates the SQLite database dsn; several stores may
-// share one file, as several leafd processes do.
+// openStore opens and migrates the database dsn of the default engine;
+// several stores may share one, as several leafd processes do.
 func openStore(tb testing.TB, dsn string) store.Store {
 	tb.Helper()
-	s, err := store.Open("sqlite", dsn)
+	s, err := store.Open(store.DefaultDriver(), dsn)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func newServer(tb testing.TB, s store.Store, m modes) *testServer {
 // newLeafd is a server over a fresh database holding tag (step 1000).
 func newLeafd(tb testing.TB, tag string) *testServer {
 	tb.Helper()
-	s := openStore(tb, testdb.SQLite(tb))
+	s := openStore(tb, testdb.DSN(tb, store.DefaultDriver()))
 	createTag(tb, s, tag, 1000)
 	return newServer(tb, s, bothModes)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/rpc"
 	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/store"
 )
 
 // WithToken sends the access token over both transports: a server with
@@ -20,7 +21,7 @@ import (
 // answers token_required to one without, and token_refused to one whose
 // token is for other tags.
 func TestWithToken(t *testing.T) {
-	s := openStore(t, testdb.SQLite(t))
+	s := openStore(t, testdb.DSN(t, store.DefaultDriver()))
 	createTag(t, s, "order", 100)
 	ctx := context.Background()
 	_, good, err := s.CreateToken(ctx, []string{"order"}, "test")

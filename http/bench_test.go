@@ -34,7 +34,7 @@ func benchSegmentT(b testing.TB) http.Handler { return benchSegmentServer(b).Han
 
 func benchSegmentServer(b testing.TB) *leafhttp.Server {
 	b.Helper()
-	s, err := store.Open("sqlite", testdb.SQLite(b))
+	s, err := store.Open(store.DefaultDriver(), testdb.DSN(b, store.DefaultDriver()))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -30,7 +30,7 @@ import (
 func TestNonReadingClientPinsOneChunk(t *testing.T) {
 	testenv.Slow(t) // opens 200 connections
 	const conns = 200
-	s := openSQLite(t)
+	s := openDefault(t)
 	ctx := context.Background()
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)

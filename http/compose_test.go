@@ -11,6 +11,7 @@ import (
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/snowflake"
+	"github.com/leafd/leafd/store"
 )
 
 type composed struct {
@@ -167,7 +168,7 @@ func TestSnowflakeComposeLayout(t *testing.T) {
 
 // The route issues nothing and needs no access token.
 func TestSnowflakeComposeNoToken(t *testing.T) {
-	s := newTokenServer(t, "sqlite", testdb.SQLite(t), 1, nil)
+	s := newTokenServer(t, store.DefaultDriver(), testdb.DSN(t, store.DefaultDriver()), 1, nil)
 	if r := do(t, "GET", s.url+"/snowflake/at/1795395053738"); r.status != 200 {
 		t.Fatalf("without a token: %d %q", r.status, r.body)
 	}

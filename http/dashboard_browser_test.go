@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leafd/leafd/internal/testkit/testenv"
+	"github.com/leafd/leafd/store"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
@@ -240,7 +241,7 @@ func commas(n int64) string {
 func scenario(t *testing.T) *dashServer {
 	t.Helper()
 	clock := &movableClock{}
-	d := newDashServer(t, openSQLite(t), segment.Config{
+	d := newDashServer(t, openDefault(t), segment.Config{
 		Now: clock.Now, WaitTimeout: time.Second, LoadTimeout: time.Minute,
 	},
 		leafd.Tag{Name: "order", MaxID: 1, Step: 1000},
@@ -536,37 +537,41 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 
 	t.Run("Shards", func(t *testing.T) {
-		sh, err := sharded.Open("mysql", []string{testdb.MySQL(t), testdb.MySQL(t)}, sharded.Options{Slots: 4, Logger: quiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { sh.Close() })
-		d := newDashServer(t, sh, segment.Config{WaitTimeout: 5 * time.Second}, leafd.Tag{Name: "order", MaxID: 1, Step: 10})
-		if r := do(t, "GET", d.url+"/segment/order"); r.status != 200 {
-			t.Fatalf("GET: %d %s", r.status, r.body)
-		}
-		tab, cancel := chromedp.NewContext(ctx)
-		defer cancel()
-		b.listen(tab)
-		b.do(t, tab, "open a sharded dashboard", chromedp.Navigate(d.url+"/dashboard?poll=250"))
-		waitFor(t, tab, "the shards in the store chip", `document.getElementById('store-text').textContent.includes('shard')`)
-		if chip := eval[string](t, tab, `document.getElementById('store-text').textContent`); chip != "mysql · healthy · 2 of 2 shard databases up" {
-			t.Errorf("store chip %q", chip)
-		}
-		if title := eval[string](t, tab, `document.getElementById('store-chip').title`); !strings.Contains(title, "#0 ") || !strings.Contains(title, "slots 0,2") ||
-			!strings.Contains(title, "#1 ") || !strings.Contains(title, "slots 1,3") {
-			t.Errorf("store chip's title %q does not list the databases and their slots", title)
-		}
-		// The range of a strided buffer ends at its last ID: the first
-		// range of slot 0 of 4 is 4, 8, … 40.
-		card := b.openCard(t, tab, "order")
-		if cur := card.Buffers[0]; !strings.HasSuffix(cur.Range, "– 40") {
-			t.Errorf("the strided range reads %q, want it to end at 40", cur.Range)
+		for _, driver := range store.FallbackDrivers() { // shards on servers, which have addresses
+			t.Run(driver, func(t *testing.T) {
+				sh, err := sharded.Open(driver, []string{testdb.DSN(t, driver), testdb.DSN(t, driver)}, sharded.Options{Slots: 4, Logger: quiet})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { sh.Close() })
+				d := newDashServer(t, sh, segment.Config{WaitTimeout: 5 * time.Second}, leafd.Tag{Name: "order", MaxID: 1, Step: 10})
+				if r := do(t, "GET", d.url+"/segment/order"); r.status != 200 {
+					t.Fatalf("GET: %d %s", r.status, r.body)
+				}
+				tab, cancel := chromedp.NewContext(ctx)
+				defer cancel()
+				b.listen(tab)
+				b.do(t, tab, "open a sharded dashboard", chromedp.Navigate(d.url+"/dashboard?poll=250"))
+				waitFor(t, tab, "the shards in the store chip", `document.getElementById('store-text').textContent.includes('shard')`)
+				if chip := eval[string](t, tab, `document.getElementById('store-text').textContent`); chip != driver+" · healthy · 2 of 2 shard databases up" {
+					t.Errorf("store chip %q", chip)
+				}
+				if title := eval[string](t, tab, `document.getElementById('store-chip').title`); !strings.Contains(title, "#0 ") || !strings.Contains(title, "slots 0,2") ||
+					!strings.Contains(title, "#1 ") || !strings.Contains(title, "slots 1,3") {
+					t.Errorf("store chip's title %q does not list the databases and their slots", title)
+				}
+				// The range of a strided buffer ends at its last ID: the first
+				// range of slot 0 of 4 is 4, 8, … 40.
+				card := b.openCard(t, tab, "order")
+				if cur := card.Buffers[0]; !strings.HasSuffix(cur.Range, "– 40") {
+					t.Errorf("the strided range reads %q, want it to end at 40", cur.Range)
+				}
+			})
 		}
 	})
 	t.Run("OpaqueDomain", func(t *testing.T) {
 		key := []byte("0123456789abcdef0123456789abcdef")
-		d := newDashServer(t, openSQLite(t), segment.Config{WaitTimeout: 5 * time.Second, OpaqueKey: key},
+		d := newDashServer(t, openDefault(t), segment.Config{WaitTimeout: 5 * time.Second, OpaqueKey: key},
 			leafd.Tag{Name: "user", MaxID: 900_001, Step: 1000, Format: segment.FormatOpaque, Digits: 6,
 				KeyFingerprint: segment.KeyFingerprint(key, "user")},
 			leafd.Tag{Name: "order", MaxID: 1, Step: 1000})
@@ -616,7 +621,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 	})
 	t.Run("DatedPeriod", func(t *testing.T) {
-		d := newDashServer(t, openSQLite(t), segment.Config{WaitTimeout: 5 * time.Second},
+		d := newDashServer(t, openDefault(t), segment.Config{WaitTimeout: 5 * time.Second},
 			leafd.Tag{Name: "orders", MaxID: 1, Step: 10, Format: segment.FormatDated, Period: segment.PeriodDay, Digits: 3})
 		before := time.Now().UTC().Format("2006-01-02")
 		if r := do(t, "GET", d.url+"/segment/orders?count=850"); r.status != 200 {
@@ -654,7 +659,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		screenshot(t, tab, filepath.Join(artifacts, "dashboard-dated-period.png"))
 	})
 	t.Run("NoTags", func(t *testing.T) {
-		empty := newDashServer(t, openSQLite(t), segment.Config{})
+		empty := newDashServer(t, openDefault(t), segment.Config{})
 		tab, cancel := chromedp.NewContext(ctx)
 		defer cancel()
 		b.listen(tab)

@@ -12,6 +12,7 @@ import (
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/store"
 	"github.com/leafd/leafd/store/sharded"
 )
 
@@ -47,7 +48,7 @@ func decodeDated(t *testing.T, raw []byte) datedJSON {
 // not given. Its first ID is the date of today in its zone followed by
 // 000001, and a range of it is refused with range_unsupported.
 func TestDatedTagOverHTTP(t *testing.T) {
-	srv := newAdminServer(t, "sqlite", testdb.SQLite(t), token)
+	srv := newAdminServer(t, store.DefaultDriver(), testdb.DSN(t, store.DefaultDriver()), token)
 	r := authed(t, "POST", srv.url+"/api/tags",
 		`{"tag":"orders","format":"dated","period":"day","zone":"Asia/Shanghai","max_step":50}`)
 	if r.status != 201 {
@@ -151,7 +152,8 @@ func TestDatedTagRefused(t *testing.T) {
 // A sharded store holds no dated tag: POST /api/tags refuses it with
 // invalid_body, and nothing is created.
 func TestDatedTagShardedRefused(t *testing.T) {
-	s, err := sharded.Open("sqlite", []string{testdb.SQLite(t), testdb.SQLite(t)}, sharded.Options{Slots: 4, Logger: quiet})
+	driver := store.DefaultDriver()
+	s, err := sharded.Open(driver, []string{testdb.DSN(t, driver), testdb.DSN(t, driver)}, sharded.Options{Slots: 4, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

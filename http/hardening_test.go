@@ -16,12 +16,13 @@ import (
 	"github.com/leafd/leafd"
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/testkit/testdb"
+	"github.com/leafd/leafd/store"
 )
 
 // The 64 KiB cap holds for the whole body: an object that fits, followed
 // by a megabyte of padding, is too large, not accepted.
 func TestAdminBodyCapIsWholeBody(t *testing.T) {
-	srv := newAdminServer(t, "sqlite", testdb.SQLite(t), token)
+	srv := newAdminServer(t, store.DefaultDriver(), testdb.DSN(t, store.DefaultDriver()), token)
 	obj := `{"tag":"padded","step":1000}`
 	for name, pad := range map[string]string{
 		"Spaces":  strings.Repeat(" ", 1_114_113-len(obj)),
@@ -47,7 +48,7 @@ func TestAdminBodyCapIsWholeBody(t *testing.T) {
 // Admin POST and PATCH take JSON: another Content-Type is 415; JSON with
 // parameters, or no Content-Type at all, is read.
 func TestAdminContentType(t *testing.T) {
-	srv := newAdminServer(t, "sqlite", testdb.SQLite(t), token)
+	srv := newAdminServer(t, store.DefaultDriver(), testdb.DSN(t, store.DefaultDriver()), token)
 	auth := []string{"Authorization", "Bearer " + token}
 	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonx", "not a type"} {
 		r := send(t, "POST", srv.url+"/api/tags", `{"tag":"ct"}`, append(auth, "Content-Type", ct)...)
@@ -69,7 +70,7 @@ func TestAdminContentType(t *testing.T) {
 
 // Every GET route answers HEAD as it answers GET, without a body.
 func TestHead(t *testing.T) {
-	srv := newAdminServer(t, "sqlite", testdb.SQLite(t), token)
+	srv := newAdminServer(t, store.DefaultDriver(), testdb.DSN(t, store.DefaultDriver()), token)
 	if r := authed(t, "POST", srv.url+"/api/tags", `{"tag":"h"}`); r.status != 201 {
 		t.Fatal(r.status, r.body)
 	}
@@ -94,7 +95,7 @@ func TestHead(t *testing.T) {
 // the tag in text/plain, which nosniff keeps a browser from reading as
 // HTML.
 func TestSecurityHeaders(t *testing.T) {
-	srv := newAdminServer(t, "sqlite", testdb.SQLite(t), token)
+	srv := newAdminServer(t, store.DefaultDriver(), testdb.DSN(t, store.DefaultDriver()), token)
 	if r := authed(t, "POST", srv.url+"/api/tags", `{"tag":"s"}`); r.status != 201 {
 		t.Fatal(r.status, r.body)
 	}
@@ -156,7 +157,7 @@ func TestAdminAuditCaller(t *testing.T) {
 		{"LoopbackTrusted", []string{"127.0.0.1"}, "by=203.0.113.9 via=127.0.0.1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := openAdminStore(t, "sqlite", testdb.SQLite(t))
+			s := openAdminStore(t, store.DefaultDriver(), testdb.DSN(t, store.DefaultDriver()))
 			var logs syncBuffer
 			srv := httptest.NewServer(leafhttp.New(leafhttp.Config{
 				Tags: s, AdminToken: token + "\n", TrustedProxies: tc.trusted,
@@ -182,7 +183,7 @@ func TestAdminAuditCaller(t *testing.T) {
 // into the JSON shape, with the same status, a code of the contract and
 // Connection: close. Over a real TCP listener, as in production.
 func TestErrorsBelowTheRouter(t *testing.T) {
-	srv := newAdminServer(t, "sqlite", testdb.SQLite(t), token)
+	srv := newAdminServer(t, store.DefaultDriver(), testdb.DSN(t, store.DefaultDriver()), token)
 	r := send(t, "GET", srv.url+"/segment/a%00b", "")
 	if r.status != 400 || errorCode(t, r) != leafd.EInvalidTag {
 		t.Errorf("GET /segment/a%%00b = %d %q, want 400 invalid_tag in JSON", r.status, r.body)

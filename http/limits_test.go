@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leafd/leafd/internal/testkit/testenv"
+	"github.com/leafd/leafd/store"
 
 	"github.com/leafd/leafd"
 	leafhttp "github.com/leafd/leafd/http"
@@ -28,7 +29,7 @@ import (
 // the tag "bench" (ranges of ten million) and the admin routes.
 func limitServer(tb testing.TB, cfg leafhttp.Config) string {
 	tb.Helper()
-	s := openAdminStore(tb, "sqlite", testdb.SQLite(tb))
+	s := openAdminStore(tb, store.DefaultDriver(), testdb.DSN(tb, store.DefaultDriver()))
 	ctx := context.Background()
 	if _, err := s.CreateTag(ctx, leafd.Tag{Name: "bench", MaxID: 1, Step: 10_000_000}); err != nil {
 		tb.Fatal(err)

@@ -179,7 +179,7 @@ func testMetrics(t *testing.T, metrics *leafmetrics.Registry, mode leafmetrics.P
 	if metrics.PerTag() != mode {
 		t.Fatalf("PerTag() = %q, want %q", metrics.PerTag(), mode)
 	}
-	d := newMetricsServer(t, metrics, openSQLite(t), segment.Config{MaxStep: 10, WaitTimeout: time.Second},
+	d := newMetricsServer(t, metrics, openDefault(t), segment.Config{MaxStep: 10, WaitTimeout: time.Second},
 		leafd.Tag{Name: "order", MaxID: 1, Step: 10}, leafd.Tag{Name: "idle", MaxID: 1, Step: 100})
 	for _, req := range []struct {
 		path   string
@@ -391,7 +391,7 @@ func testMetrics(t *testing.T, metrics *leafmetrics.Registry, mode leafmetrics.P
 		if v := m.value(t, "leafd_snowflake_last_timestamp_seconds"); v < float64(time.Now().Add(-time.Minute).Unix()) {
 			t.Errorf("last timestamp %v is not recent", v)
 		}
-		if v := m.value(t, "leafd_store_up", "driver", "sqlite"); v != 1 {
+		if v := m.value(t, "leafd_store_up", "driver", store.DefaultDriver()); v != 1 {
 			t.Errorf("store up %v, want 1", v)
 		}
 	})
@@ -446,7 +446,7 @@ func seriesOf(m *dto.Metric) int {
 // attempts, the failures, the failed request and the store's health.
 func TestMetricsStoreDown(t *testing.T) {
 	t.Parallel()
-	s := openSQLite(t)
+	s := openDefault(t)
 	d := newDashServer(t, s, segment.Config{WaitTimeout: 100 * time.Millisecond},
 		leafd.Tag{Name: "order", MaxID: 1, Step: 10})
 	s.Close()
@@ -454,7 +454,7 @@ func TestMetricsStoreDown(t *testing.T) {
 		t.Fatalf("with the store closed: %d %s", r.status, r.body)
 	}
 	m := getMetrics(t, d.url)
-	if v := m.value(t, "leafd_store_up", "driver", "sqlite"); v != 0 {
+	if v := m.value(t, "leafd_store_up", "driver", store.DefaultDriver()); v != 0 {
 		t.Errorf("store up %v, want 0", v)
 	}
 	if v := m.value(t, "leafd_segment_range_load_duration_seconds", "result", "error"); v < 1 {
@@ -490,7 +490,7 @@ func TestMetricsScale(t *testing.T) {
 	testenv.Slow(t) // creates 10,000 tags
 	t.Parallel()
 	ctx := context.Background()
-	s := openSQLite(t)
+	s := openDefault(t)
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -620,7 +620,7 @@ func TestMetricsScale(t *testing.T) {
 // A dated tag exports how full its period is, in the default mode: the
 // series an alert before the period fills reads.
 func TestMetricsDatedPeriod(t *testing.T) {
-	d := newMetricsServer(t, leafmetrics.New(), openSQLite(t), segment.Config{WaitTimeout: time.Second},
+	d := newMetricsServer(t, leafmetrics.New(), openDefault(t), segment.Config{WaitTimeout: time.Second},
 		leafd.Tag{Name: "orders", MaxID: 1, Step: 10, Format: segment.FormatDated, Period: segment.PeriodDay, Digits: 2},
 		leafd.Tag{Name: "order", MaxID: 1, Step: 10})
 	for _, path := range []string{"/segment/orders?count=30", "/segment/order"} {
@@ -650,7 +650,7 @@ func TestMetricsDatedPeriod(t *testing.T) {
 // tag exports none.
 func TestMetricsOpaqueDomain(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
-	d := newMetricsServer(t, leafmetrics.New(), openSQLite(t), segment.Config{WaitTimeout: 5 * time.Second, OpaqueKey: key},
+	d := newMetricsServer(t, leafmetrics.New(), openDefault(t), segment.Config{WaitTimeout: 5 * time.Second, OpaqueKey: key},
 		leafd.Tag{Name: "user", MaxID: 900_001, Step: 1000, Format: segment.FormatOpaque, Digits: 6,
 			KeyFingerprint: segment.KeyFingerprint(key, "user")},
 		leafd.Tag{Name: "order", MaxID: 1, Step: 10})

@@ -12,13 +12,14 @@ import (
 	leafhttp "github.com/leafd/leafd/http"
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/segment"
+	"github.com/leafd/leafd/store"
 )
 
 // opaqueServer is an admin server whose allocator and admin routes have
 // key as segment.opaque_key (nil: none).
-func opaqueServer(t *testing.T, dsn string, key []byte) string {
+func opaqueServer(t *testing.T, driver, dsn string, key []byte) string {
 	t.Helper()
-	s := openAdminStore(t, "sqlite", dsn)
+	s := openAdminStore(t, driver, dsn)
 	a := startAllocator(t, s, segment.Config{MaxStep: 100, WaitTimeout: 5 * time.Second, TagRefresh: time.Hour, Logger: quiet, OpaqueKey: key})
 	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{
 		Segment: a, Tags: s, AdminToken: token, MaxStep: 5000, Logger: quiet, OpaqueKey: key,
@@ -32,8 +33,9 @@ func opaqueServer(t *testing.T, dsn string, key []byte) string {
 // their positions; a server with another key refuses the tag.
 func TestOpaqueTagOverHTTP(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
-	dsn := testdb.SQLite(t)
-	url := opaqueServer(t, dsn, key)
+	driver := store.DefaultDriver()
+	dsn := testdb.DSN(t, driver)
+	url := opaqueServer(t, driver, dsn, key)
 
 	r := authed(t, "POST", url+"/api/tags", `{"tag":"user","step":10,"format":"opaque","digits":9}`)
 	if r.status != 201 || !strings.Contains(r.body, `"format":"opaque"`) || !strings.Contains(r.body, `"digits":9`) {
@@ -104,11 +106,11 @@ func TestOpaqueTagOverHTTP(t *testing.T) {
 
 	// No key on this server: opaque tags cannot be created, and the one
 	// that exists is refused.
-	plain := opaqueServer(t, dsn, nil)
+	plain := opaqueServer(t, driver, dsn, nil)
 	if r := authed(t, "POST", plain+"/api/tags", `{"tag":"other","format":"opaque"}`); r.status != 400 || !strings.Contains(r.body, "segment.opaque_key") {
 		t.Errorf("create without a key: %d %s", r.status, r.body)
 	}
-	other := opaqueServer(t, dsn, []byte("another key, sixteen bytes or more"))
+	other := opaqueServer(t, driver, dsn, []byte("another key, sixteen bytes or more"))
 	for _, u := range []string{plain, other} {
 		if r := send(t, "GET", u+"/segment/user", ""); r.status != 503 || !strings.Contains(r.body, "opaque_key_mismatch") {
 			t.Errorf("a server with another key: %d %s, want 503 opaque_key_mismatch", r.status, r.body)
@@ -123,9 +125,10 @@ func TestOpaqueTagOverHTTP(t *testing.T) {
 // server that took the request keeps no definition of its own.
 func TestOpaqueTagRecreated(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
-	dsn := testdb.SQLite(t)
-	url := opaqueServer(t, dsn, key)
-	raw := openRaw(t, "sqlite", dsn)
+	driver := store.DefaultDriver()
+	dsn := testdb.DSN(t, driver)
+	url := opaqueServer(t, driver, dsn, key)
+	raw := openRaw(t, driver, dsn)
 
 	seen := map[string]bool{}
 	take := func(n int) {

@@ -23,7 +23,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // serves any batch up to maxBatch (0: the default) from one range.
 func wideAllocator(t *testing.T, maxBatch int) *segment.Allocator {
 	t.Helper()
-	s, err := store.Open("sqlite", testdb.SQLite(t))
+	s, err := store.Open(store.DefaultDriver(), testdb.DSN(t, store.DefaultDriver()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/internal/testkit/testdb"
+	"github.com/leafd/leafd/store"
 )
 
 // The query of the ID routes is read whole, or not at all: a repeated
@@ -163,7 +164,7 @@ func TestIDRouteQueryAllocates(t *testing.T) {
 // first value), a ';', a malformed escape. The admin routes check the
 // token first.
 func TestQueryOnce(t *testing.T) {
-	srv := newAdminServer(t, "sqlite", testdb.SQLite(t), token)
+	srv := newAdminServer(t, store.DefaultDriver(), testdb.DSN(t, store.DefaultDriver()), token)
 	sf, _ := newSnowflakeServer(t)
 	for _, tc := range []struct {
 		url        string

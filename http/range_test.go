@@ -121,10 +121,11 @@ func TestSegmentRangeStrided(t *testing.T) {
 // Ranges, batches and single IDs asked concurrently of two servers over one
 // database never share an ID.
 func TestSegmentRangeTwoServers(t *testing.T) {
-	dsn := testdb.SQLite(t)
+	driver := store.DefaultDriver()
+	dsn := testdb.DSN(t, driver)
 	var urls []string
 	for i := range 2 {
-		s, err := store.Open("sqlite", dsn)
+		s, err := store.Open(driver, dsn)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -224,7 +224,7 @@ func (onlyTags) RepairTag(context.Context, string) (store.Repair, error) {
 // Without the admin token configured the route is switched off; a store
 // that cannot repair answers 409 range_unsupported, saying so.
 func TestRepairTagRefused(t *testing.T) {
-	s := openAdminStore(t, "sqlite", testdb.SQLite(t))
+	s := openAdminStore(t, store.DefaultDriver(), testdb.DSN(t, store.DefaultDriver()))
 	off := httptest.NewServer(leafhttp.New(leafhttp.Config{Tags: s, Logger: quiet}).Handler())
 	t.Cleanup(off.Close)
 	if r := authed(t, "POST", off.URL+"/api/tags/order/repair", ""); r.status != 403 || errorCode(t, r) != leafd.EAdminDisabled {

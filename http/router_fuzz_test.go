@@ -26,7 +26,7 @@ import (
 // and "fz".
 func routerFuzzServer(tb testing.TB) http.Handler {
 	tb.Helper()
-	s, err := store.Open("sqlite", testdb.SQLite(tb))
+	s, err := store.Open(store.DefaultDriver(), testdb.DSN(tb, store.DefaultDriver()))
 	if err != nil {
 		tb.Fatal(err)
 	}

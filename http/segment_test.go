@@ -31,7 +31,7 @@ func newServer(tb testing.TB, tags map[string]int64) (*httptest.Server, store.St
 // newServerWait is newServer whose requests wait up to wait for a range.
 func newServerWait(tb testing.TB, tags map[string]int64, wait time.Duration) (*httptest.Server, store.Store) {
 	tb.Helper()
-	s, err := store.Open("sqlite", testdb.SQLite(tb))
+	s, err := store.Open(store.DefaultDriver(), testdb.DSN(tb, store.DefaultDriver()))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -15,13 +15,14 @@ import (
 	"github.com/leafd/leafd/store/sharded"
 )
 
-// Over a sharded store of two SQLite files: POST /api/tags of a tag that
+// Over a sharded store of two databases: POST /api/tags of a tag that
 // only store.shards[1] has is 409 tag_exists (store.shards[0] is not given
 // a second definition); a tag the two define differently is 409
 // tag_conflict on its ID route, never served in either definition.
 func TestShardedTagOverHTTP(t *testing.T) {
-	dsns := []string{testdb.SQLite(t), testdb.SQLite(t)}
-	s, err := sharded.Open("sqlite", dsns, sharded.Options{Slots: 4, Logger: quiet})
+	driver := store.DefaultDriver()
+	dsns := []string{testdb.DSN(t, driver), testdb.DSN(t, driver)}
+	s, err := sharded.Open(driver, dsns, sharded.Options{Slots: 4, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func TestShardedTagOverHTTP(t *testing.T) {
 	}
 	plain := make([]store.Store, 2)
 	for i, dsn := range dsns {
-		if plain[i], err = store.Open("sqlite", dsn); err != nil {
+		if plain[i], err = store.Open(driver, dsn); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { plain[i].Close() })

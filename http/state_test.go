@@ -2,14 +2,11 @@ package http_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -81,8 +78,9 @@ type dashServer struct {
 	held    *heldStore
 	alloc   *segment.Allocator
 	gen     *snowflake.Pool
-	// dsn is the SQLite file of manyTagsServer, for a test's own SQL.
-	dsn string
+	// driver and dsn are the database of manyTagsServer, for a test's own
+	// SQL.
+	driver, dsn string
 }
 
 // newDashServer serves tags from s, with cfg completed by quiet logging and
@@ -143,9 +141,10 @@ func newDashServerWith(tb testing.TB, metrics *leafmetrics.Registry, s dashStore
 	return &dashServer{url: srv.URL, handler: h, store: s, held: held, alloc: a, gen: g}
 }
 
-func openSQLite(tb testing.TB) store.Store {
+// openDefault opens a fresh database of the default engine.
+func openDefault(tb testing.TB) store.Store {
 	tb.Helper()
-	s, err := store.Open("sqlite", testdb.SQLite(tb))
+	s, err := store.Open(store.DefaultDriver(), testdb.DSN(tb, store.DefaultDriver()))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -307,14 +306,14 @@ func eventuallyState(tb testing.TB, url, what string, cond func(apiState) bool) 
 
 func TestStateJSON(t *testing.T) {
 	t.Parallel()
-	d := newDashServer(t, openSQLite(t), segment.Config{
+	d := newDashServer(t, openDefault(t), segment.Config{
 		MaxStep: 10, RefillMin: time.Minute, RefillMax: 2 * time.Minute, WaitTimeout: time.Second,
 	}, leafd.Tag{Name: "order", MaxID: 1, Step: 10}, leafd.Tag{Name: "idle", MaxID: 1, Step: 100})
 	started := time.Now().Add(-time.Second)
 
 	t.Run("BeforeAnyRequest", func(t *testing.T) {
 		st, body := getState(t, d.url)
-		if st.Store == nil || st.Store.Driver != "sqlite" || !st.Store.OK || st.Store.Error != "" {
+		if st.Store == nil || st.Store.Driver != store.DefaultDriver() || !st.Store.OK || st.Store.Error != "" {
 			t.Fatalf("store: %s", body)
 		}
 		utcMillis(t, "store.checked_at", st.Store.CheckedAt)
@@ -401,7 +400,7 @@ func TestStateJSON(t *testing.T) {
 		// docs/contract.md section 6: start, end and next are JSON numbers; no field of
 		// the example is missing.
 		_, body := getState(t, d.url)
-		for _, want := range []string{`"store":{"driver":"sqlite","ok":true`, `"buffers":[{"start":0,"end":0,"next":0,"ready":false,"loading":false,"size":0,"used":0},{"start":11,"end":21,"next":12,"ready":true`,
+		for _, want := range []string{`"store":{"driver":"` + store.DefaultDriver() + `","ok":true`, `"buffers":[{"start":0,"end":0,"next":0,"ready":false,"loading":false,"size":0,"used":0},{"start":11,"end":21,"next":12,"ready":true`,
 			`"tag":"order","step":10,"min_step":10,"current":1,"loading":false`, `"last_period_ms":`, `"rate":`, `"issued":11,"waits":1`,
 			`"snowflake":{"worker_id":0,"worker_source":"lease","lease_until":"`, `"last_ms":`, `"backward_events":0`} {
 			if !strings.Contains(body, want) {
@@ -414,7 +413,7 @@ func TestStateJSON(t *testing.T) {
 // A state with no tags and no snowflake mode: the dashboard's empty state.
 func TestStateEmptyAndModesOff(t *testing.T) {
 	t.Parallel()
-	s := openSQLite(t)
+	s := openDefault(t)
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +447,7 @@ func (c *countingStore) Ping(ctx context.Context) error {
 // However many dashboards poll, the store is pinged at most once a second.
 func TestStorePingCached(t *testing.T) {
 	t.Parallel()
-	s := openSQLite(t)
+	s := openDefault(t)
 	counted := &countingStore{Pinger: s}
 	srv := httptest.NewServer(leafhttp.New(leafhttp.Config{Store: counted, Logger: quiet}).Handler())
 	t.Cleanup(srv.Close)
@@ -477,7 +476,7 @@ func TestStorePingCached(t *testing.T) {
 // that can no longer load.
 func TestStateStoreDown(t *testing.T) {
 	t.Parallel()
-	s := openSQLite(t)
+	s := openDefault(t)
 	d := newDashServer(t, s, segment.Config{WaitTimeout: 100 * time.Millisecond},
 		leafd.Tag{Name: "order", MaxID: 1, Step: 10})
 	s.Close() // before the first ping: nothing cached yet
@@ -485,7 +484,7 @@ func TestStateStoreDown(t *testing.T) {
 		t.Fatalf("with the store closed: %d %s", r.status, r.body)
 	}
 	st, body := getState(t, d.url)
-	if st.Store.OK || !strings.Contains(st.Store.Error, "closed") || st.Store.Driver != "sqlite" {
+	if st.Store.OK || !strings.Contains(st.Store.Error, "closed") || st.Store.Driver != store.DefaultDriver() {
 		t.Fatalf("store: %s", body)
 	}
 	o := st.tag(t, "order")
@@ -618,7 +617,7 @@ func queryServer(t *testing.T) *dashServer {
 	t.Helper()
 	clock := &movableClock{}
 	tag := func(name string, step int64) leafd.Tag { return leafd.Tag{Name: name, MaxID: 1, Step: step} }
-	d := newDashServer(t, &failingStore{dashStore: openSQLite(t), tag: "gamma"}, segment.Config{
+	d := newDashServer(t, &failingStore{dashStore: openDefault(t), tag: "gamma"}, segment.Config{
 		Now: clock.Now, WaitTimeout: 100 * time.Millisecond, LoadTimeout: time.Minute,
 		RetryMin: 50 * time.Millisecond, RetryMax: time.Second,
 	}, tag("alpha", 1000), tag("Beta-Order", 1000), tag("gamma", 1000), tag("kappa", 1000),
@@ -836,14 +835,16 @@ func manyTagName(i int) string {
 // manyTagStep is the table step of tag i of manyTagsServer: 100 to 1,000.
 func manyTagStep(i int) int { return 100 + i%7*150 }
 
-// manyTagsServer is a live server over a real SQLite file holding n tags
+// manyTagsServer is a live server over a real database of the default
+// engine holding n tags
 // (manyTagName; n at most 10,000), written in one transaction, since
 // CreateTag one by one would take a while. The range loads of the tag
 // failing, if any, fail.
 func manyTagsServer(t *testing.T, n int, failing string) *dashServer {
 	t.Helper()
-	dsn := testdb.SQLite(t)
-	s, err := store.Open("sqlite", dsn)
+	driver := store.DefaultDriver()
+	dsn := testdb.DSN(t, driver)
+	s, err := store.Open(driver, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -852,12 +853,8 @@ func manyTagsServer(t *testing.T, n int, failing string) *dashServer {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	tx, err := raw.BeginTx(ctx, nil)
+	raw := testdb.SQL(t, driver, dsn)
+	tx, err := raw.BeginTxx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -868,7 +865,7 @@ func manyTagsServer(t *testing.T, n int, failing string) *dashServer {
 			values = append(values, "(?, 1, ?)")
 			args = append(args, manyTagName(i), manyTagStep(i))
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES "+strings.Join(values, ", "), args...); err != nil {
+		if _, err := tx.ExecContext(ctx, tx.Rebind("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES "+strings.Join(values, ", ")), args...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -883,11 +880,11 @@ func manyTagsServer(t *testing.T, n int, failing string) *dashServer {
 		WaitTimeout: 5 * time.Second, RetryMin: 100 * time.Millisecond, RetryMax: time.Second, // slow loads on a busy machine
 		LoadTimeout: 5 * time.Minute, // a held load stays loading, whatever the test's length
 	})
-	d.dsn = dsn
+	d.driver, d.dsn = driver, dsn
 	return d
 }
 
-// rewind rewinds tag of d, a server over the SQLite file d.dsn, for real:
+// rewind rewinds tag of d, a server over the database d.dsn, for real:
 // it takes an ID, so that the store's high-water mark passes 1, lowers the
 // tag's max_id below it by SQL, as an operator's mistaken UPDATE would, and
 // takes IDs until the buffered ones are gone and a range load is refused as
@@ -898,12 +895,8 @@ func rewind(t *testing.T, d *dashServer, tag string) string {
 	if _, err := d.alloc.Next(ctx, tag); err != nil {
 		t.Fatalf("%s: %v", tag, err)
 	}
-	raw, err := sql.Open("sqlite", d.dsn+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	if _, err := raw.ExecContext(ctx, "UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = ?", tag); err != nil {
+	raw := testdb.SQL(t, d.driver, d.dsn) // waits for the stores' transactions rather than fail
+	if _, err := raw.ExecContext(ctx, raw.Rebind("UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = ?"), tag); err != nil {
 		t.Fatal(err)
 	}
 	for range 1000 {
@@ -1010,44 +1003,20 @@ func stateHides(t *testing.T, s store.Store, says string, hidden []string) {
 	}
 }
 
-// The same holds for PostgreSQL's roles and database names, whichever form
-// the DSN takes: the server's messages and pgx's quote them, and leafd's
-// own advice names the database to create.
-func TestStateHidesPostgresNames(t *testing.T) {
+// With store.shards, /api/state lists every database with its slots, and
+// a tag's buffers show their stride.
+// The shards are databases on servers, which have addresses to show.
+func TestStateShards(t *testing.T) {
 	t.Parallel()
-	u, err := url.Parse(testdb.Postgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	role := *u
-	role.User = url.UserPassword("leafd_no_such_role", "wrong-password")
-	host, port, _ := net.SplitHostPort(u.Host)
-	for _, c := range []struct {
-		name, dsn, says string
-		hidden          []string
-	}{
-		{"URLRole", role.String(), "refused the login", []string{"leafd_no_such_role", "wrong-password", strings.TrimPrefix(u.Path, "/")}},
-		{"KeywordValueDatabase", fmt.Sprintf("host = %s port = %s user = %s dbname = leafd_no_such_db sslmode = disable", host, port, u.User.Username()),
-			"does not exist", []string{"leafd_no_such_db", "user=" + u.User.Username()}},
-		{"KeywordValueQuoted", fmt.Sprintf("host=%s port=%s user=%s dbname='Leafd No Such Db' sslmode=disable", host, port, u.User.Username()),
-			"does not exist", []string{"Leafd No Such Db", "user=" + u.User.Username()}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			s, err := store.Open("postgres", c.dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			stateHides(t, s, c.says, c.hidden)
-		})
+	for _, driver := range store.FallbackDrivers() {
+		t.Run(driver, func(t *testing.T) { testStateShards(t, driver) })
 	}
 }
 
-// With store.shards, /api/state lists every database with its slots, and
-// a tag's buffers show their stride.
-func TestStateShards(t *testing.T) {
+func testStateShards(t *testing.T, driver string) {
 	t.Parallel()
-	dsns := []string{testdb.MySQL(t), testdb.MySQL(t)}
-	s, err := sharded.Open("mysql", dsns, sharded.Options{Slots: 4, Logger: quiet})
+	dsns := []string{testdb.DSN(t, driver), testdb.DSN(t, driver)}
+	s, err := sharded.Open(driver, dsns, sharded.Options{Slots: 4, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1116,7 +1085,7 @@ func TestStateSnowflakeBorrowing(t *testing.T) {
 // three worker ids held and /metrics counts them; the counters add up.
 func TestStateSnowflakeWorkers(t *testing.T) {
 	t.Parallel()
-	s := openSQLite(t)
+	s := openDefault(t)
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 // "orders") and no token.
 func strictServer(t *testing.T) (string, store.Store) {
 	t.Helper()
-	s, err := store.Open("sqlite", testdb.SQLite(t))
+	s, err := store.Open(store.DefaultDriver(), testdb.DSN(t, store.DefaultDriver()))
 	if err != nil {
 		t.Fatal(err)
 	}

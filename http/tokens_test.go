@@ -291,7 +291,7 @@ func grepLines(s, sub string) string {
 // TestTokenAdminValidation: bad patterns, bodies and content types, an
 // unknown id, and the admin token itself.
 func TestTokenAdminValidation(t *testing.T) {
-	srv := newTokenServer(t, "sqlite", testdb.SQLite(t), 1, nil)
+	srv := newTokenServer(t, store.DefaultDriver(), testdb.DSN(t, store.DefaultDriver()), 1, nil)
 	for name, c := range map[string]struct {
 		ct, body string
 		status   int
@@ -331,14 +331,15 @@ func TestTokenAdminValidation(t *testing.T) {
 // TestTokensKeptWhileStoreDown: a server whose store cannot be read keeps
 // the tokens it read last, and takes up changes once it can again.
 func TestTokensKeptWhileStoreDown(t *testing.T) {
-	dsn := testdb.SQLite(t)
-	s, err := store.Open("sqlite", dsn)
+	driver := store.DefaultDriver()
+	dsn := testdb.DSN(t, driver)
+	s, err := store.Open(driver, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
 	flaky := &flakyTokens{Store: s}
-	srv := newTokenServer(t, "sqlite", dsn, 1, flaky)
+	srv := newTokenServer(t, driver, dsn, 1, flaky)
 	if status, body := tokenDo(t, "POST", srv.url+"/api/tags", token, "", `{"tag":"order"}`); status != http.StatusCreated {
 		t.Fatalf("create: %d %s", status, body)
 	}
@@ -367,15 +368,16 @@ func TestTokensKeptWhileStoreDown(t *testing.T) {
 // TestTokensNotReadYet: before the tokens were ever read, a token cannot
 // be judged: 503 store_unavailable, neither a refusal nor an ID.
 func TestTokensNotReadYet(t *testing.T) {
-	dsn := testdb.SQLite(t)
-	s, err := store.Open("sqlite", dsn)
+	driver := store.DefaultDriver()
+	dsn := testdb.DSN(t, driver)
+	s, err := store.Open(driver, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
 	flaky := &flakyTokens{Store: s}
 	flaky.down.Store(true)
-	srv := newTokenServer(t, "sqlite", dsn, 1, flaky)
+	srv := newTokenServer(t, driver, dsn, 1, flaky)
 	status, body := tokenDo(t, "GET", srv.url+"/snowflake", store.TokenPrefix+"0123456789abcdef_"+strings.Repeat("A", 43), "", "")
 	wantStatus(t, "not read yet", status, body, http.StatusServiceUnavailable, leafd.EStoreUnavailable)
 	status, body = tokenDo(t, "GET", srv.url+"/snowflake", "", "", "")

@@ -39,7 +39,7 @@ func newStoreB(b *testing.B) store.Store {
 // (name:step pairs as a map).
 func newStore(t testing.TB, tags map[string]int64) store.Store {
 	t.Helper()
-	return newStoreOn(t, "sqlite", testdb.SQLite(t), tags)
+	return newStoreOn(t, store.DefaultDriver(), testdb.DSN(t, store.DefaultDriver()), tags)
 }
 
 // newStoreOn is newStore on the database dsn of engine driver.

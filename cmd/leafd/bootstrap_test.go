@@ -19,8 +19,9 @@ import (
 // it alone would hand out its slots' IDs again.
 func TestBootstrapRefusesShardAlone(t *testing.T) {
 	ctx := context.Background()
-	dsns := []string{testdb.SQLite(t), testdb.SQLite(t)}
-	sh, err := sharded.Open("sqlite", dsns, sharded.Options{Slots: 4})
+	driver := store.DefaultDriver()
+	dsns := []string{testdb.DSN(t, driver), testdb.DSN(t, driver)}
+	sh, err := sharded.Open(driver, dsns, sharded.Options{Slots: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func TestBootstrapRefusesShardAlone(t *testing.T) {
 	for _, migrate := range []bool{true, false} {
 		cfg := config.Default()
 		cfg.Store.Migrate = migrate
-		db, err := store.Open("sqlite", dsns[1])
+		db, err := store.Open(driver, dsns[1])
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,13 +7,15 @@ import (
 	"testing"
 
 	"github.com/leafd/leafd/internal/testkit/testdb"
+	"github.com/leafd/leafd/store"
 )
 
 // The binary wires the dashboard, /api/state and /metrics to its store and
 // allocators: the store's health, the tags' state, the snowflake lease, and
 // the range-load hook behind the latency histogram.
 func TestDashboardStateAndMetricsOfTheBinary(t *testing.T) {
-	p := startLeafd(t, "LEAFD_STORE_DSN="+testdb.SQLite(t), "LEAFD_SEGMENT_SEED_TAGS=order:100",
+	driver := store.DefaultDriver() // LEAFD_STORE_DRIVER unset
+	p := startLeafd(t, "LEAFD_STORE_DSN="+testdb.DSN(t, driver), "LEAFD_SEGMENT_SEED_TAGS=order:100",
 		"LEAFD_SNOWFLAKE_ENABLED=true")
 	waitReady(t, p)
 	if code, body := get(t, http.DefaultClient, p.addr+"/segment/order?count=3"); code != 200 {
@@ -44,7 +46,7 @@ func TestDashboardStateAndMetricsOfTheBinary(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil {
 		t.Fatalf("GET /api/state = %d %v: %s", code, err, body)
 	}
-	if st.Store.Driver != "sqlite" || !st.Store.OK || len(st.Segment.Tags) != 1 || st.Segment.Tags[0].Issued != 3 ||
+	if st.Store.Driver != driver || !st.Store.OK || len(st.Segment.Tags) != 1 || st.Segment.Tags[0].Issued != 3 ||
 		st.Snowflake.WorkerSource != "lease" {
 		t.Fatalf("state: %s", body)
 	}
@@ -53,7 +55,7 @@ func TestDashboardStateAndMetricsOfTheBinary(t *testing.T) {
 	for _, want := range []string{
 		`leafd_segment_range_load_duration_seconds_count{result="ok"} 1`,
 		`leafd_ids_issued_total{mode="segment",tag="order"} 3`,
-		`leafd_store_up{driver="sqlite"} 1`,
+		`leafd_store_up{driver="` + driver + `"} 1`,
 		`leafd_snowflake_worker_id{source="lease"} 0`,
 		`leafd_http_requests_total{method="GET",route="/segment/:tag",status="200"} 1`,
 	} {

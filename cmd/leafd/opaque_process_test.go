@@ -1,7 +1,6 @@
 package main
 
 import (
-	"database/sql"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -12,24 +11,26 @@ import (
 	"time"
 
 	"github.com/leafd/leafd/internal/testkit/testdb"
+	"github.com/leafd/leafd/store"
 )
 
-// Three servers over one MariaDB serve an opaque tag made with leafd tag
+// Three servers over one database on a server serve an opaque tag made with leafd tag
 // add --format opaque: over 100,000 IDs, none twice, all in [1, 2^53), and
 // no correlation between the order of issue and the value; a fourth
 // server with another key refuses the tag; leafd decode-opaque maps an ID
 // back to its position.
 func TestOpaqueTagProcesses(t *testing.T) {
-	dsn := testdb.MySQL(t)
+	driver := serverDriver(t)
+	dsn := testdb.DSN(t, driver)
 	const key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
-	env := []string{"LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN=" + dsn, "LEAFD_SEGMENT_OPAQUE_KEY=" + key,
+	env := []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsn, "LEAFD_SEGMENT_OPAQUE_KEY=" + key,
 		"LEAFD_SEGMENT_MAX_STEP=5000"}
 	dir := t.TempDir()
 	if code, out := runLeafd(t, dir, env, "tag", "add", "user", "--format", "opaque", "--step", "1000"); code != 0 ||
 		!strings.Contains(out, "opaque") {
 		t.Fatalf("leafd tag add --format opaque: exit %d\n%s", code, out)
 	}
-	if code, out := runLeafd(t, dir, []string{"LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN=" + dsn},
+	if code, out := runLeafd(t, dir, []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsn},
 		"tag", "add", "other", "--format", "opaque"); code != 2 || !strings.Contains(out, "segment.opaque_key") {
 		t.Fatalf("leafd tag add --format opaque without a key: exit %d, want 2\n%s", code, out)
 	}
@@ -99,7 +100,7 @@ func TestOpaqueTagProcesses(t *testing.T) {
 		t.Fatalf("leafd decode-opaque: exit %d, %q", code, out)
 	}
 
-	wrong := startLeafd(t, "LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN="+dsn,
+	wrong := startLeafd(t, "LEAFD_STORE_DRIVER="+driver, "LEAFD_STORE_DSN="+dsn,
 		"LEAFD_SEGMENT_OPAQUE_KEY=ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100")
 	waitReady(t, wrong)
 	if status, body := get(t, http.DefaultClient, wrong.addr+"/segment/user"); status != 503 || !strings.Contains(body, "opaque_key_mismatch") {
@@ -123,18 +124,14 @@ func pearson(xs []int64) float64 {
 // stops with exit 1 and the tag_conflict message, rather than retry for
 // ever as if the database were not ready.
 func TestSeedTagConflictStops(t *testing.T) {
-	dir, dsn := t.TempDir(), testdb.SQLite(t)
+	driver := store.DefaultDriver()
+	dir, dsn := t.TempDir(), testdb.DSN(t, driver)
 	const key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
-	env := []string{"LEAFD_STORE_DRIVER=sqlite", "LEAFD_STORE_DSN=" + dsn, "LEAFD_SEGMENT_OPAQUE_KEY=" + key}
+	env := []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsn, "LEAFD_SEGMENT_OPAQUE_KEY=" + key}
 	if code, out := runLeafd(t, dir, env, "tag", "add", "user", "--format", "opaque", "--digits", "6"); code != 0 {
 		t.Fatalf("leafd tag add --format opaque: exit %d\n%s", code, out)
 	}
-	raw, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	if _, err := raw.Exec("DELETE FROM leaf_alloc WHERE biz_tag = 'user'"); err != nil {
+	if _, err := testdb.SQL(t, driver, dsn).Exec("DELETE FROM leaf_alloc WHERE biz_tag = 'user'"); err != nil {
 		t.Fatal(err)
 	}
 	code, out := runLeafd(t, dir, append(env, "LEAFD_SEGMENT_SEED_TAGS=user:100"), "serve")

@@ -56,6 +56,19 @@ func baseEnv(t *testing.T) []string {
 	return testenv.Env(t.TempDir(), "LEAFD_SNOWFLAKE_ENABLED=false")
 }
 
+// serverDriver is the first engine reached at network addresses
+// (store.FallbackDrivers), for the tests of several servers, shards or a
+// fault proxy over databases on a server rather than a file; the test
+// fails when there is none.
+func serverDriver(t *testing.T) string {
+	t.Helper()
+	drivers := store.FallbackDrivers()
+	if len(drivers) == 0 {
+		t.Fatal("no engine is reached at network addresses")
+	}
+	return drivers[0]
+}
+
 // startLeafd starts leafd with env in a directory of its own and waits
 // until it listens.
 func startLeafd(t *testing.T, env ...string) *process {
@@ -188,10 +201,17 @@ func TestProcessesShareOneDatabase(t *testing.T) {
 	})
 }
 
-// A server whose database is unreachable still starts: /healthz answers,
-// /readyz says 503 until the database can be used.
+// A server whose database is unreachable (a server where nothing listens)
+// still starts: /healthz answers, /readyz says 503 until the database can
+// be used.
 func TestServeWithoutDatabase(t *testing.T) {
-	p := startLeafd(t, "LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN=root@tcp(127.0.0.1:1)/leaf?timeout=200ms")
+	testdb.Each(t, store.FallbackDrivers(), func(t *testing.T, driver, dsn string) {
+		testServeWithoutDatabase(t, driver, testdb.Unreachable(driver, dsn))
+	})
+}
+
+func testServeWithoutDatabase(t *testing.T, driver, dsn string) {
+	p := startLeafd(t, "LEAFD_STORE_DRIVER="+driver, "LEAFD_STORE_DSN="+dsn)
 	if code, _ := get(t, http.DefaultClient, p.addr+"/healthz"); code != 200 {
 		t.Fatalf("/healthz = %d", code)
 	}
@@ -210,21 +230,10 @@ func TestServeWithoutDatabase(t *testing.T) {
 // has run; then it serves without a restart. Without the check it would be
 // ready at once and fail every range load.
 func TestMigrateFalseWaitsForMigrations(t *testing.T) {
-	leafTable := map[string]string{
-		"mysql": `CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT NULL DEFAULT '', max_id bigint(20) NOT NULL DEFAULT '1',
-step int(11) NOT NULL, description varchar(256) DEFAULT NULL,
-update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag)) ENGINE=InnoDB`,
-		"postgres": `CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT NULL DEFAULT '', max_id bigint NOT NULL DEFAULT 1,
-step integer NOT NULL, description varchar(256) DEFAULT NULL,
-update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag))`,
-		"sqlite": `CREATE TABLE leaf_alloc (biz_tag VARCHAR(128) NOT NULL DEFAULT '', max_id INTEGER NOT NULL DEFAULT 1,
-step INTEGER NOT NULL, description VARCHAR(256) DEFAULT NULL,
-update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag))`,
-	}
 	testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) {
 		dir := t.TempDir()
 		raw := testdb.SQL(t, driver, dsn)
-		for _, q := range []string{leafTable[driver], "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('order', 1, 100)"} {
+		for _, q := range []string{testdb.LeafTable(driver), "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('order', 1, 100)"} {
 			if _, err := raw.Exec(q); err != nil {
 				t.Fatal(err)
 			}

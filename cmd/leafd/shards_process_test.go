@@ -108,19 +108,20 @@ func TestShardsEmptiedDatabaseStops(t *testing.T) {
 	}
 }
 
-// Over three MariaDB databases, the first of which hangs for 12 s (its
+// Over three databases on a server, the first of which hangs for 12 s (its
 // connections stalled behind a fault proxy): every request of a client
 // that keeps the server loading ranges is answered with IDs within
 // segment.wait_timeout, so is the first request of each tag the server has
 // not read yet (looked up in the databases that answer), and the server
 // loads from the database again once it answers.
 func TestShardsHungDatabaseProcess(t *testing.T) {
-	dsns := []string{testdb.MySQL(t), testdb.MySQL(t), testdb.MySQL(t)}
-	proxy := faultproxy.New(t, testdb.Addr(t, "mysql", dsns[0]))
-	dsns[0] = testdb.WithAddr(t, "mysql", dsns[0], proxy.Addr())
+	driver := serverDriver(t)
+	dsns := []string{testdb.DSN(t, driver), testdb.DSN(t, driver), testdb.DSN(t, driver)}
+	proxy := faultproxy.New(t, testdb.Addr(t, driver, dsns[0]))
+	dsns[0] = testdb.WithAddr(t, driver, dsns[0], proxy.Addr())
 	dir := t.TempDir()
 	// Ranges of 10 IDs, so that the server loads one every other request.
-	env := []string{"LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN=" + dsns[1], "LEAFD_STORE_SHARDS=" + strings.Join(dsns, " "),
+	env := []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsns[1], "LEAFD_STORE_SHARDS=" + strings.Join(dsns, " "),
 		"LEAFD_STORE_SHARD_SLOTS=6", "LEAFD_SEGMENT_WAIT_TIMEOUT=1s", "LEAFD_SEGMENT_MAX_STEP=10"}
 	for _, args := range [][]string{{"migrate"}, {"tag", "add", "t", "--step", "10"}} {
 		if code, out := runLeafd(t, dir, env, args...); code != 0 {
@@ -187,7 +188,7 @@ func TestShardsHungDatabaseProcess(t *testing.T) {
 }
 
 // The quick start of docs/shards.md runs as written, but for its three
-// databases, which are real MariaDB databases here: with store.shards,
+// databases, which are real databases of the engine it names here: with store.shards,
 // the default store.dsn is not used, and no longer stops start-up.
 func TestShardsQuickStartProcess(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "shards.md"))
@@ -198,13 +199,21 @@ func TestShardsQuickStartProcess(t *testing.T) {
 	block, _, _ = strings.Cut(block, "```")
 	var env []string
 	var commands [][]string
+	driver := "" // the quick start's store.driver, exported before store.shards
 	for _, line := range strings.Split(block, "\n") {
 		line, _, _ = strings.Cut(line, "#")
 		switch fields := strings.Fields(line); {
 		case strings.HasPrefix(line, "$ export LEAFD_STORE_SHARDS="):
-			env = append(env, "LEAFD_STORE_SHARDS="+testdb.MySQL(t)+" "+testdb.MySQL(t)+" "+testdb.MySQL(t))
+			if driver == "" {
+				t.Fatal("the quick start of docs/shards.md exports no LEAFD_STORE_DRIVER before LEAFD_STORE_SHARDS")
+			}
+			env = append(env, "LEAFD_STORE_SHARDS="+testdb.DSN(t, driver)+" "+testdb.DSN(t, driver)+" "+testdb.DSN(t, driver))
 		case strings.HasPrefix(line, "$ export "):
-			env = append(env, strings.ReplaceAll(strings.TrimPrefix(strings.TrimSpace(line), "$ export "), "'", ""))
+			v := strings.ReplaceAll(strings.TrimPrefix(strings.TrimSpace(line), "$ export "), "'", "")
+			if d, ok := strings.CutPrefix(v, "LEAFD_STORE_DRIVER="); ok {
+				driver = d
+			}
+			env = append(env, v)
 		case len(fields) > 2 && fields[0] == "$" && fields[1] == "leafd" && fields[2] != "serve":
 			commands = append(commands, fields[2:])
 		}

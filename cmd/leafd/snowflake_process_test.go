@@ -144,8 +144,9 @@ func TestSnowflakeProcessesShareOneDatabase(t *testing.T) {
 // sequence under all of them, ascending and without duplicates, and
 // releases all three at SIGTERM.
 func TestSnowflakeWorkersProcess(t *testing.T) {
-	dsn := testdb.SQLite(t)
-	p := startLeafd(t, "LEAFD_STORE_DRIVER=sqlite", "LEAFD_STORE_DSN="+dsn, "LEAFD_SEGMENT_ENABLED=false",
+	driver := store.DefaultDriver()
+	dsn := testdb.DSN(t, driver)
+	p := startLeafd(t, "LEAFD_STORE_DRIVER="+driver, "LEAFD_STORE_DSN="+dsn, "LEAFD_SEGMENT_ENABLED=false",
 		"LEAFD_SNOWFLAKE_ENABLED=true", "LEAFD_SNOWFLAKE_WORKER_ID=auto", "LEAFD_SNOWFLAKE_WORKERS=3",
 		"LEAFD_SNOWFLAKE_MAX_BORROW=5ms")
 	waitReady(t, p)

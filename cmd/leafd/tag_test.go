@@ -91,10 +91,12 @@ func TestTagCommands(t *testing.T) {
 		}
 	})
 	t.Run("Unreachable", func(t *testing.T) {
-		code, out := runLeafd(t, t.TempDir(), []string{"LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN=root@tcp(127.0.0.1:1)/x?timeout=200ms"}, "tag", "list")
-		if code != 1 || !strings.Contains(out, "cannot be reached") {
-			t.Fatalf("exit %d, output %q; want exit 1 saying the database cannot be reached", code, out)
-		}
+		testdb.Each(t, store.FallbackDrivers(), func(t *testing.T, driver, dsn string) { // a server where nothing listens
+			code, out := runLeafd(t, t.TempDir(), []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + testdb.Unreachable(driver, dsn)}, "tag", "list")
+			if code != 1 || !strings.Contains(out, "cannot be reached") {
+				t.Fatalf("exit %d, output %q; want exit 1 saying the database cannot be reached", code, out)
+			}
+		})
 	})
 }
 
@@ -105,12 +107,13 @@ func TestVersionCommand(t *testing.T) {
 	}
 }
 
-// tagAdd returns run, which runs leafd tag add args over a fresh SQLite
-// store and fails t unless it exits wantCode saying wantOut, and the
+// tagAdd returns run, which runs leafd tag add args over a fresh store of
+// the default engine and fails t unless it exits wantCode saying wantOut, and the
 // directory and environment it runs in.
 func tagAdd(t *testing.T) (run func(wantCode int, wantOut string, args ...string), dir string, env []string) {
 	dir = t.TempDir()
-	env = []string{"LEAFD_STORE_DRIVER=sqlite", "LEAFD_STORE_DSN=" + testdb.SQLite(t)}
+	driver := store.DefaultDriver()
+	env = []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + testdb.DSN(t, driver)}
 	return func(wantCode int, wantOut string, args ...string) {
 		t.Helper()
 		code, out := runLeafd(t, dir, env, append([]string{"tag", "add"}, args...)...)

@@ -2,7 +2,6 @@ package sharded_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -60,10 +59,11 @@ func TestShardedSnowflakeLayout(t *testing.T) {
 // (store.migrate false), would otherwise each lease worker id 0 from a
 // table of its own and issue the same IDs.
 func TestShardedLeasesNeedTheFirstDatabase(t *testing.T) {
+	driver := store.DefaultDriver()
 	ctx := context.Background()
-	dsns := shardDSNs(t, "sqlite", 2)
+	dsns := shardDSNs(t, driver, 2)
 	for _, dsn := range dsns {
-		p, err := store.Open("sqlite", dsn)
+		p, err := store.Open(driver, dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,8 +73,8 @@ func TestShardedLeasesNeedTheFirstDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a := openSharded(t, "sqlite", dsns, shardSlots)
-	b := openSharded(t, "sqlite", []string{dsns[1], dsns[0]}, shardSlots)
+	a := openSharded(t, driver, dsns, shardSlots)
+	b := openSharded(t, driver, []string{dsns[1], dsns[0]}, shardSlots)
 	now := time.Now().UnixMilli()
 	claim := func(s *sharded.Store, owner string) (snowflake.Lease, error) {
 		return s.ClaimWorker(ctx, snowflake.Claim{Owner: owner, Workers: 4, TTL: time.Hour, NowMs: now, WatermarkMs: now + 3000})
@@ -106,11 +106,7 @@ func TestShardedLeasesNeedTheFirstDatabase(t *testing.T) {
 	// store.shards[0] emptied while a runs, and migrated again (a new id,
 	// no leases): a's next claim is refused rather than take worker id 0
 	// again, which a server may still hold from the lost table.
-	db, err := sql.Open("sqlite", dsns[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testdb.SQL(t, driver, dsns[0])
 	for _, q := range []string{"DELETE FROM leaf_worker", "DELETE FROM leafd_snowflake_layout", "DELETE FROM leafd_database",
 		"INSERT INTO leafd_database (id, uid) VALUES (1, 'new')"} {
 		if _, err := db.ExecContext(ctx, q); err != nil {

@@ -2,7 +2,6 @@ package sharded_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -329,13 +328,14 @@ func TestShardedMoveSlot(t *testing.T) {
 // A server whose store.shards does not match what the databases record
 // refuses, saying what is wrong; so does one whose database was emptied.
 func TestShardedMismatch(t *testing.T) {
-	dsns := shardDSNs(t, "sqlite", 3)
+	driver := store.DefaultDriver()
+	dsns := shardDSNs(t, driver, 3)
 	ctx := context.Background()
-	if err := openSharded(t, "sqlite", dsns, shardSlots).Migrate(ctx); err != nil {
+	if err := openSharded(t, driver, dsns, shardSlots).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	other := shardDSNs(t, "sqlite", 2)
-	if err := openSharded(t, "sqlite", other, shardSlots).Migrate(ctx); err != nil {
+	other := shardDSNs(t, driver, 2)
+	if err := openSharded(t, driver, other, shardSlots).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -351,7 +351,7 @@ func TestShardedMismatch(t *testing.T) {
 		{"Twice", []string{dsns[0], dsns[1], strings.TrimPrefix(dsns[1], "file:")}, shardSlots, "are the same database"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := openSharded(t, "sqlite", c.dsns, c.slots)
+			s := openSharded(t, driver, c.dsns, c.slots)
 			for _, f := range []func(context.Context) error{s.Verify, s.Migrate} {
 				err := f(ctx)
 				if !errors.Is(err, sharded.ErrMismatch) || !strings.Contains(err.Error(), c.want) {
@@ -361,8 +361,8 @@ func TestShardedMismatch(t *testing.T) {
 		})
 	}
 	t.Run("Emptied", func(t *testing.T) {
-		fresh := shardDSNs(t, "sqlite", 1)
-		s := openSharded(t, "sqlite", []string{dsns[0], fresh[0], dsns[2]}, shardSlots)
+		fresh := shardDSNs(t, driver, 1)
+		s := openSharded(t, driver, []string{dsns[0], fresh[0], dsns[2]}, shardSlots)
 		if err := s.Migrate(ctx); !errors.Is(err, sharded.ErrMismatch) || !strings.Contains(err.Error(), "not the database that was there") {
 			t.Fatalf("Migrate with an emptied database: %v", err)
 		}
@@ -372,9 +372,10 @@ func TestShardedMismatch(t *testing.T) {
 // Sharding grows from two databases to three: the third gets every tag
 // and no slot until one is moved to it, and then serves.
 func TestShardedExtend(t *testing.T) {
-	dsns := shardDSNs(t, "sqlite", 3)
+	driver := store.DefaultDriver()
+	dsns := shardDSNs(t, driver, 3)
 	ctx := context.Background()
-	two := openSharded(t, "sqlite", dsns[:2], shardSlots)
+	two := openSharded(t, driver, dsns[:2], shardSlots)
 	if err := two.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +390,7 @@ func TestShardedExtend(t *testing.T) {
 		}
 		ledger.add(t, "two", a)
 	}
-	three := openSharded(t, "sqlite", dsns, shardSlots)
+	three := openSharded(t, driver, dsns, shardSlots)
 	if err := three.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -416,18 +417,19 @@ func TestShardedExtend(t *testing.T) {
 // deployment, or one that the deployment's servers do not read, the slot
 // would be lost, or served beside that deployment's own.
 func TestShardedMoveSlotMismatch(t *testing.T) {
-	dsns := shardDSNs(t, "sqlite", 2)
-	other := shardDSNs(t, "sqlite", 2)
+	driver := store.DefaultDriver()
+	dsns := shardDSNs(t, driver, 2)
+	other := shardDSNs(t, driver, 2)
 	ctx := context.Background()
-	if err := openSharded(t, "sqlite", dsns, shardSlots).Migrate(ctx); err != nil {
+	if err := openSharded(t, driver, dsns, shardSlots).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := openSharded(t, "sqlite", other, shardSlots).Migrate(ctx); err != nil {
+	if err := openSharded(t, driver, other, shardSlots).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A database migrated alone: the schema, no record of any deployment.
-	fresh := shardDSNs(t, "sqlite", 1)[0]
-	p, err := store.Open("sqlite", fresh)
+	fresh := shardDSNs(t, driver, 1)[0]
+	p, err := store.Open(driver, fresh)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,12 +448,12 @@ func TestShardedMoveSlotMismatch(t *testing.T) {
 		{"NoRecord", []string{dsns[0], dsns[1], fresh}, "has no record of the deployment"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := openSharded(t, "sqlite", c.dsns, shardSlots)
+			s := openSharded(t, driver, c.dsns, shardSlots)
 			err := s.MoveSlot(ctx, 0, len(c.dsns)-1, nil)
 			if !errors.Is(err, sharded.ErrMismatch) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("%v; want a mismatch saying %q", err, c.want)
 			}
-			if st := openSharded(t, "sqlite", dsns, shardSlots).Status(ctx)[0]; !slices.Contains(st.Active, 0) {
+			if st := openSharded(t, driver, dsns, shardSlots).Status(ctx)[0]; !slices.Contains(st.Active, 0) {
 				t.Fatalf("slot 0 left store.shards[0]: %+v", st)
 			}
 		})
@@ -463,16 +465,17 @@ func TestShardedMoveSlotMismatch(t *testing.T) {
 // had checked it before loads no range from it (before: it loaded the
 // slot's IDs again from the other deployment's counters).
 func TestShardedDatabaseReplacedWhileServing(t *testing.T) {
-	dsns := shardDSNs(t, "sqlite", 2)
+	driver := store.DefaultDriver()
+	dsns := shardDSNs(t, driver, 2)
 	ctx := context.Background()
-	one := openSharded(t, "sqlite", dsns, shardSlots)
+	one := openSharded(t, driver, dsns, shardSlots)
 	if err := one.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := one.CreateTag(ctx, leafd.Tag{Name: "t", Step: 10}); err != nil {
 		t.Fatal(err)
 	}
-	two := openSharded(t, "sqlite", dsns, shardSlots)
+	two := openSharded(t, driver, dsns, shardSlots)
 	var ledger idLedger
 	a, err := two.Allocate(ctx, "t", 10)
 	if err != nil {
@@ -489,30 +492,16 @@ func TestShardedDatabaseReplacedWhileServing(t *testing.T) {
 
 	// Empty store.shards[1] in place, as DROP DATABASE and CREATE DATABASE
 	// would, and let another deployment initialise it.
-	db, err := sql.Open("sqlite", dsns[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var tables []string
-	rows, err := db.QueryContext(ctx, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'goose_db_version'")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
+	db := testdb.SQL(t, driver, dsns[1])
+	for _, n := range testdb.Tables(t, driver, dsns[1]) {
+		if n == "goose_db_version" {
+			continue
 		}
-		tables = append(tables, n)
-	}
-	rows.Close()
-	for _, n := range tables {
 		if _, err := db.ExecContext(ctx, "DELETE FROM "+n); err != nil {
 			t.Fatal(err)
 		}
 	}
-	other := openSharded(t, "sqlite", []string{shardDSNs(t, "sqlite", 1)[0], dsns[1]}, shardSlots)
+	other := openSharded(t, driver, []string{shardDSNs(t, driver, 1)[0], dsns[1]}, shardSlots)
 	if err := other.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -535,9 +524,10 @@ func TestShardedDatabaseReplacedWhileServing(t *testing.T) {
 
 // A store of one database refuses a database of store.shards.
 func TestCheckNotShard(t *testing.T) {
-	dsns := shardDSNs(t, "sqlite", 2)
+	driver := store.DefaultDriver()
+	dsns := shardDSNs(t, driver, 2)
 	ctx := context.Background()
-	plain, err := store.Open("sqlite", dsns[1])
+	plain, err := store.Open(driver, dsns[1])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -548,7 +538,7 @@ func TestCheckNotShard(t *testing.T) {
 	if err := sharded.CheckNotShard(ctx, plain); err != nil {
 		t.Fatalf("a database that is no shard: %v", err)
 	}
-	if err := openSharded(t, "sqlite", dsns, shardSlots).Migrate(ctx); err != nil {
+	if err := openSharded(t, driver, dsns, shardSlots).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := sharded.CheckNotShard(ctx, plain); !errors.Is(err, sharded.ErrMismatch) || !strings.Contains(err.Error(), "store.shards[1]") {
@@ -565,9 +555,10 @@ func TestCheckNotShard(t *testing.T) {
 // An opaque tag of the database sharding starts from keeps its format in
 // every database, so that no database serves its counters unmapped.
 func TestShardedKeepsOpaqueFormat(t *testing.T) {
-	dsns := shardDSNs(t, "sqlite", 2)
+	driver := store.DefaultDriver()
+	dsns := shardDSNs(t, driver, 2)
 	ctx := context.Background()
-	plain, err := store.Open("sqlite", dsns[0])
+	plain, err := store.Open(driver, dsns[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -578,10 +569,10 @@ func TestShardedKeepsOpaqueFormat(t *testing.T) {
 	if _, err := plain.CreateTag(ctx, leafd.Tag{Name: "user", Step: 10, Format: "opaque", Digits: 9, KeyFingerprint: "f00d"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := openSharded(t, "sqlite", dsns, shardSlots).Migrate(ctx); err != nil {
+	if err := openSharded(t, driver, dsns, shardSlots).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	second, err := store.Open("sqlite", dsns[1])
+	second, err := store.Open(driver, dsns[1])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -747,15 +738,12 @@ func TestShardedInitialiseDifferentLists(t *testing.T) {
 // by a refused initialisation") clears it, and the database then joins
 // the winner's deployment.
 func TestShardedRefusedInitialisationCleared(t *testing.T) {
-	dsns := shardDSNs(t, "sqlite", 3)
+	driver := store.DefaultDriver()
+	dsns := shardDSNs(t, driver, 3)
 	ctx := context.Background()
 	exec := func(dsn string, queries ...string) {
 		t.Helper()
-		db, err := sql.Open("sqlite", dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
+		db := testdb.SQL(t, driver, dsn)
 		for _, q := range queries {
 			if _, err := db.ExecContext(ctx, q); err != nil {
 				t.Fatalf("%s: %v", q, err)
@@ -764,7 +752,7 @@ func TestShardedRefusedInitialisationCleared(t *testing.T) {
 	}
 	// Ids that make the loser write its own database first.
 	for i, uid := range []string{"b0", "b1", "a2"} {
-		p, err := store.Open("sqlite", dsns[i])
+		p, err := store.Open(driver, dsns[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -775,8 +763,8 @@ func TestShardedRefusedInitialisationCleared(t *testing.T) {
 		}
 		exec(dsns[i], fmt.Sprintf("INSERT INTO leafd_database (id, uid) VALUES (1, '%s')", uid))
 	}
-	winner := startStepped(openSharded(t, "sqlite", []string{dsns[0], dsns[1]}, shardSlots))
-	loser := startStepped(openSharded(t, "sqlite", []string{dsns[0], dsns[2]}, shardSlots))
+	winner := startStepped(openSharded(t, driver, []string{dsns[0], dsns[1]}, shardSlots))
+	loser := startStepped(openSharded(t, driver, []string{dsns[0], dsns[2]}, shardSlots))
 	winner.arrive(t)
 	loser.arrive(t)
 	if err := winner.finish(t); err != nil {
@@ -786,18 +774,14 @@ func TestShardedRefusedInitialisationCleared(t *testing.T) {
 		t.Fatalf("the second initialisation: %v, want a mismatch", err)
 	}
 	grown := []string{dsns[0], dsns[1], dsns[2]}
-	if err := openSharded(t, "sqlite", grown, shardSlots).Migrate(ctx); !errors.Is(err, sharded.ErrMismatch) {
+	if err := openSharded(t, driver, grown, shardSlots).Migrate(ctx); !errors.Is(err, sharded.ErrMismatch) {
 		t.Fatalf("growing the deployment by the database the loser wrote: %v, want a mismatch", err)
 	}
 	// The runbook's checks: its id is not in the deployment's list, and
 	// no range was ever loaded from it.
 	read := func(dsn, query string) string {
 		t.Helper()
-		db, err := sql.Open("sqlite", dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
+		db := testdb.SQL(t, driver, dsn)
 		var v string
 		if err := db.QueryRowContext(ctx, query).Scan(&v); err != nil {
 			t.Fatalf("%s: %v", query, err)
@@ -812,7 +796,7 @@ func TestShardedRefusedInitialisationCleared(t *testing.T) {
 	}
 	exec(dsns[2], "DELETE FROM leafd_slot", "DELETE FROM leafd_shard")
 
-	s := openSharded(t, "sqlite", grown, shardSlots)
+	s := openSharded(t, driver, grown, shardSlots)
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatalf("growing the deployment by the cleared database: %v", err)
 	}
@@ -1030,18 +1014,15 @@ func TestShardedTagReadsDatabaseHung(t *testing.T) {
 // gets them at the next Migrate with every database answering, and is
 // checked against them from then on.
 func TestShardedMembersFilledIn(t *testing.T) {
-	dsns := shardDSNs(t, "sqlite", 3)
+	driver := store.DefaultDriver()
+	dsns := shardDSNs(t, driver, 3)
 	ctx := context.Background()
-	if err := openSharded(t, "sqlite", dsns, shardSlots).Migrate(ctx); err != nil {
+	if err := openSharded(t, driver, dsns, shardSlots).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	exec := func(dsn, query string) {
 		t.Helper()
-		db, err := sql.Open("sqlite", dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
+		db := testdb.SQL(t, driver, dsn)
 		if _, err := db.ExecContext(ctx, query); err != nil {
 			t.Fatal(err)
 		}
@@ -1050,7 +1031,7 @@ func TestShardedMembersFilledIn(t *testing.T) {
 		exec(dsn, "UPDATE leafd_shard SET members = NULL")
 		exec(dsn, "DELETE FROM leafd_database")
 	}
-	s := openSharded(t, "sqlite", dsns, shardSlots)
+	s := openSharded(t, driver, dsns, shardSlots)
 	if err := s.Verify(ctx); err != nil {
 		t.Fatalf("Verify before the lists are filled in: %v", err)
 	}
@@ -1058,13 +1039,9 @@ func TestShardedMembersFilledIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dsn := range dsns {
-		db, err := sql.Open("sqlite", dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
+		db := testdb.SQL(t, driver, dsn)
 		var n int
-		err = db.QueryRowContext(ctx, "SELECT COUNT(*) FROM leafd_shard WHERE members LIKE '%,%,%'").Scan(&n)
-		db.Close()
+		err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM leafd_shard WHERE members LIKE '%,%,%'").Scan(&n)
 		if err != nil || n != 1 {
 			t.Fatalf("%s: %d records with a list of three databases (%v)", dsn, n, err)
 		}
@@ -1073,7 +1050,7 @@ func TestShardedMembersFilledIn(t *testing.T) {
 	// under its own place has another id.
 	exec(dsns[1], "DELETE FROM leafd_database")
 	exec(dsns[1], "INSERT INTO leafd_database (id, uid) VALUES (1, 'another')")
-	err := openSharded(t, "sqlite", dsns, shardSlots).Verify(ctx)
+	err := openSharded(t, driver, dsns, shardSlots).Verify(ctx)
 	if !errors.Is(err, sharded.ErrMismatch) || !strings.Contains(err.Error(), "store.shards[1] is not the database the deployment recorded") {
 		t.Fatalf("Verify with another database at place 1: %v", err)
 	}

@@ -47,7 +47,7 @@ func TestConnStateTakesNoLock(t *testing.T) {
 	l.mu.Unlock()
 
 	// Idle for longer than evictAfter: the next Accept at the cap closes it.
-	sc.waiting.Store(time.Now().Add(-2 * evictAfter).UnixNano())
+	sc.waiting.Store(monoNow() - 2*int64(evictAfter))
 	l.closeLongestWaiting()
 	if _, err := sc.Conn.Write([]byte("x")); err == nil {
 		t.Fatal("the connection idle past evictAfter was not closed at the cap")

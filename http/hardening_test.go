@@ -90,7 +90,7 @@ func TestHead(t *testing.T) {
 	}
 }
 
-// Every answer carries nosniff, no-referrer and a CSP; the ID routes
+// Every answer carries one Date, nosniff, no-referrer and a CSP; the ID routes
 // no-store; the dashboard keeps its own CSP. The Leaf route's error repeats
 // the tag in text/plain, which nosniff keeps a browser from reading as
 // HTML.
@@ -109,6 +109,11 @@ func TestSecurityHeaders(t *testing.T) {
 		}
 		res.Body.Close()
 		h := res.Header
+		if d := h.Values("Date"); len(d) != 1 {
+			t.Errorf("GET %s: Date headers %q, want one", path, d)
+		} else if at, err := http.ParseTime(d[0]); err != nil || time.Since(at).Abs() > 5*time.Second {
+			t.Errorf("GET %s: Date %q (%v), not now", path, d[0], err)
+		}
 		if h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Referrer-Policy") != "no-referrer" {
 			t.Errorf("GET %s: X-Content-Type-Options %q, Referrer-Policy %q", path, h.Get("X-Content-Type-Options"), h.Get("Referrer-Policy"))
 		}

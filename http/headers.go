@@ -1,7 +1,9 @@
 package http
 
 import (
-	"github.com/gin-gonic/gin"
+	"net/http"
+	"sync/atomic"
+	"time"
 )
 
 // The security headers of every answer (docs/contract.md section 4, "HTTP
@@ -24,14 +26,37 @@ var (
 	noStore = []string{"no-store"}
 )
 
-// securityHeaders sets the headers every answer carries, before the handler
-// runs, so that errors written by any layer carry them too. The dashboard
-// page replaces the CSP and Cache-Control with its own.
-func securityHeaders(c *gin.Context) {
-	h := c.Writer.Header()
+// setAnswerHeaders sets the security headers and the Date of an answer
+// started at now. The dashboard page replaces the CSP and Cache-Control
+// with its own.
+//
+// The Date is set here, not by net/http, which would read the clock again
+// and format the date for every answer: the value is formatted once a
+// second and shared (dateValue).
+func setAnswerHeaders(h http.Header, now time.Time) {
 	h["X-Content-Type-Options"] = nosniff
 	h["Referrer-Policy"] = noReferrer
 	h["Content-Security-Policy"] = apiCSP
 	h["Cache-Control"] = noStore
-	c.Next()
+	h["Date"] = dateValue(now)
+}
+
+// httpDate is a Date header's value and the second it stands for.
+type httpDate struct {
+	unix  int64
+	value []string
+}
+
+var lastDate atomic.Pointer[httpDate]
+
+// dateValue returns the Date header of now, in net/http's format, from the
+// last one formatted when now is in the same second.
+func dateValue(now time.Time) []string {
+	sec := now.Unix()
+	if d := lastDate.Load(); d != nil && d.unix == sec {
+		return d.value
+	}
+	d := &httpDate{unix: sec, value: []string{now.UTC().Format(http.TimeFormat)}}
+	lastDate.Store(d)
+	return d.value
 }

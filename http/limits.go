@@ -117,7 +117,7 @@ func (l *connListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	sc := &serverConn{Conn: c, l: l}
-	sc.waiting.Store(time.Now().UnixNano()) // for its first request
+	sc.waiting.Store(monoNow()) // for its first request
 	l.mu.Lock()
 	l.conns[sc] = struct{}{}
 	l.mu.Unlock()
@@ -129,7 +129,7 @@ func (l *connListener) Accept() (net.Conn, error) {
 func (l *connListener) closeLongestWaiting() {
 	var (
 		oldest *serverConn
-		since  = time.Now().Add(-evictAfter).UnixNano()
+		since  = monoNow() - int64(evictAfter)
 	)
 	l.mu.Lock()
 	for c := range l.conns {
@@ -155,11 +155,18 @@ func (l *connListener) connState(c net.Conn, state http.ConnState) {
 		return
 	}
 	if state == http.StateNew || state == http.StateIdle {
-		sc.waiting.Store(time.Now().UnixNano())
+		sc.waiting.Store(monoNow())
 	} else {
 		sc.waiting.Store(0)
 	}
 }
+
+// monoStart is the origin of monoNow.
+var monoStart = time.Now()
+
+// monoNow is the time in nanoseconds since monoStart, at least 1: one read
+// of the monotonic clock, where time.Now reads the wall clock too.
+func monoNow() int64 { return int64(time.Since(monoStart)) | 1 }
 
 // Close closes the listener and wakes an Accept waiting for a slot.
 func (l *connListener) Close() error {
@@ -172,8 +179,8 @@ func (l *connListener) Close() error {
 type serverConn struct {
 	net.Conn
 	l *connListener
-	// waiting is since when (Unix nanoseconds) the connection has waited
-	// for a request; 0 while a request is in flight.
+	// waiting is since when (monoNow) the connection has waited for a
+	// request; 0 while a request is in flight.
 	waiting atomic.Int64
 	once    sync.Once
 }

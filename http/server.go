@@ -175,7 +175,7 @@ func New(cfg Config) *Server {
 	}
 	s.metrics.Watch(cfg.Segment, cfg.Snowflake, s.health)
 	s.tokenStore, s.access = cfg.Tokens, cfg.Access
-	e.Use(s.countRequests, s.recover, securityHeaders)
+	e.Use(s.around)
 	e.NoRoute(func(c *gin.Context) {
 		s.writeError(c, leafd.Errorf(leafd.ENotFound, "no route %s %s; see the API in the README", c.Request.Method, c.Request.URL.Path))
 	})
@@ -299,9 +299,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.http.Shutdown(ctx)
 }
 
-// recover turns a panic in a handler into a 500 internal error, so that no
-// panic ever reaches a client as a dropped connection.
-func (s *Server) recover(c *gin.Context) {
+// around is the one middleware of every route. Before the handler it sets
+// the headers every answer carries (headers.go), so that errors written by
+// any layer carry them too; it turns a panic in the handler into a 500
+// internal error, so that no panic reaches a client as a dropped
+// connection; after it, it counts the request in the metrics by route
+// template (c.FullPath), method and status, with its error code if it
+// failed. One clock reading serves the request's duration and its Date
+// header.
+func (s *Server) around(c *gin.Context) {
+	start := time.Now()
+	setAnswerHeaders(c.Writer.Header(), start)
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
@@ -309,25 +317,17 @@ func (s *Server) recover(c *gin.Context) {
 			}
 			s.writeError(c, leafd.Wrap(leafd.EInternal, panicError{p}, "internal error; see the server log"))
 		}
+		route := c.FullPath()
+		if route == "" {
+			route = "unmatched"
+		}
+		var err error
+		if len(c.Errors) > 0 {
+			err = c.Errors.Last().Err
+		}
+		s.metrics.ObserveRequest(route, c.Request.Method, c.Writer.Status(), time.Since(start), err)
 	}()
 	c.Next()
-}
-
-// countRequests counts every request in the metrics by route template
-// (c.FullPath), method and status, with its error code if it failed.
-func (s *Server) countRequests(c *gin.Context) {
-	start := time.Now()
-	c.Next()
-	took := time.Since(start)
-	route := c.FullPath()
-	if route == "" {
-		route = "unmatched"
-	}
-	var err error
-	if len(c.Errors) > 0 {
-		err = c.Errors.Last().Err
-	}
-	s.metrics.ObserveRequest(route, c.Request.Method, c.Writer.Status(), took, err)
 }
 
 type panicError struct{ v any }

@@ -108,6 +108,7 @@ func serve(ctx context.Context, configPath string, stderr io.Writer) error {
 	if err := checkFileLimit(cfg); err != nil {
 		return err
 	}
+	defer paceGC()()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 

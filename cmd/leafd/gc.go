@@ -1,0 +1,90 @@
+package main
+
+import (
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync/atomic"
+)
+
+// gcHeadroom is the least that the server allocates between two garbage
+// collections while its live heap is small.
+//
+// leafd's live heap is a few MiB, and every request allocates some 2 KiB
+// (mostly net/http's, see docs/performance.md): with Go's default GOGC=100
+// the collector would run every few MiB allocated, tens of times a second
+// under load, and its marking, assists and write barriers would cost some
+// 5% of the CPU of a request. The pacer sets the GC percentage after every
+// collection so that the heap may grow by max(live heap, gcHeadroom) before
+// the next one: the same as GOGC=100 once the live heap passes gcHeadroom,
+// and never more than gcHeadroom above what GOGC=100 would allow.
+const gcHeadroom = 16 << 20
+
+// gcPacer keeps the heap goal at least gcHeadroom above the live heap.
+type gcPacer struct {
+	stopped atomic.Bool
+	percent int // last set; only the finalizer goroutine writes it
+	live    []metrics.Sample
+}
+
+// paceGC starts pacing the collector unless the operator set GOGC (which
+// then governs it, as in any Go program). stop ends the pacing and gives
+// the collector back its default.
+func paceGC() (stop func()) {
+	if _, ok := os.LookupEnv("GOGC"); ok {
+		return func() {}
+	}
+	p := &gcPacer{percent: 100, live: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	p.adjust()
+	p.arm()
+	return func() {
+		p.stopped.Store(true)
+		debug.SetGCPercent(100)
+	}
+}
+
+// gcSentinel is an object that nothing references: its finalizer runs
+// after the collection that found it unreachable, that is after every
+// collection, and arms the next one.
+type gcSentinel struct{ _ *int }
+
+func (p *gcPacer) arm() {
+	runtime.SetFinalizer(&gcSentinel{}, func(*gcSentinel) {
+		if p.stopped.Load() {
+			return
+		}
+		p.adjust()
+		p.arm()
+	})
+}
+
+// adjust sets the GC percentage for the live heap the last collection
+// left.
+func (p *gcPacer) adjust() {
+	metrics.Read(p.live)
+	if p.live[0].Value.Kind() != metrics.KindUint64 {
+		return
+	}
+	percent := gcPercent(p.live[0].Value.Uint64())
+	// Small changes are not worth the call: within an eighth.
+	if d := percent - p.percent; d > p.percent/8 || -d > p.percent/8 {
+		p.percent = percent
+		if !p.stopped.Load() {
+			debug.SetGCPercent(percent)
+		}
+	}
+}
+
+// gcPercent is the GC percentage that lets a live heap of live bytes grow
+// by max(live, gcHeadroom) before the next collection.
+func gcPercent(live uint64) int {
+	const maxPercent = 100 * gcHeadroom / (1 << 20) // a heap of 1 MiB at least
+	if live >= gcHeadroom {
+		return 100
+	}
+	if live < 1<<20 {
+		return maxPercent
+	}
+	return int(100 * gcHeadroom / live)
+}

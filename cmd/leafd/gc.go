@@ -69,14 +69,14 @@ func (p *gcPacer) arm() {
 // left, with the stacks and globals.
 func (p *gcPacer) adjust() {
 	metrics.Read(p.live)
-	var live uint64
-	for _, s := range p.live {
+	var v [3]uint64
+	for i, s := range p.live {
 		if s.Value.Kind() != metrics.KindUint64 {
 			return
 		}
-		live += s.Value.Uint64()
+		v[i] = s.Value.Uint64()
 	}
-	percent := gcPercent(live)
+	percent := gcPercent(v[0], v[0]+v[1]+v[2])
 	// Small changes are not worth the call: within an eighth.
 	if d := percent - p.percent; d > p.percent/8 || -d > p.percent/8 {
 		p.percent = percent
@@ -86,15 +86,19 @@ func (p *gcPacer) adjust() {
 	}
 }
 
-// gcPercent is the GC percentage that lets a live heap of live bytes grow
-// by max(live, gcHeadroom) before the next collection.
-func gcPercent(live uint64) int {
-	const maxPercent = 100 * gcHeadroom / (1 << 20) // a heap of 1 MiB at least
-	if live >= gcHeadroom {
+// gcMinHeap is the runtime's smallest heap goal at GOGC=100; at GOGC=p it is
+// p/100 of it (see the Go GC guide).
+const gcMinHeap = 4 << 20
+
+// gcPercent is the GC percentage that lets a heap of live bytes (base with
+// the stacks and globals, of which GOGC is a percentage) grow to about
+// live + max(base, gcHeadroom) before the next collection: 100 once base
+// reaches gcHeadroom, and never a minimum heap goal past live + gcHeadroom.
+func gcPercent(live, base uint64) int {
+	if base >= gcHeadroom {
 		return 100
 	}
-	if live < 1<<20 {
-		return maxPercent
-	}
-	return int(100 * gcHeadroom / live)
+	p := 100 * gcHeadroom / max(base, 1)
+	p = min(p, 100*(live+gcHeadroom)/gcMinHeap)
+	return int(max(p, 100))
 }

@@ -9,21 +9,23 @@ import (
 )
 
 func TestGCPercent(t *testing.T) {
+	const mib = 1 << 20
 	for _, c := range []struct {
-		live uint64
-		want int
+		live, base uint64
+		want       int
 	}{
-		{0, 800},
-		{512 << 10, 800},
-		{1 << 20, 800},
-		{2 << 20, 400},
-		{4 << 20, 200},
-		{6 << 20, 133},
-		{gcHeadroom, 100},
-		{1 << 30, 100},
+		{0, 0, 200},             // the minimum heap goal, 8 MiB
+		{1 * mib, 1 * mib, 225}, // goal max(9 MiB, 1 + 2.25 MiB): 1 + 8
+		{1 * mib, 2 * mib, 225}, // the stacks and globals count
+		{2 * mib, 2 * mib, 250}, // goal max(10, 2 + 5): 2 + 8
+		{4 * mib, 4 * mib, 200}, // goal max(8, 4 + 8)
+		{4 * mib, 6 * mib, 133}, // goal max(5.3, 4 + 8)
+		{6 * mib, 6 * mib, 133}, // goal max(5.3, 6 + 8)
+		{8 * mib, 8 * mib, 100}, // Go's default from here on
+		{1024 * mib, 1024 * mib, 100},
 	} {
-		if got := gcPercent(c.live); got != c.want {
-			t.Errorf("gcPercent(%d MiB) = %d, want %d", c.live>>20, got, c.want)
+		if got := gcPercent(c.live, c.base); got != c.want {
+			t.Errorf("gcPercent(%d MiB, %d MiB) = %d, want %d", c.live/mib, c.base/mib, got, c.want)
 		}
 	}
 }

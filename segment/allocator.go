@@ -360,7 +360,7 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 		if t.dated != nil {
 			a.readWall() // the period's range lands with a fresh coarse clock
 		}
-		alloc, until, took, err := a.allocate(a.ctx, t, step)
+		alloc, until, took, err := a.allocate(a.ctx, t, step, false)
 		if t.dated != nil {
 			var wait time.Duration
 			if err, wait = a.periodOutcome(t, until, err); wait > 0 {

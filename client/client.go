@@ -426,8 +426,10 @@ type transport interface {
 	// segment returns n IDs of tag, ascending.
 	segment(ctx context.Context, tag string, n int) ([]int64, error)
 	// segmentRange reserves size consecutive IDs of tag and returns the
-	// first and how many (size).
-	segmentRange(ctx context.Context, tag string, size int64) (start, n int64, err error)
+	// first and how many (size; for a range that expires, 1 to size), and
+	// valid: how long from the server's answer the range may be used, 0
+	// for a range that never expires (valid_ms).
+	segmentRange(ctx context.Context, tag string, size int64) (start, n int64, valid time.Duration, err error)
 	// snowflake returns n snowflake IDs, ascending.
 	snowflake(ctx context.Context, n int) ([]int64, error)
 	// close releases the connections. Calls in flight may fail.

@@ -18,8 +18,8 @@ import (
 )
 
 // A dated tag through every route a caller has: the Go client over HTTP
-// and over gRPC, with a buffer and with range leases (which a dated tag
-// refuses, so the client serves it from batches), and the Leaf route. Every
+// and over gRPC, with a buffer and with range leases (valid until the end
+// of their period), and the Leaf route. Every
 // number is today's date in Shanghai followed by a counter of 6 digits,
 // none comes twice, and a full period answers period_exhausted through
 // each (a 2-digit counter: 99 numbers a day).

@@ -24,6 +24,12 @@ const LeaseSize = unsafe.Sizeof(lease{})
 // FetchRange asks c's servers for one range, as a lease's fetch does (one
 // round over the servers, no retry).
 func (c *Client) FetchRange(ctx context.Context, tag string, size int64) (start, n int64, err error) {
+	start, n, _, err = c.t.segmentRange(ctx, tag, size)
+	return start, n, err
+}
+
+// FetchRangeValid is FetchRange with the range's validity (valid_ms).
+func (c *Client) FetchRangeValid(ctx context.Context, tag string, size int64) (start, n int64, valid time.Duration, err error) {
 	return c.t.segmentRange(ctx, tag, size)
 }
 

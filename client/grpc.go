@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -162,8 +163,9 @@ func (t *grpcTransport) snowflake(ctx context.Context, n int) ([]int64, error) {
 }
 
 // segmentRange calls SegmentRange for size IDs of tag and checks the
-// range strictly: the tag asked for, start at least 1, exactly size IDs.
-func (t *grpcTransport) segmentRange(ctx context.Context, tag string, size int64) (start, n int64, err error) {
+// range strictly: the tag asked for, start at least 1, exactly size IDs,
+// or, for a range that expires (valid_ms over 0), 1 to size.
+func (t *grpcTransport) segmentRange(ctx context.Context, tag string, size int64) (start, n int64, valid time.Duration, err error) {
 	ctx = t.outgoing(ctx)
 	var res *leafdv1.SegmentRangeResponse
 	err = t.call(ctx, rpcSegmentRange, func(stub leafdv1.IDServiceClient) error {
@@ -172,16 +174,19 @@ func (t *grpcTransport) segmentRange(ctx context.Context, tag string, size int64
 		return err
 	})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if res.GetTag() != tag {
-		return 0, 0, fmt.Errorf("leafd client: malformed range: asked for tag %q, got an answer for another", tag)
+		return 0, 0, 0, fmt.Errorf("leafd client: malformed range: asked for tag %q, got an answer for another", tag)
 	}
-	start, end := res.GetStart(), res.GetEnd()
-	if start < 1 || end <= start || end-start != size {
-		return 0, 0, fmt.Errorf("leafd client: malformed range: [%d, %d) is not the %d IDs asked for", start, end, size)
+	start, end, ms := res.GetStart(), res.GetEnd(), res.GetValidMs()
+	if ms < 0 || ms > maxValidMS {
+		return 0, 0, 0, fmt.Errorf("leafd client: malformed range: valid_ms %d is not a duration of at most a year", ms)
 	}
-	return start, size, nil
+	if start < 1 || end <= start || end-start != size && (ms == 0 || end-start > size) {
+		return 0, 0, 0, fmt.Errorf("leafd client: malformed range: [%d, %d) is not the %d IDs asked for", start, end, size)
+	}
+	return start, end - start, time.Duration(ms) * time.Millisecond, nil
 }
 
 // outgoing returns ctx with the metadata of every call: the access token

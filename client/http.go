@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // httpTransport asks leafd's HTTP API: GET requests to base URLs, JSON
@@ -214,35 +215,45 @@ func truncate(s string) string {
 }
 
 // segmentRange asks a server for a range of size IDs of tag
-// (GET /segment/{tag}/range?size=N) and returns its first ID and its
-// length.
-func (t *httpTransport) segmentRange(ctx context.Context, tag string, size int64) (start, n int64, err error) {
+// (GET /segment/{tag}/range?size=N) and returns its first ID, its length
+// and how long it may be used (valid_ms, 0 when it never expires).
+func (t *httpTransport) segmentRange(ctx context.Context, tag string, size int64) (start, n int64, valid time.Duration, err error) {
 	path := "/segment/" + tag + "/range?size=" + strconv.FormatInt(size, 10) // a valid tag needs no escaping
 	body, err := t.get(ctx, path, 1)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	return parseRange(body, tag, size)
 }
 
-// parseRange reads {"tag":"…","start":"1001","end":"2001"} and checks it
-// strictly: the tag asked for, start an ID (decimal, 1..2^63-1, no sign,
-// no leading zero), end at most 2^63, exactly size IDs.
-func parseRange(body []byte, tag string, size int64) (start, n int64, err error) {
+// maxValidMS is the largest valid_ms a client takes: a year, the longest
+// period of a dated tag.
+const maxValidMS = 366 * 24 * 3600 * 1000
+
+// parseRange reads {"tag":"…","start":"1001","end":"2001"}, with
+// "valid_ms":N for a range that expires, and checks it strictly: the tag
+// asked for, start an ID (decimal, 1..2^63-1, no sign, no leading zero),
+// end at most 2^63, exactly size IDs (1 to size for a range that
+// expires), valid_ms a whole number of milliseconds up to a year.
+func parseRange(body []byte, tag string, size int64) (start, n int64, valid time.Duration, err error) {
 	var m struct {
-		Tag   *string `json:"tag"`
-		Start string  `json:"start"`
-		End   string  `json:"end"`
+		Tag     *string `json:"tag"`
+		Start   string  `json:"start"`
+		End     string  `json:"end"`
+		ValidMS int64   `json:"valid_ms"`
 	}
 	if err := json.Unmarshal(body, &m); err != nil {
-		return 0, 0, fmt.Errorf("leafd client: malformed range: %w", err)
+		return 0, 0, 0, fmt.Errorf("leafd client: malformed range: %w", err)
 	}
 	if m.Tag == nil || *m.Tag != tag {
-		return 0, 0, fmt.Errorf("leafd client: malformed range: asked for tag %q, got an answer for another", tag)
+		return 0, 0, 0, fmt.Errorf("leafd client: malformed range: asked for tag %q, got an answer for another", tag)
+	}
+	if m.ValidMS < 0 || m.ValidMS > maxValidMS {
+		return 0, 0, 0, fmt.Errorf("leafd client: malformed range: valid_ms %d is not a duration of at most a year", m.ValidMS)
 	}
 	start, ok := parseID(m.Start)
 	if !ok {
-		return 0, 0, fmt.Errorf("leafd client: malformed range: start %q is not an ID (a decimal from 1 to 2^63-1)", truncate(m.Start))
+		return 0, 0, 0, fmt.Errorf("leafd client: malformed range: start %q is not an ID (a decimal from 1 to 2^63-1)", truncate(m.Start))
 	}
 	var end uint64
 	if m.End == "9223372036854775808" { // the end of the last ID, 2^63-1
@@ -250,10 +261,10 @@ func parseRange(body []byte, tag string, size int64) (start, n int64, err error)
 	} else if e, ok := parseID(m.End); ok {
 		end = uint64(e)
 	} else {
-		return 0, 0, fmt.Errorf("leafd client: malformed range: end %q is not a decimal from 2 to 2^63", truncate(m.End))
+		return 0, 0, 0, fmt.Errorf("leafd client: malformed range: end %q is not a decimal from 2 to 2^63", truncate(m.End))
 	}
-	if end <= uint64(start) || end-uint64(start) != uint64(size) {
-		return 0, 0, fmt.Errorf("leafd client: malformed range: [%s, %s) is not the %d IDs asked for", m.Start, m.End, size)
+	if end <= uint64(start) || end-uint64(start) != uint64(size) && (m.ValidMS == 0 || end-uint64(start) > uint64(size)) {
+		return 0, 0, 0, fmt.Errorf("leafd client: malformed range: [%s, %s) is not the %d IDs asked for", m.Start, m.End, size)
 	}
-	return start, int64(end - uint64(start)), nil
+	return start, int64(end - uint64(start)), time.Duration(m.ValidMS) * time.Millisecond, nil
 }

@@ -49,9 +49,15 @@ type lease struct {
 	// if the fetch fails.
 	mark atomic.Int64
 	due  int64
+	// expires, when not 0, is the c.clock() from which none of the
+	// lease's IDs may be handed out: a dated tag's lease, valid for the
+	// server's valid_ms from when its request was sent. The mark of such
+	// a lease stays 0, so that every claim takes the slow path, which
+	// reads the clock.
+	expires int64
 	// A lease is 64 bytes, allocated 64-byte aligned: what a claim
 	// reads and writes is one cache line.
-	_ [64 - 5*8]byte
+	_ [64 - 6*8]byte
 }
 
 // rangeTag is the lease state of one tag.
@@ -108,6 +114,15 @@ var errGone = errors.New("leafd client: the tag's lease state was dropped")
 // A batch of NextN is one contiguous run of IDs from one lease; when the
 // rest of the current lease is too short for it, that rest is skipped. A
 // batch larger than size is one GET /segment/{tag}?count=n (NextSegment).
+//
+// A dated tag's lease lies within one period and expires with it: the
+// server says for how long it may be used (valid_ms, until 20 ms before
+// the period ends by the server's clock), and the client counts that from
+// when it sent the request, on its monotonic clock, so that the network's
+// delay only shortens it. Past that, none of the lease's IDs is handed
+// out: the rest is skipped and the next lease is fetched. Calls on such a
+// lease read the clock (no longer one atomic add alone). Near the end of
+// its period's numbers a lease may be shorter than size.
 //
 // Tags the servers do not lease in ranges (range_unsupported: opaque tags,
 // tags of a sharded store), and every tag of servers without the range
@@ -186,10 +201,15 @@ func (c *Client) nextRange(ctx context.Context, tag string, s *rangeTag, l *leas
 func (c *Client) claim(ctx context.Context, tag string, s *rangeTag, l *lease, o, k int64) (int64, error) {
 	for {
 		if l != nil && o <= l.n {
-			if o >= l.due {
-				c.pastMark(s)
+			if l.expires == 0 || c.clock() < l.expires {
+				if o >= l.due {
+					c.pastMark(s)
+				}
+				return l.base + o - k + 1, nil
 			}
-			return l.base + o - k + 1, nil
+			// The lease's period is over (valid_ms): none of its IDs
+			// more, and the next lease takes over.
+			l.taken.Add(l.n + 1)
 		}
 		if c.closed.Load() {
 			return 0, ErrClosed
@@ -297,7 +317,7 @@ func (c *Client) startRangeRefill(s *rangeTag) *refill {
 	r := &refill{done: make(chan struct{})}
 	s.refill = r
 	s.pending.Store(true)
-	if cur := s.cur.Load(); cur.n > 0 {
+	if cur := s.cur.Load(); cur.n > 0 && cur.expires == 0 {
 		cur.mark.Store(cur.n + 1) // nothing to start until it is used up
 	}
 	c.wg.Add(1)
@@ -337,7 +357,7 @@ func (c *Client) runRangeRefill(s *rangeTag, r *refill) {
 		s.failures++
 		s.retryAt.Store(c.clock() + int64(backoff(s.failures)))
 		s.pending.Store(false)
-		if cur := s.cur.Load(); cur.n > 0 {
+		if cur := s.cur.Load(); cur.n > 0 && cur.expires == 0 {
 			cur.mark.Store(cur.due) // past it, calls try again after the backoff
 		}
 		var e *Error
@@ -370,10 +390,17 @@ func (c *Client) runRangeRefill(s *rangeTag, r *refill) {
 // definite.
 func (c *Client) fetchLease(ctx context.Context, tag string) (*lease, error) {
 	for attempt := 1; ; attempt++ {
-		start, n, err := c.t.segmentRange(ctx, tag, c.rangeSize)
+		sent := c.clock()
+		start, n, valid, err := c.t.segmentRange(ctx, tag, c.rangeSize)
 		if err == nil {
-			l := &lease{base: start - 1, n: n, due: n - c.rangeLow}
-			l.mark.Store(l.due)
+			l := &lease{base: start - 1, n: n, due: n - min(c.rangeLow, n-1)}
+			if valid > 0 {
+				// Valid from the answer on the server; measured from the
+				// sending here, so that the network's delay shortens it.
+				l.expires = sent + int64(valid)
+			} else {
+				l.mark.Store(l.due)
+			}
 			return l, nil
 		}
 		var e *Error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,9 +99,44 @@ func TestDatedTagOverHTTP(t *testing.T) {
 	if id := strings.TrimSpace(r.body); r.status != 200 || id != before+"000001" && id != after+"000001" {
 		t.Fatalf("GET /segment/orders = %d %q, want %s000001", r.status, r.body, after)
 	}
-	r = do(t, "GET", srv.url+"/segment/orders/range?size=10")
-	if r.status != 409 || errorCode(t, r) != leafd.ERangeUnsupported {
-		t.Fatalf("GET /segment/orders/range = %d %s, want 409 range_unsupported", r.status, r.body)
+	checkDatedRange(t, srv.url, shanghai)
+}
+
+// checkDatedRange checks GET /segment/orders/range of the dated tag orders
+// (day, in loc) and of the sequential tag plain: the first is a range of
+// today's numbers, with valid_ms until 20 ms before the day ends by the
+// clock, the second has no valid_ms.
+func checkDatedRange(t *testing.T, url string, loc *time.Location) {
+	t.Helper()
+	before := time.Now().In(loc)
+	r := do(t, "GET", url+"/segment/orders/range?size=10")
+	after := time.Now().In(loc)
+	var got struct {
+		Tag, Start, End string
+		ValidMS         *int64 `json:"valid_ms"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &got); r.status != 200 || err != nil || got.ValidMS == nil {
+		t.Fatalf("GET /segment/orders/range = %d %s, want a range with valid_ms", r.status, r.body)
+	}
+	start, _ := strconv.ParseInt(got.Start, 10, 64)
+	end, _ := strconv.ParseInt(got.End, 10, 64)
+	day := func(t time.Time) int64 { y, m, d := t.Date(); return int64(y)*10000 + int64(m)*100 + int64(d) }
+	if end-start != 10 || start/1_000_000 != (end-1)/1_000_000 || start/1_000_000 < day(before) || start/1_000_000 > day(after) {
+		t.Fatalf("GET /segment/orders/range = %s: not 10 numbers of today", r.body)
+	}
+	y, m, d := after.Date()
+	if start/1_000_000 == day(before) {
+		y, m, d = before.Date()
+	}
+	end0 := time.Date(y, m, d+1, 0, 0, 0, 0, loc) // the end of the range's day
+	hi := end0.Sub(before) - 20*time.Millisecond
+	lo := end0.Sub(after) - 20*time.Millisecond - time.Millisecond
+	if v := time.Duration(*got.ValidMS) * time.Millisecond; v < max(lo, time.Millisecond) || v > hi {
+		t.Fatalf("valid_ms %d, want between %v and %v (20 ms before the end of the day)", *got.ValidMS, lo, hi)
+	}
+	r = do(t, "GET", url+"/segment/plain/range?size=10")
+	if r.status != 200 || strings.Contains(r.body, "valid_ms") {
+		t.Fatalf("GET /segment/plain/range = %d %s, want a range without valid_ms", r.status, r.body)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -102,7 +103,13 @@ func (s *service) SegmentRange(ctx context.Context, req *leafdv1.SegmentRangeReq
 	if err != nil {
 		return nil, s.fail(ctx, methodSegmentRange, err)
 	}
-	r, err := s.seg.Range(ctx, tag, req.GetSize())
+	var r segment.Range
+	var valid time.Duration
+	if l, ok := s.seg.(rangeLeaser); ok {
+		r, valid, err = l.RangeLease(ctx, tag, req.GetSize())
+	} else {
+		r, err = s.seg.Range(ctx, tag, req.GetSize())
+	}
 	if err != nil {
 		return nil, s.fail(ctx, methodSegmentRange, err)
 	}
@@ -110,7 +117,19 @@ func (s *service) SegmentRange(ctx context.Context, req *leafdv1.SegmentRangeReq
 		return nil, s.fail(ctx, methodSegmentRange, leafd.Errorf(leafd.EInternal,
 			"segment: Range of %q gave [%d, %d) stride %d", tag, r.Start, r.End, r.Stride))
 	}
-	return &leafdv1.SegmentRangeResponse{Tag: tag, Start: r.Start, End: r.End}, nil
+	res := &leafdv1.SegmentRangeResponse{Tag: tag, Start: r.Start, End: r.End}
+	if valid > 0 {
+		res.ValidMs = max(valid.Milliseconds(), 1)
+	}
+	return res, nil
+}
+
+// rangeLeaser is what a Segment implements to lease ranges that expire,
+// those of dated tags (*segment.Allocator does): valid is how long the
+// range may be used from now, 0 for one that never expires. A Segment
+// without it leases no range of a dated tag (range_unsupported).
+type rangeLeaser interface {
+	RangeLease(ctx context.Context, tag string, size int64) (segment.Range, time.Duration, error)
 }
 
 // segmentRequest checks what every segment RPC checks, in the order of the

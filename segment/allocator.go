@@ -161,6 +161,10 @@ type Allocator struct {
 	// issued holds the end of the highest range loaded per tag name, so
 	// that a rewound tag is refused even by a store without a mark.
 	issued issuedMarks
+	// wall is the coarse clock of dated tags: the server's clock in Unix
+	// ms, read every coarseTick once a dated tag is loaded (period.go).
+	wall       atomic.Int64
+	coarseOnce sync.Once
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -189,6 +193,7 @@ func New(store Store, cfg Config) (*Allocator, error) {
 	}
 	empty := map[string]*tag{}
 	a.tags.Store(&empty)
+	a.readWall()
 	return a, nil
 }
 
@@ -290,7 +295,7 @@ func (a *Allocator) NextN(ctx context.Context, name string, n int, dst []Range) 
 	out, remaining := dst, int64(n)
 	var until time.Time // the end of the period of the IDs taken (dated tags)
 	for remaining > 0 {
-		if b := t.bufs.cur.Load(); b != nil && t.periodOpen(b, a.cfg.Now) {
+		if b := t.bufs.cur.Load(); b != nil && (!b.watched(a.wall.Load()) || t.periodOpen(b, a.cfg.Now)) {
 			if t.dated != nil && !b.until.Equal(until) {
 				// A batch never spans two periods: what it took of the
 				// last one is given up.
@@ -347,9 +352,15 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 		t.loadFailed(t.refused, true)
 		return
 	}
+	if t.dated != nil {
+		a.startCoarseClock()
+	}
 	spent := 0
 	for attempt := 1; ; attempt++ {
-		alloc, until, took, err := a.allocate(a.ctx, t, step)
+		if t.dated != nil {
+			a.readWall() // the period's range lands with a fresh coarse clock
+		}
+		alloc, until, took, err := a.allocate(a.ctx, t, step, false)
 		if t.dated != nil {
 			var wait time.Duration
 			if err, wait = a.periodOutcome(t, until, err); wait > 0 {
@@ -374,7 +385,9 @@ func (a *Allocator) load(t *tag, ls loadStart) {
 		}
 		if err == nil {
 			b := newBuffer(alloc, a.cfg.PreloadAt)
-			b.until = until
+			if t.dated != nil {
+				b.setPeriod(until)
+			}
 			recovered, done := t.loaded(b, alloc.TableStep, ls, a.cfg.Now)
 			if !done {
 				// The period closed meanwhile: load one of the next.

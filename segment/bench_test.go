@@ -186,7 +186,8 @@ func BenchmarkNextOpaque(b *testing.B) {
 }
 
 // BenchmarkNextN1 and BenchmarkNextN1Dated are the call of the HTTP and
-// gRPC routes for one ID: for a dated tag it reads the clock once.
+// gRPC routes for one ID: for a dated tag it reads the coarse clock, and
+// the clock itself only in the last minute of a period.
 func BenchmarkNextN1(b *testing.B) {
 	benchNextN1(b, benchAllocator(b))
 }

@@ -188,7 +188,7 @@ func TestDatedTimerClosesPeriod(t *testing.T) {
 	tg := (*a.tags.Load())["orders"]
 	until := time.Now().Add(periodMargin + 30*time.Millisecond)
 	tg.mu.Lock()
-	tg.bufs.cur.Load().until = until
+	tg.bufs.cur.Load().setPeriod(until)
 	tg.armLocked(until, time.Now())
 	tg.mu.Unlock()
 	if _, ok, _ := tg.takeOne(); !ok {
@@ -357,7 +357,7 @@ func TestDatedLoadedAgainstTheTimer(t *testing.T) {
 	day1 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	buf := func(start int64, until time.Time) *buffer {
 		b := newBuffer(Allocation{Start: start, End: start + 10}, 0.1)
-		b.until = until
+		b.setPeriod(until)
 		return b
 	}
 

@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/leafd/leafd"
@@ -17,8 +18,18 @@ import (
 // the clock is within periodMargin of that end, so that no number is issued
 // after its period:
 //
-//   - NextN (every route) and the slow path read the clock and give up a
-//     buffer whose period is closing before they take from it;
+//   - NextN (every route) reads the clock before it takes from a buffer
+//     whose period ends within periodWatch, and gives the buffer up when
+//     its period is closing. Before that it reads no clock: it compares the
+//     allocator's coarse clock (Allocator.wall, the server's clock read
+//     every coarseTick by a goroutine of its own) with the start of that
+//     last stretch (buffer.watch). The coarse clock lags the server's by at
+//     most coarseTick, far less than periodWatch, so NextN reads the clock
+//     in time; it could issue a number after its period only if that
+//     goroutine ran more than periodWatch-coarseTick late (a process
+//     stopped or starved that long), or, after the server's clock stepped
+//     forward over the whole of periodWatch, for at most coarseTick;
+//   - the slow path reads the clock, and gives such a buffer up too;
 //   - Next and Handle.Next, whose hot path reads no clock, are covered by a
 //     timer per tag that gives the buffers up periodMargin before the end:
 //     a number could carry the old date only if that timer ran more than
@@ -27,6 +38,49 @@ import (
 // Requests in the last periodMargin of a period wait for the next one: no
 // range is loaded for a period about to end.
 const periodMargin = 20 * time.Millisecond
+
+// periodWatch is the last stretch of a period in which NextN reads the
+// clock on every call; coarseTick is how often the coarse clock is read.
+const (
+	periodWatch = time.Minute
+	coarseTick  = 50 * time.Millisecond
+)
+
+// noWatch is buffer.watch of a buffer whose period never ends.
+const noWatch = math.MaxInt64
+
+// setPeriod makes b a buffer of the period that ends at until.
+func (b *buffer) setPeriod(until time.Time) {
+	b.until = until
+	b.watch = until.Add(-periodWatch).UnixMilli()
+}
+
+// watched reports whether b's period may be closing by the coarse clock
+// wall (Unix ms): NextN then reads the clock before it takes from b.
+func (b *buffer) watched(wall int64) bool { return wall >= b.watch }
+
+// readWall reads the server's clock into the coarse clock.
+func (a *Allocator) readWall() { a.wall.Store(a.cfg.Now().UnixMilli()) }
+
+// startCoarseClock starts, once, the goroutine that reads the server's
+// clock into the coarse clock every coarseTick, until the allocator closes.
+// It runs from the first load of a dated tag on.
+func (a *Allocator) startCoarseClock() {
+	a.coarseOnce.Do(func() {
+		a.goroutine(func() {
+			tick := time.NewTicker(coarseTick)
+			defer tick.Stop()
+			for {
+				select {
+				case <-a.ctx.Done():
+					return
+				case <-tick.C:
+					a.readWall()
+				}
+			}
+		})
+	})
+}
 
 // errPeriodClosing is a load asked in the last periodMargin of a period:
 // the load waits for the next period and asks again.

@@ -30,36 +30,54 @@ const rangeShare = 4
 //
 // Errors: invalid_size when size is outside 1..MaxRange; range_unsupported
 // for a tag whose IDs are not consecutive (an opaque tag, or a tag of a
-// strided store); otherwise those of Next.
+// strided store), and for a dated tag, whose ranges expire (RangeLease
+// serves those); otherwise those of Next.
 func (a *Allocator) Range(ctx context.Context, name string, size int64) (Range, error) {
+	r, _, err := a.rangeLease(ctx, name, size, false)
+	return r, err
+}
+
+// RangeLease is Range for every tag Range serves and for dated tags too.
+// valid is how long the range may be used, from now: 0 for a range that
+// never expires; for a dated tag's range, the time left until periodMargin
+// before its period ends by the server's clock (at least 1 ns), after which
+// the caller must hand out none of its IDs. A dated tag's range lies
+// within one period: carved from a buffer of the period, or, when larger
+// than a quarter of the buffers, taken from the store within the period,
+// where it is shorter than size when the period has fewer numbers left.
+func (a *Allocator) RangeLease(ctx context.Context, name string, size int64) (r Range, valid time.Duration, err error) {
+	return a.rangeLease(ctx, name, size, true)
+}
+
+func (a *Allocator) rangeLease(ctx context.Context, name string, size int64, expiring bool) (Range, time.Duration, error) {
 	if size < 1 || size > a.cfg.MaxRange {
-		return Range{}, leafd.Errorf(leafd.EInvalidSize, "size %d is out of range: use 1 to %d", size, a.cfg.MaxRange)
+		return Range{}, 0, leafd.Errorf(leafd.EInvalidSize, "size %d is out of range: use 1 to %d", size, a.cfg.MaxRange)
 	}
 	t, err := a.lookup(ctx, name)
 	if err != nil {
-		return Range{}, err
+		return Range{}, 0, err
 	}
 	if t.opaque != nil {
-		return Range{}, t.failed(leafd.Errorf(leafd.ERangeUnsupported,
+		return Range{}, 0, t.failed(leafd.Errorf(leafd.ERangeUnsupported,
 			"tag %q is opaque: its IDs are not consecutive, so it hands out no ranges; ask for IDs with GET /segment/%s?count=N", name, name))
 	}
-	if t.dated != nil {
-		return Range{}, t.failed(leafd.Errorf(leafd.ERangeUnsupported,
-			"tag %q is dated: a range held past the end of its period would hand out numbers of a period gone, so it hands out no ranges; ask for numbers with GET /segment/%s?count=N", name, name))
+	if t.dated != nil && !expiring {
+		return Range{}, 0, t.failed(leafd.Errorf(leafd.ERangeUnsupported,
+			"tag %q is dated: its ranges expire at the end of their period, which this caller cannot say; ask for numbers with GET /segment/%s?count=N", name, name))
 	}
 	var w refillWait
 	defer w.stop()
 	for {
-		if b := t.bufs.cur.Load(); b != nil {
+		if b := t.bufs.cur.Load(); b != nil && (t.dated == nil || t.periodOpen(b, a.cfg.Now)) {
 			if b.stride > 1 {
-				return Range{}, t.failed(stridedRange(name, b.stride))
+				return Range{}, 0, t.failed(stridedRange(name, b.stride))
 			}
 			if size*rangeShare <= b.size {
 				if r, off, ok := b.carve(size); ok {
 					if off+size > b.preloadAt && !b.preloaded.Load() {
 						a.preload(t, b)
 					}
-					return r, nil
+					return r, a.validFor(t, b.until), nil
 				}
 				// Too few IDs left in b: give them up and go on to the
 				// next buffer.
@@ -74,13 +92,23 @@ func (a *Allocator) Range(ctx context.Context, name string, size int64) (Range, 
 						continue
 					}
 				}
-				return a.rangeDirect(ctx, t, size)
+				return a.rangeDirect(ctx, t, size, &w)
 			}
 		}
 		if err := a.awaitRefill(ctx, t, &w); err != nil {
-			return Range{}, err
+			return Range{}, 0, err
 		}
 	}
+}
+
+// validFor is how long a range of t whose period ends at until may be
+// used from now: 0 for a tag that is not dated; else until periodMargin
+// before until, at least 1 ns (the range was taken in its period).
+func (a *Allocator) validFor(t *tag, until time.Time) time.Duration {
+	if t.dated == nil {
+		return 0
+	}
+	return max(until.Add(-periodMargin).Sub(a.cfg.Now()), 1)
 }
 
 func stridedRange(name string, stride int64) error {
@@ -90,25 +118,54 @@ func stridedRange(name string, stride int64) error {
 }
 
 // rangeDirect takes a range of size IDs of t from the store in a
-// transaction of its own.
-func (a *Allocator) rangeDirect(ctx context.Context, t *tag, size int64) (Range, error) {
-	alloc, _, _, err := a.allocate(ctx, t, size)
+// transaction of its own. A dated tag's lies within the period of the
+// server's clock: near the period's end the request waits for the next
+// one (as loads do, within WaitTimeout: w), and the range is shorter than
+// size when the period has fewer numbers left.
+func (a *Allocator) rangeDirect(ctx context.Context, t *tag, size int64, w *refillWait) (Range, time.Duration, error) {
+	var alloc Allocation
+	var until time.Time
+	var err error
+	for {
+		alloc, until, _, err = a.allocate(ctx, t, size, true)
+		if t.dated == nil {
+			break
+		}
+		var wait time.Duration
+		if err, wait = a.periodOutcome(t, until, err); wait == 0 {
+			break
+		}
+		if w.timer == nil {
+			w.timer = time.NewTimer(a.cfg.WaitTimeout)
+		}
+		pause := time.NewTimer(wait)
+		select {
+		case <-pause.C:
+			continue
+		case <-w.timer.C:
+			err = leafd.Errorf(leafd.ESegmentUnavailable, "tag %q: its period is changing and no range of the next one came within %v; retry", t.name, a.cfg.WaitTimeout)
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		pause.Stop()
+		break
+	}
 	if err != nil {
-		if code := leafd.ErrorCode(err); finalCode(err) || code == leafd.ETagRewound {
-			return Range{}, t.failed(err)
+		if code := leafd.ErrorCode(err); finalCode(err) || code == leafd.ETagRewound || code == leafd.ESegmentUnavailable && t.dated != nil {
+			return Range{}, 0, t.failed(err)
 		}
 		if ctx.Err() != nil {
-			return Range{}, t.failed(leafd.Wrap(leafd.ESegmentUnavailable, err,
+			return Range{}, 0, t.failed(leafd.Wrap(leafd.ESegmentUnavailable, err,
 				fmt.Sprintf("tag %q: the request ended while a range of %d IDs was taken from the store; retry later", t.name, size)))
 		}
-		return Range{}, t.failed(leafd.Wrap(leafd.ESegmentUnavailable, err,
+		return Range{}, 0, t.failed(leafd.Wrap(leafd.ESegmentUnavailable, err,
 			fmt.Sprintf("tag %q: a range of %d IDs is larger than the server buffers and could not be taken from the store; retry later, or ask for a smaller range", t.name, size)))
 	}
 	if alloc.Stride > 1 {
-		return Range{}, t.failed(stridedRange(t.name, alloc.Stride))
+		return Range{}, 0, t.failed(stridedRange(t.name, alloc.Stride))
 	}
 	t.addDirect(alloc.Count())
-	return Range{Start: alloc.Start, End: alloc.End, Stride: 1}, nil
+	return Range{Start: alloc.Start, End: alloc.End, Stride: 1}, a.validFor(t, until), nil
 }
 
 // allocate asks the store for a range of step IDs of t, within
@@ -117,7 +174,10 @@ func (a *Allocator) rangeDirect(ctx context.Context, t *tag, size int64) (Range,
 // race to the rewind check. took leaves out the wait for the turn. The
 // range of a dated tag lies in the period of the server's clock, which
 // ends at until (period.go).
-func (a *Allocator) allocate(ctx context.Context, t *tag, step int64) (alloc Allocation, until time.Time, took time.Duration, err error) {
+//
+// A direct range (direct) of a dated tag is not bounded to a share of what
+// the period has left, only by the period.
+func (a *Allocator) allocate(ctx context.Context, t *tag, step int64, direct bool) (alloc Allocation, until time.Time, took time.Duration, err error) {
 	select {
 	case t.allocTurn <- struct{}{}:
 	case <-ctx.Done():
@@ -136,6 +196,9 @@ func (a *Allocator) allocate(ctx context.Context, t *tag, step int64) (alloc All
 		before := a.cfg.Now()
 		alloc, err = a.store.AllocateIn(ctx, t.name, step, func(dbNow time.Time) (w Window, err error) {
 			w, until, err = a.periodWindow(t, before, dbNow)
+			if direct {
+				w.Share = 0
+			}
 			return w, err
 		})
 	} else {

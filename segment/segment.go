@@ -43,8 +43,11 @@ type buffer struct {
 	preloadAt int64
 	preloaded atomic.Bool
 	// until is the end of the period of a dated tag's range (period.go),
-	// zero for every other tag.
+	// zero for every other tag; watch is the instant, in Unix ms, from which
+	// NextN reads the clock before it takes from the buffer: periodWatch
+	// before until, noWatch for every other tag. Both are set by setPeriod.
 	until time.Time
+	watch int64
 }
 
 func newBuffer(a Allocation, preloadAt float64) *buffer {
@@ -54,6 +57,7 @@ func newBuffer(a Allocation, preloadAt float64) *buffer {
 		stride:    a.stride(),
 		size:      size,
 		preloadAt: int64(float64(size) * preloadAt),
+		watch:     noWatch,
 	}
 }
 

@@ -210,8 +210,16 @@ type SegmentRangeResponse struct {
 	// start is the first ID of the range (at least 1).
 	Start int64 `protobuf:"varint,2,opt,name=start,proto3" json:"start,omitempty"`
 	// end is one past the last ID of the range (exclusive): end - start is
-	// the size asked for.
-	End           int64 `protobuf:"varint,3,opt,name=end,proto3" json:"end,omitempty"`
+	// the size asked for (for a dated tag, at most that: less when its period
+	// has fewer numbers left).
+	End int64 `protobuf:"varint,3,opt,name=end,proto3" json:"end,omitempty"`
+	// valid_ms, for a range that expires (a dated tag's), is how long the
+	// caller may hand out its IDs, in milliseconds from when the server
+	// answered: until 20 ms before the range's period ends by the server's
+	// clock. Measure it from when the request was sent, so that the network's
+	// delay only shortens it; past it, hand out none of the range's IDs. 0
+	// for a range that never expires.
+	ValidMs       int64 `protobuf:"varint,4,opt,name=valid_ms,json=validMs,proto3" json:"valid_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -263,6 +271,13 @@ func (x *SegmentRangeResponse) GetStart() int64 {
 func (x *SegmentRangeResponse) GetEnd() int64 {
 	if x != nil {
 		return x.End
+	}
+	return 0
+}
+
+func (x *SegmentRangeResponse) GetValidMs() int64 {
+	if x != nil {
+		return x.ValidMs
 	}
 	return 0
 }
@@ -505,11 +520,12 @@ const file_leafd_v1_leafd_proto_rawDesc = "" +
 	"\x03ids\x18\x01 \x03(\x03R\x03ids\";\n" +
 	"\x13SegmentRangeRequest\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x03R\x04size\"P\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\"k\n" +
 	"\x14SegmentRangeResponse\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\x03R\x05start\x12\x10\n" +
-	"\x03end\x18\x03 \x01(\x03R\x03end\",\n" +
+	"\x03end\x18\x03 \x01(\x03R\x03end\x12\x19\n" +
+	"\bvalid_ms\x18\x04 \x01(\x03R\avalidMs\",\n" +
 	"\x14NextSnowflakeRequest\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x05R\x05count\")\n" +
 	"\x15NextSnowflakeResponse\x12\x10\n" +

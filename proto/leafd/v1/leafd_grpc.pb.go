@@ -64,13 +64,14 @@ type IDServiceClient interface {
 	NextSegment(ctx context.Context, in *NextSegmentRequest, opts ...grpc.CallOption) (*NextSegmentResponse, error)
 	// SegmentRange reserves size consecutive IDs of a tag at once, as the
 	// range [start, end): the caller hands them out itself, and those it does
-	// not use are skipped, never issued to anyone.
+	// not use are skipped, never issued to anyone. A dated tag's range lies
+	// within one period and expires with it: valid_ms says for how long the
+	// caller may hand out its numbers.
 	//
 	// Errors (reason): invalid_tag, invalid_size (size outside
 	// 1..segment.max_range), range_unsupported (an opaque tag, or a tag
 	// served from several databases by store.shards, whose IDs are not
-	// consecutive; a dated tag, whose range could outlast its period), and
-	// those of NextSegment.
+	// consecutive), and those of NextSegment.
 	SegmentRange(ctx context.Context, in *SegmentRangeRequest, opts ...grpc.CallOption) (*SegmentRangeResponse, error)
 	// NextSnowflake hands out count snowflake IDs, ascending. As
 	// GET /snowflake?count=N.
@@ -157,13 +158,14 @@ type IDServiceServer interface {
 	NextSegment(context.Context, *NextSegmentRequest) (*NextSegmentResponse, error)
 	// SegmentRange reserves size consecutive IDs of a tag at once, as the
 	// range [start, end): the caller hands them out itself, and those it does
-	// not use are skipped, never issued to anyone.
+	// not use are skipped, never issued to anyone. A dated tag's range lies
+	// within one period and expires with it: valid_ms says for how long the
+	// caller may hand out its numbers.
 	//
 	// Errors (reason): invalid_tag, invalid_size (size outside
 	// 1..segment.max_range), range_unsupported (an opaque tag, or a tag
 	// served from several databases by store.shards, whose IDs are not
-	// consecutive; a dated tag, whose range could outlast its period), and
-	// those of NextSegment.
+	// consecutive), and those of NextSegment.
 	SegmentRange(context.Context, *SegmentRangeRequest) (*SegmentRangeResponse, error)
 	// NextSnowflake hands out count snowflake IDs, ascending. As
 	// GET /snowflake?count=N.

@@ -57,11 +57,20 @@ final class Ids {
         return ids;
     }
 
-    /** A range answer {"tag","start","end"}: [start, end) of exactly size IDs. */
+    /**
+     * A range answer {"tag","start","end"}: [start, end) of exactly size IDs. A range that expires
+     * (a dated tag's, with "valid_ms") is refused as range_unsupported: this client does not track
+     * a range's validity, so it never hands out such a range's IDs and asks for batches instead.
+     */
     static long[] parseRange(String body, String tag, long size) {
         Map<?, ?> m = object(body);
         if (!tag.equals(m.get("tag"))) {
             throw bad("range for tag " + m.get("tag") + ", asked for " + tag);
+        }
+        if (m.get("valid_ms") != null) {
+            throw new LeafdException("range_unsupported", 409, "the range of tag " + tag
+                    + " expires (valid_ms: a dated tag's), and this client takes no range that expires;"
+                    + " its IDs come from batches");
         }
         long start = parseId(m.get("start"), "start");
         Object e = m.get("end");

@@ -128,6 +128,39 @@ class FakeServerTest {
         }
     }
 
+    /**
+     * A range that expires (valid_ms, a dated tag's) is never handed out: the client skips it and
+     * serves the tag from batches from then on, asking for no more ranges of it.
+     */
+    @Test
+    void expiringRangeIsNotUsed() throws Exception {
+        AtomicInteger rangeRequests = new AtomicInteger();
+        AtomicLong batches = new AtomicLong(20261127000500L);
+        Fake f = fake((self, ex, n) -> {
+            String path = ex.getRequestURI().getPath();
+            if (path.endsWith("/range")) {
+                rangeRequests.incrementAndGet();
+                answer(ex, 200, "{\"tag\":\"daily\",\"start\":\"20261127000001\",\"end\":\"20261127000011\",\"valid_ms\":5}");
+                return;
+            }
+            String q = ex.getRequestURI().getQuery();
+            int count = q == null ? 1 : Integer.parseInt(q.replaceAll(".*count=([0-9]+).*", "$1"));
+            StringBuilder b = new StringBuilder("{\"ids\":[");
+            for (int i = 0; i < count; i++) {
+                b.append(i == 0 ? "" : ",").append('"').append(batches.getAndIncrement()).append('"');
+            }
+            answer(ex, 200, b.append("]}").toString());
+        });
+        try (LeafdClient c = LeafdClient.builder().servers(f.url()).timeout(Duration.ofMillis(500))
+                .localRanges(10).batchFallback(5).build()) {
+            for (int k = 0; k < 20; k++) {
+                long id = c.nextId("daily");
+                assertTrue(id >= 20261127000500L, "ID " + id + " of the expiring range was handed out");
+            }
+            assertEquals(1, rangeRequests.get(), "ranges asked for again after one that expires");
+        }
+    }
+
     @Test
     void stalledBodyIsUnreachable() throws Exception {
         AtomicLong ranges = new AtomicLong(1);

@@ -94,14 +94,6 @@ var engineNamesLeft = map[string]string{
 	// The messages of a DSN of one engine given to another, by name.
 	"internal/config/config_test.go": "mysql sqlite",
 	"internal/config/rules_test.go":  "mysql postgres sqlite",
-	// Tests of the allocator and the snowflake generator over the default
-	// engine, or about one engine's outage.
-	"segment/bench_test.go":       "sqlite",
-	"segment/domain_test.go":      "sqlite",
-	"segment/opaque_test.go":      "sqlite",
-	"segment/outage_test.go":      "sqlite",
-	"segment/range_test.go":       "sqlite",
-	"snowflake/generator_test.go": "sqlite",
 }
 
 // TestEngineNamesStayInTheirPackages: no Go file outside an engine's

@@ -91,9 +91,6 @@ func TestEnginesStayInTheirPackages(t *testing.T) {
 var engineNamesLeft = map[string]string{
 	// Its proxy counts the commands of MySQL's wire protocol.
 	"cmd/leafd/scale_process_test.go": "mysql",
-	// The messages of a DSN of one engine given to another, by name.
-	"internal/config/config_test.go": "mysql sqlite",
-	"internal/config/rules_test.go":  "mysql postgres sqlite",
 }
 
 // TestEngineNamesStayInTheirPackages: no Go file outside an engine's

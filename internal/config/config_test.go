@@ -281,6 +281,7 @@ func TestLoadEnv(t *testing.T) {
 }
 
 func TestLoadFileValues(t *testing.T) {
+	server := store.FallbackDrivers()[0] // an engine at network addresses, which takes fallbacks
 	tests := []struct {
 		name, file string
 		check      func(*config.Config) bool
@@ -295,7 +296,7 @@ func TestLoadFileValues(t *testing.T) {
 			func(c *config.Config) bool { return c.Snowflake.WorkerID == config.WorkerID{ID: 12} }},
 		{"WorkerIDWiderLayout", "snowflake: {worker_id: 4000, time_bits: 39, worker_bits: 12, sequence_bits: 12}",
 			func(c *config.Config) bool { return c.Snowflake.WorkerID == config.WorkerID{ID: 4000} }},
-		{"FallbackDSNs", "store: {driver: mysql, dsn: a, fallback_dsns: [b, c]}",
+		{"FallbackDSNs", "store: {driver: " + server + ", dsn: a, fallback_dsns: [b, c]}",
 			func(c *config.Config) bool { return reflect.DeepEqual(c.Store.FallbackDSNs, []string{"b", "c"}) }},
 		{"SeedTagMappings", "segment:\n  seed_tags:\n    - {tag: order, step: 1000}\n    - tag: pay\n      step: 5\n",
 			func(c *config.Config) bool {
@@ -342,7 +343,7 @@ func TestLoadUnknownKey(t *testing.T) {
 		name, file, key string
 	}{
 		{"Nested", "segment:\n  refil_min: 1m\n", "segment.refil_min"},
-		{"TopLevelSection", "stor:\n  driver: mysql\n", "stor"},
+		{"TopLevelSection", "stor:\n  driver: " + store.DefaultDriver() + "\n", "stor"},
 		{"TopLevelScalar", "debug: true\n", "debug"},
 		{"DeepUnderSection", "segment:\n  extra:\n    deep: 1\n", "segment.extra"},
 		{"SeedTagEntry", "segment:\n  seed_tags:\n    - {tag: demo, stpe: 10}\n", "segment.seed_tags[0].stpe"},
@@ -371,6 +372,9 @@ func TestLoadUnknownKey(t *testing.T) {
 }
 
 func TestLoadBadValue(t *testing.T) {
+	server := store.FallbackDrivers()[0] // an engine at network addresses, which takes fallbacks
+	drivers := store.Drivers()
+	accepted := strings.Join(drivers[:len(drivers)-1], ", ") + " or " + drivers[len(drivers)-1]
 	tests := []struct {
 		name string
 		file string            // YAML
@@ -384,13 +388,13 @@ func TestLoadBadValue(t *testing.T) {
 		{"PreloadAtZero", "segment: {preload_at: 0}", nil, "segment.preload_at", "fraction in (0, 1)"},
 		{"PreloadAtText", "segment: {preload_at: half}", nil, "segment.preload_at", "fraction in (0, 1)"},
 		{"DriverUnsupported", "store: {driver: oracle}", nil,
-			"store.driver", `"oracle" is not supported: use mysql, postgres or sqlite`},
-		{"DriverFromEnv", "", map[string]string{"LEAFD_STORE_DRIVER": "oracle"}, "store.driver", "use mysql, postgres or sqlite"},
+			"store.driver", `"oracle" is not supported: use ` + accepted},
+		{"DriverFromEnv", "", map[string]string{"LEAFD_STORE_DRIVER": "oracle"}, "store.driver", "use " + accepted},
 		{"DSNEmpty", "store: {dsn: \"\"}", nil, "store.dsn", "is empty"},
 		{"DSNNull", "store: {dsn: }", nil, "store.dsn", "has no value"},
-		{"FallbackWithSQLite", "store: {fallback_dsns: [a]}", nil, "store.fallback_dsns", "store.driver is sqlite"},
-		{"FallbackEmptyEntry", "store: {driver: mysql, dsn: a, fallback_dsns: [b, \"\"]}", nil, "store.fallback_dsns[1]", "is empty"},
-		{"FallbackMapping", "store: {driver: mysql, dsn: a, fallback_dsns: {a: b}}", nil, "store.fallback_dsns", "is a mapping: use a list"},
+		{"FallbackWithTheDefaultEngine", "store: {fallback_dsns: [a]}", nil, "store.fallback_dsns", "store.driver is " + store.DefaultDriver()},
+		{"FallbackEmptyEntry", "store: {driver: " + server + ", dsn: a, fallback_dsns: [b, \"\"]}", nil, "store.fallback_dsns[1]", "is empty"},
+		{"FallbackMapping", "store: {driver: " + server + ", dsn: a, fallback_dsns: {a: b}}", nil, "store.fallback_dsns", "is a mapping: use a list"},
 		{"WorkerIDText", "snowflake: {worker_id: x}", nil,
 			"snowflake.worker_id", `"x": use auto or a number 0..1023`},
 		{"WorkerIDTooLarge", "snowflake: {worker_id: 1024}", nil,

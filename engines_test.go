@@ -6,7 +6,6 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,26 +83,6 @@ func TestEnginesStayInTheirPackages(t *testing.T) {
 	}
 }
 
-// engineNamesLeft are the files, outside the engines and engineImporters,
-// that still select an engine by its name: each is to move onto the
-// registry (store.DefaultDriver, store.FallbackDrivers, testdb.Each and its
-// look-ups) or into the engine's package, and none is to be added.
-var engineNamesLeft = map[string]string{
-	// Its proxy counts the commands of MySQL's wire protocol.
-	"cmd/leafd/scale_process_test.go": "mysql",
-	// The messages of a DSN of one engine given to another, by name.
-	"internal/config/config_test.go": "mysql sqlite",
-	"internal/config/rules_test.go":  "mysql postgres sqlite",
-	// Tests of the allocator and the snowflake generator over the default
-	// engine, or about one engine's outage.
-	"segment/bench_test.go":       "sqlite",
-	"segment/domain_test.go":      "sqlite",
-	"segment/opaque_test.go":      "sqlite",
-	"segment/outage_test.go":      "sqlite",
-	"segment/range_test.go":       "sqlite",
-	"snowflake/generator_test.go": "sqlite",
-}
-
 // TestEngineNamesStayInTheirPackages: no Go file outside an engine's
 // package and engineImporters holds a string literal that is an engine's
 // name, store.driver's (store.Drivers) or its database/sql driver's
@@ -111,7 +90,7 @@ var engineNamesLeft = map[string]string{
 // by what it can do (store.DefaultDriver, store.FallbackDrivers,
 // store.HasAddresses) and the test kit for its databases, rather than
 // name it; a test about one engine's behaviour lives in the engine's
-// package. The files of engineNamesLeft may hold only the names they list.
+// package.
 func TestEngineNamesStayInTheirPackages(t *testing.T) {
 	engines := engineDirs(t)
 	names := map[string]bool{}
@@ -121,7 +100,6 @@ func TestEngineNamesStayInTheirPackages(t *testing.T) {
 	if len(names) == 0 {
 		t.Fatal("no engine registered")
 	}
-	found := map[string]bool{} // "path name" of the names engineNamesLeft's files hold
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -136,7 +114,7 @@ func TestEngineNamesStayInTheirPackages(t *testing.T) {
 		if !strings.HasSuffix(path, ".go") || within(path, engines) || within(path, engineImporters) {
 			return nil
 		}
-		if path == "engines_test.go" { // this test, and engineNamesLeft
+		if path == "engines_test.go" { // this test
 			return nil
 		}
 		fset := token.NewFileSet()
@@ -144,21 +122,23 @@ func TestEngineNamesStayInTheirPackages(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		left := strings.Fields(engineNamesLeft[path])
 		ast.Inspect(f, func(n ast.Node) bool {
 			lit, ok := n.(*ast.BasicLit)
 			if !ok || lit.Kind != token.STRING {
 				return true
 			}
 			s, err := strconv.Unquote(lit.Value)
-			if err != nil || !names[s] {
+			if err != nil {
 				return true
 			}
-			if slices.Contains(left, s) {
-				found[path+" "+s] = true
-			} else {
-				t.Errorf("%s: %s names an engine: ask the registry (store.DefaultDriver, store.FallbackDrivers) and testdb for it, or move the test into the engine's package", fset.Position(lit.Pos()), lit.Value)
+			if setting := setsDriver(s, names); setting != "" {
+				t.Errorf("%s: %s sets %s: ask the registry (store.DefaultDriver, store.FallbackDrivers) and testdb for the engine", fset.Position(lit.Pos()), lit.Value, setting)
+				return true
 			}
+			if !names[s] {
+				return true
+			}
+			t.Errorf("%s: %s names an engine: ask the registry (store.DefaultDriver, store.FallbackDrivers) and testdb for it, or move the test into the engine's package", fset.Position(lit.Pos()), lit.Value)
 			return true
 		})
 		return nil
@@ -166,13 +146,31 @@ func TestEngineNamesStayInTheirPackages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for path, list := range engineNamesLeft {
-		for _, name := range strings.Fields(list) {
-			if !found[path+" "+name] {
-				t.Errorf("%s no longer holds %q: take it off engineNamesLeft", path, name)
+}
+
+// setsDriver returns the setting of store.driver to an engine by name
+// that s holds, as the environment (LEAFD_STORE_DRIVER=sqlite) or YAML
+// (driver: sqlite) writes it; "" when it holds none.
+func setsDriver(s string, names map[string]bool) string {
+	for name := range names {
+		for _, form := range []string{"DRIVER=" + name, "driver: " + name} {
+			for rest := s; ; {
+				i := strings.Index(rest, form)
+				if i < 0 {
+					break
+				}
+				rest = rest[i+len(form):]
+				if rest == "" || !isWordByte(rest[0]) {
+					return form
+				}
 			}
 		}
 	}
+	return ""
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || '0' <= b && b <= '9' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z'
 }
 
 // engineDirs returns the directories of the engines: the packages of the

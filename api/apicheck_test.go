@@ -20,7 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/internal/testkit/testenv"
+	"github.com/leafd/leafd/store"
 )
 
 // The third-party checks of openapi.yaml run the npm packages that
@@ -177,18 +179,20 @@ func TestPrismProxy(t *testing.T) {
 	// Three servers: "full" with every guard on (the admin token, access
 	// tokens on both modes, the dashboard protected) and opaque tags;
 	// "off" with both modes and the admin routes off; "down" with a
-	// database that refuses connections.
+	// database that refuses connections (an engine at network addresses,
+	// where nothing listens). The others run on the default engine.
+	server := store.FallbackDrivers()[0]
 	settings := map[string][]string{
 		"full": {"LEAFD_ADMIN_TOKEN=" + admin, "LEAFD_ADMIN_PROTECT_DASHBOARD=true",
 			"LEAFD_SEGMENT_REQUIRE_TOKEN=true", "LEAFD_SNOWFLAKE_REQUIRE_TOKEN=true",
 			"LEAFD_SEGMENT_OPAQUE_KEY=" + opaqueKey, "LEAFD_SEGMENT_SEED_TAGS=order:1000"},
 		"off": {"LEAFD_SEGMENT_ENABLED=false", "LEAFD_SNOWFLAKE_ENABLED=false"},
-		"down": {"LEAFD_ADMIN_TOKEN=" + admin, "LEAFD_STORE_DRIVER=mysql",
-			"LEAFD_STORE_DSN=root@tcp(127.0.0.1:1)/leafd", "LEAFD_SEGMENT_WAIT_TIMEOUT=300ms"},
+		"down": {"LEAFD_ADMIN_TOKEN=" + admin, "LEAFD_STORE_DRIVER=" + server,
+			"LEAFD_STORE_DSN=" + testdb.Unreachable(server, store.ExampleDSN(server)), "LEAFD_SEGMENT_WAIT_TIMEOUT=300ms"},
 	}
 	env := func(name string) (home string, e []string) {
 		home = t.TempDir()
-		return home, testenv.Env(home, append([]string{"LEAFD_STORE_DSN=file:" + filepath.Join(home, "leafd.db")}, settings[name]...)...)
+		return home, testenv.Env(home, append([]string{"LEAFD_STORE_DSN=" + testdb.DSN(t, store.DefaultDriver())}, settings[name]...)...)
 	}
 
 	// The access tokens of "full", made by leafd token add before it

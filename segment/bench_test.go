@@ -43,9 +43,9 @@ func BenchmarkMapLookup(b *testing.B) {
 	}
 }
 
-// benchAllocator serves one tag from a real SQLite store with large ranges,
-// so that the benchmark measures the steady state: loads happen in the
-// background, as in production.
+// benchAllocator serves one tag from a real store of the default engine
+// with large ranges, so that the benchmark measures the steady state: loads
+// happen in the background, as in production.
 func benchAllocator(b *testing.B) *segment.Allocator {
 	return benchAllocatorOf(b, tagRow("bench", 1_000_000))
 }
@@ -60,7 +60,7 @@ func benchDated(b *testing.B) *segment.Allocator {
 
 func benchAllocatorOf(b *testing.B, row leafd.Tag) *segment.Allocator {
 	b.Helper()
-	s := openStore(b, "sqlite", testdb.SQLite(b))
+	s := openStore(b, store.DefaultDriver(), testdb.DSN(b, store.DefaultDriver()))
 	ctx := context.Background()
 	if err := s.Migrate(ctx); err != nil {
 		b.Fatal(err)
@@ -163,7 +163,7 @@ func BenchmarkHandleNextParallel(b *testing.B) {
 // BenchmarkNextOpaque is BenchmarkNext for an opaque tag: the cost of the
 // keyed bijection beside the plain hot path.
 func BenchmarkNextOpaque(b *testing.B) {
-	s := openStore(b, "sqlite", testdb.SQLite(b))
+	s := openStore(b, store.DefaultDriver(), testdb.DSN(b, store.DefaultDriver()))
 	ctx := context.Background()
 	if err := s.Migrate(ctx); err != nil {
 		b.Fatal(err)

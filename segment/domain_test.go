@@ -88,7 +88,7 @@ func domainPerm(t *testing.T, tag string, digits int) *segment.Perm {
 // most its buffers, each at most 1/64 of the domain left, and the tag
 // issues nearly its whole domain before tag_exhausted.
 func TestOpaqueDomainSurvivesRestart(t *testing.T) {
-	db := newDatabase(t, "sqlite")
+	db := newDatabase(t, defaultDriver())
 	s := db.store(t)
 	createOpaque(t, s, "user", 6)
 	perm := domainPerm(t, "user", 6)
@@ -119,7 +119,7 @@ func TestOpaqueDomainSurvivesRestart(t *testing.T) {
 // most 1/64 of what was left when it was loaded. The table step is far
 // above that bound, and the domain cap wins over it.
 func TestOpaqueDomainRestartBound(t *testing.T) {
-	db := newDatabase(t, "sqlite")
+	db := newDatabase(t, defaultDriver())
 	s := db.store(t)
 	createOpaque(t, s, "order", 6)
 	if _, _, err := s.UpdateTag(context.Background(), "order", leafd.TagUpdate{Step: new(int64(200_000))}); err != nil {
@@ -155,7 +155,7 @@ func TestOpaqueDomainRestartBound(t *testing.T) {
 // domain and a table step of 1,000, a server that restarts every 20 IDs
 // still issues nearly all of the last 201.
 func TestOpaqueDomainLastIDs(t *testing.T) {
-	db := newDatabase(t, "sqlite")
+	db := newDatabase(t, defaultDriver())
 	s := db.store(t)
 	createOpaque(t, s, "ticket", 6)
 	perm := domainPerm(t, "ticket", 6)
@@ -181,7 +181,7 @@ func TestOpaqueDomainLastIDs(t *testing.T) {
 	}
 	// Without restarts, the last of them come one by one and the counter N
 	// itself is issued before tag_exhausted.
-	db2 := newDatabase(t, "sqlite")
+	db2 := newDatabase(t, defaultDriver())
 	createOpaque(t, db2.store(t), "ticket", 6)
 	db2.exec(t, "UPDATE leaf_alloc SET step = 1000, max_id = ? WHERE biz_tag = 'ticket'", perm.Max()-200)
 	srv := startDomainServer(t, db2.store(t))
@@ -205,9 +205,9 @@ func TestOpaqueDomainLastIDs(t *testing.T) {
 // the last one this server used, and a slot that has passed the domain is
 // passed over until every slot has.
 func TestOpaqueDomainSharded(t *testing.T) {
-	dsns := []string{newDatabase(t, "sqlite").dsn, newDatabase(t, "sqlite").dsn}
+	dsns := []string{newDatabase(t, defaultDriver()).dsn, newDatabase(t, defaultDriver()).dsn}
 	open := func() *sharded.Store {
-		sh, err := sharded.Open("sqlite", dsns, sharded.Options{Logger: fastConfig().Logger})
+		sh, err := sharded.Open(defaultDriver(), dsns, sharded.Options{Logger: fastConfig().Logger})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,9 +240,9 @@ func TestOpaqueDomainSharded(t *testing.T) {
 // Three servers over one sharded store hand out an opaque tag's IDs at
 // once, each load taking its slot where that slot left off: no ID twice.
 func TestOpaqueDomainShardedServers(t *testing.T) {
-	dsns := []string{newDatabase(t, "sqlite").dsn, newDatabase(t, "sqlite").dsn}
+	dsns := []string{newDatabase(t, defaultDriver()).dsn, newDatabase(t, defaultDriver()).dsn}
 	open := func() *sharded.Store {
-		sh, err := sharded.Open("sqlite", dsns, sharded.Options{Slots: 4, Logger: fastConfig().Logger})
+		sh, err := sharded.Open(defaultDriver(), dsns, sharded.Options{Slots: 4, Logger: fastConfig().Logger})
 		if err != nil {
 			t.Fatal(err)
 		}

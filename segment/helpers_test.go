@@ -65,6 +65,10 @@ func forEachDatabase(t *testing.T, f func(t *testing.T, db *database)) {
 	})
 }
 
+// defaultDriver is the engine of the tests that need one database of any
+// engine: the default one (store.DefaultDriver).
+func defaultDriver() string { return store.DefaultDriver() }
+
 // newDatabase makes a fresh, migrated database of driver; for a server
 // that is not reachable it skips the test (testdb).
 func newDatabase(tb testing.TB, driver string) *database {

@@ -190,7 +190,7 @@ func TestOpaqueAllocators(t *testing.T) {
 // reserved, each mapped from a counter of its own: the mapping must not
 // overwrite ranges it has yet to read.
 func TestOpaqueBatchAcrossRanges(t *testing.T) {
-	db := newDatabase(t, "sqlite")
+	db := newDatabase(t, defaultDriver())
 	s := db.store(t)
 	createOpaque(t, s, "order", 0) // table step 100
 	cfg := fastConfig()

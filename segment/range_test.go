@@ -28,7 +28,7 @@ func checkDisjoint(t *testing.T, spans []span) {
 // A range is size consecutive IDs, carved from the buffer: the IDs before
 // and after it come from the same buffer, below and above it.
 func TestRangeFromBuffer(t *testing.T) {
-	db := newDatabase(t, "sqlite")
+	db := newDatabase(t, defaultDriver())
 	db.addTag(t, "order", 1, 1000)
 	a := newAllocator(t, db.store(t), fastConfig())
 	ctx := context.Background()
@@ -55,7 +55,7 @@ func TestRangeFromBuffer(t *testing.T) {
 // Bad sizes and tags that cannot give consecutive IDs are refused with
 // their codes, and take nothing from the store.
 func TestRangeRefused(t *testing.T) {
-	db := newDatabase(t, "sqlite")
+	db := newDatabase(t, defaultDriver())
 	db.addTag(t, "order", 1, 1000)
 	s := db.store(t)
 	createOpaque(t, s, "secret", 0)
@@ -204,7 +204,7 @@ func TestRangeConcurrentNoOverlap(t *testing.T) {
 // from buffers loaded in the background; no request waits for the store
 // for long.
 func TestRangeOnlyTagGrowsStep(t *testing.T) {
-	db := newDatabase(t, "sqlite")
+	db := newDatabase(t, defaultDriver())
 	db.addTag(t, "order", 1, 10)
 	rec := record(db.store(t))
 	a := newAllocator(t, rec, fastConfig())
@@ -239,7 +239,7 @@ func TestRangeOnlyTagGrowsStep(t *testing.T) {
 // A direct range honours its context, and a store that fails answers
 // segment_unavailable with what to do; nothing is issued.
 func TestRangeDirectStoreDown(t *testing.T) {
-	db := newDatabase(t, "sqlite")
+	db := newDatabase(t, defaultDriver())
 	db.addTag(t, "order", 1, 100)
 	rec := record(db.store(t))
 	cfg := fastConfig()

@@ -310,7 +310,7 @@ func TestStartAfterClose(t *testing.T) {
 		}
 	})
 	t.Run("Leased", func(t *testing.T) {
-		db := &leaseDB{driver: "sqlite", dsn: testdb.SQLite(t)}
+		db := &leaseDB{driver: defaultDriver(), dsn: testdb.DSN(t, defaultDriver())}
 		s := db.store(t)
 		if err := s.Migrate(context.Background()); err != nil {
 			t.Fatal(err)
@@ -704,7 +704,7 @@ func TestBatchAscendingAcrossSwitch(t *testing.T) {
 // request. The second of load runs on synctest's fake time: it takes no
 // real time, and the count does not depend on how busy the machine is.
 func TestKeeperBacksOffUnderLoad(t *testing.T) {
-	db := &leaseDB{driver: "sqlite", dsn: testdb.SQLite(t)}
+	db := &leaseDB{driver: defaultDriver(), dsn: testdb.DSN(t, defaultDriver())}
 	s := db.store(t)
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
@@ -730,7 +730,7 @@ func TestKeeperBacksOffUnderLoad(t *testing.T) {
 		if n := leases.claims.Load(); n > 30 {
 			t.Fatalf("%d claims in 1 s for %d requests: requests defeat the backoff", n, requests.Load())
 		}
-		// The database is back (a local SQLite file, which a synctest
+		// The database is back (the default engine's, a local file, which a synctest
 		// bubble may wait on): the keeper claims a worker id.
 		leases.broken.Store(false)
 		waitReady(t, g)

@@ -107,6 +107,10 @@ func (d *leaseDB) watermark(tb testing.TB, worker int64) int64 {
 	return wm
 }
 
+// defaultDriver is the engine of the tests that need one database of any
+// engine: the default one (store.DefaultDriver).
+func defaultDriver() string { return store.DefaultDriver() }
+
 // forEachDatabase runs f against a fresh migrated database of every
 // engine (testdb.Each: a server that is not reachable skips its engine
 // unless LEAFD_TEST_REQUIRE_* says otherwise).

@@ -164,7 +164,7 @@ func TestFlags(t *testing.T) {
 	if o.snowflake != (snowflakeSettings{workers: 1}) {
 		t.Errorf("-snowflake-workers 1 -snowflake-borrow 0: %v", o.snowflake)
 	}
-	env := strings.Join(leafdSettings("/tmp/x", "bench", false, o.snowflake), " ")
+	env := strings.Join(leafdSettings("bench", false, o.snowflake), " ")
 	for _, want := range []string{"LEAFD_SNOWFLAKE_WORKER_ID=auto", "LEAFD_SNOWFLAKE_WORKERS=1", "LEAFD_SNOWFLAKE_MAX_BORROW=0s"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("leafd's settings %s lack %s", env, want)

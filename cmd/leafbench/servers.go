@@ -99,18 +99,18 @@ func (s snowflakeSettings) String() string {
 }
 
 // leafdSettings are the LEAFD_* variables of the leafd that leafbench
-// starts: a fresh SQLite file, the benchmark tag with a large step so that
+// starts: no store.driver or store.dsn, so that it opens the default
+// engine's default database (a SQLite file under data/) in its working
+// directory, fresh; the benchmark tag with a large step so that
 // range loads are rare and in the background, snowflake on with worker ids
 // leased from that database (worker_id auto, which its fresh lease table
 // grants at once), sf.workers of them and max_borrow sf.borrow, JSON logs
 // to learn the port from; with grpc, the gRPC API on a free loopback port
 // too.
-func leafdSettings(dir, tag string, grpc bool, sf snowflakeSettings) []string {
+func leafdSettings(tag string, grpc bool, sf snowflakeSettings) []string {
 	s := []string{
 		"LEAFD_HTTP_ADDR=127.0.0.1:0",
 		"LEAFD_HTTP_SHUTDOWN_TIMEOUT=2s",
-		"LEAFD_STORE_DRIVER=sqlite",
-		"LEAFD_STORE_DSN=file:" + filepath.Join(dir, "leafd.db"),
 		"LEAFD_SEGMENT_ENABLED=true",
 		"LEAFD_SEGMENT_SEED_TAGS=" + tag + ":" + strconv.Itoa(seedStep),
 		"LEAFD_SEGMENT_MAX_STEP=" + strconv.Itoa(maxStep),
@@ -141,11 +141,11 @@ const (
 // startLeafd starts the leafd binary bin with a database in dir and waits
 // until it is ready. The environment is leafbench's without any LEAFD_*
 // variable, plus leafdSettings; its working directory is dir, so that no
-// config.yaml is read. With grpc it also serves gRPC, and reports the
+// config.yaml is read and the default database is a new one in dir. With grpc it also serves gRPC, and reports the
 // address ("leafd gRPC serving", said before "leafd serving") in grpcAddr.
 func startLeafd(ctx context.Context, bin, dir, tag string, grpc bool, sf snowflakeSettings, client *http.Client) (*process, error) {
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "LEAFD_") })
-	env = append(env, leafdSettings(dir, tag, grpc, sf)...)
+	env = append(env, leafdSettings(tag, grpc, sf)...)
 	var grpcAddr atomic.Pointer[string]
 	p, err := start(ctx, "leafd", testenv.Config{Path: bin, Args: []string{"serve"}, Dir: dir, Env: env,
 		Line: func(line string) {

@@ -2,10 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/leafd/leafd/internal/testkit/testdb"
+	"github.com/leafd/leafd/store"
 )
 
 // Configuration that leafd cannot mean stops start-up with exit code 2 and
@@ -13,6 +17,19 @@ import (
 // test of the repository's LEAFD_ names skips this file: it names typos on
 // purpose.)
 func TestConfigurationThatCannotBeMeant(t *testing.T) {
+	// An engine at network addresses, and its example DSN with a password
+	// (root:s3cret); with no database named, every such engine refuses it.
+	server, dflt := store.FallbackDrivers()[0], store.DefaultDriver()
+	withPassword := testdb.WithLogin(t, server, store.ExampleDSN(server), "root", "s3cret")
+	noDatabase := testdb.WithDatabase(t, server, testdb.WithLogin(t, server, store.ExampleDSN(server), "root", "pw"), "")
+	// libpq's keyword=value pairs with spaces around '=': with the
+	// default driver, the engine of files would serve from a new file
+	// named after the DSN.
+	const spaced = "host = 127.0.0.1 port = 5432 user = leafd password = s3cret dbname = leaf"
+	spacedKind := store.OtherEngine(dflt, spaced)
+	if spacedKind == "" {
+		t.Fatalf("%q is no other engine's DSN than the default engine's", spaced)
+	}
 	tests := []struct {
 		name   string
 		file   string // written to leafd.yaml and given with --config
@@ -20,25 +37,24 @@ func TestConfigurationThatCannotBeMeant(t *testing.T) {
 		want   []string // in the output
 		absent []string // not in the output
 	}{
-		{"MySQLDSNWithSQLiteDriver", "", []string{"LEAFD_STORE_DSN=root:s3cret@tcp(127.0.0.1:3306)/leafd"},
-			[]string{`store.dsn: "root:***@tcp(127.0.0.1:3306)/leafd" is a MySQL DSN but store.driver is sqlite (built-in default)`,
-				"(from LEAFD_STORE_DSN)"},
+		{"ServerDSNWithDefaultDriver", "", []string{"LEAFD_STORE_DSN=" + withPassword},
+			[]string{fmt.Sprintf("store.dsn: %q is a %s DSN but store.driver is %s (built-in default)",
+				store.MaskDSN(withPassword), store.EngineName(server), dflt), "(from LEAFD_STORE_DSN)"},
 			[]string{"s3cret"}},
-		{"SQLiteDSNWithMySQLDriver", "store:\n  dsn: file:data/leafd.db\n", []string{"LEAFD_STORE_DRIVER=mysql"},
-			[]string{`store.dsn: "file:data/leafd.db" is a SQLite DSN but store.driver is mysql (from LEAFD_STORE_DRIVER)`,
-				"set store.dsn to a MySQL DSN", "(in "},
+		{"DefaultDSNWithServerDriver", "store:\n  dsn: " + store.ExampleDSN(dflt) + "\n", []string{"LEAFD_STORE_DRIVER=" + server},
+			[]string{fmt.Sprintf("store.dsn: %q is a %s DSN but store.driver is %s (from LEAFD_STORE_DRIVER)",
+				store.ExampleDSN(dflt), store.EngineName(dflt), server),
+				"set store.dsn to a " + store.EngineName(server) + " DSN", "(in "},
 			[]string{"default addr for network"}},
-		// libpq's keyword=value pairs with spaces around '=': with the
-		// default driver, SQLite would serve from a new file named
-		// after the DSN.
-		{"PostgresKeywordValueWithSQLiteDriver", "",
-			[]string{"LEAFD_STORE_DSN=host = 127.0.0.1 port = 5432 user = leafd password = s3cret dbname = leaf"},
-			[]string{`store.dsn: "host = 127.0.0.1 port = 5432 user = leafd password = *** dbname = leaf" is a PostgreSQL DSN but store.driver is sqlite (built-in default)`,
-				"set store.driver to postgres", "(from LEAFD_STORE_DSN)"},
+		{"KeywordValueWithSpacesWithDefaultDriver", "",
+			[]string{"LEAFD_STORE_DSN=" + spaced},
+			[]string{fmt.Sprintf("store.dsn: %q is a %s DSN but store.driver is %s (built-in default)",
+				store.MaskDSN(spaced), store.EngineName(spacedKind), dflt),
+				"set store.driver to " + spacedKind, "(from LEAFD_STORE_DSN)"},
 			[]string{"s3cret"}},
-		// A SQLite file that its servers would share without locks.
-		{"SQLiteWithoutLocks", "store:\n  dsn: file:leafd.db?vfs=unix-none\n", nil,
-			[]string{`store.dsn: the SQLite DSN "file:leafd.db?vfs=unix-none" sets vfs=unix-none: `, "(in "}, nil},
+		// The engine's own judgement of a DSN of its kind.
+		{"DSNWithoutDatabaseInFile", fmt.Sprintf("store:\n  driver: %s\n  dsn: %q\n", server, noDatabase), nil,
+			[]string{"store.dsn: the " + store.EngineName(server) + " DSN names no database", "(in "}, []string{"root:pw"}},
 		// A short token stops start-up, named, and is never repeated.
 		{"ShortAdminToken", "", []string{"LEAFD_ADMIN_TOKEN=hunter2\n"},
 			[]string{"admin.token: is 7 characters, too short", "(from LEAFD_ADMIN_TOKEN)"}, []string{"hunter2"}},
@@ -48,10 +64,10 @@ func TestConfigurationThatCannotBeMeant(t *testing.T) {
 			[]string{"snowflake.workers: 3 needs snowflake.worker_id: auto, not the fixed 5", "(from LEAFD_SNOWFLAKE_WORKERS)"}, nil},
 		{"UnknownVariable", "", []string{"LEAFD_HTTPADDR=:9"},
 			[]string{"LEAFD_HTTPADDR: unknown environment variable (did you mean LEAFD_HTTP_ADDR?)"}, nil},
-		{"DSNThatDoesNotParseWithTheOthers", "log:\n  level: loud\n",
-			[]string{"LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN=root:pw@tcp(127.0.0.1:3306)", "LEAFD_SEGMENT_MAX_BATCH=0"},
+		{"DSNWithoutDatabaseWithTheOthers", "log:\n  level: loud\n",
+			[]string{"LEAFD_STORE_DRIVER=" + server, "LEAFD_STORE_DSN=" + noDatabase, "LEAFD_SEGMENT_MAX_BATCH=0"},
 			[]string{"log.level: ", "(in ", "segment.max_batch: ", "(from LEAFD_SEGMENT_MAX_BATCH)",
-				"store.dsn: the MySQL DSN does not parse", "(from LEAFD_STORE_DSN)"},
+				"store.dsn: the " + store.EngineName(server) + " DSN names no database", "(from LEAFD_STORE_DSN)"},
 			[]string{"root:pw"}},
 	}
 	for _, tt := range tests {

@@ -16,8 +16,10 @@ import (
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/internal/testkit/testenv"
 	leafdv1 "github.com/leafd/leafd/proto/leafd/v1"
+	"github.com/leafd/leafd/store"
 )
 
 // The limits the leafd processes of TestGRPCLimitsProcess run with: the
@@ -148,7 +150,7 @@ func TestGRPCLimitsProcess(t *testing.T) {
 }
 
 func runGRPCAttack(t *testing.T, a grpcAttack) {
-	p := startGRPCBinary(t, plainLeafd(t), "LEAFD_STORE_DRIVER=sqlite", "LEAFD_STORE_DSN=file:"+t.TempDir()+"/leafd.db",
+	p := startGRPCBinary(t, plainLeafd(t), "LEAFD_STORE_DRIVER="+store.DefaultDriver(), "LEAFD_STORE_DSN="+testdb.DSN(t, store.DefaultDriver()),
 		"LEAFD_SEGMENT_SEED_TAGS=good:100000", "LEAFD_SNOWFLAKE_ENABLED=true", "LEAFD_SNOWFLAKE_WORKER_ID=1",
 		"LEAFD_HTTP_MAX_CONNECTIONS=300", "LEAFD_GRPC_MAX_CONNECTIONS="+strconv.Itoa(glimMaxConns),
 		"LEAFD_GRPC_MAX_CONCURRENT_STREAMS="+strconv.Itoa(glimStreams), "LEAFD_GRPC_IDLE_TIMEOUT="+glimIdle.String(),

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,7 +20,9 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/internal/testkit/testenv"
+	"github.com/leafd/leafd/store"
 )
 
 // The limits the leafd processes of TestHTTPLimitsProcess run with: the
@@ -145,14 +146,13 @@ func TestHTTPLimitsProcess(t *testing.T) {
 			<-stop
 		},
 	}}
-	dir := t.TempDir()
 	for _, a := range attacks {
-		t.Run(a.name, func(t *testing.T) { runAttack(t, filepath.Join(dir, a.name+".db"), a) })
+		t.Run(a.name, func(t *testing.T) { runAttack(t, testdb.DSN(t, store.DefaultDriver()), a) })
 	}
 }
 
-func runAttack(t *testing.T, dbPath string, a attack) {
-	env := append(baseEnv(t), "LEAFD_STORE_DRIVER=sqlite", "LEAFD_STORE_DSN=file:"+dbPath,
+func runAttack(t *testing.T, dsn string, a attack) {
+	env := append(baseEnv(t), "LEAFD_STORE_DRIVER="+store.DefaultDriver(), "LEAFD_STORE_DSN="+dsn,
 		"LEAFD_SEGMENT_SEED_TAGS=good:100000 bulk:1000000", "LEAFD_SNOWFLAKE_ENABLED=true", "LEAFD_SNOWFLAKE_WORKER_ID=1",
 		"LEAFD_ADMIN_TOKEN="+limAdminToken, "LEAFD_HTTP_MAX_CONNECTIONS="+strconv.Itoa(limMaxConns),
 		"LEAFD_HTTP_READ_HEADER_TIMEOUT="+limReadHeader.String(), "LEAFD_HTTP_READ_TIMEOUT="+limRead.String(),

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -277,6 +278,10 @@ func runLeafd(t *testing.T, dir string, env []string, args ...string) (int, stri
 }
 
 func TestBadConfigurationStopsStartup(t *testing.T) {
+	// An engine at network addresses, which takes fallbacks, and its
+	// example DSN at an address where nothing listens.
+	server := store.FallbackDrivers()[0]
+	dsn := testdb.WithAddr(t, server, store.ExampleDSN(server), "127.0.0.1:1")
 	tests := []struct {
 		name, file string
 		env        []string
@@ -284,11 +289,12 @@ func TestBadConfigurationStopsStartup(t *testing.T) {
 	}{
 		{"UnknownKeyInFile", "segment:\n  refil_min: 1m\n", nil, "segment.refil_min"},
 		{"BadValueInFile", "segment:\n  preload_at: 2\n", nil, "segment.preload_at"},
-		{"BadDriverFromEnv", "", []string{"LEAFD_STORE_DRIVER=postgres"}, "store.driver"},
+		{"BadDriverFromEnv", "", []string{"LEAFD_STORE_DRIVER=" + server}, "store.driver"}, // for the default store.dsn
 		{"BadDurationFromEnv", "", []string{"LEAFD_SEGMENT_WAIT_TIMEOUT=soon"}, "segment.wait_timeout"},
-		{"DSNThatDoesNotParse", "", []string{"LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN=not a dsn"}, "store.dsn"},
-		{"FallbackDSNWithoutDatabase", "", []string{"LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN=root@tcp(127.0.0.1:1)/leaf",
-			"LEAFD_STORE_FALLBACK_DSNS=root@tcp(127.0.0.1:2)/leaf root@tcp(127.0.0.1:3)/"}, "store.fallback_dsns[1]"},
+		{"DSNThatDoesNotParse", "", []string{"LEAFD_STORE_DRIVER=" + server, "LEAFD_STORE_DSN=not a dsn"}, "store.dsn"},
+		{"FallbackDSNWithoutDatabase", "", []string{"LEAFD_STORE_DRIVER=" + server, "LEAFD_STORE_DSN=" + dsn,
+			"LEAFD_STORE_FALLBACK_DSNS=" + testdb.WithAddr(t, server, dsn, "127.0.0.1:2") + " " + testdb.WithDatabase(t, server, testdb.WithAddr(t, server, dsn, "127.0.0.1:3"), "")},
+			"store.fallback_dsns[1]"},
 		{"LayoutBitsDoNotAddUp", "snowflake:\n  enabled: true\n  sequence_bits: 13\n", nil, "snowflake.sequence_bits"},
 		{"LayoutRanOut", "", []string{"LEAFD_SNOWFLAKE_ENABLED=true", "LEAFD_SNOWFLAKE_EPOCH=0",
 			"LEAFD_SNOWFLAKE_TIME_BITS=31", "LEAFD_SNOWFLAKE_WORKER_BITS=20"}, "snowflake.time_bits"},
@@ -348,14 +354,16 @@ func TestDecodeCommand(t *testing.T) {
 
 func TestMigrateCommand(t *testing.T) {
 	dir := t.TempDir()
-	env := []string{"LEAFD_STORE_DRIVER=sqlite", "LEAFD_STORE_DSN=file:" + filepath.Join(dir, "sub", "leafd.db")}
+	driver := store.DefaultDriver()
+	dsn := testdb.DSN(t, driver)
+	env := []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsn}
 	for range 2 { // idempotent
 		if code, out := runLeafd(t, dir, env, "migrate"); code != 0 {
 			t.Fatalf("leafd migrate: exit %d\n%s", code, out)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "sub", "leafd.db")); err != nil {
-		t.Fatalf("the database file was not created: %v", err)
+	if tables := testdb.Tables(t, driver, dsn); !slices.Contains(tables, "leaf_alloc") {
+		t.Fatalf("the database's tables after leafd migrate: %v, want leaf_alloc among them", tables)
 	}
 }
 

@@ -1,22 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"compress/gzip"
 	"context"
-	"database/sql"
-	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,9 +20,12 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/internal/testkit/testenv"
+	"github.com/leafd/leafd/internal/testkit/wirecount"
+	"github.com/leafd/leafd/store"
 )
 
 // The scale the server must hold: 10,000 rows in leaf_alloc, 2,000 of them
@@ -46,7 +44,7 @@ const (
 
 func scaleTag(i int) string { return fmt.Sprintf("scale%05d", i) }
 
-// A server over a MariaDB holding 10,000 tags, 2,000 of them in use:
+// A server over a database server holding 10,000 tags, 2,000 of them in use:
 //   - while one tag's row is held by a long transaction (SELECT … FOR
 //     UPDATE) and that tag runs dry, /readyz stays 200, the other tags keep
 //     serving, and the tag shows failing for its row lock on the first page
@@ -63,14 +61,25 @@ func scaleTag(i int) string { return fmt.Sprintf("scale%05d", i) }
 // -race, started again on the same database: the race detector multiplies
 // memory, and slows requests so much that a look-up limit per second lets
 // more look-ups through the same requests.
+//
+// It runs on the engines at network addresses whose wire protocol the
+// proxy that counts the queries reads (wirecount.Drivers).
 func TestScaleTenThousandTags(t *testing.T) {
-	dsn := testdb.MySQL(t)
-	raw, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
+	var drivers []string
+	for _, driver := range store.FallbackDrivers() {
+		if slices.Contains(wirecount.Drivers(), driver) {
+			drivers = append(drivers, driver)
+		}
 	}
-	t.Cleanup(func() { raw.Close() })
-	env := []string{"LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN=" + dsn}
+	if len(drivers) == 0 {
+		t.Fatalf("wirecount reads the protocol of none of the engines at network addresses %v", store.FallbackDrivers())
+	}
+	testdb.Each(t, drivers, testScaleTenThousandTags)
+}
+
+func testScaleTenThousandTags(t *testing.T, driver, dsn string) {
+	raw := testdb.SQL(t, driver, dsn)
+	env := []string{"LEAFD_STORE_DRIVER=" + driver, "LEAFD_STORE_DSN=" + dsn}
 	if code, out := runLeafd(t, t.TempDir(), env, "migrate"); code != 0 {
 		t.Fatalf("leafd migrate: exit %d\n%s", code, out)
 	}
@@ -79,17 +88,17 @@ func TestScaleTenThousandTags(t *testing.T) {
 	// them, ten times at most per load), so that it needs loads and runs
 	// dry soon after its row is locked.
 	locked := scaleTag(0)
-	if _, err := raw.Exec("UPDATE leaf_alloc SET step = 1 WHERE biz_tag = ?", locked); err != nil {
+	if _, err := raw.Exec(raw.Rebind("UPDATE leaf_alloc SET step = 1 WHERE biz_tag = ?"), locked); err != nil {
 		t.Fatal(err)
 	}
 
 	// leafd reaches the database through a proxy that counts the
 	// commands it sends: robust to other tests using the same server.
-	proxy := newCountingProxy(t, testdb.Addr(t, "mysql", dsn))
+	proxy := wirecount.New(t, driver, testdb.Addr(t, driver, dsn))
 	started := time.Now()
 	// tag_refresh is long, so that nothing in this test is served
 	// through a refresh of the list.
-	p := startLeafd(t, "LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN="+testdb.WithAddr(t, "mysql", dsn, proxy.Addr()),
+	p := startLeafd(t, "LEAFD_STORE_DRIVER="+driver, "LEAFD_STORE_DSN="+testdb.WithAddr(t, driver, dsn, proxy.Addr()),
 		"LEAFD_SEGMENT_TAG_REFRESH=10m")
 	waitReady(t, p)
 	t.Logf("leafd ready %v after its start, with %d tags", time.Since(started).Round(time.Millisecond), scaleTags)
@@ -109,7 +118,7 @@ func TestScaleTenThousandTags(t *testing.T) {
 
 	t.Run("InsertedBySQLServedWithin3s", func(t *testing.T) {
 		name := "scalenew"
-		if _, err := raw.Exec("INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, 1, 1000, 'by SQL')", name); err != nil {
+		if _, err := raw.Exec(raw.Rebind("INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, 1, 1000, 'by SQL')"), name); err != nil {
 			t.Fatal(err)
 		}
 		inserted := time.Now()
@@ -145,7 +154,7 @@ func TestScaleTenThousandTags(t *testing.T) {
 		leafdBin = bin // the tests of this package run one at a time
 		defer func() { leafdBin = saved }()
 		started := time.Now()
-		p := startLeafd(t, "LEAFD_STORE_DRIVER=mysql", "LEAFD_STORE_DSN="+testdb.WithAddr(t, "mysql", dsn, proxy.Addr()), "LEAFD_SEGMENT_TAG_REFRESH=10m")
+		p := startLeafd(t, "LEAFD_STORE_DRIVER="+driver, "LEAFD_STORE_DSN="+testdb.WithAddr(t, driver, dsn, proxy.Addr()), "LEAFD_SEGMENT_TAG_REFRESH=10m")
 		waitReady(t, p)
 		t.Logf("leafd (no -race) ready %v after its start, with %d tags", time.Since(started).Round(time.Millisecond), scaleTags+1)
 		segment := segmentGetter(client, p.addr)
@@ -204,7 +213,7 @@ func plainLeafd(t *testing.T) string {
 // scaleRowLocked holds the row of locked in an open transaction, runs the
 // tag dry and watches the server for 15 seconds: longer than the 10-second
 // bound of one load attempt, after which the tag's failure is recorded.
-func scaleRowLocked(t *testing.T, p *process, raw *sql.DB, client *http.Client, segment func(string) (int, string), locked string) {
+func scaleRowLocked(t *testing.T, p *process, raw *sqlx.DB, client *http.Client, segment func(string) (int, string), locked string) {
 	ctx := context.Background()
 	conn, err := raw.Conn(ctx)
 	if err != nil {
@@ -224,7 +233,7 @@ func scaleRowLocked(t *testing.T, p *process, raw *sql.DB, client *http.Client, 
 	}
 	defer release()
 	var maxID int64
-	if err := tx.QueryRowContext(ctx, "SELECT max_id FROM leaf_alloc WHERE biz_tag = ? FOR UPDATE", locked).Scan(&maxID); err != nil {
+	if err := tx.QueryRowContext(ctx, raw.Rebind("SELECT max_id FROM leaf_alloc WHERE biz_tag = ? FOR UPDATE"), locked).Scan(&maxID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -395,10 +404,10 @@ func useTags(t *testing.T, segment func(string) (int, string)) {
 // nowhere, 16 at a time, once the server has stopped querying, and returns
 // how many queries the server sent the database meanwhile. None may answer
 // 200.
-func askUnknownTags(t *testing.T, proxy *countingProxy, segment func(string) (int, string)) int {
+func askUnknownTags(t *testing.T, proxy *wirecount.Proxy, segment func(string) (int, string)) int {
 	t.Helper()
-	proxy.waitQuiet(t, 500*time.Millisecond, 10*time.Second)
-	before := proxy.counts()
+	proxy.WaitQuiet(t, 500*time.Millisecond, 10*time.Second)
+	before := proxy.Counts()
 	began := time.Now()
 	var mu sync.Mutex
 	statuses := map[int]int{}
@@ -410,11 +419,11 @@ func askUnknownTags(t *testing.T, proxy *countingProxy, segment func(string) (in
 		return ""
 	})
 	took := time.Since(began)
-	proxy.waitQuiet(t, 300*time.Millisecond, 10*time.Second) // look-ups still in flight land
-	after := proxy.counts()
-	queries := after.queries() - before.queries()
+	proxy.WaitQuiet(t, 300*time.Millisecond, 10*time.Second) // look-ups still in flight land
+	after := proxy.Counts()
+	queries := proxy.Statements(after) - proxy.Statements(before)
 	t.Logf("%d requests for unknown tags in %v: statuses %v; %d queries (commands sent: %s)",
-		scaleUnknown, took.Round(time.Millisecond), statuses, queries, after.minus(before))
+		scaleUnknown, took.Round(time.Millisecond), statuses, queries, after.Minus(before))
 	if statuses[200] > 0 {
 		t.Errorf("%d requests for tags that exist nowhere answered 200", statuses[200])
 	}
@@ -423,7 +432,7 @@ func askUnknownTags(t *testing.T, proxy *countingProxy, segment func(string) (in
 
 // insertTags inserts n tags, scaleTag(0) to scaleTag(n-1), with a step of
 // 1,000, 1,000 rows a statement.
-func insertTags(t *testing.T, raw *sql.DB, n int) {
+func insertTags(t *testing.T, raw *sqlx.DB, n int) {
 	t.Helper()
 	const batch = 1000
 	for lo := 0; lo < n; lo += batch {
@@ -438,7 +447,7 @@ func insertTags(t *testing.T, raw *sql.DB, n int) {
 			q.WriteString("(?, 1, 1000, 'scale test')")
 			args = append(args, scaleTag(i))
 		}
-		if _, err := raw.Exec(q.String(), args...); err != nil {
+		if _, err := raw.Exec(raw.Rebind(q.String()), args...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -566,169 +575,6 @@ func vmRSS(t *testing.T, pid int) int64 {
 	}
 	t.Fatalf("/proc/%d/status has no VmRSS", pid)
 	return 0
-}
-
-// countingProxy forwards TCP connections to a MySQL server and counts the
-// commands clients send, by their command byte: the first byte of every
-// packet that begins a command (sequence number 0) once the handshake is
-// over. It understands the protocol without TLS or compression, which is
-// what the driver speaks unless told otherwise.
-type countingProxy struct {
-	target string
-	ln     net.Listener
-
-	mu    sync.Mutex
-	cmds  commandCounts
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
-}
-
-// commandCounts counts commands by their byte (COM_QUERY is 0x03).
-type commandCounts map[byte]int
-
-// The MySQL commands that run a statement.
-const (
-	comQuery       = 0x03
-	comStmtExecute = 0x17
-)
-
-// queries counts the statements run: plain queries and executions of
-// prepared ones (their preparation and closing are not counted).
-func (c commandCounts) queries() int { return c[comQuery] + c[comStmtExecute] }
-
-// minus returns what c counted beyond old, as text for a log.
-func (c commandCounts) minus(old commandCounts) string {
-	names := map[byte]string{0x01: "QUIT", 0x02: "INIT_DB", comQuery: "QUERY", 0x0e: "PING",
-		0x16: "STMT_PREPARE", comStmtExecute: "STMT_EXECUTE", 0x19: "STMT_CLOSE", 0x1f: "RESET_CONNECTION"}
-	var parts []string
-	for cmd, n := range c {
-		if d := n - old[cmd]; d > 0 {
-			name := names[cmd]
-			if name == "" {
-				name = fmt.Sprintf("0x%02x", cmd)
-			}
-			parts = append(parts, fmt.Sprintf("%s %d", name, d))
-		}
-	}
-	sort.Strings(parts)
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
-}
-
-func newCountingProxy(t *testing.T, target string) *countingProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &countingProxy{target: target, ln: ln, cmds: commandCounts{}, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *countingProxy) Addr() string { return p.ln.Addr().String() }
-
-// counts returns a copy of the counts so far.
-func (p *countingProxy) counts() commandCounts {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	c := make(commandCounts, len(p.cmds))
-	for k, v := range p.cmds {
-		c[k] = v
-	}
-	return c
-}
-
-// waitQuiet waits until no command has been sent for quiet, or fails the
-// test after at most.
-func (p *countingProxy) waitQuiet(t *testing.T, quiet, at time.Duration) {
-	t.Helper()
-	first := p.counts()
-	last, since := first, time.Now()
-	if err := testenv.Eventually(t.Context(), at, 50*time.Millisecond, func() error {
-		if now := p.counts(); now.minus(last) != "none" {
-			last, since = now, time.Now()
-		}
-		if time.Since(since) < quiet {
-			return errors.New("leafd is still querying the database")
-		}
-		return nil
-	}); err != nil {
-		t.Fatalf("%v (commands sent meanwhile: %s)", err, p.counts().minus(first))
-	}
-}
-
-func (p *countingProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
-func (p *countingProxy) track(c net.Conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.conns[c] = struct{}{}
-}
-
-func (p *countingProxy) accept() {
-	defer p.wg.Done()
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
-			client.Close()
-			continue
-		}
-		p.track(client)
-		p.track(server)
-		p.wg.Add(2)
-		go func() { // server to client, as is
-			defer p.wg.Done()
-			_, _ = io.Copy(client, server)
-			client.Close()
-		}()
-		go func() { // client to server, packet by packet
-			defer p.wg.Done()
-			p.forwardCommands(server, client)
-			server.Close()
-		}()
-	}
-}
-
-// forwardCommands copies packets from client to server, counting each
-// command. The handshake response and any authentication exchange carry
-// sequence numbers above 0; every command starts at 0.
-func (p *countingProxy) forwardCommands(server, client net.Conn) {
-	r := bufio.NewReader(client)
-	var head [4]byte
-	for {
-		if _, err := io.ReadFull(r, head[:]); err != nil {
-			return
-		}
-		n := int(binary.LittleEndian.Uint32(append(head[:3:3], 0)))
-		payload := make([]byte, n)
-		if _, err := io.ReadFull(r, payload); err != nil {
-			return
-		}
-		if head[3] == 0 && n > 0 {
-			p.mu.Lock()
-			p.cmds[payload[0]]++
-			p.mu.Unlock()
-		}
-		if _, err := server.Write(append(head[:], payload...)); err != nil {
-			return
-		}
-	}
 }
 
 func gunzip(t *testing.T, b []byte) []byte {

@@ -2,10 +2,12 @@ package main
 
 import (
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leafd/leafd/internal/testkit/testdb"
+	"github.com/leafd/leafd/store"
 )
 
 // The binary with segment.require_token: leafd token add prints a token
@@ -14,7 +16,7 @@ import (
 // reaches both running servers within 5 s.
 func TestTokenCommandsAndServers(t *testing.T) {
 	dir := t.TempDir()
-	env := []string{"LEAFD_STORE_DRIVER=sqlite", "LEAFD_STORE_DSN=file:" + filepath.Join(dir, "leafd.db"),
+	env := []string{"LEAFD_STORE_DRIVER=" + store.DefaultDriver(), "LEAFD_STORE_DSN=" + testdb.DSN(t, store.DefaultDriver()),
 		"LEAFD_SEGMENT_SEED_TAGS=order:100 payment:100 other:100", "LEAFD_SEGMENT_REQUIRE_TOKEN=true"}
 	code, out := runLeafd(t, dir, env, "token", "add", "--tags", "order,pay*", "--description", "billing")
 	if code != 0 {

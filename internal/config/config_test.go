@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/leafd/leafd/internal/config"
+	"github.com/leafd/leafd/internal/testkit/testdb"
+	"github.com/leafd/leafd/store"
 )
 
 // cleanEnv removes every LEAFD_* variable but the test harness's own for
@@ -81,7 +83,7 @@ func spec() *config.Config {
 			WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute},
 		GRPC: config.GRPC{MaxConnections: 128, MaxConcurrentStreams: 100, IdleTimeout: 2 * time.Minute,
 			KeepaliveTime: time.Minute, KeepaliveTimeout: 20 * time.Second},
-		Store: config.Store{Driver: "sqlite", DSN: "file:data/leafd.db", FallbackDSNs: []string{}, Shards: []string{}, ShardSlots: 16, Migrate: true},
+		Store: config.Store{Driver: store.DefaultDriver(), DSN: store.ExampleDSN(store.DefaultDriver()), FallbackDSNs: []string{}, Shards: []string{}, ShardSlots: 16, Migrate: true},
 		Segment: config.Segment{
 			Enabled: true, RefillMin: 15 * time.Minute, RefillMax: 30 * time.Minute, MaxStep: 1000000,
 			PreloadAt: 0.1, TagRefresh: 60 * time.Second, WaitTimeout: 2 * time.Second, MaxBatch: 10000, MaxRange: 1000000, ClockTolerance: time.Second,
@@ -180,14 +182,16 @@ func TestLoad(t *testing.T) {
 func TestLoadEnv(t *testing.T) {
 	// The file sets http.addr, store.driver and segment.max_step; the
 	// environment overrides keys both in it and absent from it.
-	const file = "http:\n  addr: \"127.0.0.1:1\"\nstore:\n  driver: sqlite\nsegment:\n  max_step: 5\n"
+	file := "http:\n  addr: \"127.0.0.1:1\"\nstore:\n  driver: " + store.DefaultDriver() + "\nsegment:\n  max_step: 5\n"
+	dsn := testdb.DSN(t, store.DefaultDriver()) // another database of the driver the file sets
+	server := store.FallbackDrivers()[0]        // an engine at network addresses, which takes fallbacks
 	tests := []struct {
 		name  string
 		env   map[string]string
 		check func(*config.Config) bool
 	}{
-		{"KeyAbsentFromFile", map[string]string{"LEAFD_STORE_DSN": "file:/tmp/x.db"},
-			func(c *config.Config) bool { return c.Store.DSN == "file:/tmp/x.db" }},
+		{"KeyAbsentFromFile", map[string]string{"LEAFD_STORE_DSN": dsn},
+			func(c *config.Config) bool { return c.Store.DSN == dsn }},
 		{"KeyPresentInFile", map[string]string{"LEAFD_HTTP_ADDR": "0.0.0.0:8080"},
 			func(c *config.Config) bool { return c.HTTP.Addr == "0.0.0.0:8080" }},
 		{"IntegerPresentInFile", map[string]string{"LEAFD_SEGMENT_MAX_STEP": "77"},
@@ -200,9 +204,9 @@ func TestLoadEnv(t *testing.T) {
 			func(c *config.Config) bool { return !c.Snowflake.Enabled && c.Snowflake.RandomStart }},
 		{"Float", map[string]string{"LEAFD_SEGMENT_PRELOAD_AT": "0.25"},
 			func(c *config.Config) bool { return c.Segment.PreloadAt == 0.25 }},
-		{"Words", map[string]string{"LEAFD_STORE_DRIVER": "MySQL", "LEAFD_STORE_DSN": "u@tcp(db:3306)/leaf", "LEAFD_LOG_LEVEL": "WARN", "LEAFD_LOG_FORMAT": "json"},
+		{"Words", map[string]string{"LEAFD_STORE_DRIVER": strings.ToUpper(server), "LEAFD_STORE_DSN": store.ExampleDSN(server), "LEAFD_LOG_LEVEL": "WARN", "LEAFD_LOG_FORMAT": "json"},
 			func(c *config.Config) bool {
-				return c.Store.Driver == "mysql" && c.Log.Level == "warn" && c.Log.Format == "json"
+				return c.Store.Driver == server && c.Log.Level == "warn" && c.Log.Format == "json"
 			}},
 		{"AdminToken", map[string]string{"LEAFD_ADMIN_TOKEN": "s3cret-0123456789"},
 			func(c *config.Config) bool { return c.Admin.Token == "s3cret-0123456789" }},
@@ -226,7 +230,7 @@ func TestLoadEnv(t *testing.T) {
 			func(c *config.Config) bool { return c.Admin.ProtectDashboard }},
 		{"EmptyMeansUnset", map[string]string{"LEAFD_HTTP_ADDR": ""},
 			func(c *config.Config) bool { return c.HTTP.Addr == "127.0.0.1:1" }},
-		{"FallbackDSNs", map[string]string{"LEAFD_STORE_DRIVER": "mysql", "LEAFD_STORE_DSN": "dsn1", "LEAFD_STORE_FALLBACK_DSNS": " dsn2  dsn3\tdsn4 "},
+		{"FallbackDSNs", map[string]string{"LEAFD_STORE_DRIVER": server, "LEAFD_STORE_DSN": "dsn1", "LEAFD_STORE_FALLBACK_DSNS": " dsn2  dsn3\tdsn4 "},
 			func(c *config.Config) bool {
 				return reflect.DeepEqual(c.Store.FallbackDSNs, []string{"dsn2", "dsn3", "dsn4"})
 			}},
@@ -277,6 +281,7 @@ func TestLoadEnv(t *testing.T) {
 }
 
 func TestLoadFileValues(t *testing.T) {
+	server := store.FallbackDrivers()[0] // an engine at network addresses, which takes fallbacks
 	tests := []struct {
 		name, file string
 		check      func(*config.Config) bool
@@ -291,7 +296,7 @@ func TestLoadFileValues(t *testing.T) {
 			func(c *config.Config) bool { return c.Snowflake.WorkerID == config.WorkerID{ID: 12} }},
 		{"WorkerIDWiderLayout", "snowflake: {worker_id: 4000, time_bits: 39, worker_bits: 12, sequence_bits: 12}",
 			func(c *config.Config) bool { return c.Snowflake.WorkerID == config.WorkerID{ID: 4000} }},
-		{"FallbackDSNs", "store: {driver: mysql, dsn: a, fallback_dsns: [b, c]}",
+		{"FallbackDSNs", "store: {driver: " + server + ", dsn: a, fallback_dsns: [b, c]}",
 			func(c *config.Config) bool { return reflect.DeepEqual(c.Store.FallbackDSNs, []string{"b", "c"}) }},
 		{"SeedTagMappings", "segment:\n  seed_tags:\n    - {tag: order, step: 1000}\n    - tag: pay\n      step: 5\n",
 			func(c *config.Config) bool {
@@ -338,7 +343,7 @@ func TestLoadUnknownKey(t *testing.T) {
 		name, file, key string
 	}{
 		{"Nested", "segment:\n  refil_min: 1m\n", "segment.refil_min"},
-		{"TopLevelSection", "stor:\n  driver: mysql\n", "stor"},
+		{"TopLevelSection", "stor:\n  driver: " + store.DefaultDriver() + "\n", "stor"},
 		{"TopLevelScalar", "debug: true\n", "debug"},
 		{"DeepUnderSection", "segment:\n  extra:\n    deep: 1\n", "segment.extra"},
 		{"SeedTagEntry", "segment:\n  seed_tags:\n    - {tag: demo, stpe: 10}\n", "segment.seed_tags[0].stpe"},
@@ -367,6 +372,9 @@ func TestLoadUnknownKey(t *testing.T) {
 }
 
 func TestLoadBadValue(t *testing.T) {
+	server := store.FallbackDrivers()[0] // an engine at network addresses, which takes fallbacks
+	drivers := store.Drivers()
+	accepted := strings.Join(drivers[:len(drivers)-1], ", ") + " or " + drivers[len(drivers)-1]
 	tests := []struct {
 		name string
 		file string            // YAML
@@ -380,13 +388,13 @@ func TestLoadBadValue(t *testing.T) {
 		{"PreloadAtZero", "segment: {preload_at: 0}", nil, "segment.preload_at", "fraction in (0, 1)"},
 		{"PreloadAtText", "segment: {preload_at: half}", nil, "segment.preload_at", "fraction in (0, 1)"},
 		{"DriverUnsupported", "store: {driver: oracle}", nil,
-			"store.driver", `"oracle" is not supported: use mysql, postgres or sqlite`},
-		{"DriverFromEnv", "", map[string]string{"LEAFD_STORE_DRIVER": "oracle"}, "store.driver", "use mysql, postgres or sqlite"},
+			"store.driver", `"oracle" is not supported: use ` + accepted},
+		{"DriverFromEnv", "", map[string]string{"LEAFD_STORE_DRIVER": "oracle"}, "store.driver", "use " + accepted},
 		{"DSNEmpty", "store: {dsn: \"\"}", nil, "store.dsn", "is empty"},
 		{"DSNNull", "store: {dsn: }", nil, "store.dsn", "has no value"},
-		{"FallbackWithSQLite", "store: {fallback_dsns: [a]}", nil, "store.fallback_dsns", "store.driver is sqlite"},
-		{"FallbackEmptyEntry", "store: {driver: mysql, dsn: a, fallback_dsns: [b, \"\"]}", nil, "store.fallback_dsns[1]", "is empty"},
-		{"FallbackMapping", "store: {driver: mysql, dsn: a, fallback_dsns: {a: b}}", nil, "store.fallback_dsns", "is a mapping: use a list"},
+		{"FallbackWithTheDefaultEngine", "store: {fallback_dsns: [a]}", nil, "store.fallback_dsns", "store.driver is " + store.DefaultDriver()},
+		{"FallbackEmptyEntry", "store: {driver: " + server + ", dsn: a, fallback_dsns: [b, \"\"]}", nil, "store.fallback_dsns[1]", "is empty"},
+		{"FallbackMapping", "store: {driver: " + server + ", dsn: a, fallback_dsns: {a: b}}", nil, "store.fallback_dsns", "is a mapping: use a list"},
 		{"WorkerIDText", "snowflake: {worker_id: x}", nil,
 			"snowflake.worker_id", `"x": use auto or a number 0..1023`},
 		{"WorkerIDTooLarge", "snowflake: {worker_id: 1024}", nil,

@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/leafd/leafd/internal/config"
+	"github.com/leafd/leafd/internal/testkit/testdb"
 	"github.com/leafd/leafd/store"
 )
 
@@ -34,44 +36,83 @@ func loadWith(t *testing.T, file string, env map[string]string, checks ...config
 	return c, err, path
 }
 
+// serverDSNs returns an engine reached at network addresses, the first of
+// store.FallbackDrivers, and n distinct DSNs of it: its example DSN naming
+// the databases leaf0, leaf1, …, for the keys any such engine takes.
+func serverDSNs(t *testing.T, n int) (driver string, dsns []string) {
+	t.Helper()
+	servers := store.FallbackDrivers()
+	if len(servers) == 0 {
+		t.Fatal("no engine reached at network addresses is registered")
+	}
+	driver = servers[0]
+	for i := range n {
+		dsns = append(dsns, testdb.WithDatabase(t, driver, store.ExampleDSN(driver), fmt.Sprintf("leaf%d", i)))
+	}
+	return driver, dsns
+}
+
+// defaultDSNs returns n distinct DSNs of the default engine
+// (store.DefaultDriver), fresh databases of testdb.
+func defaultDSNs(t *testing.T, n int) []string {
+	t.Helper()
+	var dsns []string
+	for range n {
+		dsns = append(dsns, testdb.DSN(t, store.DefaultDriver()))
+	}
+	return dsns
+}
+
 func TestLoadDSNMustFitDriver(t *testing.T) {
-	tests := []struct {
+	type dsnCase struct {
 		name string
 		file string
 		env  map[string]string
 		want []string // parts of the one message, about store.dsn
-	}{
-		{"MySQLDSNWithDefaultDriver", "", map[string]string{"LEAFD_STORE_DSN": "root@tcp(127.0.0.1:3306)/leafd"},
-			[]string{`"root@tcp(127.0.0.1:3306)/leafd" is a MySQL DSN but store.driver is sqlite (built-in default)`,
-				"set store.driver to mysql", "(from LEAFD_STORE_DSN)"}},
-		{"MySQLDSNInFileWithSQLiteFromEnv", "store: {driver: mysql, dsn: \"u:pw@unix(/run/mysqld.sock)/leaf\"}",
-			map[string]string{"LEAFD_STORE_DRIVER": "sqlite"},
-			[]string{"is a MySQL DSN but store.driver is sqlite (from LEAFD_STORE_DRIVER)", "set LEAFD_STORE_DRIVER to mysql", "(in "}},
-		{"MySQLURLWithSQLite", "store: {dsn: \"mysql://u@db/leaf\"}", nil, []string{"is a MySQL DSN"}},
-		{"MySQLDefaultAddressWithSQLite", "store: {dsn: \"u@/leaf\"}", nil, []string{"is a MySQL DSN"}},
-		{"SQLiteDefaultDSNWithMySQLFromEnv", "", map[string]string{"LEAFD_STORE_DRIVER": "mysql"},
-			[]string{`"file:data/leafd.db" is a SQLite DSN but store.driver is mysql (from LEAFD_STORE_DRIVER)`,
-				"set store.dsn to a MySQL DSN such as user:password@tcp(host:3306)/leaf?parseTime=true, or LEAFD_STORE_DRIVER to sqlite",
-				"(built-in default)"}},
-		{"SQLiteFileDSNFromFileWithMySQL", "store: {driver: mysql, dsn: \"file:data/leafd.db\"}", nil,
-			[]string{"is a SQLite DSN but store.driver is mysql (in "}},
-		{"SQLitePathFromEnvWithMySQLInFile", "store: {driver: mysql}", map[string]string{"LEAFD_STORE_DSN": "/var/lib/leafd/ids.sqlite3"},
-			[]string{"is a SQLite DSN", "set LEAFD_STORE_DSN to a MySQL DSN", "(from LEAFD_STORE_DSN)"}},
-		{"MemoryWithMySQL", "store: {driver: mysql, dsn: \":memory:\"}", nil, []string{`":memory:" is a SQLite DSN`}},
-		{"PostgresURLWithMySQL", "store: {driver: mysql, dsn: \"postgres://u:pw@db/leaf\"}", nil,
-			[]string{`"postgres://u:***@db/leaf" is a PostgreSQL DSN but store.driver is mysql`, "set store.driver to postgres"}},
-		{"MySQLDSNWithPostgres", "", map[string]string{"LEAFD_STORE_DRIVER": "postgres", "LEAFD_STORE_DSN": "u@tcp(a:3306)/leaf"},
-			[]string{"is a MySQL DSN but store.driver is postgres", "set LEAFD_STORE_DRIVER to mysql", "a PostgreSQL DSN such as postgres://"}},
-		// libpq and pgx accept spaces around '='; SQLite would have served
-		// from a new file of this name, password and all.
-		{"PostgresKeywordValueWithSpacesWithSQLite", "",
-			map[string]string{"LEAFD_STORE_DSN": "host = db1 port = 5432 user = leafd password = s3cret dbname = leaf"},
-			[]string{`"host = db1 port = 5432 user = leafd password = *** dbname = leaf" is a PostgreSQL DSN but store.driver is sqlite (built-in default)`,
-				"set store.driver to postgres", "(from LEAFD_STORE_DSN)"}},
-		{"PostgresKeywordValueWithMySQL", "store: {driver: mysql, dsn: \"dbname = leaf user = leafd\"}", nil,
-			[]string{"is a PostgreSQL DSN but store.driver is mysql (in "}},
-		{"SQLiteDefaultWithPostgres", "", map[string]string{"LEAFD_STORE_DRIVER": "postgres"},
-			[]string{"is a SQLite DSN", "set store.dsn to a PostgreSQL DSN such as postgres://user:password@host:5432/leaf, or LEAFD_STORE_DRIVER to sqlite"}},
+	}
+	// The example DSN of every engine given to every other, as every
+	// origin of the two keys has it; what each engine reads as its own
+	// is its package's test (store.DSNKinds).
+	dflt, dfltDSN := store.DefaultDriver(), config.Default().Store.DSN
+	var tests []dsnCase
+	for _, driver := range store.Drivers() {
+		for _, kind := range store.Drivers() {
+			if kind == driver {
+				continue
+			}
+			dsn := store.ExampleDSN(kind)
+			is := func(dsn string) string {
+				return fmt.Sprintf("%q is a %s DSN but store.driver is %s", store.MaskDSN(dsn), store.EngineName(kind), driver)
+			}
+			// The two fixes, the likelier first: the other driver, but
+			// for a DSN of the default engine, most likely the default
+			// DSN left as it was.
+			fix := func(driverKey, dsnKey string) string {
+				fixDriver := driverKey + " to " + kind
+				fixDSN := fmt.Sprintf("%s to a %s DSN such as %s", dsnKey, store.EngineName(driver), store.ExampleDSN(driver))
+				if kind == dflt {
+					fixDriver, fixDSN = fixDSN, fixDriver
+				}
+				return "set " + fixDriver + ", or " + fixDSN
+			}
+			name := kind + "DSNWith" + driver
+			tests = append(tests,
+				dsnCase{name + "/FromEnv", "", map[string]string{"LEAFD_STORE_DRIVER": driver, "LEAFD_STORE_DSN": dsn},
+					[]string{is(dsn) + " (from LEAFD_STORE_DRIVER)", fix("LEAFD_STORE_DRIVER", "LEAFD_STORE_DSN"), "(from LEAFD_STORE_DSN)"}},
+				dsnCase{name + "/InFile", fmt.Sprintf("store: {driver: %s, dsn: %q}", driver, dsn), nil,
+					[]string{is(dsn) + " (in ", fix("store.driver", "store.dsn")}},
+				dsnCase{name + "/InFileWithDriverFromEnv", fmt.Sprintf("store: {driver: %s, dsn: %q}", kind, dsn),
+					map[string]string{"LEAFD_STORE_DRIVER": driver},
+					[]string{is(dsn) + " (from LEAFD_STORE_DRIVER)", fix("LEAFD_STORE_DRIVER", "store.dsn"), "(in "}})
+			if driver == dflt {
+				tests = append(tests, dsnCase{name + "/DefaultDriver", "", map[string]string{"LEAFD_STORE_DSN": dsn},
+					[]string{is(dsn) + " (built-in default)", fix("store.driver", "LEAFD_STORE_DSN"), "(from LEAFD_STORE_DSN)"}})
+			}
+			if kind == dflt {
+				tests = append(tests, dsnCase{name + "/DefaultDSN", "", map[string]string{"LEAFD_STORE_DRIVER": driver},
+					[]string{is(dfltDSN) + " (from LEAFD_STORE_DRIVER)", fix("LEAFD_STORE_DRIVER", "store.dsn"), "(built-in default)"}})
+			}
+		}
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,45 +128,63 @@ func TestLoadDSNMustFitDriver(t *testing.T) {
 			}
 		})
 	}
-	t.Run("PasswordMasked", func(t *testing.T) {
-		_, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_DSN": "leafd:s3cr/et@tcp(db:3306)/leaf?parseTime=true"})
-		if err == nil || strings.Contains(err.Error(), "s3cr") || !strings.Contains(err.Error(), `"leafd:***@tcp(db:3306)/leaf?parseTime=true"`) {
-			t.Fatalf("Load: %v; want the DSN with its password masked", err)
-		}
-	})
-	t.Run("SQLiteFallback", func(t *testing.T) {
-		_, err, _ := loadWith(t, "store: {driver: mysql, dsn: \"u@tcp(a:3306)/leaf\", fallback_dsns: [\"u@tcp(b:3306)/leaf\", data/leafd.db]}", nil)
-		ps := problems(err)
-		if len(ps) != 1 || ps[0].Key != "store.fallback_dsns[1]" || !strings.Contains(ps[0].Message, "is a SQLite DSN") {
-			t.Fatalf("Load: %v; want store.fallback_dsns[1] refused", err)
-		}
-	})
-	t.Run("BadDriverIsNotAlsoAMismatch", func(t *testing.T) {
-		_, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_DRIVER": "oracle", "LEAFD_STORE_DSN": "u@tcp(a:3306)/leaf"})
-		if ps := problems(err); len(ps) != 1 || ps[0].Key != "store.driver" {
-			t.Fatalf("Load: %v; want only store.driver", err)
-		}
-	})
-	for _, ok := range []struct{ driver, dsn string }{
-		{"sqlite", "data/leafd.db"}, {"sqlite", "file:/tmp/x.db?_pragma=busy_timeout(1000)"}, {"sqlite", "leafd"},
-		{"mysql", "root@tcp(127.0.0.1:3306)/leafd"}, {"mysql", "leafd"},
-		{"postgres", "postgres://root@127.0.0.1:5432/leafd"}, {"postgres", "host=/run/postgresql dbname=leafd"},
-		{"postgres", "host = 127.0.0.1 dbname = leafd"}, {"sqlite", "tcp/leaf.db"}, {"mysql", "tcp/leaf.db"},
-	} {
-		t.Run("Accepts/"+ok.driver+"/"+ok.dsn, func(t *testing.T) {
-			if _, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_DRIVER": ok.driver, "LEAFD_STORE_DSN": ok.dsn}); err != nil {
-				t.Fatal(err)
+	// The password of a DSN of each engine with accounts, given to the
+	// default engine; how each engine masks its DSNs is its package's test.
+	for _, kind := range store.FallbackDrivers() {
+		t.Run("PasswordMasked/"+kind, func(t *testing.T) {
+			dsn := testdb.WithLogin(t, kind, store.ExampleDSN(kind), "leafd", "s3cr/et")
+			_, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_DSN": dsn})
+			masked := store.MaskDSN(dsn)
+			if err == nil || masked == dsn || strings.Contains(err.Error(), "s3cr") || !strings.Contains(err.Error(), strconv.Quote(masked)) {
+				t.Fatalf("Load: %v; want the DSN with its password masked, %q", err, masked)
 			}
 		})
 	}
-	t.Run("Validate", func(t *testing.T) {
-		c := config.Default()
-		c.Store.Driver = "mysql"
-		ps := problems(c.Validate())
-		if len(ps) != 1 || ps[0].Key != "store.dsn" || strings.Contains(ps[0].Error(), "(") && strings.Contains(ps[0].Error(), "default)") {
-			t.Fatalf("Validate: %v; want store.dsn, with no origin on a hand-built config", c.Validate())
+	// A fallback of another engine than store.driver's, on every engine
+	// that takes fallbacks.
+	for _, driver := range store.FallbackDrivers() {
+		for _, kind := range store.Drivers() {
+			if kind == driver {
+				continue
+			}
+			t.Run("Fallback/"+kind+"DSNWith"+driver, func(t *testing.T) {
+				ex := store.ExampleDSN(driver)
+				file := fmt.Sprintf("store: {driver: %s, dsn: %q, fallback_dsns: [%q, %q]}",
+					driver, ex, testdb.WithAddr(t, driver, ex, "b:3306"), store.ExampleDSN(kind))
+				_, err, _ := loadWith(t, file, nil)
+				ps := problems(err)
+				if len(ps) != 1 || ps[0].Key != "store.fallback_dsns[1]" || !strings.Contains(ps[0].Message, "is a "+store.EngineName(kind)+" DSN") {
+					t.Fatalf("Load: %v; want store.fallback_dsns[1] refused", err)
+				}
+			})
 		}
-	})
+	}
+	for _, driver := range store.Drivers() {
+		t.Run("BadDriverIsNotAlsoAMismatch/"+driver, func(t *testing.T) {
+			_, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_DRIVER": "oracle", "LEAFD_STORE_DSN": store.ExampleDSN(driver)})
+			if ps := problems(err); len(ps) != 1 || ps[0].Key != "store.driver" {
+				t.Fatalf("Load: %v; want only store.driver", err)
+			}
+		})
+		// Which DSNs each engine takes as its own is its package's test
+		// (store.OtherEngine).
+		t.Run("Accepts/"+driver, func(t *testing.T) {
+			if _, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_DRIVER": driver, "LEAFD_STORE_DSN": store.ExampleDSN(driver)}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if driver == store.DefaultDriver() {
+			continue
+		}
+		t.Run("Validate/"+driver, func(t *testing.T) {
+			c := config.Default()
+			c.Store.Driver = driver
+			ps := problems(c.Validate())
+			if len(ps) != 1 || ps[0].Key != "store.dsn" || strings.Contains(ps[0].Error(), "(") && strings.Contains(ps[0].Error(), "default)") {
+				t.Fatalf("Validate: %v; want store.dsn, with no origin on a hand-built config", c.Validate())
+			}
+		})
+	}
 }
 
 func TestLoadUnknownEnv(t *testing.T) {
@@ -248,8 +307,9 @@ func TestLoadSaysWhereEachValueCameFrom(t *testing.T) {
 		}
 	})
 	t.Run("SecondKeyOfAMessage", func(t *testing.T) {
-		_, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_FALLBACK_DSNS": "u@tcp(b:3306)/leaf"})
-		if err == nil || !strings.Contains(err.Error(), "is set but store.driver is sqlite (built-in default)") ||
+		_, fallbacks := serverDSNs(t, 1)
+		_, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_FALLBACK_DSNS": fallbacks[0]})
+		if err == nil || !strings.Contains(err.Error(), "is set but store.driver is "+store.DefaultDriver()+" (built-in default)") ||
 			!strings.HasSuffix(err.Error(), "(from LEAFD_STORE_FALLBACK_DSNS)") {
 			t.Fatalf("Load: %v", err)
 		}
@@ -277,7 +337,8 @@ func TestLoadChecks(t *testing.T) {
 		return append(ps, &config.KeyError{Key: "store.fallback_dsns[0]", Message: "is not good either"})
 	}
 	t.Run("ReportedWithTheOthers", func(t *testing.T) {
-		_, err, path := loadWith(t, "store: {driver: mysql, dsn: bad, fallback_dsns: [x]}\nlog: {level: loud}", nil, check)
+		server, _ := serverDSNs(t, 0)
+		_, err, path := loadWith(t, "store: {driver: "+server+", dsn: bad, fallback_dsns: [x]}\nlog: {level: loud}", nil, check)
 		got := err.Error()
 		for _, want := range []string{"log.level: ", "store.dsn: is not good (in " + path + ")", "store.fallback_dsns[0]: is not good either (in " + path + ")"} {
 			if !strings.Contains(got, want) {
@@ -286,9 +347,10 @@ func TestLoadChecks(t *testing.T) {
 		}
 	})
 	t.Run("NotAfterTheSameKeyFailed", func(t *testing.T) {
-		_, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_DRIVER": "mysql"}, check)
+		server, _ := serverDSNs(t, 0)
+		_, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_DRIVER": server}, check)
 		ps := problems(err)
-		if len(ps) != 2 || ps[0].Key != "store.dsn" || !strings.Contains(ps[0].Message, "SQLite DSN") {
+		if len(ps) != 2 || ps[0].Key != "store.dsn" || !strings.Contains(ps[0].Message, store.EngineName(store.DefaultDriver())+" DSN") {
 			t.Fatalf("Load: %v; want the mismatch, not the check's store.dsn", err)
 		}
 	})
@@ -328,8 +390,10 @@ func TestWarnings(t *testing.T) {
 }
 
 func TestLoadShards(t *testing.T) {
-	c, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_DRIVER": "mysql",
-		"LEAFD_STORE_DSN": "u@tcp(a:3306)/leaf", "LEAFD_STORE_SHARDS": "u@tcp(a:3306)/leaf u@tcp(b:3306)/leaf u@tcp(c:3306)/leaf"})
+	server, dsns := serverDSNs(t, 4)
+	dflt := defaultDSNs(t, 3)
+	c, err, _ := loadWith(t, "", map[string]string{"LEAFD_STORE_DRIVER": server,
+		"LEAFD_STORE_DSN": dsns[0], "LEAFD_STORE_SHARDS": strings.Join(dsns[:3], " ")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,12 +406,13 @@ func TestLoadShards(t *testing.T) {
 		key  string
 		want string
 	}{
-		{"One", map[string]string{"LEAFD_STORE_SHARDS": "a.db"}, "store.shards", "list at least two"},
-		{"WithFallbacks", map[string]string{"LEAFD_STORE_DRIVER": "mysql", "LEAFD_STORE_DSN": "u@tcp(a:3306)/l",
-			"LEAFD_STORE_SHARDS": "u@tcp(a:3306)/l u@tcp(b:3306)/l", "LEAFD_STORE_FALLBACK_DSNS": "u@tcp(c:3306)/l"}, "store.fallback_dsns", "each database of store.shards stands alone"},
-		{"SlotsBelowDatabases", map[string]string{"LEAFD_STORE_SHARDS": "a.db b.db c.db", "LEAFD_STORE_SHARD_SLOTS": "2"}, "store.shard_slots", "from 3"},
+		{"One", map[string]string{"LEAFD_STORE_SHARDS": dflt[0]}, "store.shards", "list at least two"},
+		{"WithFallbacks", map[string]string{"LEAFD_STORE_DRIVER": server, "LEAFD_STORE_DSN": dsns[0],
+			"LEAFD_STORE_SHARDS": dsns[0] + " " + dsns[1], "LEAFD_STORE_FALLBACK_DSNS": dsns[3]}, "store.fallback_dsns", "each database of store.shards stands alone"},
+		{"SlotsBelowDatabases", map[string]string{"LEAFD_STORE_SHARDS": strings.Join(dflt, " "), "LEAFD_STORE_SHARD_SLOTS": "2"}, "store.shard_slots", "from 3"},
 		{"SlotsTooMany", map[string]string{"LEAFD_STORE_SHARD_SLOTS": "5000"}, "store.shard_slots", "to 1024"},
-		{"OtherKind", map[string]string{"LEAFD_STORE_SHARDS": "a.db u@tcp(b:3306)/l"}, "store.shards[1]", "is a MySQL DSN but store.driver is sqlite"},
+		{"OtherKind", map[string]string{"LEAFD_STORE_SHARDS": dflt[0] + " " + dsns[1]}, "store.shards[1]",
+			"is a " + store.EngineName(server) + " DSN but store.driver is " + store.DefaultDriver()},
 		// Split at its spaces, each piece would have been a SQLite file.
 		{"KeywordValueWithSpacesSplit", map[string]string{"LEAFD_STORE_SHARDS": "host = a dbname = l host = b dbname = l"},
 			"store.shards[1]", "a piece of a keyword=value DSN split at its spaces"},
@@ -407,11 +472,13 @@ func TestShardsQuickStart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the quick start of docs/shards.md: %v", err)
 	}
-	if len(c.Store.Shards) != 3 || c.Store.Driver != "mysql" {
-		t.Fatalf("store: %+v", c.Store)
+	if len(c.Store.Shards) != 3 || c.Store.Driver != env["LEAFD_STORE_DRIVER"] || !store.HasAddresses(c.Store.Driver) {
+		t.Fatalf("store: %+v; want the quick start's three databases of an engine at network addresses", c.Store)
 	}
 	shards := strings.Fields(env["LEAFD_STORE_SHARDS"])
-	for dsn, refused := range map[string]bool{shards[0]: false, shards[2]: false, "leafd:pw@tcp(db0:3306)/leaf": true} {
+	// A database the shards do not list, with a password.
+	outside := testdb.WithLogin(t, c.Store.Driver, testdb.WithDatabase(t, c.Store.Driver, shards[0], "leaf_outside"), "leafd", "pw")
+	for dsn, refused := range map[string]bool{shards[0]: false, shards[2]: false, outside: true} {
 		with := maps.Clone(env)
 		with["LEAFD_STORE_DSN"] = dsn
 		_, err, _ := loadWith(t, "", with, checkShards)
@@ -432,13 +499,14 @@ func TestShardsQuickStart(t *testing.T) {
 // with another driver it cannot be, and the shards are taken.
 func TestShardsBesideTheDefaultSQLiteFile(t *testing.T) {
 	file := "store:\n  dsn: \"" + config.Default().Store.DSN + "\""
-	_, err, _ := loadWith(t, file, map[string]string{"LEAFD_STORE_SHARDS": "file:data/s1.db file:data/s2.db"})
+	_, err, _ := loadWith(t, file, map[string]string{"LEAFD_STORE_SHARDS": strings.Join(defaultDSNs(t, 2), " ")})
 	if ps := problems(err); len(ps) != 1 || ps[0].Key != "store.dsn" || !strings.Contains(err.Error(), "is not one of store.shards") {
-		t.Errorf("SQLite shards without the store.dsn the file sets: %v; want store.dsn refused", err)
+		t.Errorf("shards of the default engine without the store.dsn the file sets: %v; want store.dsn refused", err)
 	}
-	_, err, _ = loadWith(t, file, map[string]string{"LEAFD_STORE_DRIVER": "mysql", "LEAFD_STORE_SHARDS": "u@tcp(a:3306)/leaf u@tcp(b:3306)/leaf"})
+	server, dsns := serverDSNs(t, 2)
+	_, err, _ = loadWith(t, file, map[string]string{"LEAFD_STORE_DRIVER": server, "LEAFD_STORE_SHARDS": strings.Join(dsns, " ")})
 	if err != nil {
-		t.Errorf("MySQL shards beside the shipped SQLite store.dsn: %v", err)
+		t.Errorf("%s shards beside the shipped store.dsn: %v", server, err)
 	}
 }
 

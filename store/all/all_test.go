@@ -17,4 +17,8 @@ func TestEveryEngineRegistered(t *testing.T) {
 	if got := store.DefaultDriver(); got != "sqlite" {
 		t.Errorf("DefaultDriver() = %q, want sqlite", got)
 	}
+	// The default store.dsn, docs/contract.md's and the shipped config.yaml's.
+	if got := store.ExampleDSN(store.DefaultDriver()); got != "file:data/leafd.db" {
+		t.Errorf("the default engine's example DSN = %q, want file:data/leafd.db", got)
+	}
 }

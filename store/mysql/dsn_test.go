@@ -20,6 +20,8 @@ func TestMySQLDSNKinds(t *testing.T) {
 		"tcp(db:3306)/leaf",
 		"u@/leaf",
 		"MYSQL://u@db/leaf",
+		"mysql://u@db/leaf",
+		"u:pw@unix(/run/mysqld.sock)/leaf",
 		"user:pass@tcp(db:3306)/leaf?parseTime",
 		"user:pass@tcp(db:3306)/leaf?parseTime=perhaps",
 		"u:p w=x@tcp(db)/leaf.db",
@@ -35,6 +37,10 @@ func TestMySQLDSNKinds(t *testing.T) {
 	}
 	if other := store.OtherEngine("mysql", both); other != "" {
 		t.Errorf("OtherEngine(mysql, %q) = %q, want none: the DSN is MySQL's too", both, other)
+	}
+	// A name alone is a database name to MySQL: left to store.driver.
+	if other := store.OtherEngine("mysql", "leafd"); other != "" {
+		t.Errorf("OtherEngine(mysql, leafd) = %q, want none", other)
 	}
 }
 

@@ -18,6 +18,10 @@ func TestPostgresDSNKinds(t *testing.T) {
 		// pgx accept them.
 		"host = db1 port = 5432 user = leafd password = s3cret dbname = leaf",
 		"host = h dbname = d",
+		"dbname = leaf user = leafd",
+		"host = 127.0.0.1 dbname = leafd",
+		"host=/run/postgresql dbname=leafd",
+		"postgres://u:pw@db/leaf",
 		"host=db dbname=leaf user=u",
 		"  dbname =leaf",
 		"dbname=leaf",

@@ -348,7 +348,7 @@ func TestShardedMismatch(t *testing.T) {
 		{"Slots", dsns, shardSlots * 2, "set store.shard_slots to 8"},
 		{"Missing", dsns[:2], shardSlots, "a database is missing from the list"},
 		{"OtherDeployment", []string{dsns[0], dsns[1], other[1]}, shardSlots, "belongs to another deployment"},
-		{"Twice", []string{dsns[0], dsns[1], strings.TrimPrefix(dsns[1], "file:")}, shardSlots, "are the same database"},
+		{"Twice", []string{dsns[0], dsns[1], testdb.Respelled(t, driver, dsns[1])}, shardSlots, "are the same database"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := openSharded(t, driver, c.dsns, c.slots)

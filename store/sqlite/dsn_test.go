@@ -24,6 +24,8 @@ func TestSQLiteDSNKinds(t *testing.T) {
 		"/var/lib/leafd.SQLITE?_pragma=x",
 		"data/leafd.db?_txlock=deferred",
 		"leafd.db3",
+		"/var/lib/leafd/ids.sqlite3",
+		"file:/tmp/x.db?_pragma=busy_timeout(1000)",
 	} {
 		if got := store.DSNKinds(dsn); !slices.Equal(got, []string{"sqlite"}) {
 			t.Errorf("DSNKinds(%q) = %q, want sqlite alone", dsn, got)
@@ -39,6 +41,10 @@ func TestSQLiteDSNKinds(t *testing.T) {
 	}
 	if other := store.OtherEngine("sqlite", both); other != "" {
 		t.Errorf("OtherEngine(sqlite, %q) = %q, want none: the DSN is SQLite's too", both, other)
+	}
+	// A name alone is a file's to SQLite: left to store.driver.
+	if other := store.OtherEngine("sqlite", "leafd"); other != "" {
+		t.Errorf("OtherEngine(sqlite, leafd) = %q, want none", other)
 	}
 }
 

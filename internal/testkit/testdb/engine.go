@@ -52,6 +52,8 @@ type engine struct {
 	// tables lists the names of the tables of the database, outside the
 	// engine's own catalogue.
 	tables string
+	// respell is dsn written another way that names the same database.
+	respell func(dsn string) (string, error)
 }
 
 // missingDatabase is the name of a database that no test creates.
@@ -141,6 +143,14 @@ var engines = map[string]engine{
 			return nil, nil, fmt.Errorf("no account of kind %d", kind)
 		},
 		tables: "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()",
+		respell: func(dsn string) (string, error) {
+			cfg, err := mysql.ParseDSN(dsn)
+			if err != nil {
+				return "", err
+			}
+			cfg.ReadTimeout += time.Hour // a bound no test reaches
+			return cfg.FormatDSN(), nil
+		},
 	},
 	"postgres": {
 		fresh:     Postgres,
@@ -214,6 +224,9 @@ var engines = map[string]engine{
 			return nil, nil, fmt.Errorf("no account of kind %d", kind)
 		},
 		tables: "SELECT table_name FROM information_schema.tables WHERE table_schema NOT IN ('pg_catalog', 'information_schema')",
+		respell: func(dsn string) (string, error) {
+			return withParam(dsn, "application_name", "leafd_test_respelled"), nil
+		},
 	},
 	"sqlite": {
 		fresh:     SQLite,
@@ -232,6 +245,13 @@ var engines = map[string]engine{
 			}
 		}(),
 		tables: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+		// The file's path alone, or as a file: URI.
+		respell: func(dsn string) (string, error) {
+			if path, ok := strings.CutPrefix(dsn, "file:"); ok {
+				return path, nil
+			}
+			return "file:" + dsn, nil
+		},
 	},
 }
 
@@ -375,6 +395,22 @@ func WithLogin(tb testing.TB, driver, dsn, user, password string) string {
 	out, err := e.withLogin(dsn, user, password)
 	if err != nil {
 		tb.Fatalf("%s DSN %q: %v", driver, dsn, err)
+	}
+	return out
+}
+
+// Respelled is the database dsn of engine driver written another way,
+// which a store opens as the same database: for a test that the same
+// database is known under two DSNs. It fails the test for a DSN that does
+// not parse.
+func Respelled(tb testing.TB, driver, dsn string) string {
+	tb.Helper()
+	out, err := lookup(driver).respell(dsn)
+	if err != nil {
+		tb.Fatalf("%s DSN %q: %v", driver, dsn, err)
+	}
+	if out == dsn {
+		tb.Fatalf("%s DSN %q: written another way, it is the same", driver, dsn)
 	}
 	return out
 }

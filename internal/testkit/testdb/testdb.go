@@ -6,8 +6,8 @@
 // the store's registry, so that no engine is left out by a hand-written
 // list, and what tests need to know of an engine's databases is looked up
 // by its name (LeafTable, Unreachable, MigrateLock, Addr, WithAddr,
-// Missing, WithDatabase, WithLogin, Account, Tables, SQL and SQLDriver)
-// rather than written in a switch on names.
+// Missing, WithDatabase, WithLogin, Account, Tables, Respelled, SQL and
+// SQLDriver) rather than written in a switch on names.
 //
 // Environment:
 //

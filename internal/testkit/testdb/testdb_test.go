@@ -268,6 +268,23 @@ func TestEngines(t *testing.T) {
 			}
 		})
 
+		// Another DSN of the same database: a store opened on it sees
+		// Leaf's table, and its tables are the same.
+		t.Run("Respelled", func(t *testing.T) {
+			other := testdb.Respelled(t, driver, dsn)
+			if got := testdb.Tables(t, driver, other); len(got) != 1 || got[0] != "leaf_alloc" {
+				t.Fatalf("Tables of %q = %q, want leaf_alloc alone", other, got)
+			}
+			s, err := store.Open(driver, other)
+			if err != nil {
+				t.Fatalf("open a store on %q: %v", other, err)
+			}
+			defer s.Close()
+			if err := s.Ping(ctx); err != nil {
+				t.Fatalf("a store on %q: %v", other, err)
+			}
+		})
+
 		t.Run("Unreachable", func(t *testing.T) {
 			s, err := store.Open(driver, testdb.Unreachable(driver, dsn))
 			if err != nil {

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -26,8 +27,8 @@ func TestDatedRangeLease(t *testing.T) {
 		}
 	}
 
-	if _, err := a.Range(ctx, "orders", 5); leafd.ErrorCode(err) != leafd.ERangeUnsupported {
-		t.Fatalf("Range of a dated tag: %v", err)
+	if _, err := a.Range(ctx, "orders", 5); leafd.ErrorCode(err) != leafd.ERangeUnsupported || !errors.Is(err, ErrRangeExpires) {
+		t.Fatalf("Range of a dated tag: %v, want range_unsupported caused by ErrRangeExpires", err)
 	}
 	r, valid, err := a.RangeLease(ctx, "orders", 5) // carved from a buffer of 100
 	if err != nil {

@@ -86,8 +86,10 @@ func TestDatedRangeLeaseClippedToPeriod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Start != 2026112792 || r.End != 2026112800 {
-		t.Fatalf("the day's last numbers: [%d, %d), want [2026112792, 2026112800)", r.Start, r.End)
+	// A load of the tag's next buffer (step 1), begun in the background by
+	// the first range, may have taken a number or two before it.
+	if r.Start < 2026112792 || r.Start > 2026112794 || r.End != 2026112800 {
+		t.Fatalf("the day's last numbers: [%d, %d), want [2026112792, 2026112800) less the one or two a background load took", r.Start, r.End)
 	}
 	if _, _, err := a.RangeLease(ctx, "orders", 90); leafd.ErrorCode(err) != leafd.EPeriodExhausted {
 		t.Fatalf("a range of a full day: %v", err)

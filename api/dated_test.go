@@ -22,7 +22,9 @@ func TestDatedTagMatchesSpec(t *testing.T) {
 	for _, ex := range []exchange{
 		{method: "POST", path: "/api/tags", header: jsonBody, body: `{"tag":"orders","format":"dated","period":"day","zone":"Asia/Shanghai","digits":6}`, status: 201},
 		{method: "GET", path: "/segment/orders?count=5&format=json", status: 200},
-		{method: "GET", path: "/segment/orders/range?size=5", status: 200}, // with valid_ms, checked against the spec
+		{method: "GET", path: "/segment/orders/range?size=5", status: 409, code: "range_unsupported"},          // without expiring=true
+		{method: "GET", path: "/segment/orders/range?size=5&expiring=yes", status: 400, code: "invalid_query"}, // true is its only value
+		{method: "GET", path: "/segment/orders/range?size=5&expiring=true", status: 200},                       // with valid_ms, checked against the spec
 		{method: "GET", path: "/api/state?q=orders", status: 200},
 	} {
 		req, err := http.NewRequest(ex.method, srv.URL+ex.path, strings.NewReader(ex.body))
@@ -45,7 +47,7 @@ func TestDatedTagMatchesSpec(t *testing.T) {
 			t.Fatalf("%s %s: %d %.300q, want %d %s", ex.method, ex.path, res.StatusCode, body, ex.status, ex.code)
 		}
 		v.check(t, ex, res, body)
-		if strings.Contains(ex.path, "/range") && !strings.Contains(string(body), `"valid_ms":`) {
+		if strings.Contains(ex.path, "/range") && ex.status == 200 && !strings.Contains(string(body), `"valid_ms":`) {
 			t.Fatalf("%s: %s, want a valid_ms", ex.path, body)
 		}
 		state = body

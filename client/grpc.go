@@ -162,15 +162,16 @@ func (t *grpcTransport) snowflake(ctx context.Context, n int) ([]int64, error) {
 	return checkIDs(ids, n)
 }
 
-// segmentRange calls SegmentRange for size IDs of tag and checks the
-// range strictly: the tag asked for, start at least 1, exactly size IDs,
-// or, for a range that expires (valid_ms over 0), 1 to size.
+// segmentRange calls SegmentRange for size IDs of tag, with expiring set
+// (the client honours valid_ms, so a dated tag's range is leased too), and
+// checks the range strictly: the tag asked for, start at least 1, exactly
+// size IDs, or, for a range that expires (valid_ms over 0), 1 to size.
 func (t *grpcTransport) segmentRange(ctx context.Context, tag string, size int64) (start, n int64, valid time.Duration, err error) {
 	ctx = t.outgoing(ctx)
 	var res *leafdv1.SegmentRangeResponse
 	err = t.call(ctx, rpcSegmentRange, func(stub leafdv1.IDServiceClient) error {
 		var err error
-		res, err = stub.SegmentRange(ctx, &leafdv1.SegmentRangeRequest{Tag: tag, Size: size})
+		res, err = stub.SegmentRange(ctx, &leafdv1.SegmentRangeRequest{Tag: tag, Size: size, Expiring: true})
 		return err
 	})
 	if err != nil {

@@ -242,8 +242,8 @@ func TestGRPC(t *testing.T) {
 		if n := rc.count(p.addr, "SegmentRange"); n != 1 {
 			t.Fatalf("%d SegmentRange calls, want 1", n)
 		}
-		if req := rc.requests()[0].(*leafdv1.SegmentRangeRequest); req.GetTag() != "order" || req.GetSize() != 500 {
-			t.Fatalf("the lease asked for %v, want tag order, size 500", req)
+		if req := rc.requests()[0].(*leafdv1.SegmentRangeRequest); req.GetTag() != "order" || req.GetSize() != 500 || !req.GetExpiring() {
+			t.Fatalf("the lease asked for %v, want tag order, size 500, expiring", req)
 		}
 		if n := rc.count(p.addr, "NextSegment"); n != 0 {
 			t.Fatalf("%d NextSegment calls with a lease", n)

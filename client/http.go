@@ -215,10 +215,12 @@ func truncate(s string) string {
 }
 
 // segmentRange asks a server for a range of size IDs of tag
-// (GET /segment/{tag}/range?size=N) and returns its first ID, its length
-// and how long it may be used (valid_ms, 0 when it never expires).
+// (GET /segment/{tag}/range?size=N&expiring=true: the client honours
+// valid_ms, so a dated tag's range is leased too) and returns its first
+// ID, its length and how long it may be used (valid_ms, 0 when it never
+// expires).
 func (t *httpTransport) segmentRange(ctx context.Context, tag string, size int64) (start, n int64, valid time.Duration, err error) {
-	path := "/segment/" + tag + "/range?size=" + strconv.FormatInt(size, 10) // a valid tag needs no escaping
+	path := "/segment/" + tag + "/range?size=" + strconv.FormatInt(size, 10) + "&expiring=true" // a valid tag needs no escaping
 	body, err := t.get(ctx, path, 1)
 	if err != nil {
 		return 0, 0, 0, err

@@ -717,8 +717,9 @@ func TestStrictRanges(t *testing.T) {
 	}
 }
 
-// TestRangesQuery: the fetch is GET /segment/{tag}/range?size=N with
-// Accept: application/json, under the base URL's path prefix.
+// TestRangesQuery: the fetch is GET /segment/{tag}/range?size=N&expiring=true
+// (the client honours valid_ms) with Accept: application/json, under the
+// base URL's path prefix.
 func TestRangesQuery(t *testing.T) {
 	var (
 		mu  sync.Mutex
@@ -740,12 +741,12 @@ func TestRangesQuery(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(got) != 1 || got[0] != "/segment/order/range?size=1234 application/json" {
+	if len(got) != 1 || got[0] != "/segment/order/range?size=1234&expiring=true application/json" {
 		t.Fatalf("requests %q", got)
 	}
 	u, _ := url.Parse(strings.Fields(got[0])[0])
-	if u.Query().Get("size") != "1234" {
-		t.Fatalf("size %q", u.Query().Get("size"))
+	if u.Query().Get("size") != "1234" || u.Query().Get("expiring") != "true" {
+		t.Fatalf("size %q, expiring %q", u.Query().Get("size"), u.Query().Get("expiring"))
 	}
 }
 

@@ -47,7 +47,7 @@ func decodeDated(t *testing.T, raw []byte) datedJSON {
 // period, zone, digits and max_step; its zone and max_step are left out
 // when they are the defaults (UTC, segment.max_step), and digits is 6 when
 // not given. Its first ID is the date of today in its zone followed by
-// 000001, and a range of it is refused with range_unsupported.
+// 000001; its ranges are checked by checkDatedRange.
 func TestDatedTagOverHTTP(t *testing.T) {
 	srv := newAdminServer(t, store.DefaultDriver(), testdb.DSN(t, store.DefaultDriver()), token)
 	r := authed(t, "POST", srv.url+"/api/tags",
@@ -103,20 +103,38 @@ func TestDatedTagOverHTTP(t *testing.T) {
 }
 
 // checkDatedRange checks GET /segment/orders/range of the dated tag orders
-// (day, in loc) and of the sequential tag plain: the first is a range of
-// today's numbers, with valid_ms until 20 ms before the day ends by the
-// clock, the second has no valid_ms.
+// (day, in loc) and of the sequential tag plain. Without expiring=true the
+// dated tag's range is 409 range_unsupported, saying to send it or to ask
+// for count=N, and a bad value of it is 400 invalid_query; with it, the
+// range holds today's numbers, with valid_ms until 20 ms before the day
+// ends by the clock. The sequential tag's range has no valid_ms, with
+// expiring=true or without.
 func checkDatedRange(t *testing.T, url string, loc *time.Location) {
 	t.Helper()
-	before := time.Now().In(loc)
 	r := do(t, "GET", url+"/segment/orders/range?size=10")
+	var e struct {
+		Error struct{ Code, Message string }
+	}
+	_ = json.Unmarshal([]byte(r.body), &e)
+	if r.status != 409 || e.Error.Code != leafd.ERangeUnsupported ||
+		!strings.Contains(e.Error.Message, "expiring=true") || !strings.Contains(e.Error.Message, "valid_ms") ||
+		!strings.Contains(e.Error.Message, "/segment/orders?count=N") {
+		t.Fatalf("GET /segment/orders/range without expiring=true = %d %s, want 409 range_unsupported naming expiring=true, valid_ms and count=N", r.status, r.body)
+	}
+	for _, q := range []string{"size=10&expiring=false", "size=10&expiring=yes", "size=10&expiring=true&expiring=true"} {
+		if r := do(t, "GET", url+"/segment/orders/range?"+q); r.status != 400 || errorCode(t, r) != leafd.EInvalidQuery {
+			t.Fatalf("GET /segment/orders/range?%s = %d %s, want 400 invalid_query", q, r.status, r.body)
+		}
+	}
+	before := time.Now().In(loc)
+	r = do(t, "GET", url+"/segment/orders/range?size=10&expiring=true")
 	after := time.Now().In(loc)
 	var got struct {
 		Tag, Start, End string
 		ValidMS         *int64 `json:"valid_ms"`
 	}
 	if err := json.Unmarshal([]byte(r.body), &got); r.status != 200 || err != nil || got.ValidMS == nil {
-		t.Fatalf("GET /segment/orders/range = %d %s, want a range with valid_ms", r.status, r.body)
+		t.Fatalf("GET /segment/orders/range?size=10&expiring=true = %d %s, want a range with valid_ms", r.status, r.body)
 	}
 	start, _ := strconv.ParseInt(got.Start, 10, 64)
 	end, _ := strconv.ParseInt(got.End, 10, 64)
@@ -134,9 +152,11 @@ func checkDatedRange(t *testing.T, url string, loc *time.Location) {
 	if v := time.Duration(*got.ValidMS) * time.Millisecond; v < max(lo, time.Millisecond) || v > hi {
 		t.Fatalf("valid_ms %d, want between %v and %v (20 ms before the end of the day)", *got.ValidMS, lo, hi)
 	}
-	r = do(t, "GET", url+"/segment/plain/range?size=10")
-	if r.status != 200 || strings.Contains(r.body, "valid_ms") {
-		t.Fatalf("GET /segment/plain/range = %d %s, want a range without valid_ms", r.status, r.body)
+	for _, q := range []string{"size=10", "size=10&expiring=true"} {
+		r = do(t, "GET", url+"/segment/plain/range?"+q)
+		if r.status != 200 || strings.Contains(r.body, "valid_ms") {
+			t.Fatalf("GET /segment/plain/range?%s = %d %s, want a range without valid_ms", q, r.status, r.body)
+		}
 	}
 }
 

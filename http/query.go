@@ -22,8 +22,9 @@ var (
 	// The native ID routes: their parameters once each, nothing else.
 	segmentQuery   = queryRule{only: true, takes: []param{{"count", leafd.EInvalidCount}, {"format", leafd.EInvalidQuery}}}
 	snowflakeQuery = queryRule{only: true, takes: []param{{"count", leafd.EInvalidCount}, {"format", leafd.EInvalidQuery}}}
-	// The range route, whose answer is JSON whatever format says.
-	rangeQuery = queryRule{only: true, takes: []param{{"format", leafd.EInvalidQuery}, {"size", leafd.EInvalidSize}}}
+	// The range route, whose answer is JSON whatever format says;
+	// expiring=true is a client's word that it honours valid_ms.
+	rangeQuery = queryRule{only: true, takes: []param{{"format", leafd.EInvalidQuery}, {"size", leafd.EInvalidSize}, {"expiring", leafd.EInvalidQuery}}}
 	// The Leaf-compatible ID routes read as Leaf does, ignoring what they
 	// do not take, a ';' included; their token is read at most once.
 	// leafQuery refuses a malformed escape anywhere, as the handler's

@@ -61,8 +61,14 @@ func TestSegmentRange(t *testing.T) {
 	if e2-s2 != 100 || s2 < end {
 		t.Fatalf("second range [%d, %d) after [%d, %d)", s2, e2, start, end)
 	}
+	// expiring=true changes nothing for a tag whose ranges never expire:
+	// the next range, without valid_ms (getRange refuses unknown fields).
+	_, s3, e3 := getRange(t, srv.URL+"/segment/order/range?expiring=true&size=2")
+	if e3-s3 != 2 || s3 < end || (s3 < e2 && e3 > s2) {
+		t.Fatalf("range [%d, %d) with expiring=true overlaps [%d, %d) or [%d, %d)", s3, e3, start, end, s2, e2)
+	}
 	after := do(t, "GET", srv.URL+"/segment/order")
-	if id, _ := strconv.ParseInt(strings.TrimSpace(after.body), 10, 64); id < end || (id >= s2 && id < e2) {
+	if id, _ := strconv.ParseInt(strings.TrimSpace(after.body), 10, 64); id < end || (id >= s2 && id < e2) || (id >= s3 && id < e3) {
 		t.Fatalf("ID %d after the ranges overlaps one", id)
 	}
 	if r := do(t, "HEAD", srv.URL+"/segment/order/range?size=5"); r.status != http.StatusOK || r.body != "" {
@@ -88,6 +94,17 @@ func TestSegmentRangeErrors(t *testing.T) {
 		{"/segment/order/range?size=3&size=3", 400, leafd.EInvalidSize},
 		{"/segment/order/range?size=3;x=1", 400, leafd.EInvalidQuery},
 		{"/segment/order/range?size=%zz", 400, leafd.EInvalidQuery},
+		// expiring is exactly true, once.
+		{"/segment/order/range?size=3&expiring=false", 400, leafd.EInvalidQuery},
+		{"/segment/order/range?size=3&expiring=1", 400, leafd.EInvalidQuery},
+		{"/segment/order/range?size=3&expiring=TRUE", 400, leafd.EInvalidQuery},
+		{"/segment/order/range?size=3&expiring=true%20", 400, leafd.EInvalidQuery},
+		{"/segment/order/range?size=3&expiring=", 400, leafd.EInvalidQuery},
+		{"/segment/order/range?size=3&expiring", 400, leafd.EInvalidQuery},
+		{"/segment/order/range?size=3&expiring=%zz", 400, leafd.EInvalidQuery},
+		{"/segment/order/range?size=3&expiring=true&expiring=true", 400, leafd.EInvalidQuery},
+		{"/segment/order/range?size=3&expiring=true;x=1", 400, leafd.EInvalidQuery},
+		{"/segment/order/range?size=3&Expiring=true", 400, leafd.EInvalidQuery},
 		{"/segment/nope/range?size=3", 404, leafd.EUnknownTag},
 		{"/segment/a%20b/range?size=3", 400, leafd.EInvalidTag},
 		{"/segment/order/range?size=3", 405, leafd.EMethodNotAllowed},

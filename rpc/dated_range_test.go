@@ -2,8 +2,11 @@ package rpc_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
 
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/internal/testkit/testdb"
@@ -13,10 +16,13 @@ import (
 	"github.com/leafd/leafd/store"
 )
 
-// SegmentRange of a dated tag leases numbers of the current period and
-// says in valid_ms how long they may be handed out: until 20 ms before
-// the period ends by the server's clock (here an injected one, an hour
-// before midnight); a sequential tag's range has no valid_ms.
+// SegmentRange of a dated tag, asked with expiring (the caller honours
+// valid_ms), leases numbers of the current period and says in valid_ms how
+// long they may be handed out: until 20 ms before the period ends by the
+// server's clock (here an injected one, an hour before midnight). Asked
+// without expiring, it is FAILED_PRECONDITION range_unsupported, saying to
+// set expiring or to ask NextSegment. A sequential tag's range has no
+// valid_ms, with expiring or without.
 func TestSegmentRangeDated(t *testing.T) {
 	testdb.Each(t, store.Drivers(), func(t *testing.T, driver, dsn string) {
 		s := newStoreOn(t, driver, dsn, map[string]int64{"plain": 100})
@@ -34,8 +40,15 @@ func TestSegmentRangeDated(t *testing.T) {
 		c := serve(t, rpc.Config{Segment: a}).client
 		day := int64(now.Year())*10000 + int64(now.Month())*100 + int64(now.Day())
 
+		for _, size := range []int64{10, 5000} {
+			_, err := c.SegmentRange(ctx(t), &leafdv1.SegmentRangeRequest{Tag: "orders", Size: size})
+			msg := wantError(t, "SegmentRange of a dated tag without expiring", err, codes.FailedPrecondition, leafd.ERangeUnsupported)
+			if !strings.Contains(msg, "expiring: true") || !strings.Contains(msg, "valid_ms") || !strings.Contains(msg, "NextSegment") {
+				t.Fatalf("SegmentRange of a dated tag without expiring: %q, want it to name expiring: true, valid_ms and NextSegment", msg)
+			}
+		}
 		for _, size := range []int64{10, 5000} { // carved, and from the store
-			r, err := c.SegmentRange(ctx(t), &leafdv1.SegmentRangeRequest{Tag: "orders", Size: size})
+			r, err := c.SegmentRange(ctx(t), &leafdv1.SegmentRangeRequest{Tag: "orders", Size: size, Expiring: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,9 +59,11 @@ func TestSegmentRangeDated(t *testing.T) {
 				t.Fatalf("valid_ms %d, want %d", r.GetValidMs(), want)
 			}
 		}
-		r, err := c.SegmentRange(ctx(t), &leafdv1.SegmentRangeRequest{Tag: "plain", Size: 10})
-		if err != nil || r.GetValidMs() != 0 {
-			t.Fatalf("range of a sequential tag: %v, %v; want no valid_ms", r, err)
+		for _, expiring := range []bool{false, true} {
+			r, err := c.SegmentRange(ctx(t), &leafdv1.SegmentRangeRequest{Tag: "plain", Size: 10, Expiring: expiring})
+			if err != nil || r.GetValidMs() != 0 || r.GetEnd()-r.GetStart() != 10 {
+				t.Fatalf("range of a sequential tag (expiring %v): %v, %v; want 10 IDs without valid_ms", expiring, r, err)
+			}
 		}
 	})
 }

@@ -105,12 +105,19 @@ func (s *service) SegmentRange(ctx context.Context, req *leafdv1.SegmentRangeReq
 	}
 	var r segment.Range
 	var valid time.Duration
-	if l, ok := s.seg.(rangeLeaser); ok {
+	if l, ok := s.seg.(rangeLeaser); ok && req.GetExpiring() {
 		r, valid, err = l.RangeLease(ctx, tag, req.GetSize())
 	} else {
 		r, err = s.seg.Range(ctx, tag, req.GetSize())
 	}
 	if err != nil {
+		if errors.Is(err, segment.ErrRangeExpires) {
+			// A caller that does not say it honours valid_ms would hand
+			// out numbers of a period gone.
+			err = leafd.Errorf(leafd.ERangeUnsupported,
+				"tag %q is dated: its ranges expire at the end of their period; a caller that honours valid_ms (hands out none of a range's IDs after it) sets expiring: true in SegmentRangeRequest, any other asks NextSegment for numbers (count=N)",
+				tag)
+		}
 		return nil, s.fail(ctx, methodSegmentRange, err)
 	}
 	if r.Stride > 1 || r.Start < 1 || r.End <= r.Start { // never: the allocator promises one run of consecutive IDs

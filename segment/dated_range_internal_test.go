@@ -2,6 +2,7 @@ package segment
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -26,8 +27,8 @@ func TestDatedRangeLease(t *testing.T) {
 		}
 	}
 
-	if _, err := a.Range(ctx, "orders", 5); leafd.ErrorCode(err) != leafd.ERangeUnsupported {
-		t.Fatalf("Range of a dated tag: %v", err)
+	if _, err := a.Range(ctx, "orders", 5); leafd.ErrorCode(err) != leafd.ERangeUnsupported || !errors.Is(err, ErrRangeExpires) {
+		t.Fatalf("Range of a dated tag: %v, want range_unsupported caused by ErrRangeExpires", err)
 	}
 	r, valid, err := a.RangeLease(ctx, "orders", 5) // carved from a buffer of 100
 	if err != nil {
@@ -85,8 +86,10 @@ func TestDatedRangeLeaseClippedToPeriod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Start != 2026112792 || r.End != 2026112800 {
-		t.Fatalf("the day's last numbers: [%d, %d), want [2026112792, 2026112800)", r.Start, r.End)
+	// A load of the tag's next buffer (step 1), begun in the background by
+	// the first range, may have taken a number or two before it.
+	if r.Start < 2026112792 || r.Start > 2026112794 || r.End != 2026112800 {
+		t.Fatalf("the day's last numbers: [%d, %d), want [2026112792, 2026112800) less the one or two a background load took", r.Start, r.End)
 	}
 	if _, _, err := a.RangeLease(ctx, "orders", 90); leafd.ErrorCode(err) != leafd.EPeriodExhausted {
 		t.Fatalf("a range of a full day: %v", err)

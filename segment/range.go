@@ -24,6 +24,11 @@ import (
 // from it: a larger range is taken from the store directly.
 const rangeShare = 4
 
+// ErrRangeExpires is the cause of Range's range_unsupported for a dated
+// tag, whose ranges expire: a transport that leases them (RangeLease) to
+// callers that say they honour the expiry tells the others how to say it.
+var ErrRangeExpires = errors.New("the tag's ranges expire; Range leases none")
+
 // Range reserves size consecutive IDs of tag and returns them as one range
 // [Start, End) with Stride 1, which no one else will ever receive. IDs of
 // the range the caller does not use are simply skipped.
@@ -31,7 +36,8 @@ const rangeShare = 4
 // Errors: invalid_size when size is outside 1..MaxRange; range_unsupported
 // for a tag whose IDs are not consecutive (an opaque tag, or a tag of a
 // strided store), and for a dated tag, whose ranges expire (RangeLease
-// serves those); otherwise those of Next.
+// serves those; the error's cause is ErrRangeExpires); otherwise those of
+// Next.
 func (a *Allocator) Range(ctx context.Context, name string, size int64) (Range, error) {
 	r, _, err := a.rangeLease(ctx, name, size, false)
 	return r, err
@@ -62,8 +68,8 @@ func (a *Allocator) rangeLease(ctx context.Context, name string, size int64, exp
 			"tag %q is opaque: its IDs are not consecutive, so it hands out no ranges; ask for IDs with GET /segment/%s?count=N", name, name))
 	}
 	if t.dated != nil && !expiring {
-		return Range{}, 0, t.failed(leafd.Errorf(leafd.ERangeUnsupported,
-			"tag %q is dated: its ranges expire at the end of their period, which this caller cannot say; ask for numbers with GET /segment/%s?count=N", name, name))
+		return Range{}, 0, t.failed(leafd.Wrap(leafd.ERangeUnsupported, ErrRangeExpires, fmt.Sprintf(
+			"tag %q is dated: its ranges expire at the end of their period, which this caller cannot say; ask for numbers with GET /segment/%s?count=N", name, name)))
 	}
 	var w refillWait
 	defer w.stop()

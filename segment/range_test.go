@@ -3,12 +3,14 @@ package segment_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/leafd/leafd"
+	"github.com/leafd/leafd/segment"
 )
 
 // span is a run of consecutive IDs one caller received: a range, or one ID.
@@ -69,8 +71,8 @@ func TestRangeRefused(t *testing.T) {
 			t.Errorf("size %d: got %v, want invalid_size", size, err)
 		}
 	}
-	if _, err := a.Range(ctx, "secret", 10); code(err) != leafd.ERangeUnsupported {
-		t.Errorf("opaque tag: got %v, want range_unsupported", err)
+	if _, err := a.Range(ctx, "secret", 10); code(err) != leafd.ERangeUnsupported || errors.Is(err, segment.ErrRangeExpires) {
+		t.Errorf("opaque tag: got %v, want range_unsupported, not caused by ErrRangeExpires (its ranges would not expire)", err)
 	}
 	if _, err := a.Range(ctx, "nope", 10); code(err) != leafd.EUnknownTag {
 		t.Errorf("unknown tag: got %v, want unknown_tag", err)

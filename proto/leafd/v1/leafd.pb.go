@@ -148,11 +148,18 @@ func (x *NextSegmentResponse) GetIds() []int64 {
 type SegmentRangeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// tag is the business tag, as in NextSegmentRequest.tag. It must be a
-	// sequential tag served from one database.
+	// sequential tag served from one database, or a dated tag with expiring
+	// set.
 	Tag string `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
 	// size is how many consecutive IDs to reserve: 1 to segment.max_range
 	// (default 1,000,000). 0 (unset) is invalid_size.
-	Size          int64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	Size int64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// expiring says the caller honours valid_ms: it hands out none of a
+	// range's IDs once valid_ms has passed. A dated tag's range, which
+	// expires, is leased only when it is set; without it a dated tag is
+	// range_unsupported (ask NextSegment for its numbers instead). It
+	// changes nothing for other tags, whose ranges never expire.
+	Expiring      bool `protobuf:"varint,3,opt,name=expiring,proto3" json:"expiring,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -199,6 +206,13 @@ func (x *SegmentRangeRequest) GetSize() int64 {
 		return x.Size
 	}
 	return 0
+}
+
+func (x *SegmentRangeRequest) GetExpiring() bool {
+	if x != nil {
+		return x.Expiring
+	}
+	return false
 }
 
 // SegmentRangeResponse is the range reserved: the IDs start, start+1, ...,
@@ -517,10 +531,11 @@ const file_leafd_v1_leafd_proto_rawDesc = "" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x05R\x05count\"'\n" +
 	"\x13NextSegmentResponse\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\x03R\x03ids\";\n" +
+	"\x03ids\x18\x01 \x03(\x03R\x03ids\"W\n" +
 	"\x13SegmentRangeRequest\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x03R\x04size\"k\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x1a\n" +
+	"\bexpiring\x18\x03 \x01(\bR\bexpiring\"k\n" +
 	"\x14SegmentRangeResponse\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\x03R\x05start\x12\x10\n" +

@@ -66,12 +66,14 @@ type IDServiceClient interface {
 	// range [start, end): the caller hands them out itself, and those it does
 	// not use are skipped, never issued to anyone. A dated tag's range lies
 	// within one period and expires with it: valid_ms says for how long the
-	// caller may hand out its numbers.
+	// caller may hand out its numbers. It is leased only to a request with
+	// expiring set, the caller's word that it honours valid_ms.
 	//
 	// Errors (reason): invalid_tag, invalid_size (size outside
 	// 1..segment.max_range), range_unsupported (an opaque tag, or a tag
 	// served from several databases by store.shards, whose IDs are not
-	// consecutive), and those of NextSegment.
+	// consecutive; a dated tag asked without expiring), and those of
+	// NextSegment.
 	SegmentRange(ctx context.Context, in *SegmentRangeRequest, opts ...grpc.CallOption) (*SegmentRangeResponse, error)
 	// NextSnowflake hands out count snowflake IDs, ascending. As
 	// GET /snowflake?count=N.
@@ -160,12 +162,14 @@ type IDServiceServer interface {
 	// range [start, end): the caller hands them out itself, and those it does
 	// not use are skipped, never issued to anyone. A dated tag's range lies
 	// within one period and expires with it: valid_ms says for how long the
-	// caller may hand out its numbers.
+	// caller may hand out its numbers. It is leased only to a request with
+	// expiring set, the caller's word that it honours valid_ms.
 	//
 	// Errors (reason): invalid_tag, invalid_size (size outside
 	// 1..segment.max_range), range_unsupported (an opaque tag, or a tag
 	// served from several databases by store.shards, whose IDs are not
-	// consecutive), and those of NextSegment.
+	// consecutive; a dated tag asked without expiring), and those of
+	// NextSegment.
 	SegmentRange(context.Context, *SegmentRangeRequest) (*SegmentRangeResponse, error)
 	// NextSnowflake hands out count snowflake IDs, ascending. As
 	// GET /snowflake?count=N.

@@ -61,6 +61,8 @@ final class Ids {
      * A range answer {"tag","start","end"}: [start, end) of exactly size IDs. A range that expires
      * (a dated tag's, with "valid_ms") is refused as range_unsupported: this client does not track
      * a range's validity, so it never hands out such a range's IDs and asks for batches instead.
+     * The server leases such a range only to a request with expiring=true, which this client never
+     * sends (it gets 409 range_unsupported for a dated tag): this check is a second guard.
      */
     static long[] parseRange(String body, String tag, long size) {
         Map<?, ?> m = object(body);

@@ -416,8 +416,9 @@ public final class LeafdClient implements AutoCloseable {
         /**
          * Serve segment IDs from memory: lease ranges of consecutive IDs per tag, starting at
          * {@code initialSize} IDs and growing (up to {@link #maxRangeSize}) so that one range lasts
-         * about {@link #refillInterval}. Tags the servers do not lease ranges of (opaque, dated,
-         * any tag of a sharded store) are served by one request per call, unless
+         * about {@link #refillInterval}. Tags the servers do not lease ranges of (opaque, dated:
+         * this client does not track a range's validity, so it does not ask for ranges that
+         * expire, any tag of a sharded store) are served by one request per call, unless
          * {@link #batchFallback} is set. 0, the default, is off.
          */
         public Builder localRanges(int initialSize) {

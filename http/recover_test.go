@@ -48,7 +48,9 @@ func TestPanicIsInternalError(t *testing.T) {
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	var e struct{ Error struct{ Code, Message string } }
+	var e struct {
+		Error struct{ Code, Message string }
+	}
 	if res.StatusCode != 500 || json.Unmarshal(body, &e) != nil || e.Error.Code != leafd.EInternal || strings.Contains(e.Error.Message, "boom") {
 		t.Errorf("a panicking handler answered %d %s, want 500 internal without the panic's value", res.StatusCode, body)
 	}

@@ -51,20 +51,7 @@ func TestEnginesStayInTheirPackages(t *testing.T) {
 		}
 		return false
 	}
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		path = filepath.ToSlash(path)
-		if d.IsDir() {
-			if name := d.Name(); path != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || within(path, engines) || within(path, engineImporters) {
-			return nil
-		}
+	walkOutsideEngines(t, engines, func(path string) error {
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
 		if err != nil {
 			return err
@@ -78,9 +65,6 @@ func TestEnginesStayInTheirPackages(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestEngineNamesStayInTheirPackages: no Go file outside an engine's
@@ -100,20 +84,7 @@ func TestEngineNamesStayInTheirPackages(t *testing.T) {
 	if len(names) == 0 {
 		t.Fatal("no engine registered")
 	}
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		path = filepath.ToSlash(path)
-		if d.IsDir() {
-			if name := d.Name(); path != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || within(path, engines) || within(path, engineImporters) {
-			return nil
-		}
+	walkOutsideEngines(t, engines, func(path string) error {
 		if path == "engines_test.go" { // this test
 			return nil
 		}
@@ -142,6 +113,29 @@ func TestEngineNamesStayInTheirPackages(t *testing.T) {
 			return true
 		})
 		return nil
+	})
+}
+
+// walkOutsideEngines calls f with the path of every Go file of the module
+// outside the engines' packages and engineImporters (and testdata, vendor
+// and hidden directories), failing t on an error.
+func walkOutsideEngines(t *testing.T, engines []string, f func(path string) error) {
+	t.Helper()
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		path = filepath.ToSlash(path)
+		if d.IsDir() {
+			if name := d.Name(); path != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || within(path, engines) || within(path, engineImporters) {
+			return nil
+		}
+		return f(path)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"sync/atomic"
+	"sync"
 )
 
 // gcHeadroom is the least that the server allocates between two garbage
@@ -16,8 +16,8 @@ import (
 // the collector would run every few MiB allocated, tens of times a second
 // under load, and its marking, assists and write barriers would cost some
 // 5% of the CPU of a request. The pacer sets the GC percentage after every
-// collection so that the heap may grow by max(live heap, gcHeadroom) before
-// the next one: the same as GOGC=100 once the live heap passes gcHeadroom,
+// collection so that the heap may grow to about live + max(live, gcHeadroom)
+// before the next one: the same as GOGC=100 once the live heap passes gcHeadroom,
 // and never more than gcHeadroom above what GOGC=100 would allow. (Go counts
 // goroutine stacks and globals with the live heap, and so does the pacer.)
 // The headroom is kept small so that the server's resident memory stays
@@ -27,8 +27,9 @@ const gcHeadroom = 8 << 20
 
 // gcPacer keeps the heap goal at least gcHeadroom above the live heap.
 type gcPacer struct {
-	stopped atomic.Bool
-	percent int              // last set; only the finalizer goroutine writes it
+	mu      sync.Mutex // stop against an adjust in flight
+	stopped bool
+	percent int              // last set
 	live    []metrics.Sample // what GOGC is a percentage of
 }
 
@@ -45,7 +46,9 @@ func paceGC() (stop func()) {
 	p.adjust()
 	p.arm()
 	return func() {
-		p.stopped.Store(true)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.stopped = true
 		debug.SetGCPercent(100)
 	}
 }
@@ -57,22 +60,25 @@ type gcSentinel struct{ _ *int }
 
 func (p *gcPacer) arm() {
 	runtime.SetFinalizer(&gcSentinel{}, func(*gcSentinel) {
-		if p.stopped.Load() {
-			return
+		if p.adjust() {
+			p.arm()
 		}
-		p.adjust()
-		p.arm()
 	})
 }
 
 // adjust sets the GC percentage for the live heap the last collection
-// left, with the stacks and globals.
-func (p *gcPacer) adjust() {
+// left, with the stacks and globals. It reports false once stopped.
+func (p *gcPacer) adjust() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return false
+	}
 	metrics.Read(p.live)
 	var v [3]uint64
 	for i, s := range p.live {
 		if s.Value.Kind() != metrics.KindUint64 {
-			return
+			return true
 		}
 		v[i] = s.Value.Uint64()
 	}
@@ -80,10 +86,9 @@ func (p *gcPacer) adjust() {
 	// Small changes are not worth the call: within an eighth.
 	if d := percent - p.percent; d > p.percent/8 || -d > p.percent/8 {
 		p.percent = percent
-		if !p.stopped.Load() {
-			debug.SetGCPercent(percent)
-		}
+		debug.SetGCPercent(percent)
 	}
+	return true
 }
 
 // gcMinHeap is the runtime's smallest heap goal at GOGC=100; at GOGC=p it is

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,6 +27,9 @@ type httpTransport struct {
 	// auth is the Authorization header of every request (WithToken), ""
 	// for none.
 	auth string
+	// noExpiring marks, by index in urls, the servers that refused the
+	// range route's expiring parameter (segmentRange).
+	noExpiring []atomic.Bool
 }
 
 // baseURLs checks base URLs and returns them without a trailing slash.
@@ -44,7 +48,7 @@ func baseURLs(raw []string) ([]string, error) {
 // newHTTPTransport sends requests to urls through hc, or through a
 // transport of its own when hc is nil.
 func newHTTPTransport(urls []string, hc *http.Client) *httpTransport {
-	t := &httpTransport{urls: urls, hc: hc}
+	t := &httpTransport{urls: urls, hc: hc, noExpiring: make([]atomic.Bool, len(urls))}
 	if t.hc == nil {
 		if dt, ok := http.DefaultTransport.(*http.Transport); ok {
 			t.own = dt.Clone()
@@ -218,14 +222,40 @@ func truncate(s string) string {
 // (GET /segment/{tag}/range?size=N&expiring=true: the client honours
 // valid_ms, so a dated tag's range is leased too) and returns its first
 // ID, its length and how long it may be used (valid_ms, 0 when it never
-// expires).
+// expires). A server from before expiring leases refuses the parameter
+// (400 invalid_query naming it); it is asked again without it, and from
+// then on, as it leases no dated range anyway.
 func (t *httpTransport) segmentRange(ctx context.Context, tag string, size int64) (start, n int64, valid time.Duration, err error) {
-	path := "/segment/" + tag + "/range?size=" + strconv.FormatInt(size, 10) + "&expiring=true" // a valid tag needs no escaping
-	body, err := t.get(ctx, path, 1)
+	path := "/segment/" + tag + "/range?size=" + strconv.FormatInt(size, 10) // a valid tag needs no escaping
+	var body []byte
+	err = failover(ctx, &t.cur, len(t.urls), "base URLs",
+		func(i int) string { return "GET " + t.urls[i] + path },
+		func(i int) (bool, error) {
+			u := t.urls[i] + path
+			if !t.noExpiring[i].Load() {
+				b, retry, err := t.try(ctx, u+"&expiring=true", 1)
+				if !refusesExpiring(err) {
+					body = b
+					return retry, err
+				}
+				t.noExpiring[i].Store(true)
+			}
+			b, retry, err := t.try(ctx, u, 1)
+			body = b
+			return retry, err
+		})
 	if err != nil {
 		return 0, 0, 0, err
 	}
 	return parseRange(body, tag, size)
+}
+
+// refusesExpiring reports whether err is a server's refusal of the query
+// parameter expiring, which servers before expiring leases do not take.
+func refusesExpiring(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusBadRequest && e.Code == "invalid_query" &&
+		strings.Contains(e.Message, `"expiring"`)
 }
 
 // maxValidMS is the largest valid_ms a client takes: a year, the longest

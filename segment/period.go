@@ -180,6 +180,13 @@ func (t *tag) refusalLocked(now time.Time) error {
 	return nil
 }
 
+// refusal returns the refusal that holds now, nil when there is none.
+func (t *tag) refusal(now func() time.Time) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.refusalLocked(now())
+}
+
 // refuse answers err, without a load, to the requests for t until until.
 func (t *tag) refuse(err error, until time.Time) error {
 	t.mu.Lock()

@@ -18,7 +18,10 @@ import (
 // quarter of a buffer. A larger range is taken from the store directly, in
 // a transaction of its own that passes the same rewind check, and the tag
 // moves towards buffers of four such ranges (makeRoom), so that a tag
-// served by ranges alone soon carves them from its buffers.
+// served by ranges alone soon carves them from its buffers. A dated tag
+// makes no room (its loads are capped to a share of its period): its
+// larger ranges always come from the store, and its buffers are left
+// intact.
 
 // rangeShare is how many ranges a buffer must hold for ranges to be carved
 // from it: a larger range is taken from the store directly.
@@ -89,7 +92,12 @@ func (a *Allocator) rangeLease(ctx context.Context, name string, size int64, exp
 				// next buffer.
 				b.drain()
 			} else {
-				if size*rangeShare <= max(a.cfg.MaxStep, b.size) {
+				// A dated tag makes no room: its loads are capped to a
+				// small share of what the period has left, so a buffer of
+				// four such ranges may never come, and each drain would
+				// skip numbers of the period. The range is taken from the
+				// store, and the buffers serve on as they are.
+				if t.dated == nil && size*rangeShare <= max(a.cfg.MaxStep, b.size) {
 					retry, ls, begun := t.makeRoom(b, size*rangeShare, a.cfg.Now, a.policy)
 					if begun {
 						a.startLoad(t, ls)
@@ -128,11 +136,22 @@ func stridedRange(name string, stride int64) error {
 // server's clock: near the period's end the request waits for the next
 // one (as loads do, within WaitTimeout: w), and the range is shorter than
 // size when the period has fewer numbers left.
+// While the tag's refusal holds (period.go: a full period, or a clock
+// too far from the database's) a dated tag's range is refused from
+// memory, without a transaction.
 func (a *Allocator) rangeDirect(ctx context.Context, t *tag, size int64, w *refillWait) (Range, time.Duration, error) {
 	var alloc Allocation
 	var until time.Time
 	var err error
 	for {
+		if t.dated != nil {
+			// A full period, or a clock too far from the database's, is
+			// answered from memory, as to a request for one number: the
+			// database is not asked at the callers' pace.
+			if err := t.refusal(a.cfg.Now); err != nil {
+				return Range{}, 0, t.failed(err)
+			}
+		}
 		alloc, until, _, err = a.allocate(ctx, t, size, true)
 		if t.dated == nil {
 			break

@@ -1,7 +1,6 @@
 package http
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"time"
@@ -11,14 +10,6 @@ import (
 	"github.com/leafd/leafd"
 	"github.com/leafd/leafd/segment"
 )
-
-// rangeLeaser is what a Segment implements to lease ranges that expire,
-// those of dated tags (*segment.Allocator does): valid is how long the
-// range may be used from now, 0 for one that never expires. A Segment
-// without it leases no range of a dated tag (range_unsupported).
-type rangeLeaser interface {
-	RangeLease(ctx context.Context, tag string, size int64) (segment.Range, time.Duration, error)
-}
 
 // validMS is the valid_ms of a range valid for d: whole milliseconds,
 // rounded down, at least 1; 0 for a range that never expires.
@@ -52,8 +43,8 @@ func (s *Server) getSegmentRange(c *gin.Context) {
 	}
 	var r segment.Range
 	var valid time.Duration
-	if l, ok := s.seg.(rangeLeaser); ok && expiring {
-		r, valid, err = l.RangeLease(c.Request.Context(), tag, size)
+	if expiring {
+		r, valid, err = s.seg.RangeLease(c.Request.Context(), tag, size)
 	} else {
 		r, err = s.seg.Range(c.Request.Context(), tag, size)
 	}

@@ -27,6 +27,9 @@ func (panicking) MaxBatch() int { return 10 }
 func (panicking) Range(context.Context, string, int64) (segment.Range, error) {
 	return segment.Range{}, nil
 }
+func (panicking) RangeLease(context.Context, string, int64) (segment.Range, time.Duration, error) {
+	return segment.Range{}, 0, nil
+}
 func (panicking) MaxRange() int64                      { return 10 }
 func (panicking) Ready() error                         { return nil }
 func (panicking) Upsert(leafd.Tag)                     {}

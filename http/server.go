@@ -35,6 +35,10 @@ type Segment interface {
 	// Range leases size consecutive IDs of tag; MaxRange is the largest
 	// size it takes.
 	Range(ctx context.Context, tag string, size int64) (segment.Range, error)
+	// RangeLease is Range for a caller that honours a range's validity
+	// (expiring=true): it leases dated tags' ranges too, valid for the
+	// duration it returns (0 for a range that never expires).
+	RangeLease(ctx context.Context, tag string, size int64) (segment.Range, time.Duration, error)
 	MaxRange() int64
 	// Ready returns nil while the mode can issue IDs, and a not_ready error
 	// saying why otherwise (/readyz).

@@ -264,6 +264,11 @@ func (f *fakeSegment) Range(ctx context.Context, _ string, _ int64) (segment.Ran
 	return f.rng, nil
 }
 
+func (f *fakeSegment) RangeLease(ctx context.Context, tag string, size int64) (segment.Range, time.Duration, error) {
+	r, err := f.Range(ctx, tag, size)
+	return r, 0, err
+}
+
 func (f *fakeSegment) MaxBatch() int { return 10000 }
 
 // noDuplicates fails the test if ids holds an ID twice or one below 1.

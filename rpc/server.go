@@ -37,6 +37,10 @@ type Segment interface {
 	Next(ctx context.Context, tag string) (int64, error)
 	NextN(ctx context.Context, tag string, n int, dst []segment.Range) ([]segment.Range, error)
 	Range(ctx context.Context, tag string, size int64) (segment.Range, error)
+	// RangeLease is Range for a caller that honours a range's validity:
+	// it leases dated tags' ranges too, valid for the duration it returns
+	// (0 for a range that never expires).
+	RangeLease(ctx context.Context, tag string, size int64) (segment.Range, time.Duration, error)
 	MaxBatch() int
 }
 

@@ -105,8 +105,8 @@ func (s *service) SegmentRange(ctx context.Context, req *leafdv1.SegmentRangeReq
 	}
 	var r segment.Range
 	var valid time.Duration
-	if l, ok := s.seg.(rangeLeaser); ok && req.GetExpiring() {
-		r, valid, err = l.RangeLease(ctx, tag, req.GetSize())
+	if req.GetExpiring() {
+		r, valid, err = s.seg.RangeLease(ctx, tag, req.GetSize())
 	} else {
 		r, err = s.seg.Range(ctx, tag, req.GetSize())
 	}
@@ -129,14 +129,6 @@ func (s *service) SegmentRange(ctx context.Context, req *leafdv1.SegmentRangeReq
 		res.ValidMs = max(valid.Milliseconds(), 1)
 	}
 	return res, nil
-}
-
-// rangeLeaser is what a Segment implements to lease ranges that expire,
-// those of dated tags (*segment.Allocator does): valid is how long the
-// range may be used from now, 0 for one that never expires. A Segment
-// without it leases no range of a dated tag (range_unsupported).
-type rangeLeaser interface {
-	RangeLease(ctx context.Context, tag string, size int64) (segment.Range, time.Duration, error)
 }
 
 // segmentRequest checks what every segment RPC checks, in the order of the

@@ -145,7 +145,7 @@ class FakeServerTest {
             }
             String q = ex.getRequestURI().getQuery();
             int count = q == null ? 1 : Integer.parseInt(q.replaceAll(".*count=([0-9]+).*", "$1"));
-            StringBuilder b = new StringBuilder("{\"ids\":[");
+            StringBuilder b = new StringBuilder("{\"tag\":\"daily\",\"ids\":[");
             for (int i = 0; i < count; i++) {
                 b.append(i == 0 ? "" : ",").append('"').append(batches.getAndIncrement()).append('"');
             }

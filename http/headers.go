@@ -32,7 +32,10 @@ var (
 //
 // The Date is set here, not by net/http, which would read the clock again
 // and format the date for every answer: the value is formatted once a
-// second and shared (dateValue).
+// second and shared (dateValue). It is the second the request began: an
+// answer that waited for a range (at most segment.wait_timeout) carries
+// that second, not the one of its first byte. Every answer is no-store,
+// so no cache ages it from that Date.
 func setAnswerHeaders(h http.Header, now time.Time) {
 	h["X-Content-Type-Options"] = nosniff
 	h["Referrer-Policy"] = noReferrer

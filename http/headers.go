@@ -34,8 +34,8 @@ var (
 // and format the date for every answer: the value is formatted once a
 // second and shared (dateValue). It is the second the request began: an
 // answer that waited for a range (at most segment.wait_timeout) carries
-// that second, not the one of its first byte. Every answer is no-store,
-// so no cache ages it from that Date.
+// that second, not the one of its first byte. Answers are no-store (the
+// dashboard page no-cache), so no cache ages one from its Date.
 func setAnswerHeaders(h http.Header, now time.Time) {
 	h["X-Content-Type-Options"] = nosniff
 	h["Referrer-Policy"] = noReferrer

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"math"
 	"net"
 	"slices"
@@ -373,5 +374,95 @@ func TestQuickRunBaselines(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "vs 1000 pre-formatted IDs") {
 		t.Errorf("no comparison table in:\n%s", stdout)
+	}
+}
+
+// TestMedianInterval checks the interval of a median ratio against the
+// order statistics that hold a median with 95% confidence, computed here
+// from the binomial distribution itself: the k-th lowest and k-th highest
+// round for the largest k that misses the median with a chance of at
+// most 5%, the lowest and highest of 5 rounds, none for fewer.
+func TestMedianInterval(t *testing.T) {
+	for n := 0; n < minIntervalRounds; n++ {
+		if _, _, ok := medianInterval(make([]float64, n)); ok {
+			t.Errorf("%d rounds: an interval, want none", n)
+		}
+	}
+	// miss is the chance that the k-th lowest and k-th highest of n miss
+	// the median: 2·P(B < k), B binomial(n, ½).
+	miss := func(n, k int) float64 {
+		c, sum := 1.0, 0.0 // c = C(n, j)
+		for j := 0; j < k; j++ {
+			sum += c
+			c = c * float64(n-j) / float64(j+1)
+		}
+		return 2 * sum / math.Pow(2, float64(n))
+	}
+	for _, c := range []struct{ n, k int }{{5, 1}, {6, 1}, {9, 2}, {15, 4}, {31, 10}, {100, 40}} {
+		if c.n > 5 && (miss(c.n, c.k) > 0.05 || miss(c.n, c.k+1) <= 0.05) {
+			t.Fatalf("the test's own table: %d rounds, k %d misses %.4f, k+1 %.4f", c.n, c.k, miss(c.n, c.k), miss(c.n, c.k+1))
+		}
+		// The rounds' ratios, shuffled: 1.00, 1.01, … in order.
+		xs := make([]float64, c.n)
+		for i := range xs {
+			xs[(i*7+3)%c.n] = 1 + float64(i)/100
+		}
+		if c.n%7 == 0 {
+			t.Fatalf("%d rounds: the shuffle needs a count prime to 7", c.n)
+		}
+		lo, hi, ok := medianInterval(xs)
+		wantLo, wantHi := 1+float64(c.k-1)/100, 1+float64(c.n-c.k)/100
+		if !ok || !near(lo, wantLo) || !near(hi, wantHi) {
+			t.Errorf("%d rounds: interval %v–%v (%v), want the %dth lowest and highest, %v–%v", c.n, lo, hi, ok, c.k, wantLo, wantHi)
+		}
+	}
+}
+
+// TestSummarizeInterval checks that from 5 rounds on the comparison table
+// gives each CPU ratio with the interval of its median, and that the JSON
+// carries it.
+func TestSummarizeInterval(t *testing.T) {
+	var o options
+	o.tag = "bench"
+	for _, name := range []string{"baseline_timeouts", "segment"} {
+		o.scenarios = append(o.scenarios, scenarios[indexIn(scenarios, name)])
+	}
+	ms := time.Millisecond
+	// segment's CPU per request against the baseline's 44 µs, round by
+	// round: 52, 40, 60, 44, 48 µs, ratios 1.182, 0.909, 1.364, 1, 1.091.
+	var base, seg []*phase
+	for _, us := range []time.Duration{52, 40, 60, 44, 48} {
+		base = append(base, fakePhase(1000, 44*ms))
+		seg = append(seg, fakePhase(1000, us*ms))
+	}
+	var ok bool
+	got := summarize(&o, [][]*phase{base, seg}, &ok)
+	r := got[1].ratioTo(timeoutsLabel)
+	if r == nil || r.ServerCPULow == nil || r.ServerCPUHigh == nil || !near(*r.ServerCPU, 48.0/44) ||
+		!near(*r.ServerCPULow, 40.0/44) || !near(*r.ServerCPUHigh, 60.0/44) {
+		t.Fatalf("segment vs gin with timeouts: %+v, want 1.091 within 0.909–1.364", r)
+	}
+	if r := got[0].ratioTo(timeoutsLabel); r == nil || r.ServerCPULow != nil {
+		t.Errorf("baseline_timeouts vs itself: %+v, want 1 without an interval", r)
+	}
+	rep := &Report{Scenarios: got, OK: true}
+	var md, js bytes.Buffer
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if want := "| `segment` | 1,000 | 1,000 | 48.0 µs | 1.091× [0.91–1.36] | 1.000× |"; !strings.Contains(md.String(), want) {
+		t.Errorf("the Markdown report lacks %q:\n%s", want, &md)
+	}
+	if err := json.NewEncoder(&js).Encode(rep); err != nil {
+		t.Fatal(err)
+	}
+	if want := `"server_cpu_low":0.909`; !strings.Contains(js.String(), want) {
+		t.Errorf("the JSON lacks %s:\n%s", want, &js)
+	}
+
+	// With 3 rounds, no interval.
+	got = summarize(&o, [][]*phase{base[:3], seg[:3]}, &ok)
+	if r := got[1].ratioTo(timeoutsLabel); r == nil || r.ServerCPULow != nil {
+		t.Errorf("3 rounds: %+v, want a ratio without an interval", r)
 	}
 }

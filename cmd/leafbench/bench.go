@@ -320,6 +320,9 @@ func pairedRatio(base scenario, baseRounds []*phase, s scenario, rounds []*phase
 	if len(cpuRatios) > 0 {
 		cr := median(cpuRatios)
 		out.ServerCPU = &cr
+		if lo, hi, ok := medianInterval(cpuRatios); ok && s.name != base.name { // a baseline's to itself is 1 each round
+			out.ServerCPULow, out.ServerCPUHigh = &lo, &hi
+		}
 	}
 	return out
 }

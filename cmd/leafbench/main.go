@@ -69,7 +69,10 @@
 // from round to round. The figures shown are the medians of the rounds, and
 // a ratio is the median of the rounds' ratios: each round's requests/s,
 // IDs/s and server CPU per request divided by the same baseline's in that
-// round. Where /proc exists it also reports the CPU time per request of the
+// round. From 5 rounds on, the comparison table gives each CPU ratio with
+// an interval that holds its median with 95% confidence (94% for 5
+// rounds): a ratio whose interval holds 1 is within the machine's noise
+// of the baseline. Where /proc exists it also reports the CPU time per request of the
 // server process and of leafbench: a busy machine takes CPU away, which
 // moves throughput a lot, and the CPU cost of a request much less (though
 // some: a server that answers fewer requests per second handles fewer of

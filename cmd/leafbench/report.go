@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -135,6 +136,13 @@ type BaselineRatio struct {
 	Requests  *float64 `json:"requests,omitempty"`
 	IDs       *float64 `json:"ids,omitempty"`
 	ServerCPU *float64 `json:"server_cpu,omitempty"`
+	// ServerCPULow and ServerCPUHigh bound ServerCPU: an interval that
+	// holds the median of such rounds' ratios with 95% confidence (94% for
+	// 5 rounds, see medianInterval); absent for fewer than
+	// minIntervalRounds rounds. A ratio whose interval holds 1 is within
+	// the machine's noise of the baseline.
+	ServerCPULow  *float64 `json:"server_cpu_low,omitempty"`
+	ServerCPUHigh *float64 `json:"server_cpu_high,omitempty"`
 }
 
 // HalfLoad is an open-loop phase: a fixed rate, half of the segment (or
@@ -221,6 +229,41 @@ func median(xs []float64) float64 {
 		return xs[len(xs)/2]
 	}
 	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+}
+
+// minIntervalRounds is the fewest rounds for which a ratio is given with
+// medianInterval's interval: with 5, the lowest and the highest round
+// hold the median of such rounds with 94% confidence; with fewer, with
+// under 90%.
+const minIntervalRounds = 5
+
+// medianInterval returns an interval that holds the median of the
+// distribution xs are drawn from with at least 95% confidence (94% for 5
+// values): the k-th lowest and k-th highest of xs, for the largest k at
+// which the two miss the median together with a chance of at most 5%
+// (a binomial tail, whatever the distribution). For 15 rounds that is the
+// 4th lowest and 4th highest. ok is false for fewer than
+// minIntervalRounds values. It sorts xs.
+func medianInterval(xs []float64) (lo, hi float64, ok bool) {
+	n := len(xs)
+	if n < minIntervalRounds {
+		return 0, 0, false
+	}
+	slices.Sort(xs)
+	// The k-th lowest and k-th highest miss the median when fewer than k
+	// values fall below it or fewer than k above: a chance of 2·P(B < k)
+	// for B binomial(n, ½). p is P(B = k-1), tail P(B < k).
+	k, p := 1, math.Pow(0.5, float64(n))
+	tail := p
+	for k+1 <= n/2 {
+		p *= float64(n-k+1) / float64(k) // P(B = k)
+		if 2*(tail+p) > 0.05 {
+			break
+		}
+		tail += p
+		k++
+	}
+	return xs[k-1], xs[n-k], true
 }
 
 // medianOf returns the median of f over xs; with known, over the values
@@ -571,7 +614,8 @@ func ratio(r *float64) string {
 
 // comparisonTitle introduces the comparison table.
 const comparisonTitle = "server CPU per request and throughput against each baseline " +
-	"(each the median of the rounds' ratios to that baseline in the same round)"
+	"(each the median of the rounds' ratios to that baseline in the same round; in brackets, from " +
+	"5 rounds on, an interval that holds that median with 95% confidence, 94% for 5 rounds)"
 
 // comparisonLabels are the comparison table's baseline columns, in order.
 var comparisonLabels = []string{bareLabel, timeoutsLabel, batchLabel, grpcLabel}
@@ -622,11 +666,15 @@ func (s ScenarioResult) comparisonRow(labels []string) []string {
 	row := []string{s.Name, count(s.RequestsPerS), count(s.IDsPerS), cpu(s.ServerCPUus)}
 	var cpus, reqs []string
 	for _, l := range labels {
-		var c, q *float64
+		var c string
+		var q *float64
 		if b := s.ratioTo(l); b != nil {
-			c, q = b.ServerCPU, b.Requests
+			c, q = ratio(b.ServerCPU), b.Requests
+			if b.ServerCPULow != nil && b.ServerCPUHigh != nil {
+				c += fmt.Sprintf(" [%.2f–%.2f]", *b.ServerCPULow, *b.ServerCPUHigh)
+			}
 		}
-		cpus, reqs = append(cpus, ratio(c)), append(reqs, ratio(q))
+		cpus, reqs = append(cpus, c), append(reqs, ratio(q))
 	}
 	return append(append(row, cpus...), reqs...)
 }

@@ -30,10 +30,12 @@ import (
 //     stopped or starved that long), or, after the server's clock stepped
 //     forward over the whole of periodWatch, for at most coarseTick;
 //   - the slow path reads the clock, and gives such a buffer up too;
-//   - Next and Handle.Next, whose hot path reads no clock, are covered by a
-//     timer per tag that gives the buffers up periodMargin before the end:
-//     a number could carry the old date only if that timer ran more than
-//     periodMargin late.
+//   - Next and Handle.Next, whose hot path reads no clock, take NextN's
+//     path for a dated tag (tag.takeOne). A timer per tag also gives the
+//     buffers up periodMargin before the end, so that a tag nobody asks
+//     for holds no numbers of a period past; being measured on the
+//     monotonic clock, it does not see the server's clock stepped, and
+//     no request relies on it.
 //
 // Requests in the last periodMargin of a period wait for the next one: no
 // range is loaded for a period about to end.

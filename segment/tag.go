@@ -259,12 +259,14 @@ func (t *tag) remove() {
 // takeOne is the hot path of Allocator.Next and Handle.Next: one ID from
 // the current buffer of t (nil: no such tag), or false for the slow path.
 // preload is set for the one caller that took the buffer's preload point,
-// which starts the next load: no atomic read on every other call.
+// which starts the next load: no atomic read on every other call. A dated
+// tag always takes the slow path, NextN's, which compares the clock with
+// the end of the buffer's period (period.go): this path reads no clock.
 //
 // takeOne must stay inlinable (go build -gcflags=-m ./segment): a call
 // would be a third of the cost of Next.
 func (t *tag) takeOne() (id int64, ok bool, preload *buffer) {
-	if t == nil {
+	if t == nil || t.dated != nil {
 		return 0, false, nil
 	}
 	b := t.bufs.cur.Load()

@@ -294,6 +294,7 @@ func (a *Allocator) NextN(ctx context.Context, name string, n int, dst []Range) 
 	defer w.stop()
 	out, remaining := dst, int64(n)
 	var until time.Time // the end of the period of the IDs taken (dated tags)
+	replaced := 0
 	for remaining > 0 {
 		if b := t.bufs.cur.Load(); b != nil && (!b.watched(a.wall.Load()) || t.periodOpen(b, a.cfg.Now)) {
 			if t.dated != nil && !b.until.Equal(until) {
@@ -313,7 +314,14 @@ func (a *Allocator) NextN(ctx context.Context, name string, n int, dst []Range) 
 		// The current buffer is used up: switch to the next, or wait for
 		// the load of one.
 		if err := a.awaitRefill(ctx, t, &w); err != nil {
-			return dst, err
+			nt := a.replacement(t)
+			if nt == nil || replaced == maxReplaced {
+				return dst, err
+			}
+			// Served anew under its name (checkSequential): what was
+			// taken of the old one is dropped, the batch begins again.
+			t, out, remaining, until = nt, dst, int64(n), time.Time{}
+			replaced++
 		}
 	}
 	if t.opaque != nil {
@@ -435,6 +443,24 @@ func (a *Allocator) sleep(d time.Duration) bool {
 // lookup finds a tag. Before the tag list was first read it waits for that,
 // up to WaitTimeout. A tag that is not in the list is looked up in the
 // store (see finder) and served from then on if it is there.
+// replacement returns the tag served under t's name in t's place once t
+// was removed, nil when none is. A request whose tag is replaced while it
+// waits (at most maxReplaced times) goes on with the new one.
+func (a *Allocator) replacement(t *tag) *tag {
+	if !t.isRemoved() {
+		return nil
+	}
+	// adopt removes t, then publishes its successor, under refreshMu.
+	a.refreshMu.Lock()
+	defer a.refreshMu.Unlock()
+	if nt := (*a.tags.Load())[t.name]; nt != t && nt != nil && !nt.isRemoved() {
+		return nt
+	}
+	return nil
+}
+
+const maxReplaced = 2
+
 func (a *Allocator) lookup(ctx context.Context, name string) (*tag, error) {
 	if t := (*a.tags.Load())[name]; t != nil {
 		return t, nil

@@ -266,3 +266,105 @@ func TestDatedMidnightSkewedServersWithLeases(t *testing.T) {
 		t.Logf("%d numbers, %d leases, %d numbers of the new day", len(nums), len(leases), newDay)
 	})
 }
+
+// A sequential tag that no server ever loaded has no past (no format row,
+// no mark), so once its row is deleted by SQL it may be created again in
+// another format through POST /api/tags (store.CreateTag). A server that
+// read the tag list before (every server does, every segment.tag_refresh)
+// still holds the sequential tag until its next refresh, and serves it at
+// its next request: Store.Allocate on the new row, its raw counters as
+// IDs.
+//
+// For a dated tag that hands out numbers 1, 2, 3, … that are no date, and
+// numbers of a period with no end (served after midnight); for an opaque
+// tag it hands out raw counters while the other servers hand out their
+// images under the tag's bijection, which land among them: the same ID
+// twice.
+func TestStaleSequentialServesRecreatedTag(t *testing.T) {
+	for _, format := range []string{segment.FormatDated, segment.FormatOpaque} {
+		t.Run(format, func(t *testing.T) {
+			forEachDatabase(t, func(t *testing.T, db *database) { staleSequential(t, db, format) })
+		})
+	}
+}
+
+func staleSequential(t *testing.T, db *database, format string) {
+	ctx := context.Background()
+	if _, err := db.store(t).CreateTag(ctx, leafd.Tag{Name: "orders", Step: 1000, MaxID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fastConfig()
+	cfg.OpaqueKey = []byte("0123456789abcdef0123456789abcdef")
+	stale := newAllocator(t, db.store(t), cfg) // read the list with the sequential tag
+	db.exec(t, "DELETE FROM leaf_alloc WHERE biz_tag = 'orders'")
+	def := leafd.Tag{Name: "orders", Step: 1000, MaxID: 1, Format: format, Digits: 6}
+	if format == segment.FormatDated {
+		def.Period = segment.PeriodDay
+	} else {
+		def.KeyFingerprint = segment.KeyFingerprint(cfg.OpaqueKey, "orders")
+	}
+	if _, err := db.store(t).CreateTag(ctx, def); err != nil {
+		t.Fatalf("creating the tag again as %s: %v", format, err)
+	}
+	fresh := newAllocator(t, db.store(t), cfg)
+	ids := func(a *segment.Allocator, n int) []int64 {
+		t.Helper()
+		var out []int64
+		for len(out) < n {
+			rs, err := a.NextN(ctx, "orders", 100, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rs {
+				for id := r.Start; id < r.End; id += r.Stride {
+					out = append(out, id)
+				}
+			}
+		}
+		return out
+	}
+	if format == segment.FormatDated {
+		for _, a := range []*segment.Allocator{stale, fresh} {
+			before := dateNumber(time.Now().UTC())
+			id := ids(a, 1)[0]
+			if day := id / 1_000_000; day < before || day > dateNumber(time.Now().UTC()) {
+				t.Fatalf("a server handed out %d for the dated tag, not a number of today (%d)", id, before)
+			}
+		}
+		return
+	}
+	seen := map[int64]bool{}
+	for _, id := range ids(fresh, 5000) {
+		seen[id] = true
+	}
+	for _, id := range ids(stale, 5000) {
+		if seen[id] {
+			t.Fatalf("ID %d of the opaque tag handed out twice: by the server that serves it opaque and by the one that still holds it sequential", id)
+		}
+		seen[id] = true
+	}
+}
+
+// A range lease is the first request of the stale server: the range the
+// store hands out from the row created again is dropped, and the lease is
+// answered as the tag is now, opaque (no ranges), not with raw counters.
+func TestStaleSequentialRangeOfRecreatedTag(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, db *database) {
+		ctx := context.Background()
+		if _, err := db.store(t).CreateTag(ctx, leafd.Tag{Name: "orders", Step: 1000, MaxID: 1}); err != nil {
+			t.Fatal(err)
+		}
+		cfg := fastConfig()
+		cfg.OpaqueKey = []byte("0123456789abcdef0123456789abcdef")
+		stale := newAllocator(t, db.store(t), cfg)
+		db.exec(t, "DELETE FROM leaf_alloc WHERE biz_tag = 'orders'")
+		if _, err := db.store(t).CreateTag(ctx, leafd.Tag{Name: "orders", Step: 1000, MaxID: 1, Format: segment.FormatOpaque,
+			Digits: 6, KeyFingerprint: segment.KeyFingerprint(cfg.OpaqueKey, "orders")}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := stale.Range(ctx, "orders", 10)
+		if code(err) != leafd.ERangeUnsupported {
+			t.Fatalf("Range of a tag created again as opaque = %+v, %v; want range_unsupported", r, err)
+		}
+	})
+}

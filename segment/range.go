@@ -66,6 +66,21 @@ func (a *Allocator) rangeLease(ctx context.Context, name string, size int64, exp
 	if err != nil {
 		return Range{}, 0, err
 	}
+	for replaced := 0; ; replaced++ {
+		r, valid, err := a.leaseOf(ctx, t, size, expiring)
+		if err != nil && replaced < maxReplaced {
+			if nt := a.replacement(t); nt != nil {
+				t = nt // served anew under its name (recreated): ask it
+				continue
+			}
+		}
+		return r, valid, err
+	}
+}
+
+// leaseOf is rangeLease of the tag t.
+func (a *Allocator) leaseOf(ctx context.Context, t *tag, size int64, expiring bool) (Range, time.Duration, error) {
+	name := t.name
 	if t.opaque != nil {
 		return Range{}, 0, t.failed(leafd.Errorf(leafd.ERangeUnsupported,
 			"tag %q is opaque: its IDs are not consecutive, so it hands out no ranges; ask for IDs with GET /segment/%s?count=N", name, name))
@@ -233,12 +248,32 @@ func (a *Allocator) allocate(ctx context.Context, t *tag, step int64, direct boo
 	if err == nil {
 		err = a.issued.admit(t.name, alloc, anyOrder)
 	}
+	if err == nil && t.spec == (tagSpec{}) && alloc.Format != "" && alloc.Format != FormatSequential {
+		err = a.recreated(ctx, t)
+	}
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && a.ctx.Err() == nil {
 		// Say what a timeout most likely means: "cannot be reached" alone
 		// sends the on-call engineer to the network.
 		err = fmt.Errorf("no answer within the load timeout of %v (a row lock held by a long transaction, or a database that hangs): %w", a.cfg.LoadTimeout, err)
 	}
 	return alloc, until, took, err
+}
+
+// recreated drops a range the store handed out for t, which this server
+// serves as sequential, from a row whose recorded format is another: a tag
+// that never handed out an ID has no past, so it may be deleted by SQL and
+// created again in another format (store.CreateTag allows it), while a
+// server that read the tag list before serves it as sequential until its
+// next refresh. Its raw counters would fall among an opaque tag's IDs, or
+// be no date. The tag is served as the store has it from now on; its
+// requests waiting for this range go on with it (NextN).
+func (a *Allocator) recreated(ctx context.Context, t *tag) error {
+	row, err := a.store.LookupTag(ctx, t.name)
+	if err != nil {
+		return err
+	}
+	a.adopt(row, false)
+	return unknownTag(t.name)
 }
 
 // refillWait is what a request keeps while it waits for a tag's buffers:

@@ -29,6 +29,9 @@ type Store interface {
 	// the range would start below the tag's high-water mark: its max_id was
 	// lowered, or it was deleted and created again (nothing is written); any
 	// other error is a store failure that the caller may retry.
+	//
+	// The Allocation carries the tag's recorded format (Allocation.Format),
+	// read in the same transaction or after its commit.
 	Allocate(ctx context.Context, tag string, step int64) (Allocation, error)
 
 	// AllocateIn is Allocate for a dated tag, whose range must lie in the
@@ -95,6 +98,13 @@ type Allocation struct {
 	// TableStep is the step column as read in the same transaction: the
 	// smallest step the server may choose next.
 	TableStep int64
+	// Format is the tag's format as the store records it, read with the
+	// range by Allocate and AllocateAnyOrder: FormatOpaque or FormatDated,
+	// empty for a sequential tag (and from a store that records none). A
+	// server that serves the tag as sequential drops a range whose Format
+	// says otherwise: the tag was created again in another format since
+	// the server read it.
+	Format string
 }
 
 // stride returns the stride of a, 0 taken as 1.

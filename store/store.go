@@ -143,8 +143,8 @@ func (s *db) Ping(ctx context.Context) error {
 }
 
 // Allocate advances tag's max_id by step and returns the range
-// [new max_id - step, new max_id) together with the table step, all in one
-// transaction. It returns only after the COMMIT succeeded; on any error the
+// [new max_id - step, new max_id) together with the table step and the
+// tag's recorded format, all in one transaction. It returns only after the COMMIT succeeded; on any error the
 // caller gets no range, and the IDs of a transaction whose COMMIT outcome is
 // unknown are never issued by anyone.
 //
@@ -296,6 +296,15 @@ func (s *db) allocate(ctx context.Context, tag string, step int64, within func(t
 	if err := s.raiseMark(ctx, tx, tag, maxID-step, maxID); err != nil {
 		return segment.Allocation{}, err // rolled back: leaf_alloc is unchanged
 	}
+	// The format of the row the range comes from (Allocation.Format).
+	// AllocateIn serves dated tags, whose format never changes: a dated
+	// tag has a past from its creation on (format.go).
+	format := []leafd.Tag{{Name: tag}}
+	if within == nil {
+		if err := s.withFormats(ctx, tx, format, tag); err != nil {
+			return segment.Allocation{}, err
+		}
+	}
 	if s.beforeCommit != nil {
 		if err := s.beforeCommit(ctx, tx); err != nil {
 			return segment.Allocation{}, err
@@ -304,7 +313,7 @@ func (s *db) allocate(ctx context.Context, tag string, step int64, within func(t
 	if err := tx.Commit(); err != nil {
 		return segment.Allocation{}, err
 	}
-	return segment.Allocation{Start: maxID - step, End: maxID, TableStep: tableStep}, nil
+	return segment.Allocation{Start: maxID - step, End: maxID, TableStep: tableStep, Format: format[0].Format}, nil
 }
 
 // laterPeriod is AllocateIn's answer when max_id is past the window: only

@@ -1191,6 +1191,14 @@ func (s *Store) allocSlot(ctx context.Context, d *shardDB, k int64, tag string, 
 	if err != nil {
 		return segment.Allocation{}, d.Wrap(err, fmt.Sprintf("allocate %q from slot %d", tag, k))
 	}
+	// The tag's format (Allocation.Format), read once the range is
+	// committed: the tag has a past then, so its format is that of the row
+	// the range came from for good.
+	t, err := d.LookupTag(ctx, tag)
+	if err != nil {
+		return segment.Allocation{}, err
+	}
+	a.Format = t.Format
 	return a, nil
 }
 

@@ -10,8 +10,8 @@ import (
 )
 
 // An opaque tag keeps its format, domain and key fingerprint through
-// creation, the lookup, the list and an update of its step; a sequential
-// tag has none; an unknown format or digits on a sequential tag are
+// creation, the lookup, the list, an update of its step and its ranges; a
+// sequential tag has none; an unknown format or digits on a sequential tag are
 // refused.
 func testTagFormat(t *testing.T, h *harness) {
 	s := h.migrated()
@@ -57,6 +57,18 @@ func testTagFormat(t *testing.T, h *harness) {
 			}
 		}
 	}
+	// A range carries the format of the row it came from: a server that
+	// serves a tag as sequential drops one of a tag created again in
+	// another format since it read the tag.
+	for name, format := range map[string]string{"user": "opaque", "plain": ""} {
+		a, err := s.Allocate(ctx, name, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Format != format {
+			t.Errorf("Allocate(%q) = %+v, want format %q", name, a, format)
+		}
+	}
 	for _, bad := range []leafd.Tag{
 		{Name: "a", Step: 10, Format: "secret"},
 		{Name: "b", Step: 10, Digits: 9},
@@ -79,8 +91,8 @@ func testRecreateTag(t *testing.T, h *harness) {
 	const fp, otherFP = "0123456789abcdef", "fedcba9876543210"
 	opaque := leafd.Tag{Name: "user", Step: 10, Format: "opaque", Digits: 9, KeyFingerprint: fp}
 	create(t, s, opaque)
-	h.allocate(s, "user", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10})
-	h.allocate(s, "user", 10, segment.Allocation{Start: 11, End: 21, TableStep: 10})
+	h.allocate(s, "user", 10, segment.Allocation{Start: 1, End: 11, TableStep: 10, Format: "opaque"})
+	h.allocate(s, "user", 10, segment.Allocation{Start: 11, End: 21, TableStep: 10, Format: "opaque"})
 	h.exec("DELETE FROM leaf_alloc WHERE biz_tag = 'user'")
 
 	refused := func(what string, tag leafd.Tag, says ...string) {
@@ -108,7 +120,7 @@ func testRecreateTag(t *testing.T, h *harness) {
 	if got.MaxID != 21 || got.Format != "opaque" || got.Digits != 9 || got.KeyFingerprint != fp {
 		t.Fatalf("the opaque tag created again = %+v, want max_id 21 and its format", got)
 	}
-	h.allocate(s, "user", 10, segment.Allocation{Start: 21, End: 31, TableStep: 10})
+	h.allocate(s, "user", 10, segment.Allocation{Start: 21, End: 31, TableStep: 10, Format: "opaque"})
 
 	// Created again by SQL: still opaque (its format row is kept); the
 	// tag_rewound message's UPDATE goes on above the mark, still opaque.
@@ -119,7 +131,7 @@ func testRecreateTag(t *testing.T, h *harness) {
 	}
 	wantRewound(t, h, s, "user", 10, 31)
 	h.exec("UPDATE leaf_alloc SET max_id = 31 WHERE biz_tag = 'user'")
-	h.allocate(s, "user", 10, segment.Allocation{Start: 31, End: 41, TableStep: 10})
+	h.allocate(s, "user", 10, segment.Allocation{Start: 31, End: 41, TableStep: 10, Format: "opaque"})
 	if tags, err := s.ListTags(ctx); err != nil || len(tags) != 1 || tags[0].Format != "opaque" {
 		t.Fatalf("ListTags after the repair = %+v, %v, want the opaque tag", tags, err)
 	}

@@ -329,9 +329,9 @@ func (h *harness) allocate(s Store, tag string, step int64, want segment.Allocat
 		t.Fatalf("Allocate(%q, %d): %v", tag, step, err)
 	}
 	if sh := h.db.Shards; sh != nil {
-		if got.Stride != sh.Slots || got.Count() != want.Count() || got.TableStep != want.TableStep ||
+		if got.Stride != sh.Slots || got.Count() != want.Count() || got.TableStep != want.TableStep || got.Format != want.Format ||
 			got.Start < 1 || got.Last() >= leafd.MaxID || got.End-got.Start != want.Count()*sh.Slots {
-			t.Fatalf("Allocate(%q, %d) = %+v, want %d IDs strided by %d from 1 on, table step %d", tag, step, got, want.Count(), sh.Slots, want.TableStep)
+			t.Fatalf("Allocate(%q, %d) = %+v, want %d IDs strided by %d from 1 on, table step %d, format %q", tag, step, got, want.Count(), sh.Slots, want.TableStep, want.Format)
 		}
 		return
 	}

@@ -318,9 +318,12 @@ func (a *Allocator) NextN(ctx context.Context, name string, n int, dst []Range) 
 			if nt == nil || replaced == maxReplaced {
 				return dst, err
 			}
-			// Served anew under its name (checkSequential): what was
-			// taken of the old one is dropped, the batch begins again.
+			// Served anew under its name (recreated): what was taken of
+			// the old one is dropped, the batch begins again, with a
+			// wait of its own.
 			t, out, remaining, until = nt, dst, int64(n), time.Time{}
+			w.stop()
+			w = refillWait{}
 			replaced++
 		}
 	}
@@ -526,6 +529,9 @@ func (a *Allocator) Refresh(ctx context.Context) error {
 		case t == nil:
 			t = a.newTag(row, time.Time{})
 			added = append(added, row.Name)
+		case t.spec != specOf(row) && t.adopted.After(asked):
+			// Adopted after the list was read (recreated, Upsert): the
+			// row read is older than the tag served.
 		case t.spec != specOf(row):
 			// Its format changed (created again as another format): served
 			// anew, its buffers dropped.

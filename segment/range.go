@@ -248,7 +248,7 @@ func (a *Allocator) allocate(ctx context.Context, t *tag, step int64, direct boo
 	if err == nil {
 		err = a.issued.admit(t.name, alloc, anyOrder)
 	}
-	if err == nil && t.spec == (tagSpec{}) && alloc.Format != "" && alloc.Format != FormatSequential {
+	if t.spec == (tagSpec{}) && (errors.Is(err, ErrDatedRow) || err == nil && alloc.Format != "" && alloc.Format != FormatSequential) {
 		err = a.recreated(ctx, t)
 	}
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && a.ctx.Err() == nil {
@@ -260,7 +260,8 @@ func (a *Allocator) allocate(ctx context.Context, t *tag, step int64, direct boo
 }
 
 // recreated drops a range the store handed out for t, which this server
-// serves as sequential, from a row whose recorded format is another: a tag
+// serves as sequential, from a row whose recorded format is another (a
+// dated row hands out none: ErrDatedRow): a tag
 // that never handed out an ID has no past, so it may be deleted by SQL and
 // created again in another format (store.CreateTag allows it), while a
 // server that read the tag list before serves it as sequential until its

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"errors"
 	"context"
 	"time"
 
@@ -31,7 +32,9 @@ type Store interface {
 	// other error is a store failure that the caller may retry.
 	//
 	// The Allocation carries the tag's recorded format (Allocation.Format),
-	// read in the same transaction or after its commit.
+	// read in the same transaction or after its commit. A dated tag's row
+	// is refused with ErrDatedRow and nothing is written: only AllocateIn
+	// takes its numbers, within their period.
 	Allocate(ctx context.Context, tag string, step int64) (Allocation, error)
 
 	// AllocateIn is Allocate for a dated tag, whose range must lie in the
@@ -117,3 +120,9 @@ func (a Allocation) Count() int64 { return (a.End - a.Start) / a.stride() }
 // Last returns the highest ID of the range, End-Stride (a Stride of 0 taken
 // as 1). It is below Start when the range holds no ID.
 func (a Allocation) Last() int64 { return a.End - a.stride() }
+
+// ErrDatedRow is Store.Allocate's answer for the row of a dated tag, whose
+// numbers only AllocateIn takes, within their period: nothing is written.
+// A server that asks it serves the tag as sequential, and the tag was
+// created again as dated since the server read it.
+var ErrDatedRow = errors.New("the tag is dated: its numbers are taken within their period only")

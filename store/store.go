@@ -304,6 +304,9 @@ func (s *db) allocate(ctx context.Context, tag string, step int64, within func(t
 		if err := s.withFormats(ctx, tx, format, tag); err != nil {
 			return segment.Allocation{}, err
 		}
+		if format[0].Format == segment.FormatDated {
+			return segment.Allocation{}, segment.ErrDatedRow // rolled back
+		}
 	}
 	if s.beforeCommit != nil {
 		if err := s.beforeCommit(ctx, tx); err != nil {

@@ -92,6 +92,13 @@ func testDatedAllocate(t *testing.T, h *harness) {
 		t.Fatalf("AllocateIn of a window below max_id: %v, want segment.ErrLaterPeriod", err)
 	}
 	h.unchanged("a window below max_id", "d", day2.Limit, day2.Limit)
+	// Allocate, which serves sequential and opaque tags, takes none of a
+	// dated tag's numbers: a server that still serves the tag as
+	// sequential (it was created again as dated since) writes nothing.
+	if a, err := s.Allocate(ctx, "d", 10); !errors.Is(err, segment.ErrDatedRow) {
+		t.Fatalf("Allocate of a dated tag = %+v, %v; want segment.ErrDatedRow", a, err)
+	}
+	h.unchanged("Allocate of a dated tag", "d", day2.Limit, day2.Limit)
 
 	// A share bounds a range to that part of the room left, read in the
 	// transaction: 99 numbers left, 1/8 of them; then 87, 1/8; at least 1.

@@ -1,8 +1,8 @@
 package segment
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"time"
 
 	"github.com/leafd/leafd"

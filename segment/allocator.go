@@ -443,9 +443,6 @@ func (a *Allocator) sleep(d time.Duration) bool {
 	}
 }
 
-// lookup finds a tag. Before the tag list was first read it waits for that,
-// up to WaitTimeout. A tag that is not in the list is looked up in the
-// store (see finder) and served from then on if it is there.
 // replacement returns the tag served under t's name in t's place once t
 // was removed, nil when none is. A request whose tag is replaced while it
 // waits (at most maxReplaced times) goes on with the new one.
@@ -464,6 +461,9 @@ func (a *Allocator) replacement(t *tag) *tag {
 
 const maxReplaced = 2
 
+// lookup finds a tag. Before the tag list was first read it waits for that,
+// up to WaitTimeout. A tag that is not in the list is looked up in the
+// store (see finder) and served from then on if it is there.
 func (a *Allocator) lookup(ctx context.Context, name string) (*tag, error) {
 	if t := (*a.tags.Load())[name]; t != nil {
 		return t, nil

@@ -261,13 +261,13 @@ func (a *Allocator) allocate(ctx context.Context, t *tag, step int64, direct boo
 
 // recreated drops a range the store handed out for t, which this server
 // serves as sequential, from a row whose recorded format is another (a
-// dated row hands out none: ErrDatedRow): a tag
-// that never handed out an ID has no past, so it may be deleted by SQL and
-// created again in another format (store.CreateTag allows it), while a
-// server that read the tag list before serves it as sequential until its
-// next refresh. Its raw counters would fall among an opaque tag's IDs, or
-// be no date. The tag is served as the store has it from now on; its
-// requests waiting for this range go on with it (NextN).
+// dated row hands out none: ErrDatedRow). A tag that never handed out an
+// ID has no past, so it may be deleted by SQL and created again in another
+// format (store.CreateTag allows it), while a server that read the tag
+// list before serves it as sequential until its next refresh: its raw
+// counters would fall among an opaque tag's IDs, or be no date. The tag is
+// served as the store has it from now on; the requests and leases waiting
+// for this range go on with it (Allocator.replacement).
 func (a *Allocator) recreated(ctx context.Context, t *tag) error {
 	row, err := a.store.LookupTag(ctx, t.name)
 	if err != nil {

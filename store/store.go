@@ -144,9 +144,10 @@ func (s *db) Ping(ctx context.Context) error {
 
 // Allocate advances tag's max_id by step and returns the range
 // [new max_id - step, new max_id) together with the table step and the
-// tag's recorded format, all in one transaction. It returns only after the COMMIT succeeded; on any error the
-// caller gets no range, and the IDs of a transaction whose COMMIT outcome is
-// unknown are never issued by anyone.
+// tag's recorded format, all in one transaction. It returns only after the
+// COMMIT succeeded; on any error the caller gets no range, and the IDs of a
+// transaction whose COMMIT outcome is unknown are never issued by anyone.
+// A dated tag's row is refused with segment.ErrDatedRow, nothing written.
 //
 // The range must start at or above the tag's high-water mark, the end of
 // the highest range ever handed out for it (highwater.go), which the same
